@@ -1,0 +1,1 @@
+"""Starting worker processes on one machine (tests and `gridgnn train --nprocs`)."""

@@ -1,0 +1,24 @@
+"""Algorithm names -> SpMM classes: ``"1d"``, ``"1.5d"``, ``"2d"``, ``"3d"``."""
+
+from __future__ import annotations
+
+import scipy.sparse as sp
+import torch
+
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.spmm_2d import SpMM2D
+from gridgnn.spmm.spmm_3d import SpMM3D
+from gridgnn.spmm.spmm_15d import SpMM15D
+
+SPMM_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SpMM15D, "1.5d": SpMM15D, "2d": SpMM2D, "3d": SpMM3D}
+
+
+def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
+               dtype: torch.dtype = torch.float32) -> DistributedSpMM:
+    """The SpMM of ``grid.algo`` for the global normalized adjacency ``adj`` (n x n, CSR).
+
+    Every rank passes the same global ``adj`` and keeps only its own blocks. Not collective.
+    """
+    return SPMM_CLASSES[grid.algo](grid, comm, sp.csr_matrix(adj), dtype=dtype)

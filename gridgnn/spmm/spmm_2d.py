@@ -1,0 +1,103 @@
+"""2D SpMM: SUMMA on a ``pr x pc`` grid, square or not (DESIGN.md §2).
+
+Axes ``row`` (size pr, coordinate i) and ``col`` (size pc, coordinate j). Vertex rows follow
+``block_bounds(n, pr)``; Â's columns follow ``block_bounds(n, pc)``; feature columns follow
+``block_bounds(f, pc)``. The stages are the segments of the common refinement of the two vertex partitions
+(``refine``), so every stage's Â panel lies in one process column and its X panel in one process row; on a
+square grid the stages are the blocks.
+
+Layout of X, Y, dX, dY: ``Shard(0)`` on ``row``, ``Shard(1)`` on ``col``: process (i, j) holds rows of block i
+and feature columns of block j. Process (i, j) keeps Â[rows i, cols in column block j], one packed panel per
+stage segment inside that block (and each panel's transpose). For a 2 x 3 grid on n = 12:
+row blocks [0, 6, 12], Â column blocks [0, 4, 8, 12], stages [0, 4, 6, 8, 12].
+
+Forward, stage s = [a, b): the owner (i, col_owner(a)) broadcasts Â[i, a:b] on ``col`` (its grid row), the
+owner (row_owner(a), j) broadcasts X[a:b, j] on ``row`` (its grid column), and Y[i, j] += Â[i, a:b] X[a:b, j].
+Backward, stage s: the owner broadcasts Â[i, a:b]ᵀ on ``col``; each process forms Â[i, a:b]ᵀ G[i, j] and
+the sum over i is reduced on ``row`` to (row_owner(a), j), which writes rows a:b of dX[·, j].
+"""
+
+from __future__ import annotations
+
+import scipy.sparse as sp
+import torch
+
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.partition import block_bounds, owner, refine
+from gridgnn.sparse.csr import index_dtype_for
+from gridgnn.sparse.packed import PackedPanel
+from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.panels import broadcast_panel, panel_layout
+
+
+class SpMM2D(DistributedSpMM):
+    """SUMMA SpMM on a ``pr x pc`` grid. Built once from the global Â."""
+
+    num_col_blocks_axis = "col"
+
+    def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
+                 dtype: torch.dtype = torch.float32):
+        super().__init__(grid, comm, adj.shape[0])
+        n = self.num_nodes
+        self.row_bounds = block_bounds(n, grid.size("row"))
+        self.col_bounds = block_bounds(n, grid.size("col"))
+        stages = refine(self.row_bounds, self.col_bounds)
+        self.stages = list(zip(stages[:-1], stages[1:], strict=True))
+        self.i, self.j = grid.index("row"), grid.index("col")
+        self.index_dtype, self.dtype = index_dtype_for(n, adj.nnz), dtype
+        r0, r1 = self.row_range
+        rows = adj[r0:r1]
+        self.panel_nnz = [rows[:, a:b].nnz for a, b in self.stages]
+        self.own = {
+            s: PackedPanel(rows[:, a:b], index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
+            for s, (a, b) in enumerate(self.stages) if self._col_owner(a) == self.j
+        }
+
+    @property
+    def row_range(self) -> tuple[int, int]:
+        return self.row_bounds[self.i], self.row_bounds[self.i + 1]
+
+    def _col_owner(self, a: int) -> int:
+        return owner(self.col_bounds, a)
+
+    def _panel(self, s: int, transpose: bool):
+        a, b = self.stages[s]
+        r0, r1 = self.row_range
+        layout = panel_layout(r1 - r0, b - a, self.panel_nnz[s], index_dtype=self.index_dtype,
+                              dtype=self.dtype, transpose=transpose)
+        return broadcast_panel(self.comm, "col", self._col_owner(a), self.own.get(s), layout,
+                               transpose=transpose)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """X[i, j] (n_i x f_j) -> Y[i, j] (n_i x f_j). Collective on ``col`` (Â) and ``row`` (X)."""
+        out = x.new_zeros(x.shape)
+        r0 = self.row_range[0]
+        for s, (a, b) in enumerate(self.stages):
+            panel = self._panel(s, transpose=False)
+            root = owner(self.row_bounds, a)
+            if x.shape[1] == 0:
+                continue
+            if root == self.i:
+                held = x[a - r0:b - r0].contiguous()
+            else:
+                held = x.new_empty((b - a, x.shape[1]))
+            self.comm.broadcast(held, "row", root=root)
+            if panel is not None:
+                out += panel.matmul(held)
+        return out
+
+    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
+        """G[i, j] (n_i x f_j) -> dX[i, j] (n_i x f_j). Collective on ``col`` (Âᵀ) and ``row`` (reduce)."""
+        grad_x = grad_y.new_zeros(grad_y.shape)
+        r0 = self.row_range[0]
+        for s, (a, b) in enumerate(self.stages):
+            panel = self._panel(s, transpose=True)
+            if grad_y.shape[1] == 0:
+                continue
+            part = panel.matmul(grad_y) if panel is not None else grad_y.new_zeros((b - a, grad_y.shape[1]))
+            root = owner(self.row_bounds, a)
+            self.comm.reduce(part, "row", root=root)
+            if root == self.i:
+                grad_x[a - r0:b - r0] = part
+        return grad_x

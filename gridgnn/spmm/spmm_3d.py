@@ -1,0 +1,100 @@
+"""3D SpMM: Split-3D on a ``q x q x d`` grid (DESIGN.md §2; ``d = q`` gives the paper's q³).
+
+Axes ``row`` (i), ``col`` (j), both of size q, and ``depth`` (l) of size d. Vertex blocks follow
+``block_bounds(n, q)``; block k is cut again into d sub-blocks S[k][l] (``sub_bounds``); feature columns follow
+``block_bounds(f, q)``.
+
+Layout of X, Y, dX, dY: rows S[i][l], feature columns of block j on process (i, j, l) — ``Shard(0)`` on
+``row`` then again on ``depth``, ``Shard(1)`` on ``col``. Process (i, j, l) keeps the panel Â[rows of block i,
+columns S[j][l]] (and its transpose): layer l holds the l-th slice of every inner block.
+
+Forward: layer l runs SUMMA over its inner slices: at stage k, (i, k, l) broadcasts Â[i, S[k][l]] on ``col``
+and (k, j, l) broadcasts X[S[k][l], j] on ``row``; each process accumulates a partial C[i, j] (n_i x f_j) over
+its layer's slices; a reduce-scatter on ``depth`` sums the d partials and leaves rows S[i][l] on (i, j, l).
+Backward: an all-gather on ``depth`` rebuilds G[i, j]; at stage k, Â[i, S[k][l]]ᵀ is broadcast on ``col``,
+each process forms Â[i, S[k][l]]ᵀ G[i, j], and the sum over i is reduced on ``row`` to (k, j, l).
+"""
+
+from __future__ import annotations
+
+import scipy.sparse as sp
+import torch
+
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.partition import block_bounds, sub_bounds
+from gridgnn.sparse.csr import index_dtype_for
+from gridgnn.sparse.packed import PackedPanel
+from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.panels import broadcast_panel, panel_layout
+
+
+class SpMM3D(DistributedSpMM):
+    """Split-3D SpMM on a ``q x q x d`` grid. Built once from the global Â."""
+
+    num_col_blocks_axis = "col"
+
+    def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
+                 dtype: torch.dtype = torch.float32):
+        super().__init__(grid, comm, adj.shape[0])
+        q, d = grid.size("row"), grid.size("depth")
+        self.bounds = block_bounds(self.num_nodes, q)
+        self.sub = [sub_bounds(self.bounds[k], self.bounds[k + 1], d) for k in range(q)]
+        self.i, self.j, self.l = grid.index("row"), grid.index("col"), grid.index("depth")
+        self.index_dtype, self.dtype = index_dtype_for(self.num_nodes, adj.nnz), dtype
+        rows = adj[self.bounds[self.i]:self.bounds[self.i + 1]]
+        self.panel_nnz = [rows[:, self._slice(k)[0]:self._slice(k)[1]].nnz for k in range(q)]
+        c0, c1 = self._slice(self.j)
+        self.own = PackedPanel(rows[:, c0:c1], index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
+
+    def _slice(self, k: int) -> tuple[int, int]:
+        """Global rows S[k][l] of this process's layer l."""
+        return self.sub[k][self.l], self.sub[k][self.l + 1]
+
+    @property
+    def row_range(self) -> tuple[int, int]:
+        return self._slice(self.i)
+
+    def _depth_counts(self) -> list[int]:
+        s = self.sub[self.i]
+        return [s[m + 1] - s[m] for m in range(len(s) - 1)]
+
+    def _panel(self, k: int, transpose: bool):
+        (a, b), n_i = self._slice(k), self.bounds[self.i + 1] - self.bounds[self.i]
+        layout = panel_layout(n_i, b - a, self.panel_nnz[k], index_dtype=self.index_dtype,
+                              dtype=self.dtype, transpose=transpose)
+        own = self.own if k == self.j else None
+        return broadcast_panel(self.comm, "col", k, own, layout, transpose=transpose)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (X), ``depth`` (reduce-scatter)."""
+        width = x.shape[1]
+        partial = x.new_zeros((self.bounds[self.i + 1] - self.bounds[self.i], width))
+        for k in range(self.grid.size("row")):
+            panel = self._panel(k, transpose=False)
+            if width == 0:
+                continue
+            a, b = self._slice(k)
+            held = x if k == self.i else x.new_empty((b - a, width))
+            self.comm.broadcast(held, "row", root=k)
+            if panel is not None:
+                partial += panel.matmul(held)
+        if width == 0:
+            return x.new_zeros(x.shape)
+        return self.comm.reduce_scatter_rows(partial, "depth", self._depth_counts())
+
+    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
+        """G[S_il, j] -> dX[S_il, j]. Collective on ``depth`` (all-gather), ``col`` (Âᵀ), ``row`` (reduce)."""
+        width = grad_y.shape[1]
+        full = self.comm.all_gather_rows(grad_y, "depth", self._depth_counts()) if width else None
+        grad_x = None
+        for k in range(self.grid.size("row")):
+            panel = self._panel(k, transpose=True)
+            if width == 0:
+                continue
+            a, b = self._slice(k)
+            part = panel.matmul(full) if panel is not None else grad_y.new_zeros((b - a, width))
+            self.comm.reduce(part, "row", root=k)
+            if k == self.i:
+                grad_x = part
+        return grad_y.new_zeros(grad_y.shape) if grad_x is None else grad_x
