@@ -11,6 +11,8 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape
 
+WORLD = "world"  # pseudo-axis: every process of the grid
+
 
 class ProcessGrid:
     """This rank's place on the logical process grid.
@@ -49,17 +51,18 @@ class ProcessGrid:
         return self.shape.algo
 
     def size(self, axis: str) -> int:
-        return self.shape.size(axis)
+        """Processes in this process's ``axis`` group; the pseudo-axis ``world`` is the whole grid."""
+        return self.shape.world_size if axis == WORLD else self.shape.size(axis)
 
     def index(self, axis: str) -> int:
-        """This process's coordinate along ``axis``."""
-        return self.coords[axis]
+        """This process's coordinate along ``axis`` (its rank for ``world``)."""
+        return self.rank if axis == WORLD else self.coords[axis]
 
     def group(self, axis: str) -> dist.ProcessGroup:
         """The process group of ``axis`` that contains this process."""
         if self.mesh is None:
             raise RuntimeError("no process group on a single-process grid")
-        return self.mesh.get_group(axis)
+        return dist.group.WORLD if axis == WORLD else self.mesh.get_group(axis)
 
 
 def default_device() -> torch.device:

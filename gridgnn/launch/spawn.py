@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -50,12 +51,16 @@ def _worker(fn: Callable, rank: int, world_size: int, port: int, backend: str, t
 
 
 def run_workers(fn: Callable, world_size: int, *args, timeout_s: float = 120.0, threads: int = 1,
-                backend: str = "gloo") -> list:
+                backend: str = "gloo", start_method: str | None = None) -> list:
     """``[fn(rank, world_size, *args) for rank in range(world_size)]``, each in its own process.
 
-    ``fn`` must be importable (a module-level function); results must be picklable.
+    ``fn`` must be importable (a module-level function); results must be picklable. The start method is
+    ``fork`` on Linux for CPU runs (a worker then skips the seconds-long import of torch, as PyTorch's own
+    distributed tests do) and ``spawn`` elsewhere or for CUDA, which cannot be forked.
     """
-    ctx = mp.get_context("spawn")
+    if start_method is None:
+        start_method = "fork" if sys.platform == "linux" and backend == "gloo" else "spawn"
+    ctx = mp.get_context(start_method)
     results = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_worker, daemon=True,

@@ -1,0 +1,80 @@
+"""`gridgnn train --nprocs P`: start P local workers, stream rank 0, fail fast, reap everything.
+
+Each worker is ``python -m gridgnn <same arguments>`` with the torchrun environment (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT a free loopback port), so a worker cannot tell this launcher
+from torchrun. Rank 0 writes to this terminal; the other ranks' stderr is kept and shown if they fail. When
+any worker fails, the others are stopped (SIGTERM, then SIGKILL) and its exit status is returned.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from gridgnn.launch.spawn import free_port
+
+
+def worker_threads(nprocs: int, requested: int | None = None) -> int:
+    """Compute threads per worker: ``requested``, else the machine's cores shared evenly (at least 1)."""
+    if requested is not None:
+        return requested
+    return max(1, (os.cpu_count() or 1) // nprocs)
+
+
+def _worker_env(rank: int, nprocs: int, port: int, threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(RANK=str(rank), WORLD_SIZE=str(nprocs), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nprocs),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GRIDGNN_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads))
+    return env
+
+
+def launch_local(argv: list[str], nprocs: int, threads: int | None = None) -> int:
+    """Run ``gridgnn <argv>`` on ``nprocs`` local workers; returns 0 or the first failing worker's status."""
+    port, threads = free_port(), worker_threads(nprocs, threads)
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in range(nprocs)]
+    procs = []
+    try:
+        for rank in range(nprocs):
+            out = None if rank == 0 else subprocess.DEVNULL
+            err = None if rank == 0 else logs[rank]
+            procs.append(subprocess.Popen([sys.executable, "-m", "gridgnn", *argv], stdout=out, stderr=err,
+                                          env=_worker_env(rank, nprocs, port, threads)))
+        return _wait(procs, logs)
+    finally:
+        _stop(procs)
+        for log in logs:
+            log.close()
+
+
+def _wait(procs: list[subprocess.Popen], logs) -> int:
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+        if failed:
+            rank = failed[0]
+            if rank != 0:
+                logs[rank].seek(0)
+                tail = logs[rank].read().strip().splitlines()[-20:]
+                print(f"gridgnn: error: worker rank {rank} failed with status {codes[rank]}", file=sys.stderr)
+                print("\n".join(tail), file=sys.stderr)
+            return codes[rank] if codes[rank] > 0 else 1
+        if all(c == 0 for c in codes):
+            return 0
+        time.sleep(0.05)
+
+
+def _stop(procs: list[subprocess.Popen], grace_s: float = 5.0) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,108 @@
+"""`GridOps`: what a GCN epoch needs on one rank of a grid, in the algorithm's dense layout.
+
+The model (`gridgnn.nn.gcn`) is single-device math; it calls ``ops(x)`` for ``Â x`` and `GridOps.linear` /
+`GridOps.add_bias` for the products with W, so the same code trains on any grid. Layout of activations:
+rows `row_range`, feature columns `col_range(width)` (see each SpMM module).
+
+=========  ===================  ========================================  ===============
+algorithm  product with W        weight / bias gradient reduced over       rows held by
+=========  ===================  ========================================  ===============
+1d, 1.5d   local ``h @ W``       ``row`` (replicas hold equal copies)      1 or c replicas
+2d, 3d     gather or scatter     ``world`` (every process adds a distinct  pc (or q)
+           columns on ``col``    part)                                     processes
+=========  ===================  ========================================  ===============
+"""
+
+from __future__ import annotations
+
+import scipy.sparse as sp
+import torch
+
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import WORLD, ProcessGrid
+from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, ReduceScatterCols
+from gridgnn.partition import block_bounds, block_sizes
+from gridgnn.spmm.registry import build_spmm
+
+
+class GridOps:
+    """The aggregation, dense products, logits and reductions of one rank. Built once per run."""
+
+    def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
+                 dtype: torch.dtype = torch.float32):
+        self.grid, self.comm = grid, comm
+        self.spmm = build_spmm(grid, comm, adj, dtype=dtype)
+        self.col_axis = self.spmm.num_col_blocks_axis
+        self.grad_axis = "row" if self.col_axis is None else WORLD
+        self.row_replicas = 1 if self.col_axis is None else grid.size(self.col_axis)
+        if grid.algo == "1.5d":
+            self.row_replicas = grid.size("rep")
+
+    @property
+    def row_range(self) -> tuple[int, int]:
+        return self.spmm.row_range
+
+    def col_range(self, width: int) -> tuple[int, int]:
+        return self.spmm.col_range(width)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """``Â x`` in the layout (collective: the SpMM's axes)."""
+        return self.spmm(x)
+
+    def _counts(self, width: int) -> list[int]:
+        return block_sizes(block_bounds(width, self.grid.size(self.col_axis), allow_empty=True,
+                                        what="feature columns"))
+
+    def linear(self, h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """``h @ W`` for this rank's block: (m, f_in block) -> (m, f_out block). W is replicated.
+
+        2D/3D (collective on ``col``, phase ``dense``): the narrower side crosses the grid row, either
+        gathering h's columns first or reduce-scattering the partial products after.
+        """
+        if self.col_axis is None:
+            return h @ weight
+        f_in, f_out = weight.shape
+        if f_in <= f_out:
+            full = AllGatherCols.apply(h, self.comm, self.col_axis, self._counts(f_in), "dense")
+            c0, c1 = self.col_range(f_out)
+            return full @ weight[:, c0:c1]
+        c0, c1 = self.col_range(f_in)
+        partial = h @ weight[c0:c1]
+        return ReduceScatterCols.apply(partial, self.comm, self.col_axis, self._counts(f_out), "dense")
+
+    def add_bias(self, z: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """``z + b`` with b's entries for this rank's columns. Not collective."""
+        c0, c1 = self.col_range(bias.shape[0])
+        return z + bias[c0:c1]
+
+    def full_rows(self, z: torch.Tensor, width: int) -> torch.Tensor:
+        """All ``width`` columns of this rank's rows (for log-softmax and the loss); phase ``loss``.
+
+        Every process of the ``col`` group gets the same rows and computes the same loss on them, so the
+        backward pass keeps each one's own columns of the gradient.
+        """
+        if self.col_axis is None:
+            return z
+        return AllGatherColsReplicated.apply(z, self.comm, self.col_axis, self._counts(width), "loss")
+
+    def reduce_gradients(self, params: list[torch.nn.Parameter]) -> None:
+        """Sum replicated parameters' gradients over the processes holding distinct parts (phase
+        ``weight_grad``): one all-reduce of the flattened gradients, on ``row`` (1D/1.5D) or ``world``."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        with self.comm.phase("weight_grad"):
+            self.comm.all_reduce(flat, self.grad_axis)
+        offset = 0
+        for p in params:
+            p.grad = flat[offset:offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+
+    def global_sum(self, values: torch.Tensor) -> torch.Tensor:
+        """Sum of per-row quantities over all rows of the graph (phase ``loss``, collective on world).
+
+        Each row is held by `row_replicas` processes, so the world sum is divided by that count.
+        """
+        values = values.clone()
+        with self.comm.phase("loss"):
+            self.comm.all_reduce(values, WORLD)
+        return values / self.row_replicas
