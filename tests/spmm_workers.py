@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -13,6 +15,11 @@ from gridgnn.grid.shape import resolve_grid
 from gridgnn.spmm.registry import build_spmm
 
 WIDTHS = (1, 7, 33)
+
+
+def test_device() -> str:
+    """``cpu`` (gloo), or ``cuda`` (NCCL) when GRIDGNN_TEST_DEVICE=cuda (see scripts/gpu_check.sh)."""
+    return os.environ.get("GRIDGNN_TEST_DEVICE", "cpu")
 
 
 def random_directed(n: int, density: float = 0.08, seed: int = 0) -> sp.csr_matrix:
@@ -32,22 +39,22 @@ def run_case(algo: str, replication: int | None, grid_text: str | None, n: int, 
     """Forward + backward at every width on this rank; returns blocks, ranges and counted communication."""
     adj = random_directed(n, seed=seed)
     shape = resolve_grid(algo, torch.distributed.get_world_size(), replication=replication, grid=grid_text)
-    grid = ProcessGrid.create(shape, "cpu")
+    grid = ProcessGrid.create(shape, test_device())
     comm = Communicator(grid)
     op = build_spmm(grid, comm, adj)
     out = []
     for width in WIDTHS:
         x_global, g_global = dense_inputs(n, width, seed)
-        x = op.local_slice(x_global).requires_grad_(True)
+        x = op.local_slice(x_global).to(grid.device).requires_grad_(True)
         debug = CommDebugMode()
         with debug:
             y = op(x)
             forward = comm.reset()
-            y.backward(op.local_slice(g_global))
+            y.backward(op.local_slice(g_global).to(grid.device))
             backward = comm.reset()
         out.append({
             "width": width, "rows": op.row_range, "cols": op.col_range(width),
-            "y": y.detach().numpy(), "grad": x.grad.numpy(),
+            "y": y.detach().cpu().numpy(), "grad": x.grad.cpu().numpy(), "stored_nnz": op.stored_nnz,
             "forward_bytes": sum(r.bytes for r in forward), "forward_calls": len(forward),
             "backward_bytes": sum(r.bytes for r in backward), "backward_calls": len(backward),
             "phases": sorted({r.phase for r in forward}) + sorted({r.phase for r in backward}),

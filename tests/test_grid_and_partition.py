@@ -62,3 +62,21 @@ def test_invalid_grids_fail_with_the_factors(algo, p, kwargs, message):
 
 def test_parse_shape():
     assert parse_shape("2x2x2") == (2, 2, 2)
+
+
+def _fails_on_rank_one(rank: int, world_size: int) -> int:
+    if rank == 1:
+        raise ValueError("boom on purpose")
+    return rank
+
+
+def test_harness_surfaces_the_failing_rank():
+    from gridgnn.launch.spawn import WorkerError, run_workers
+
+    assert run_workers(_ok, 3) == [0, 1, 2]
+    with pytest.raises(WorkerError, match=r"rank 1 failed:(.|\n)*ValueError: boom on purpose"):
+        run_workers(_fails_on_rank_one, 2, timeout_s=60)
+
+
+def _ok(rank: int, world_size: int) -> int:
+    return rank

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spmm_workers as w
+import torch
 
 from gridgnn.cost.block_stats import block_nnz
 from gridgnn.cost.spmm_cost import partition_stats, spmm_cost
@@ -54,7 +55,11 @@ def _check_blocks(per_rank: list[dict], key: str, reference: np.ndarray) -> None
 @pytest.mark.parametrize("world_size", sorted(CASES))
 def test_spmm_matches_single_process_and_cost_model(world_size):
     cases = CASES[world_size]
-    results = run_workers(w.run_cases, world_size, cases, N, SEED, timeout_s=240)
+    device = w.test_device()
+    if device == "cuda" and world_size > torch.cuda.device_count():
+        pytest.skip(f"needs {world_size} GPUs")
+    results = run_workers(w.run_cases, world_size, cases, N, SEED, timeout_s=240,
+                          backend="nccl" if device == "cuda" else "gloo")
     adj = w.random_directed(N, seed=SEED)
     dense = adj.toarray().astype(np.float64)
     for case_index, (algo, c, grid_text) in enumerate(cases):
@@ -65,6 +70,7 @@ def test_spmm_matches_single_process_and_cost_model(world_size):
             x, g = (t.double().numpy() for t in w.dense_inputs(N, width, SEED))
             _check_blocks(per_rank, "y", dense @ x)
             _check_blocks(per_rank, "grad", dense.T @ g)
+            assert sum(res["stored_nnz"] for res in per_rank) == adj.nnz  # each block kept by one rank
             for rank, res in enumerate(per_rank):
                 cost = spmm_cost(shape, rank, N, width, panel_nnz)
                 measured = (res["forward_bytes"], res["forward_calls"], res["backward_bytes"],

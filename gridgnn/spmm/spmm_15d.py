@@ -55,6 +55,11 @@ class SpMM15D(DistributedSpMM):
         }
 
     @property
+    def stored_nnz(self) -> int:
+        """Non-zeros of Â this rank keeps (each stored value is kept by exactly one rank)."""
+        return sum(block.nnz for block in self.blocks.values())
+
+    @property
     def row_range(self) -> tuple[int, int]:
         return self.bounds[self.i], self.bounds[self.i + 1]
 

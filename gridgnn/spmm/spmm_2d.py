@@ -55,6 +55,11 @@ class SpMM2D(DistributedSpMM):
         }
 
     @property
+    def stored_nnz(self) -> int:
+        """Non-zeros of Â this rank keeps (each stored value is kept by exactly one rank)."""
+        return sum(panel.block(False).nnz for panel in self.own.values())
+
+    @property
     def row_range(self) -> tuple[int, int]:
         return self.row_bounds[self.i], self.row_bounds[self.i + 1]
 

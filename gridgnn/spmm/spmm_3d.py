@@ -52,6 +52,11 @@ class SpMM3D(DistributedSpMM):
         return self.sub[k][self.l], self.sub[k][self.l + 1]
 
     @property
+    def stored_nnz(self) -> int:
+        """Non-zeros of Â this rank keeps (each stored value is kept by exactly one rank)."""
+        return self.own.block(False).nnz
+
+    @property
     def row_range(self) -> tuple[int, int]:
         return self._slice(self.i)
 
