@@ -1,0 +1,89 @@
+"""Conversions between `Graph` and PyTorch Geometric's ``Data`` (torch and torch_geometric import lazily)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from gridgnn.data.graph import Graph
+from gridgnn.data.readers._common import adjacency_from_edges, build_graph, check_labels, is_symmetric
+from gridgnn.data.splits import random_split
+from gridgnn.data.synthetic import placeholder_features
+from gridgnn.errors import DataError
+
+_MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+def _numpy(tensor: Any) -> np.ndarray:
+    """A torch tensor (dense or sparse) or array-like as a dense numpy array."""
+    if hasattr(tensor, "is_sparse") and tensor.is_sparse:
+        tensor = tensor.to_dense()
+    if hasattr(tensor, "detach"):
+        return tensor.detach().cpu().numpy()
+    return np.asarray(tensor)
+
+
+def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0) -> Graph:
+    """Build a `Graph` from a torch_geometric ``Data``.
+
+    ``edge_index`` (2, E) gives edges src -> dst (``adj[dst, src] = 1``; edge weights are ignored, the
+    adjacency is binary and duplicates collapse). ``x`` (n, f) becomes dense float32 (placeholder features
+    when absent); ``y`` (n,) or (n, 1) gives the labels (all 0, one class, when absent); masks of shape
+    (n, k) (several splits, as in WikiCS) use column `split`; without masks a seeded 60/20/20 split is used.
+    """
+    where = f"PyG data '{name}'"
+    num_nodes = int(data.num_nodes) if data.num_nodes is not None else 0
+    edge_index = _numpy(data.edge_index).astype(np.int64)
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise DataError(f"{where}: edge_index must have shape (2, E), got {edge_index.shape}")
+    adj = adjacency_from_edges(edge_index[0], edge_index[1], num_nodes, where)
+    x = getattr(data, "x", None)
+    features = placeholder_features(adj, seed=seed) if x is None else _numpy(x).astype(np.float32)
+    y = getattr(data, "y", None)
+    labels = np.zeros(num_nodes, dtype=np.int64) if y is None else check_labels(_numpy(y), num_nodes, where)
+    return build_graph(
+        where,
+        adj=adj,
+        features=features,
+        labels=labels,
+        **_masks(data, num_nodes, split, seed, where),
+        num_classes=int(labels.max()) + 1,
+        name=name,
+        directed=not is_symmetric(adj),
+        meta={"format": "pyg"},
+    )
+
+
+def _masks(data: Any, num_nodes: int, split: int, seed: int, where: str) -> dict[str, np.ndarray]:
+    """The three bool masks (n,) of `data`, column `split` of 2-D masks, or a random 60/20/20 split."""
+    if any(getattr(data, m, None) is None for m in _MASKS):
+        return dict(zip(_MASKS, random_split(num_nodes, seed=seed), strict=True))
+    masks = {}
+    for mask_name in _MASKS:
+        mask = _numpy(getattr(data, mask_name)).astype(bool)
+        if mask.ndim == 2:
+            if not 0 <= split < mask.shape[1]:
+                raise DataError(f"{where}: split {split} not in the {mask.shape[1]} columns of {mask_name}")
+            mask = mask[:, split]
+        masks[mask_name] = np.ascontiguousarray(mask)
+    return masks
+
+
+def graph_to_pyg(graph: Graph) -> Any:
+    """A torch_geometric ``Data`` with ``edge_index`` (2, nnz) src -> dst, ``edge_weight`` (nnz,) holding
+    the adjacency values, dense ``x`` (n, f) float32, ``y`` (n,) int64 and the three masks."""
+    import torch
+    from torch_geometric.data import Data
+
+    coo = sp.coo_matrix(graph.adj)
+    edge_index = torch.from_numpy(np.vstack([coo.col, coo.row]).astype(np.int64))
+    return Data(
+        x=torch.from_numpy(graph.dense_features()),
+        edge_index=edge_index,
+        edge_weight=torch.from_numpy(coo.data.astype(np.float32)),
+        y=torch.from_numpy(graph.labels),
+        num_nodes=graph.num_nodes,
+        **{mask: torch.from_numpy(getattr(graph, mask)) for mask in _MASKS},
+    )

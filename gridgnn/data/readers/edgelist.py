@@ -1,0 +1,92 @@
+"""Plain-text edge lists (``.txt``, ``.edges``, ``.edgelist``, ``.el``, ``.csv``, ``.tsv``; ``.gz`` allowed).
+
+One edge ``u v`` per line, whitespace- or comma-separated; anything after the first two fields (weights,
+networkx ``{}`` attribute dicts) is ignored; lines starting with ``#`` or ``%`` are comments; a first data
+line whose ids are not integers (``source,target``) is skipped as a header. A line ``u v`` is the edge
+u -> v. Node ids (``id_base=None``, the default): the distinct ids in sorted order become 0..n-1, which
+covers 0-based, 1-based and non-contiguous ids (nodes without edges do not exist). With ``id_base=0`` or
+``1`` ids are used as given minus the base and n = max id + 1 - base, keeping isolated nodes. Features,
+labels and split are the structure-only defaults of `gridgnn.data.synthetic`.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import scipy.sparse as sp
+
+from gridgnn.data.graph import Graph
+from gridgnn.data.readers._common import adjacency_from_edges, is_symmetric, load_table, reading, require_file
+from gridgnn.data.synthetic import structure_only_graph
+from gridgnn.errors import DataError
+
+COMMENTS = ("#", "%")
+
+
+def _open_text(path: Path) -> IO[str]:
+    return gzip.open(path, "rt") if path.name.endswith(".gz") else open(path)
+
+
+def _sniff(path: Path) -> tuple[str | None, int]:
+    """(delimiter, lines to skip): ',' if the first data line has a comma; skip a non-numeric header line."""
+    with reading(path, "edge list"), _open_text(path) as file:
+        for line_number, line in enumerate(file):
+            text = line.strip()
+            if not text or text.startswith(COMMENTS):
+                continue
+            delimiter = "," if "," in text else None
+            fields = [f.strip() for f in text.split(delimiter)][:2]
+            return delimiter, (0 if _numeric(fields) else line_number + 1)
+    return None, 0
+
+
+def _numeric(fields: list[str]) -> bool:
+    """True when every field parses as a number (else the line is a header such as ``source,target``)."""
+    try:
+        [float(f) for f in fields]
+    except ValueError:
+        return False
+    return True
+
+
+def read_edge_array(path: Path | str) -> np.ndarray:
+    """The raw (E, 2) int64 array of (source, target) ids in file order."""
+    path = require_file(Path(path))
+    delimiter, skip = _sniff(path)
+    edges = load_table(
+        path, "edge list", dtype=np.int64, comments=COMMENTS, delimiter=delimiter, usecols=(0, 1),
+        skiprows=skip, ndmin=2,
+    )  # fmt: skip
+    if edges.shape[0] == 0:
+        raise DataError(f"{path}: the edge list is empty (no edge lines)")
+    return edges
+
+
+def read_edgelist_adjacency(path: Path | str, id_base: int | None = None) -> sp.csr_matrix:
+    """Binary CSR float32 adjacency (n, n) with ``adj[v, u] = 1`` for each line ``u v``."""
+    edges = read_edge_array(path)
+    if edges.min() < 0:
+        raise DataError(f"{path}: negative vertex id {int(edges.min())}")
+    if id_base is None:
+        ids, compact = np.unique(edges, return_inverse=True)
+        edges = compact.reshape(edges.shape)
+        num_nodes = int(ids.size)
+    else:
+        if id_base not in (0, 1):
+            raise DataError(f"{path}: id_base must be 0, 1 or None, got {id_base}")
+        edges = edges - id_base
+        if edges.min() < 0:
+            raise DataError(f"{path}: vertex id {int(edges.min()) + id_base} is below the id base {id_base}")
+        num_nodes = int(edges.max()) + 1
+    return adjacency_from_edges(edges[:, 0], edges[:, 1], num_nodes, path)
+
+
+def read_edgelist(path: Path | str, seed: int = 0, id_base: int | None = None) -> Graph:
+    """Read an edge list into a `Graph` with placeholder features, one class and a 60/20/20 split."""
+    adj = read_edgelist_adjacency(path, id_base=id_base)
+    meta = {"source": str(path), "format": "edge-list", "id_base": "compact" if id_base is None else id_base}
+    name = Path(path).name.split(".")[0]
+    return structure_only_graph(adj, path, name, seed=seed, meta=meta, directed=not is_symmetric(adj))

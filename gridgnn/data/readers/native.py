@@ -1,0 +1,124 @@
+"""gridgnn's own graph file: an uncompressed ``.npz`` that loads without pickle and round-trips exactly.
+
+Keys: ``gridgnn_format`` = "gridgnn-graph" (the marker) and ``format_version`` = 1; ``name``, ``directed``,
+``num_classes``, ``meta_json`` (the `Graph.meta` dict as JSON); ``adj_{data,indices,indptr,shape}``;
+either ``features`` (dense) or ``features_{data,indices,indptr,shape}`` (CSR); ``labels`` and the three
+masks. Arrays keep their dtypes (index arrays included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from gridgnn.data.graph import Graph
+from gridgnn.data.readers._common import build_graph, one_line, reading
+from gridgnn.errors import DataError
+
+FORMAT_KEY = "gridgnn_format"
+FORMAT_MARKER = "gridgnn-graph"
+FORMAT_VERSION = 1
+_MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+def _csr_arrays(prefix: str, matrix: sp.csr_matrix) -> dict[str, np.ndarray]:
+    return {
+        f"{prefix}_data": matrix.data,
+        f"{prefix}_indices": matrix.indices,
+        f"{prefix}_indptr": matrix.indptr,
+        f"{prefix}_shape": np.asarray(matrix.shape, dtype=np.int64),
+    }
+
+
+def save_graph(graph: Graph, path: Path | str) -> Path:
+    """Write `graph` to `path` (conventionally ``*.npz``) atomically; returns the path written."""
+    path = Path(path)
+    try:
+        meta_json = json.dumps(graph.meta, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{path}: graph meta is not JSON-serializable ({exc})") from None
+    arrays = {
+        FORMAT_KEY: np.asarray(FORMAT_MARKER),
+        "format_version": np.asarray(FORMAT_VERSION, dtype=np.int64),
+        "name": np.asarray(graph.name),
+        "directed": np.asarray(bool(graph.directed)),
+        "num_classes": np.asarray(int(graph.num_classes), dtype=np.int64),
+        "meta_json": np.asarray(meta_json),
+        "labels": graph.labels,
+        **{mask: getattr(graph, mask) for mask in _MASKS},
+        **_csr_arrays("adj", graph.adj),
+    }
+    if sp.issparse(graph.features):
+        arrays.update(_csr_arrays("features", sp.csr_matrix(graph.features)))
+    else:
+        arrays["features"] = np.asarray(graph.features)
+    temporary = path.with_name(path.name + ".partial")
+    try:
+        with open(temporary, "wb") as file:
+            np.savez(file, **arrays)
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot write the graph file: {one_line(exc)}") from exc
+    return path
+
+
+def is_native(arrays: Mapping[str, np.ndarray]) -> bool:
+    """True when the npz arrays carry the gridgnn format marker."""
+    return FORMAT_KEY in arrays
+
+
+def load_native(path: Path | str) -> Graph:
+    """Read a file written by `save_graph` back into an identical `Graph`."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    with reading(path, "gridgnn graph file"), np.load(path, allow_pickle=False) as npz:
+        return graph_from_native({key: npz[key] for key in npz.files}, path)
+
+
+def graph_from_native(arrays: Mapping[str, np.ndarray], where: Path | str) -> Graph:
+    """Build a `Graph` from the arrays of a native file (see the module docstring for the keys)."""
+    if not is_native(arrays) or str(arrays[FORMAT_KEY]) != FORMAT_MARKER:
+        raise DataError(f"{where}: not a gridgnn graph file (no '{FORMAT_KEY}' marker)")
+    version = int(_get(arrays, "format_version", where))
+    if version != FORMAT_VERSION:
+        raise DataError(f"{where}: format version {version} is not supported (this gridgnn reads {FORMAT_VERSION})")
+    with reading(where, "graph meta"):
+        meta = json.loads(str(_get(arrays, "meta_json", where)))
+    if "features_data" in arrays:
+        features = _csr(arrays, "features", where)
+    else:
+        features = _get(arrays, "features", where)
+    return build_graph(
+        where,
+        adj=_csr(arrays, "adj", where),
+        features=features,
+        labels=_get(arrays, "labels", where),
+        **{mask: _get(arrays, mask, where) for mask in _MASKS},
+        num_classes=int(_get(arrays, "num_classes", where)),
+        name=str(_get(arrays, "name", where)),
+        directed=bool(_get(arrays, "directed", where)),
+        meta=meta,
+    )
+
+
+def _get(arrays: Mapping[str, np.ndarray], key: str, where: Path | str) -> np.ndarray:
+    if key not in arrays:
+        raise DataError(f"{where}: missing key '{key}'")
+    return arrays[key]
+
+
+def _csr(arrays: Mapping[str, np.ndarray], prefix: str, where: Path | str) -> sp.csr_matrix:
+    """CSR matrix from ``<prefix>_{data,indices,indptr,shape}`` keeping the stored dtypes, fully checked."""
+    data, indices, indptr, shape = (
+        _get(arrays, f"{prefix}_{p}", where) for p in ("data", "indices", "indptr", "shape")
+    )
+    with reading(where, f"{prefix} matrix"):
+        matrix = sp.csr_matrix((data, indices, indptr), shape=tuple(int(s) for s in shape), copy=False)
+        matrix.check_format(full_check=True)
+    return matrix

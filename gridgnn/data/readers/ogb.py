@@ -1,0 +1,123 @@
+"""OGB node-property-prediction folders as the ``ogb`` package unpacks them (e.g. ``ogbn_arxiv/``).
+
+Layout: ``raw/edge.csv.gz`` (one ``src,dst`` line per edge, 0-based), ``raw/node-feat.csv.gz`` (n rows
+of f floats, optional: placeholders otherwise), ``raw/node-label.csv.gz`` (n rows of one integer,
+optional: all 0 otherwise), ``raw/num-node-list.csv.gz`` (optional, the node count), and
+``split/<kind>/{train,valid,test}.csv.gz`` (node ids; without a split folder a seeded 60/20/20 random
+split is used). With several split kinds the alphabetically first is taken. Uncompressed ``.csv``
+files are accepted too. Edges keep their direction (src -> dst); multi-task labels are rejected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gridgnn.data.graph import Graph
+from gridgnn.data.readers._common import (
+    adjacency_from_edges,
+    build_graph,
+    check_features,
+    check_labels,
+    is_symmetric,
+    load_table,
+)
+from gridgnn.data.splits import index_mask, random_split
+from gridgnn.data.synthetic import placeholder_features
+from gridgnn.errors import DataError
+
+
+def csv_file(folder: Path, stem: str) -> Path | None:
+    """``folder/<stem>.csv.gz`` or ``folder/<stem>.csv``, whichever exists, else None."""
+    for name in (f"{stem}.csv.gz", f"{stem}.csv"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
+
+
+def is_ogb_folder(folder: Path) -> bool:
+    """True when `folder` has an OGB ``raw/edge.csv(.gz)``."""
+    return csv_file(folder / "raw", "edge") is not None
+
+
+def _load_csv(path: Path, dtype: type, what: str) -> np.ndarray:
+    """A comma-separated numeric table as a 2-D array (rows, columns)."""
+    return load_table(path, what, dtype=dtype, delimiter=",", ndmin=2)
+
+
+def read_ogb(folder: Path | str, seed: int = 0) -> Graph:
+    """Read an OGB node-property folder into a `Graph` (features dense float32 (n, f), labels int64 (n,))."""
+    folder = Path(folder)
+    raw = folder / "raw"
+    edge_path = csv_file(raw, "edge")
+    if edge_path is None:
+        raise DataError(f"{folder}: no raw/edge.csv.gz (not an OGB node-property folder)")
+    edges = _load_csv(edge_path, np.int64, "edges")
+    if edges.shape[0] == 0 or edges.shape[1] != 2:
+        raise DataError(f"{edge_path}: expected one 'src,dst' pair per line, got shape {edges.shape}")
+    tables = {stem: _optional_table(raw, stem) for stem in ("node-feat", "node-label")}
+    num_nodes = _num_nodes(raw, edges, tables)
+    adj = adjacency_from_edges(edges[:, 0], edges[:, 1], num_nodes, edge_path)
+    features, feat_path = tables["node-feat"]
+    if features is None:
+        features = placeholder_features(adj, seed=seed)
+    check_features(features, num_nodes, feat_path)
+    label_table, label_path = tables["node-label"]
+    labels = np.zeros(num_nodes, np.int64) if label_table is None else check_labels(label_table, num_nodes, label_path)
+    masks, split = _split(folder, num_nodes, seed)
+    return build_graph(
+        folder,
+        adj=adj,
+        features=features,
+        labels=labels,
+        train_mask=masks[0],
+        val_mask=masks[1],
+        test_mask=masks[2],
+        num_classes=int(labels.max()) + 1,
+        name=folder.name,
+        directed=not is_symmetric(adj),
+        meta={"source": str(folder), "format": "ogb", "split": split},
+    )
+
+
+def _optional_table(raw: Path, stem: str) -> tuple[np.ndarray | None, Path]:
+    """(table, path) for ``raw/<stem>.csv(.gz)``: features as float32, labels as float64 (NaN-aware)."""
+    path = csv_file(raw, stem)
+    if path is None:
+        return None, raw / f"{stem}.csv.gz"
+    return _load_csv(path, np.float32 if stem == "node-feat" else np.float64, stem), path
+
+
+def _num_nodes(raw: Path, edges: np.ndarray, tables: dict) -> int:
+    """Node count from num-node-list, else node-feat/node-label row counts, else max edge id + 1."""
+    count_path = csv_file(raw, "num-node-list")
+    if count_path is not None:
+        counts = _load_csv(count_path, np.int64, "node count").ravel()
+        if counts.size != 1 or counts[0] <= 0:
+            raise DataError(f"{count_path}: expected one positive node count, got {counts.tolist()}")
+        return int(counts[0])
+    for table, _ in tables.values():
+        if table is not None:
+            return int(table.shape[0])
+    return int(edges.max()) + 1
+
+
+def _split(folder: Path, num_nodes: int, seed: int) -> tuple[tuple[np.ndarray, ...], str]:
+    """(train, val, test) masks of shape (n,) from split/<kind>/, and the split's name."""
+    split_root = folder / "split"
+    kinds = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
+    if not kinds:
+        return random_split(num_nodes, seed=seed), "random-60-20-20"
+    masks = []
+    for part in ("train", "valid", "test"):
+        path = csv_file(split_root / kinds[0], part)
+        if path is None:
+            raise DataError(f"{split_root / kinds[0]}: missing {part}.csv.gz")
+        ids = _load_csv(path, np.int64, f"{part} ids").ravel()
+        if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
+            raise DataError(
+                f"{path}: node id {int(ids.max() if ids.min() >= 0 else ids.min())} outside [0, {num_nodes})"
+            )
+        masks.append(index_mask(num_nodes, ids))
+    return tuple(masks), kinds[0]
