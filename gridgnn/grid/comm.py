@@ -27,6 +27,10 @@ import torch.distributed as dist
 
 from gridgnn.grid.process_grid import ProcessGrid
 
+# torch 2.13 renamed the equal-part collectives; older releases (>= 2.4) only have the first names.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
 PHASES = ("spmm_forward", "spmm_backward", "dense", "weight_grad", "loss", "other")
 
 
@@ -136,7 +140,7 @@ class Communicator:
         padded = _pad_rows(local, chunk)
         out = local.new_empty((p * chunk,) + tuple(local.shape[1:]))
         self._run("all_gather", axis, (p - 1) * _nbytes(padded),
-                  lambda g: dist.all_gather_into_tensor(out, padded, group=g))
+                  lambda g: _all_gather_single(out, padded, group=g))
         parts = [out[k * chunk: k * chunk + rows] for k, rows in enumerate(row_counts)]
         return torch.cat(parts)
 
@@ -153,7 +157,7 @@ class Communicator:
         stacked = torch.cat([_pad_rows(b, chunk) for b in blocks])
         out = full.new_empty((chunk,) + tuple(full.shape[1:]))
         self._run("reduce_scatter", axis, (p - 1) * _nbytes(out),
-                  lambda g: dist.reduce_scatter_tensor(out, stacked, group=g))
+                  lambda g: _reduce_scatter_single(out, stacked, group=g))
         return out[: row_counts[self.grid.index(axis)]]
 
 
