@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gridgnn.cost.spmm_cost import SizeInfo, spmm_cost
+from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo, spmm_cost
 from gridgnn.grid.shape import GridShape
 
 ORDERS = ("auto", "aggregate-first", "transform-first")
@@ -52,7 +52,7 @@ class StepSpMMCost:
 
 
 def training_step_spmm_cost(shape: GridShape, rank: int, n: int, widths: list[int], order: str,
-                            panel_nnz: np.ndarray | None = None, sizes: SizeInfo = SizeInfo()) -> StepSpMMCost:
+                            panel_nnz: np.ndarray | None = None, sizes: SizeInfo = FLOAT32) -> StepSpMMCost:
     """SpMM bytes and calls of ``rank`` for one training step (phases spmm_forward / spmm_backward)."""
     forward, backward = spmm_widths(widths, order)
     fwd = [spmm_cost(shape, rank, n, f, panel_nnz, sizes) for f in forward]

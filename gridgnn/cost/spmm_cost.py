@@ -35,6 +35,10 @@ class SizeInfo:
     index: int = 4
 
 
+FLOAT32 = SizeInfo()
+"""float32 values with int32 indices: what gridgnn sends for graphs below 2^31 vertices and non-zeros."""
+
+
 def partition_stats(algo: str, shape: GridShape, n: int) -> dict:
     """The vertex partitions an algorithm uses, for `block_nnz` (pure)."""
     if algo in ("1d", "1.5d"):
@@ -49,7 +53,7 @@ def partition_stats(algo: str, shape: GridShape, n: int) -> dict:
 
 
 def spmm_cost(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.ndarray | None = None,
-              sizes: SizeInfo = SizeInfo()) -> SpMMCost:
+              sizes: SizeInfo = FLOAT32) -> SpMMCost:
     """Communication of ``rank`` for one SpMM of width ``width`` on grid ``shape``.
 
     ``panel_nnz``: for 2D, nnz per (row block, stage segment) — `block_nnz(adj, row_bounds, stages)`; for

@@ -20,12 +20,13 @@ from gridgnn.data.graph import Graph
 class LocalShard:
     """Node data of one rank.
 
-    features: (rows, cols) float32, dense, the block [r0:r1, c0:c1] of the global features.
+    features: (rows, cols) float32, the block [r0:r1, c0:c1] of the global features, scipy CSR when the
+    graph's features are sparse (bag-of-words stays sparse), else a dense tensor.
     labels: (rows,) int64. masks: train/val/test bool (rows,). mask_totals: global sizes of the three masks
     (the loss is a mean over *all* training vertices, whatever the layout).
     """
 
-    features: torch.Tensor
+    features: torch.Tensor | sp.csr_matrix
     labels: torch.Tensor
     masks: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     mask_totals: tuple[int, int, int]
@@ -36,8 +37,10 @@ def shard_node_data(graph: Graph, row_range: tuple[int, int], col_range: tuple[i
     """This rank's block of the node data. Not collective."""
     (r0, r1), (c0, c1) = row_range, col_range
     block = graph.features[r0:r1, c0:c1]
-    dense = block.toarray() if sp.issparse(block) else np.asarray(block)
-    features = torch.from_numpy(np.ascontiguousarray(dense, dtype=np.float32)).to(device)
+    if sp.issparse(block):
+        features = sp.csr_matrix(block, dtype=np.float32)
+    else:
+        features = torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32)).to(device)
     masks = tuple(torch.from_numpy(m[r0:r1].copy()).to(device)
                   for m in (graph.train_mask, graph.val_mask, graph.test_mask))
     totals = tuple(int(m.sum()) for m in (graph.train_mask, graph.val_mask, graph.test_mask))

@@ -22,6 +22,8 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, ReduceScatterCols
 from gridgnn.partition import block_bounds, block_sizes
+from gridgnn.sparse.csr import SparseBlock
+from gridgnn.sparse.linear import sparse_linear
 from gridgnn.spmm.registry import build_spmm
 
 
@@ -53,21 +55,24 @@ class GridOps:
         return block_sizes(block_bounds(width, self.grid.size(self.col_axis), allow_empty=True,
                                         what="feature columns"))
 
-    def linear(self, h: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    def linear(self, h: torch.Tensor | SparseBlock, weight: torch.Tensor) -> torch.Tensor:
         """``h @ W`` for this rank's block: (m, f_in block) -> (m, f_out block). W is replicated.
 
-        2D/3D (collective on ``col``, phase ``dense``): the narrower side crosses the grid row, either
-        gathering h's columns first or reduce-scattering the partial products after.
+        ``h`` may be a sparse block of input features. 2D/3D (collective on ``col``, phase ``dense``): the
+        narrower side crosses the grid row, either gathering h's columns first or reduce-scattering the
+        partial products after.
         """
         if self.col_axis is None:
-            return h @ weight
+            return sparse_linear(h, weight) if isinstance(h, SparseBlock) else h @ weight
         f_in, f_out = weight.shape
         if f_in <= f_out:
+            if isinstance(h, SparseBlock):
+                h = h.csr.to_dense()
             full = AllGatherCols.apply(h, self.comm, self.col_axis, self._counts(f_in), "dense")
             c0, c1 = self.col_range(f_out)
             return full @ weight[:, c0:c1]
         c0, c1 = self.col_range(f_in)
-        partial = h @ weight[c0:c1]
+        partial = sparse_linear(h, weight[c0:c1]) if isinstance(h, SparseBlock) else h @ weight[c0:c1]
         return ReduceScatterCols.apply(partial, self.comm, self.col_axis, self._counts(f_out), "dense")
 
     def add_bias(self, z: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,1 @@
+"""The `gridgnn` command line."""

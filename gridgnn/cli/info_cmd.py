@@ -1,0 +1,56 @@
+"""``gridgnn info DATASET``: load a graph and print its statistics (aligned text or ``--json``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from gridgnn.cli.train_cmd import add_dataset_arguments
+from gridgnn.data.registry import load_dataset
+from gridgnn.data.stats import graph_statistics
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("info", help="print a dataset's statistics",
+                                 description="Load a dataset and print its statistics.")
+    add_dataset_arguments(parser, positional=True)
+    parser.add_argument("--json", action="store_true", help="print the statistics as one JSON object")
+    parser.set_defaults(handler=run_info)
+
+
+def flatten(stats: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """Nested statistics as (dotted key, value) pairs, in insertion order."""
+    pairs: list[tuple[str, object]] = []
+    for key, value in stats.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            pairs.extend(flatten(value, prefix=f"{name}."))
+        else:
+            pairs.append((name, value))
+    return pairs
+
+
+def format_value(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if value is not None else "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_value(item) for item in value)
+    return str(value)
+
+
+def format_stats(stats: dict) -> str:
+    """Aligned ``key  value`` lines."""
+    pairs = flatten(stats)
+    width = max((len(key) for key, _ in pairs), default=0)
+    return "\n".join(f"{key:<{width}}  {format_value(value)}" for key, value in pairs)
+
+
+def run_info(args: argparse.Namespace) -> int:
+    """Handler of ``gridgnn info``."""
+    graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
+                         normalize_features=args.normalize_features, seed=args.seed)
+    stats = graph_statistics(graph)
+    print(json.dumps(stats, indent=1, default=str) if args.json else format_stats(stats))
+    return 0

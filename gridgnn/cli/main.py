@@ -1,0 +1,72 @@
+"""`gridgnn` command line: subcommands ``train`` and ``info`` (DESIGN.md §4, layer 7).
+
+Every error the user can fix (`GridGNNError`, a bad flag, an unreadable or unwritable path) ends the
+command with one line ``gridgnn: error: ...`` on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gridgnn import __version__
+from gridgnn.cli import info_cmd, train_cmd
+from gridgnn.errors import GridGNNError
+
+EXIT_USAGE = 2
+
+
+class UsageError(GridGNNError):
+    """A command-line flag or argument is wrong (raised instead of argparse's exit)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that raises `UsageError` instead of printing the usage block and exiting."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise UsageError(message)
+
+
+def build_parser() -> ArgumentParser:
+    """The top-level parser with its subcommands; each subcommand sets ``handler(args) -> int``."""
+    parser = ArgumentParser(
+        prog="gridgnn",
+        description="Full-graph GNN training over 1D, 1.5D, 2D and 3D process grids.",
+    )
+    parser.add_argument("--version", action="version", version=f"gridgnn {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    train_cmd.add_parser(commands)
+    info_cmd.add_parser(commands)
+    return parser
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    if isinstance(error, OSError) and error.filename is not None and str(error.filename) not in text:
+        text = f"{error.filename}: {text}"
+    return text or type(error).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    parser = build_parser()
+    try:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = parser.parse_args(argv)
+        args.argv = argv  # the local launcher hands the same arguments to its workers
+        if args.command is None:
+            raise UsageError("choose a command: train or info (see 'gridgnn --help')")
+        return args.handler(args)
+    except SystemExit as done:  # --help and --version
+        return done.code if isinstance(done.code, int) else 0
+    except (GridGNNError, OSError) as error:
+        print(f"gridgnn: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("gridgnn: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

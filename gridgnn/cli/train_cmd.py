@@ -1,0 +1,179 @@
+"""``gridgnn train``: flags -> `TrainConfig` -> run, with per-epoch lines and a final summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gridgnn.config import ALGOS, ORDERS, TrainConfig
+from gridgnn.errors import ConfigError
+from gridgnn.launch.local import launch_local
+from gridgnn.train import EpochRecord, Run, run_training
+from gridgnn.train.metrics import check_writable
+from gridgnn.train.run_distributed import grid_shape_for, in_launched_worker
+
+_DEFAULTS = TrainConfig()
+_DEF = " (default: %(default)s)"
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``train`` and its flags (defaults come from `TrainConfig`)."""
+    parser = commands.add_parser("train", help="train a GCN on one dataset",
+                                 description="Train a GCN full-graph on one dataset.")
+    add_dataset_arguments(parser)
+    model = parser.add_argument_group("model and optimizer")
+    model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="number of GCN layers" + _DEF)
+    model.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="hidden width" + _DEF)
+    model.add_argument("--dropout", type=float, default=_DEFAULTS.dropout, help="dropout probability" + _DEF)
+    model.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="Adam learning rate" + _DEF)
+    model.add_argument("--weight-decay", type=float, default=_DEFAULTS.weight_decay,
+                       help="Adam weight decay on all parameters" + _DEF)
+    model.add_argument("--epochs", type=int, default=_DEFAULTS.epochs, help="training epochs" + _DEF)
+    model.add_argument("--order", choices=ORDERS, default=_DEFAULTS.order,
+                       help="product order of every layer: aggregate-first (ÂH)W as CAGNET, transform-first "
+                            "Â(HW), or auto: the narrower width goes through Â" + _DEF)
+    run = parser.add_argument_group("run")
+    run.add_argument("--algo", choices=ALGOS, default=_DEFAULTS.algo,
+                     help="aggregation algorithm; local = one process" + _DEF)
+    run.add_argument("--metrics-out", metavar="FILE", default=None, help="write the metrics JSON to FILE")
+    grid = parser.add_argument_group("process grid (distributed algorithms)")
+    grid.add_argument("--nprocs", type=int, default=_DEFAULTS.nprocs,
+                      help="start this many local workers (under torchrun: its world size)" + _DEF)
+    grid.add_argument("--replication", type=int, default=_DEFAULTS.replication,
+                      help="1.5d replication factor c (must divide P)" + _DEF)
+    grid.add_argument("--grid", default=None, metavar="SHAPE",
+                      help="grid shape: 2d PRxPC (e.g. 2x3; default the most square), 3d QxQxD (default "
+                           "cube root), 1.5d (P/c)xc")
+    grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                      help="limit on any one collective before the run fails" + _DEF)
+    grid.add_argument("--threads", type=int, default=None,
+                      help="compute threads per worker (default: cores / workers)")
+    verbosity = run.add_mutually_exclusive_group()
+    verbosity.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    verbosity.add_argument("--progress", action="store_true", default=None,
+                           help="one line per epoch even when stdout is not a terminal or CI is set")
+    parser.set_defaults(handler=run_train)
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser, *, positional: bool = False) -> None:
+    """Dataset selection flags shared by ``train`` and ``info``."""
+    data = parser.add_argument_group("data")
+    if positional:
+        data.add_argument("dataset", metavar="DATASET", help="dataset name, generator spec or path")
+    else:
+        data.add_argument("--dataset", default=_DEFAULTS.dataset, metavar="NAME|SPEC|PATH",
+                          help="dataset name (cora, ...), generator spec (csbm:nodes=20000) or path" + _DEF)
+    data.add_argument("--data-root", metavar="DIR", default=None,
+                      help="folder holding the named datasets (else $GRIDGNN_DATA_ROOT, else the default)")
+    data.add_argument("--directed", action="store_true", help="keep edge direction (default: symmetrize)")
+    data.add_argument("--normalize-features", action=argparse.BooleanOptionalAction, default=None,
+                      help="row-normalize features (default: as the dataset prescribes)")
+    data.add_argument("--seed", type=int, default=_DEFAULTS.seed,
+                      help="seed of initialization, dropout, random splits and generators" + _DEF)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The `TrainConfig` the flags describe (validated; raises `ConfigError`)."""
+    return TrainConfig(
+        dataset=args.dataset, data_root=args.data_root, directed=args.directed,
+        normalize_features=args.normalize_features, layers=args.layers, hidden=args.hidden,
+        dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
+        seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,
+        quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
+        grid=args.grid,
+    )
+
+
+def show_progress(config: TrainConfig) -> bool:
+    """Per-epoch lines: forced by ``progress``, off when quiet, else only on a terminal outside CI."""
+    if config.progress is not None:
+        return config.progress
+    return not config.quiet and sys.stdout.isatty() and not os.environ.get("CI")
+
+
+def format_epoch(record: EpochRecord, epochs: int) -> str:
+    width = len(str(epochs))
+    return (f"epoch {record.epoch:>{width}}/{epochs}  loss {record.loss:.4f}  train {record.train_acc:.4f}"
+            f"  val {record.val_acc:.4f}  test {record.test_acc:.4f}  {1000 * record.time_s:.1f} ms")
+
+
+def format_summary(config: TrainConfig, run: Run) -> str:
+    """The closing lines: dataset, final and best-validation accuracies, mean epoch time."""
+    data, final = run.metrics["dataset"], run.metrics["final"]
+    total = sum(record.time_s for record in run.result.epochs)
+    lines = [
+        f"dataset    {data['name']}: {data['num_nodes']} nodes, {data['num_edges']} stored edges, "
+        f"{data['num_features']} features, {data['num_classes']} classes",
+        f"model      GCN {config.layers} layers, hidden {config.hidden}, order {config.order}, "
+        f"algo {config.algo}, seed {config.seed}",
+        f"final      train {final['train_acc']:.4f}  val {final['val_acc']:.4f}  "
+        f"test {final['test_acc']:.4f}",
+        f"best val   {final['best_val_acc']:.4f} at epoch {final['best_epoch']}, "
+        f"test there {final['test_acc_at_best_val']:.4f}",
+        f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), "
+        f"{total:.2f} s over {len(run.result.epochs)} epochs",
+    ]
+    if config.metrics_out is not None:
+        lines.append(f"metrics    {config.metrics_out}")
+    return "\n".join(lines)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Handler of ``gridgnn train``; returns 0 on success (errors propagate to `main`)."""
+    config = config_from_args(args)
+    if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
+        return launch_workers(config, args)
+    if int(os.environ.get("RANK", "0")) != 0:
+        config.quiet, config.progress = True, False
+    on_epoch = None
+    if show_progress(config):
+        def on_epoch(record: EpochRecord) -> None:
+            print(format_epoch(record, config.epochs), flush=True)
+    run = run_training(config, on_epoch=on_epoch, timeout_s=args.timeout)
+    if not config.quiet and run.metrics is not None:
+        print(format_summary(config, run))
+        if "comm" in run.metrics["epochs"][0]:
+            print(format_comm_summary(run.metrics))
+    return 0
+
+
+def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
+    """Validate the grid here (one clear line, before any process starts), then run P local workers."""
+    grid_shape_for(config, config.nprocs)
+    if config.metrics_out is not None:
+        check_writable(config.metrics_out)
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+    return launch_local(list(args.argv), config.nprocs, args.threads)
+
+
+def format_comm_summary(metrics: dict) -> str:
+    """Bytes per rank per epoch by phase (mean over epochs, max over ranks) and comm vs compute time."""
+    epochs = metrics["epochs"]
+    lines = [f"grid       {metrics['config']['algo']} {metrics['config']['grid_shape']} "
+             f"({metrics['config']['world_size']} processes)"]
+    phases = epochs[0]["comm"]["by_phase"]
+    parts = []
+    for phase in phases:
+        per_rank = [sum(e["comm"]["by_phase"][phase][r] for e in epochs) / len(epochs)
+                    for r in range(len(epochs[0]["comm"]["bytes"]))]
+        if max(per_rank) > 0:
+            parts.append(f"{phase} {_human_bytes(max(per_rank))}")
+    total = max(sum(e["comm"]["bytes"][r] for e in epochs) / len(epochs)
+                for r in range(len(epochs[0]["comm"]["bytes"])))
+    lines.append(f"comm       {_human_bytes(total)} per rank per epoch (max over ranks): "
+                 + (", ".join(parts) or "none"))
+    comm_t = sum(e["comm_time_s"] for e in epochs) / len(epochs)
+    compute_t = sum(e["compute_time_s"] for e in epochs) / len(epochs)
+    lines.append(f"time split {1000 * comm_t:.2f} ms communication, {1000 * compute_t:.2f} ms compute per "
+                 "epoch (max over ranks)")
+    return "\n".join(lines)
+
+
+def _human_bytes(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{value:.1f} GiB"

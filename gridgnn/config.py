@@ -1,0 +1,119 @@
+"""The resolved configuration of one training run (layer 0 of DESIGN.md §4).
+
+`TrainConfig` is what the command line builds from its flags and what the metrics JSON records under
+``config``. `validate()` raises `ConfigError` with one self-contained line naming the bad field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+
+from gridgnn.errors import ConfigError
+
+ORDERS = ("auto", "aggregate-first", "transform-first")
+"""Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
+``auto`` puts the narrower of in/out width through the SpMM (transform first when out < in)."""
+
+ALGOS = ("local", "1d", "1.5d", "2d", "3d")
+"""Aggregation algorithms: ``local`` (one process) and the four distributed SpMMs of `gridgnn.spmm`."""
+
+_GRID_RE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){0,2}$")
+
+
+@dataclass
+class TrainConfig:
+    """Everything that determines a training run.
+
+    Model/optimizer defaults are Kipf & Welling's (2 layers, hidden 16, dropout 0.5, lr 0.01, weight decay
+    5e-4, 200 epochs). ``normalize_features=None`` lets the dataset decide (row-normalized bag-of-words
+    features for the real datasets). ``progress=None`` means automatic: one line per epoch when stdout is a
+    terminal and the ``CI`` environment variable is unset. ``nprocs``, ``replication`` and ``grid`` describe
+    the process grid of the distributed algorithms; the ``local`` algorithm ignores them.
+    """
+
+    dataset: str = "csbm"
+    data_root: str | None = None
+    directed: bool = False
+    normalize_features: bool | None = None
+    layers: int = 2
+    hidden: int = 16
+    dropout: float = 0.5
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 200
+    seed: int = 0
+    algo: str = "local"
+    order: str = "auto"
+    metrics_out: str | None = None
+    quiet: bool = False
+    progress: bool | None = None
+    nprocs: int = 1
+    replication: int = 1
+    grid: str | None = None
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise `ConfigError` (one line) on the first invalid field."""
+        if not isinstance(self.dataset, str) or not self.dataset.strip():
+            raise ConfigError("dataset must be a non-empty name, generator spec or path")
+        _check_int("layers", self.layers, minimum=1)
+        _check_int("hidden", self.hidden, minimum=1)
+        _check_int("epochs", self.epochs, minimum=1)
+        _check_int("seed", self.seed, minimum=0)
+        _check_int("nprocs", self.nprocs, minimum=1)
+        _check_int("replication", self.replication, minimum=1)
+        _check_float("dropout", self.dropout, low=0.0, high=1.0, high_open=True)
+        _check_float("lr", self.lr, low=0.0, high=math.inf, low_open=True)
+        _check_float("weight_decay", self.weight_decay, low=0.0, high=math.inf)
+        _check_choice("order", self.order, ORDERS)
+        _check_choice("algo", self.algo, ALGOS)
+        if self.quiet and self.progress:
+            raise ConfigError("quiet and progress cannot both be set")
+        if self.grid is not None and not _GRID_RE.match(self.grid):
+            raise ConfigError(f"grid must look like '4', '2x3' or '2x2x2', got {self.grid!r}")
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict of every field (the ``config`` object of the metrics file)."""
+        return dataclasses.asdict(self)
+
+    def grid_shape(self) -> tuple[int, ...] | None:
+        """``grid`` parsed into a tuple of positive ints, e.g. ``"2x3" -> (2, 3)``; None when unset."""
+        if self.grid is None:
+            return None
+        return tuple(int(part) for part in self.grid.split("x"))
+
+
+def _check_int(name: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+
+
+def _check_float(
+    name: str,
+    value: object,
+    *,
+    low: float,
+    high: float,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    too_low = value <= low if low_open else value < low
+    too_high = value >= high if high_open else value > high
+    if too_low or too_high:
+        left = "(" if low_open else "["
+        right = ")" if high_open else "]"
+        raise ConfigError(f"{name} must be in {left}{low:g}, {high:g}{right}, got {value:g}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")

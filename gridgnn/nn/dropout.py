@@ -1,0 +1,94 @@
+"""Layout-invariant dropout (DESIGN.md §2, last paragraph).
+
+Whether element (global row r, global column c) is kept is a pure function of (seed, epoch, layer, r, c)
+(see `gridgnn.nn.hashing`). A process that holds any block of a matrix, given the block's global row and
+column ids, draws exactly the matching slice of the single-process mask, so every grid and every
+algorithm trains the same run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import Tensor
+
+from gridgnn.nn.hashing import id_hashes, keep_mask, keep_pairs, stream_keys
+
+
+def _ids(ids: Tensor | None, count: int, device: torch.device) -> Tensor:
+    return torch.arange(count, device=device) if ids is None else ids.to(device)
+
+
+def dropout(
+    x: Tensor,
+    p: float,
+    *,
+    seed: int,
+    epoch: int,
+    layer: int,
+    row_ids: Tensor | None = None,
+    col_ids: Tensor | None = None,
+    training: bool = True,
+) -> Tensor:
+    """Inverted dropout of a dense block x (shape (m, f)) with a layout-invariant mask.
+
+    ``row_ids`` (shape (m,)) and ``col_ids`` (shape (f,)) are the global ids of x's rows and columns;
+    None means ``arange``. Kept elements are scaled by 1 / (1 - p). Differentiable in x.
+    """
+    if not training or p == 0.0:
+        return x
+    m, f = x.shape
+    rows, cols = _ids(row_ids, m, x.device), _ids(col_ids, f, x.device)
+    mask = keep_mask(rows, cols, p, seed=seed, epoch=epoch, layer=layer, scale=1.0 / (1.0 - p), dtype=x.dtype)
+    return x * mask
+
+
+def stored_keep(
+    rows: Tensor, cols: Tensor, shape: tuple[int, int], p: float, *, seed: int, epoch: int, layer: int,
+    row_ids: Tensor | None = None, col_ids: Tensor | None = None,
+) -> Tensor:
+    """Keep decisions (bool, shape (nnz,)) for stored values at local positions (rows[k], cols[k]) of a
+    block of shape ``shape`` whose global ids are ``row_ids``/``col_ids`` (None: ``arange``)."""
+    row_key, col_key = stream_keys(seed, epoch, layer)
+    row_table = id_hashes(_ids(row_ids, shape[0], rows.device), row_key)
+    col_table = id_hashes(_ids(col_ids, shape[1], cols.device), col_key)
+    return keep_pairs(row_table[rows.long()], col_table[cols.long()], p)
+
+
+def sparse_dropout(
+    x: Tensor | sp.spmatrix,
+    p: float,
+    *,
+    seed: int,
+    epoch: int,
+    layer: int,
+    row_ids: Tensor | None = None,
+    col_ids: Tensor | None = None,
+    training: bool = True,
+) -> Tensor | sp.csr_matrix:
+    """Dropout of a sparse block that drops stored values only (zeros stay zeros).
+
+    ``x`` is a torch sparse CSR/COO tensor or a scipy sparse matrix of shape (m, f); ``row_ids`` (shape
+    (m,)) and ``col_ids`` (shape (f,)) map local to global ids (None: identity). The result has x's kind
+    (torch CSR/COO or scipy CSR) and, on stored values, the mask `dropout` draws for the dense block.
+    """
+    if not training or p == 0.0:
+        return x
+    stream = {"seed": seed, "epoch": epoch, "layer": layer, "row_ids": row_ids, "col_ids": col_ids}
+    scale = 1.0 / (1.0 - p)
+    if sp.issparse(x):
+        x = x.tocsr()
+        rows = torch.from_numpy(np.repeat(np.arange(x.shape[0], dtype=np.int64), np.diff(x.indptr)))
+        keep = stored_keep(rows, torch.from_numpy(x.indices), x.shape, p, **stream).numpy()
+        data = (x.data * keep * scale).astype(x.dtype, copy=False)
+        return sp.csr_matrix((data, x.indices.copy(), x.indptr.copy()), shape=x.shape)
+    if x.layout == torch.sparse_csr:
+        crow, col = x.crow_indices(), x.col_indices()
+        rows = torch.repeat_interleave(torch.arange(x.shape[0], device=x.device), crow.diff())
+        values = x.values() * stored_keep(rows, col, tuple(x.shape), p, **stream) * scale
+        return torch.sparse_csr_tensor(crow, col, values, x.shape, check_invariants=False)
+    x = x.coalesce()
+    rows, col = x.indices()
+    values = x.values() * stored_keep(rows, col, tuple(x.shape), p, **stream) * scale
+    return torch.sparse_coo_tensor(x.indices(), values, x.shape, is_coalesced=True, check_invariants=False)

@@ -1,0 +1,92 @@
+"""Training on a process grid: the `Trainer` loop with a rank's block of the data and `GridOps`.
+
+Every rank builds the same model (same seed, so the same Glorot weights), computes its block of every
+activation, and after the backward pass sums the weight gradients over the processes that hold distinct
+parts (`GridOps.reduce_gradients`), so every rank applies the same Adam update and the replicated weights
+stay identical. The loss is a mean over all training vertices of the graph: each rank divides its local sum
+by the global count. Accuracies are global counts over global mask sizes.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+import torch
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.data.shard import shard_node_data
+from gridgnn.grid.comm import CommTotals
+from gridgnn.nn import GCN, as_model_input, masked_cross_entropy
+from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.train.trainer import Trainer
+
+
+class DistributedTrainer(Trainer):
+    """A `Trainer` whose model runs on one rank's blocks; collective on the whole grid."""
+
+    def __init__(self, config: TrainConfig, graph: Graph, ops: GridOps):
+        self.config, self.graph, self.agg, self.ops = config, graph, ops, ops
+        shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), ops.grid.device)
+        self.features = _model_input(shard.features, ops, graph.num_features)
+        self.labels, self.masks = shard.labels, shard.masks
+        self.mask_totals = shard.mask_totals
+        self.model = GCN(graph.num_features, config.hidden, graph.num_classes, num_layers=config.layers,
+                         dropout=config.dropout, order=config.order, seed=config.seed).to(ops.grid.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
+                                          weight_decay=config.weight_decay)
+        self.epoch_comm: list[dict] = []
+
+    def train_step(self, epoch: int) -> float:
+        """Forward, backward, gradient reduction and Adam step; returns the global training loss."""
+        comm = self.ops.comm
+        comm.reset()
+        start = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        log_probs = self.model(self.features, self.ops, epoch=epoch)
+        loss = masked_cross_entropy(log_probs, self.labels, self.masks[0], num_selected=self.mask_totals[0])
+        loss.backward()
+        self.ops.reduce_gradients(list(self.model.parameters()))
+        self.optimizer.step()
+        global_loss = self.ops.global_sum(loss.detach().double().reshape(1))
+        self._record_step(CommTotals.of(comm.reset()), time.perf_counter() - start)
+        return float(global_loss[0])
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float, float]:
+        """Global (train, val, test) accuracy in eval mode; its communication is kept apart (``eval``)."""
+        self.model.eval()
+        log_probs = self.model(self.features, self.ops)
+        predictions = log_probs.argmax(dim=1) == self.labels
+        correct = torch.stack([predictions[m].sum() for m in self.masks]).double()
+        correct = self.ops.global_sum(correct)
+        self.epoch_comm[-1]["eval_bytes"] = sum(r.bytes for r in self.ops.comm.reset())
+        return tuple(float(c) / max(t, 1) for c, t in zip(correct.tolist(), self.mask_totals, strict=True))
+
+    def _record_step(self, totals: CommTotals, elapsed: float) -> None:
+        self.epoch_comm.append({
+            "bytes": totals.bytes, "calls": totals.calls, "by_phase": dict(totals.bytes_by_phase),
+            "calls_by_phase": dict(totals.calls_by_phase), "comm_time_s": totals.seconds,
+            "compute_time_s": max(elapsed - totals.seconds, 0.0), "peak_memory_bytes": peak_memory_bytes(
+                self.ops.grid.device),
+        })
+
+
+def _model_input(block, ops: GridOps, width: int):
+    """The rank's feature block as model input: sparse on CPU when sparse enough, dense on the device."""
+    if not isinstance(block, torch.Tensor) and ops.grid.device.type != "cpu":
+        return torch.from_numpy(block.toarray()).to(ops.grid.device)
+    if isinstance(block, torch.Tensor):
+        return block
+    rows = torch.arange(*ops.row_range)
+    cols = torch.arange(*ops.col_range(width))
+    return as_model_input(block, row_ids=rows, col_ids=cols)
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak memory of this process: the CUDA allocator's peak on GPU, the resident set's peak on CPU."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

