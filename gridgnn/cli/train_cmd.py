@@ -14,6 +14,8 @@ from gridgnn.train.metrics import check_writable
 from gridgnn.train.run_distributed import grid_shape_for, in_launched_worker
 
 _DEFAULTS = TrainConfig()
+MAX_LOCAL_WORKERS = 64
+"""The most workers `--nprocs` starts on one machine (each is a full Python process)."""
 _DEF = " (default: %(default)s)"
 
 
@@ -141,6 +143,9 @@ def run_train(args: argparse.Namespace) -> int:
 def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     """Validate the grid here (one clear line, before any process starts), then run P local workers."""
     grid_shape_for(config, config.nprocs)
+    if config.nprocs > MAX_LOCAL_WORKERS:
+        raise ConfigError(f"--nprocs {config.nprocs} is more than {MAX_LOCAL_WORKERS} workers on one machine; "
+                          "use torchrun across nodes for larger grids")
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
     if args.threads is not None and args.threads < 1:

@@ -40,8 +40,9 @@ def init_from_env(timeout_s: float) -> tuple[int, int]:
         dist.init_process_group(backend_for(device), init_method="env://",
                                 timeout=timedelta(seconds=timeout_s))
     threads = os.environ.get("GRIDGNN_THREADS")
-    if threads:
-        torch.set_num_threads(int(threads))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    # torchrun leaves OMP_NUM_THREADS=1; share the machine's cores among its local workers instead.
+    torch.set_num_threads(int(threads) if threads else max(1, (os.cpu_count() or 1) // local_world))
     return dist.get_rank(), dist.get_world_size()
 
 

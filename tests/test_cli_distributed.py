@@ -1,0 +1,72 @@
+"""End to end: `gridgnn train --nprocs P` and torchrun, their metrics, and grid errors from the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from gridgnn.config import TrainConfig
+from gridgnn.grid.comm import PHASES
+from gridgnn.train.run import build_aggregation, load_graph
+from gridgnn.train.trainer import Trainer
+
+DATA = ["--dataset", "cora", "--data-root", "../shared/datasets", "--epochs", "3"]
+
+
+def _local_losses() -> list[float]:
+    config = TrainConfig(dataset="cora", data_root="../shared/datasets", epochs=3)
+    graph = load_graph(config)
+    return [r.loss for r in Trainer(config, graph, build_aggregation(config, graph)).fit().epochs]
+
+
+def _check_metrics(path, world_size: int, grid_shape: str) -> None:
+    metrics = json.loads(path.read_text())
+    assert metrics["config"]["grid_shape"] == grid_shape and metrics["config"]["world_size"] == world_size
+    for epoch in metrics["epochs"]:
+        comm = epoch["comm"]
+        assert len(comm["bytes"]) == len(comm["calls"]) == world_size
+        assert set(comm["by_phase"]) == set(PHASES)
+        for rank in range(world_size):
+            assert comm["bytes"][rank] == sum(comm["by_phase"][phase][rank] for phase in PHASES)
+        assert all(b > 0 for b in comm["bytes"]) and comm["by_phase"]["spmm_forward"][0] > 0
+        assert epoch["comm_time_s"] > 0 and epoch["compute_time_s"] > 0
+        assert len(epoch["peak_memory_bytes"]) == world_size and min(epoch["peak_memory_bytes"]) > 2**20
+    assert [e["loss"] for e in metrics["epochs"]] == pytest.approx(_local_losses(), rel=1e-4)
+
+
+def test_nprocs_launcher_trains_and_reports_comm(tmp_path):
+    out = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, "-m", "gridgnn", "train", *DATA, "--algo", "1.5d", "--nprocs", "4",
+                           "--replication", "2", "--metrics-out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "grid       1.5d 2x2 (4 processes)" in proc.stdout and "spmm_forward" in proc.stdout
+    _check_metrics(out, 4, "2x2")
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
+def test_torchrun_2d(tmp_path):
+    out = tmp_path / "m.json"
+    proc = subprocess.run(["torchrun", "--nproc-per-node", "4", "-m", "gridgnn", "train", *DATA, "--algo", "2d",
+                           "--metrics-out", str(out), "--quiet"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_metrics(out, 4, "2x2")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--algo", "2d", "--nprocs", "4", "--grid", "2x3"], "2d grid 2x3 needs 6 processes, got 4"),
+    (["--algo", "1.5d", "--nprocs", "4", "--replication", "3"], "replication 3 does not divide 4 processes"),
+    (["--algo", "3d", "--nprocs", "6"], "3d needs a cube number of processes"),
+    (["--algo", "1d", "--nprocs", "4000", "--epochs", "1"], "more than 64 workers on one machine"),
+])
+def test_bad_grid_is_one_line_and_exit_2(tmp_path, flags, message):
+    out = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=100", *flags,
+                           "--metrics-out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
