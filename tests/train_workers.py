@@ -7,14 +7,16 @@ from gridgnn.train.run import load_graph
 from gridgnn.train.run_distributed import train_on_grid
 
 
-def train_worker(rank: int, world_size: int, config_kwargs: dict) -> dict | None:
-    """Train with ``config_kwargs`` on this grid; rank 0 returns losses, accuracies and comm."""
+def train_worker(rank: int, world_size: int, config_kwargs: dict) -> dict:
+    """Train with ``config_kwargs`` on this grid; every rank returns its final weights, rank 0 also losses,
+    accuracies and the merged communication records."""
     config = TrainConfig(**config_kwargs)
-    result, comm, shape = train_on_grid(config, load_graph(config))
+    result, comm, shape, model = train_on_grid(config, load_graph(config), return_model=True)
+    weights = [p.detach().cpu().numpy() for p in model.parameters()]
     if rank != 0:
-        return None
+        return {"weights": weights}
     return {
         "loss": [r.loss for r in result.epochs],
         "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in result.epochs],
-        "comm": comm, "grid": shape.label(),
+        "comm": comm, "grid": shape.label(), "weights": weights,
     }

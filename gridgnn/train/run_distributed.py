@@ -20,7 +20,7 @@ from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.distributed import DistributedTrainer
-from gridgnn.train.trainer import EpochRecord, TrainResult
+from gridgnn.train.trainer import EpochRecord
 
 
 def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
@@ -46,12 +46,12 @@ def init_from_env(timeout_s: float) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None
-                  ) -> tuple[TrainResult, list[dict] | None, GridShape]:
+def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
+                  *, return_model: bool = False) -> tuple:
     """Train on the grid of ``config`` (collective on the world).
 
-    Returns the records, the per-epoch communication of every rank merged on rank 0 (None elsewhere), and
-    the grid shape.
+    Returns the records, the per-epoch communication of every rank merged on rank 0 (None elsewhere), the
+    grid shape, and with ``return_model`` this rank's trained model.
     """
     from gridgnn.data.transforms import gcn_normalize
 
@@ -64,7 +64,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
         dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
     result = trainer.fit(on_epoch if grid.rank == 0 else None)
     per_rank = gather_to_rank0(trainer.epoch_comm)
-    return result, merge_epoch_comm(per_rank) if per_rank is not None else None, shape
+    merged = merge_epoch_comm(per_rank) if per_rank is not None else None
+    return (result, merged, shape, trainer.model) if return_model else (result, merged, shape)
 
 
 def gather_to_rank0(value: object) -> list | None:
