@@ -95,3 +95,15 @@ def test_console_script(tmp_path):
     done = _run(["gridgnn", "train", "--epochs", "2", "--dataset", "csbm:nodes=200"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "best val" in done.stdout
+
+
+def test_closed_stdout_stops_quietly(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "-m", "gridgnn", "train", "--progress", "--epochs", "2000", "--dataset",
+               "csbm:nodes=200"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=tmp_path) as process:
+        assert process.stdout.readline().startswith("epoch")
+        process.stdout.close()  # like `gridgnn train | head -1`; 2000 lines overflow the pipe buffer
+        assert process.wait(timeout=120) == 141
+        assert process.stderr.read() == ""

@@ -7,6 +7,7 @@ command with one line ``gridgnn: error: ...`` on stderr and exit status 2, never
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -15,6 +16,7 @@ from gridgnn.cli import info_cmd, train_cmd
 from gridgnn.errors import GridGNNError
 
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a process killed by a closed pipe
 
 
 class UsageError(GridGNNError):
@@ -48,6 +50,12 @@ def _one_line(error: BaseException) -> str:
     return text or type(error).__name__
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
@@ -60,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
+    except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly, as SIGPIPE would
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except (GridGNNError, OSError) as error:
         print(f"gridgnn: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
