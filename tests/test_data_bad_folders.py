@@ -5,30 +5,19 @@ from __future__ import annotations
 import gzip
 import pickle
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from data_error_helpers import fails, load
 
-from gridgnn.data import load_dataset
 from gridgnn.data.readers.planetoid import read_planetoid
-from gridgnn.errors import DataError
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no shared datasets at {DATA}")
 
 
-def _fails(call: Callable[[], object], where: Path | str, match: str) -> str:
-    with pytest.raises(DataError, match=match) as info:
-        call()
-    message = str(info.value)
-    assert "\n" not in message and str(where) in message, message
-    return message
-
-
-def _load(path: Path) -> Callable[[], object]:
-    return lambda: load_dataset(str(path))
+_fails, _load = fails, load
 
 
 # --- Planetoid pickles ----------------------------------------------------------------------------------

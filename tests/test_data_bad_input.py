@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from data_error_helpers import fails, load
 
 from gridgnn.data import load_dataset, save_graph
 from gridgnn.data.generators import csbm
-from gridgnn.errors import DataError
 
-
-def _fails(call: Callable[[], object], where: Path | str, match: str) -> str:
-    with pytest.raises(DataError, match=match) as info:
-        call()
-    message = str(info.value)
-    assert "\n" not in message and str(where) in message, message
-    return message
-
-
-def _load(path: Path) -> Callable[[], object]:
-    return lambda: load_dataset(str(path))
+_fails, _load = fails, load
 
 
 def _write(path: Path, text: str) -> Path:

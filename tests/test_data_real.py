@@ -99,7 +99,7 @@ def test_gnn_benchmark_matches_pyg_amazon(tmp_path: Path) -> None:
     with zipfile.ZipFile(DATA / "amazon-photo" / "amazon-photo.zip") as archive:
         archive.extractall(tmp_path / "Photo" / "raw")
     data = amazon(str(tmp_path), "Photo")[0]
-    graph = load_dataset("amazon-photo", data_root=str(DATA))
+    graph = load_dataset("amazon-photo", data_root=str(DATA), normalize_features=False)  # raw, as PyG stores it
     assert np.array_equal(graph.features.toarray(), data.x.numpy())
     assert np.array_equal(graph.labels, data.y.numpy())
     src, dst = data.edge_index.numpy()
@@ -125,3 +125,10 @@ def test_statistics_of_cora() -> None:
     assert (stats["train"], stats["val"], stats["test"]) == (140, 500, 1000)
     assert stats["features_sparse"] and 0.98 < stats["feature_sparsity"] < 1.0
     assert stats["density"] == pytest.approx(10556 / 2708**2)
+
+
+def test_gnn_benchmark_features_default_to_l2_rows() -> None:
+    graph = load_dataset("amazon-photo", data_root=str(DATA))
+    norms = np.sqrt(np.asarray(graph.features.multiply(graph.features).sum(axis=1)).ravel())
+    assert graph.meta["feature_normalization"] == "l2-row"
+    assert np.allclose(norms[norms > 0], 1.0, atol=1e-5)

@@ -104,3 +104,10 @@ def test_row_normalize_matches_pyg_on_binary_features() -> None:
     x = (np.random.default_rng(0).random((20, 12)) < 0.3).astype(np.float32)
     data = transforms.NormalizeFeatures()(data_cls(x=torch.from_numpy(x.copy())))
     assert np.allclose(row_normalize_features(sp.csr_matrix(x)).toarray(), data.x.numpy())
+
+
+def test_l2_row_normalization_sparse_and_dense() -> None:
+    dense = np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]], dtype=np.float32)
+    expected = np.array([[0.6, 0.8, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    assert np.allclose(row_normalize_features(sp.csr_matrix(dense), "l2").toarray(), expected)
+    assert np.allclose(row_normalize_features(dense, "l2"), expected)

@@ -2,9 +2,12 @@
 
 Preprocessing in `load_dataset`, in this order: symmetrize (unless ``directed``), drop duplicate edges
 (0/1 adjacency), remove self-loops (the GCN normalization adds them back), row-normalize features.
-Feature normalization defaults to on for Planetoid data only (Kipf & Welling and PyG's Planetoid examples
-use ``NormalizeFeatures``); off for everything else, including the gnn-benchmark datasets, whose reference
-code (Shchur et al., ``normalize_features: false``) feeds raw binary bag-of-words.
+Feature normalization defaults to L1 rows for Planetoid data (Kipf & Welling and PyG's Planetoid examples
+use ``NormalizeFeatures``) and to L2 rows for the gnn-benchmark datasets: with their raw binary
+bag-of-words (about 260 active words per node on Amazon Photo, as Shchur et al.'s code feeds them), Adam's
+first steps kill every hidden ReLU on some seeds (seed 8: 11.5 % test accuracy; 10-seed mean 79.9 %), while
+L2 rows give 89.5 % (min 86.6 %); L1 rows make the features so small that weight decay dominates (64.6 %).
+Other formats are left as they are.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from gridgnn.errors import DataError
 KNOWN_DATASETS = ("cora", "citeseer", "amazon-photo", "amazon-computers", "coauthor-cs", "coauthor-physics")
 GENERATORS: Mapping[str, Callable[..., Graph]] = MappingProxyType({"csbm": csbm, "rmat": rmat})
 DATA_ROOT_ENV = "GRIDGNN_DATA_ROOT"
-_NORMALIZED_FORMATS = ("planetoid",)
+_DEFAULT_FEATURE_NORM = MappingProxyType({"planetoid": "l1", "gnn-benchmark": "l2"})
 
 
 def default_data_roots() -> tuple[Path, ...]:
@@ -75,17 +78,23 @@ def load_dataset(
 
 
 def preprocess(graph: Graph, directed: bool = False, normalize_features: bool | None = None) -> Graph:
-    """New `Graph`: symmetrized unless `directed`, binary, loop-free, features row-normalized if asked
-    (None: only for Planetoid data)."""
+    """New `Graph`: symmetrized unless `directed`, binary, loop-free, features row-normalized if asked.
+
+    ``normalize_features``: None uses the format's default (L1 rows for Planetoid, L2 rows for gnn-benchmark,
+    none otherwise); True normalizes with that norm (L1 where the format has none); False keeps features.
+    """
     adj = graph.adj if directed else symmetrize(graph.adj)
     adj = remove_self_loops(drop_duplicate_edges(adj))
+    default_norm = _DEFAULT_FEATURE_NORM.get(graph.meta.get("format"))
     if normalize_features is None:
-        normalize_features = graph.meta.get("format") in _NORMALIZED_FORMATS
-    features = row_normalize_features(graph.features) if normalize_features else graph.features
+        norm = default_norm
+    else:
+        norm = (default_norm or "l1") if normalize_features else None
+    features = row_normalize_features(graph.features, norm) if norm else graph.features
     meta = {
         **graph.meta,
         "symmetrized": not directed,
-        "feature_normalization": "l1-row" if normalize_features else "none",
+        "feature_normalization": f"{norm}-row" if norm else "none",
     }
     return dataclasses.replace(graph, adj=adj, features=features, directed=directed, meta=meta)
 

@@ -83,20 +83,24 @@ def gcn_normalize(adj: sp.spmatrix) -> sp.csr_matrix:
     return sp.csr_matrix((data.astype(np.float32), a.indices.copy(), a.indptr.copy()), shape=a.shape)
 
 
-def row_normalize_features(features: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
-    """Divide each row of `features` (n, f) by its L1 norm; all-zero rows stay zero.
+def row_normalize_features(features: np.ndarray | sp.spmatrix, norm: str = "l1") -> np.ndarray | sp.csr_matrix:
+    """Divide each row of `features` (n, f) by its L1 (or L2) norm; all-zero rows stay zero.
 
-    Kipf & Welling's preprocessing (and PyG's ``NormalizeFeatures`` for rows summing to >= 1) for the
-    non-negative bag-of-words features it is meant for. Sparse input stays sparse (CSR float32); dense
-    input gives a dense float32 array.
+    L1 is Kipf & Welling's preprocessing (and PyG's ``NormalizeFeatures`` for rows summing to >= 1) for the
+    non-negative bag-of-words features it is meant for; L2 is what the gnn-benchmark datasets need (see
+    `gridgnn.data.registry`). Sparse input stays sparse (CSR float32); dense input gives dense float32.
     """
+    if norm not in ("l1", "l2"):
+        raise ValueError(f"norm must be 'l1' or 'l2', got {norm!r}")
     if sp.issparse(features):
         x = sp.csr_matrix(features, dtype=np.float32, copy=True)
-        norms = np.asarray(abs(x).sum(axis=1), dtype=np.float64).ravel()
+        squared = x.multiply(x) if norm == "l2" else abs(x)
+        norms = np.asarray(squared.sum(axis=1), dtype=np.float64).ravel()
+        norms = np.sqrt(norms) if norm == "l2" else norms
         scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
         x.data = (x.data * scale[_row_ids(x)]).astype(np.float32)
         return x
     x = np.asarray(features, dtype=np.float64)
-    norms = np.abs(x).sum(axis=1, keepdims=True)
+    norms = np.linalg.norm(x, ord=1 if norm == "l1" else 2, axis=1, keepdims=True)
     scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
     return (x * scale).astype(np.float32)
