@@ -16,3 +16,10 @@ class DataError(GridGNNError):
 
 class ConfigError(GridGNNError):
     """A configuration value (flag, grid shape, process count) is invalid."""
+
+
+class CollectiveError(RuntimeError):
+    """A collective failed: a peer process died, stopped answering within the timeout, or the network broke.
+
+    Not the user's input: the command line prints one line and exits with status 3.
+    """

@@ -11,11 +11,14 @@ import os
 import sys
 from collections.abc import Sequence
 
+from torch.distributed import DistError
+
 from gridgnn import __version__
 from gridgnn.cli import info_cmd, train_cmd
-from gridgnn.errors import GridGNNError
+from gridgnn.errors import CollectiveError, GridGNNError
 
 EXIT_USAGE = 2
+EXIT_PEER_FAILED = 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a process killed by a closed pipe
 
 
@@ -74,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (GridGNNError, OSError) as error:
         print(f"gridgnn: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
+    except (CollectiveError, DistError) as error:  # a peer died or stopped answering: one line
+        text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"gridgnn: error: {text}", file=sys.stderr)
+        return EXIT_PEER_FAILED
     except KeyboardInterrupt:
         print("gridgnn: interrupted", file=sys.stderr)
         return 130

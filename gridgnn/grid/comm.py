@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from gridgnn.errors import CollectiveError
 from gridgnn.grid.process_grid import ProcessGrid
 
 # torch 2.13 renamed the equal-part collectives; older releases (>= 2.4) only have the first names.
@@ -100,7 +101,12 @@ class Communicator:
         if p == 1:
             return
         start = time.perf_counter()
-        call(self.grid.group(axis))
+        try:
+            call(self.grid.group(axis))
+        except RuntimeError as error:  # gloo and NCCL report a lost or silent peer as RuntimeError
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise CollectiveError(f"{op} on axis '{axis}' (rank {self.grid.rank}) failed: another worker "
+                                  f"stopped or did not answer in time ({first[:200]})") from error
         if self.grid.device.type == "cuda":
             torch.cuda.synchronize(self.grid.device)
         self.records.append(CommRecord(op, axis, p, nbytes, time.perf_counter() - start, self._phase))

@@ -9,6 +9,7 @@ any worker fails, the others are stopped (SIGTERM, then SIGKILL) and its exit st
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,20 +52,31 @@ def launch_local(argv: list[str], nprocs: int, threads: int | None = None) -> in
 
 
 def _wait(procs: list[subprocess.Popen], logs) -> int:
+    """Wait for all workers; on the first failure, name the worker that failed first and return its status.
+
+    A worker killed by a signal is the cause rather than the peers whose collectives then fail, so it is
+    preferred among the failures seen in the same poll.
+    """
     while True:
         codes = [p.poll() for p in procs]
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
         if failed:
-            rank = failed[0]
-            if rank != 0:
-                logs[rank].seek(0)
-                tail = logs[rank].read().strip().splitlines()[-20:]
-                print(f"gridgnn: error: worker rank {rank} failed with status {codes[rank]}", file=sys.stderr)
-                print("\n".join(tail), file=sys.stderr)
-            return codes[rank] if codes[rank] > 0 else 1
+            rank = min(failed, key=lambda r: (codes[r] >= 0, r))
+            _report(rank, codes[rank], logs[rank])
+            return codes[rank] if codes[rank] > 0 else 128 - codes[rank]
         if all(c == 0 for c in codes):
             return 0
         time.sleep(0.05)
+
+
+def _report(rank: int, code: int, log) -> None:
+    how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"failed with status {code}"
+    print(f"gridgnn: error: worker rank {rank} {how}; stopping the other workers", file=sys.stderr)
+    if rank != 0:
+        log.seek(0)
+        tail = log.read().strip().splitlines()[-20:]
+        if tail:
+            print("\n".join(tail), file=sys.stderr)
 
 
 def _stop(procs: list[subprocess.Popen], grace_s: float = 5.0) -> None:
