@@ -65,3 +65,27 @@ def test_sigkill_of_one_worker_ends_the_run(grid_flags):
     assert "worker rank 1 was killed by SIGKILL" in err
     assert "Traceback" not in err
     assert not any(_alive(pid) for pid in workers), "orphan workers left behind"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_a_stalled_worker_fails_the_run_after_the_timeout():
+    timeout_s = 5
+    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=3000", "--algo",
+                             "1d", "--nprocs", "2", "--epochs", "100000", "--progress", "--timeout", str(timeout_s)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        while line and not line.startswith("epoch"):
+            line = proc.stdout.readline()
+        workers = _children(proc.pid)
+        os.kill(next(pid for pid, rank in workers.items() if rank == 1), signal.SIGSTOP)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=timeout_s + 60)
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 3
+    assert timeout_s - 1 < elapsed < timeout_s + 8
+    assert "did not answer in time" in err and "Traceback" not in err
+    assert not any(_alive(pid) for pid in workers), "orphan workers left behind"

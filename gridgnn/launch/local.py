@@ -79,7 +79,7 @@ def _report(rank: int, code: int, log) -> None:
             print("\n".join(tail), file=sys.stderr)
 
 
-def _stop(procs: list[subprocess.Popen], grace_s: float = 5.0) -> None:
+def _stop(procs: list[subprocess.Popen], grace_s: float = 2.0) -> None:
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
