@@ -85,3 +85,13 @@ def test_cora_200_epochs_reach_local_accuracy_on_every_algorithm():
     for algo, p, extra in GRIDS[:3] + [("3d", 4, {"grid": "2x2x1"})]:
         out = run_workers(tw.train_worker, p, dict(kwargs, algo=algo, nprocs=p, **extra), timeout_s=600)[0]
         assert abs(out["acc"][-1][2] - local_test) <= 0.005, algo
+
+
+def test_distributed_runs_are_bit_identical_run_after_run():
+    kwargs = dict(dataset="csbm:nodes=400", epochs=5, algo="2d", nprocs=4, dropout=0.5)
+    first = run_workers(tw.train_worker, 4, kwargs, timeout_s=300)
+    second = run_workers(tw.train_worker, 4, kwargs, timeout_s=300)
+    assert first[0]["loss"] == second[0]["loss"] and first[0]["acc"] == second[0]["acc"]
+    for a, b in zip(first, second, strict=True):
+        for mine, again in zip(a["weights"], b["weights"], strict=True):
+            np.testing.assert_array_equal(mine, again)
