@@ -37,29 +37,41 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
+def _start_training(flags: list[str], timeout_s: int) -> tuple[subprocess.Popen, dict[int, int]]:
+    """Start `gridgnn train --nprocs 2` (endless epochs) and return once rank 0 has finished an epoch."""
+    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=3000", *flags,
+                             "--nprocs", "2", "--epochs", "100000", "--progress", "--timeout", str(timeout_s)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    while line and not line.startswith("epoch"):
+        line = proc.stdout.readline()
+    if not line:
+        proc.kill()
+        raise AssertionError(proc.stderr.read())
+    return proc, _children(proc.pid)
+
+
+def _stop_rank_one(flags: list[str], timeout_s: int, sig: signal.Signals) -> tuple[subprocess.Popen, str, float,
+                                                                                  dict[int, int]]:
+    """Send ``sig`` to worker rank 1 mid-training; returns the launcher, its stderr, the seconds it took to
+    end after the signal, and its workers."""
+    proc, workers = _start_training(flags, timeout_s)
+    try:
+        os.kill(next(pid for pid, rank in workers.items() if rank == 1), sig)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=timeout_s + 60)
+        return proc, err, time.monotonic() - start, workers
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 @pytest.mark.parametrize("grid_flags", [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
                                         ["--algo", "2d", "--grid", "1x2"], ["--algo", "3d", "--grid", "1x1x2"]])
 def test_sigkill_of_one_worker_ends_the_run(grid_flags):
     timeout_s = 20
-    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=3000",
-                             *grid_flags, "--nprocs", "2", "--epochs", "100000", "--progress",
-                             "--timeout", str(timeout_s)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        while line and not line.startswith("epoch"):
-            line = proc.stdout.readline()
-        assert line.startswith("epoch"), proc.stderr.read()
-        workers = _children(proc.pid)
-        victim = next(pid for pid, rank in workers.items() if rank == 1)
-        os.kill(victim, signal.SIGKILL)
-        start = time.monotonic()
-        _, err = proc.communicate(timeout=timeout_s + 30)
-        elapsed = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc, err, elapsed, workers = _stop_rank_one(grid_flags, timeout_s, signal.SIGKILL)
     assert proc.returncode != 0
     assert elapsed < timeout_s + 5
     assert "worker rank 1 was killed by SIGKILL" in err
@@ -70,21 +82,7 @@ def test_sigkill_of_one_worker_ends_the_run(grid_flags):
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_a_stalled_worker_fails_the_run_after_the_timeout():
     timeout_s = 5
-    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=3000", "--algo",
-                             "1d", "--nprocs", "2", "--epochs", "100000", "--progress", "--timeout", str(timeout_s)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        while line and not line.startswith("epoch"):
-            line = proc.stdout.readline()
-        workers = _children(proc.pid)
-        os.kill(next(pid for pid, rank in workers.items() if rank == 1), signal.SIGSTOP)
-        start = time.monotonic()
-        _, err = proc.communicate(timeout=timeout_s + 60)
-        elapsed = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    proc, err, elapsed, workers = _stop_rank_one(["--algo", "1d"], timeout_s, signal.SIGSTOP)
     assert proc.returncode == 3
     assert timeout_s - 1 < elapsed < timeout_s + 8
     assert "did not answer in time" in err and "Traceback" not in err

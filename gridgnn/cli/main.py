@@ -80,6 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CollectiveError, DistError) as error:  # a peer died or stopped answering: one line
         text = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"gridgnn: error: {text}", file=sys.stderr)
+        if "WORLD_SIZE" in os.environ:  # a worker: skip the destructors of the broken process group,
+            sys.stdout.flush()  # which may abort the process instead of letting it exit with our status
+            sys.stderr.flush()
+            os._exit(EXIT_PEER_FAILED)
         return EXIT_PEER_FAILED
     except KeyboardInterrupt:
         print("gridgnn: interrupted", file=sys.stderr)

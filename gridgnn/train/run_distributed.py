@@ -116,11 +116,9 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
     if config.metrics_out is not None and rank == 0:
         check_writable(config.metrics_out)
     graph = load_graph(config) if graph is None else graph
-    try:
-        result, comm, shape = train_on_grid(config, graph, on_epoch if rank == 0 else None)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    result, comm, shape = train_on_grid(config, graph, on_epoch if rank == 0 else None)
+    if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
+        dist.destroy_process_group()
     metrics = None
     if rank == 0:
         metrics = build_metrics(config, graph, result)
