@@ -99,7 +99,7 @@ class GridOps:
             self.comm.all_reduce(flat, self.grad_axis)
         offset = 0
         for p in params:
-            p.grad = flat[offset:offset + p.numel()].view_as(p).clone()
+            p.grad = flat[offset:offset + p.numel()].view_as(p)  # views into one fresh buffer: no copy
             offset += p.numel()
 
     def global_sum(self, values: torch.Tensor) -> torch.Tensor:

@@ -15,11 +15,15 @@ import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.transforms import gcn_normalize
+from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.distributed import DistributedTrainer
+from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+from gridgnn.train.run import Run, load_graph
 from gridgnn.train.trainer import EpochRecord
 
 
@@ -27,8 +31,6 @@ def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
     """The validated grid of ``config`` on ``world_size`` processes (raises `ConfigError`)."""
     replication = config.replication if config.algo == "1.5d" else None
     if config.algo != "1.5d" and config.replication != 1:
-        from gridgnn.errors import ConfigError
-
         raise ConfigError(f"--replication applies to --algo 1.5d only, not {config.algo}")
     return resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
 
@@ -53,8 +55,6 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     Returns the records, the per-epoch communication of every rank merged on rank 0 (None elsewhere), the
     grid shape, and with ``return_model`` this rank's trained model.
     """
-    from gridgnn.data.transforms import gcn_normalize
-
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
     grid = ProcessGrid.create(shape)
     comm = Communicator(grid)
@@ -106,10 +106,6 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
 
     Returns the `Run` (its ``metrics`` is None on ranks other than 0). Collective on the world.
     """
-    from gridgnn.errors import ConfigError
-    from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
-    from gridgnn.train.run import Run, load_graph
-
     rank, world = init_from_env(timeout_s) if in_launched_worker() else (0, 1)
     if config.nprocs not in (1, world):
         raise ConfigError(f"--nprocs {config.nprocs} contradicts the launcher's world size {world}")
