@@ -1,0 +1,118 @@
+"""Peak memory of one rank during a training step, by component (pure; arrays of shape (P,), bytes).
+
+=====================  ==========================================================================
+component              what the rank holds
+=====================  ==========================================================================
+graph                  its Â blocks as CSR, each with its transpose (1.5D: one pair per column block of
+                       its share; 2D: packed panels per owned stage segment, both orientations; 3D: one
+                       packed panel pair): row pointers and column indices at ``sizes.index`` bytes,
+                       values at ``sizes.sparse_value``
+features               its block of the input features (dense m x f_local, or sparse: CSR of X and Xᵀ,
+                       the scipy copy and the value permutation, ~40 bytes per stored value)
+labels_masks           int64 labels and three bool masks of its m rows
+weights_optimizer      parameters, gradients, the flat gradient buffer of the all-reduce, Adam's two
+                       moments: 5 copies of every parameter (replicated on every rank)
+activations            tensors autograd keeps for backward: per layer the ReLU output, dropout mask and
+                       output at the input width, the SpMM and product outputs at the output width
+                       (gathered full-width inputs on 2D/3D), the log-probabilities and gathered logits
+receive_buffers        the largest transient receive buffers of a stage (a dense panel and, on 2D/3D,
+                       an Â panel) and on 3D the partial product and the gathered gradient
+=====================  ==========================================================================
+
+This counts the algorithm's working set. It does not count the interpreter and library code, nor the global
+graph a worker loads before sharding it (gridgnn's workers each read the whole dataset once).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.rank_cost import ShapeBlocks, feature_widths
+from gridgnn.cost.spmm_cost import SizeInfo
+from gridgnn.partition import block_bounds
+
+SPARSE_FEATURE_BYTES = 40
+"""Bytes per stored input-feature value on a rank (scipy CSR 8, torch CSR and its transpose 16, the
+transpose permutation 8, dropped-out values 8)."""
+SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features become a dense tensor
+
+
+def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo) -> dict[str, np.ndarray]:
+    """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`."""
+    m = blocks.local_rows.astype(np.int64)
+    pcol = blocks.shape.sizes[1] if blocks.shape.algo in ("2d", "3d") else 1
+    out = {
+        "graph": _graph_bytes(blocks, sizes),
+        "features": _feature_bytes(blocks, stats, pcol, sizes),
+        "labels_masks": m * 11,
+        "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
+                                     dtype=np.int64),
+        "activations": _activation_bytes(m, steps, spec, pcol, sizes),
+        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes),
+    }
+    return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
+
+
+def _graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
+    shape, idx = blocks.shape, sz.index
+    heights = np.diff(blocks.row_bounds).astype(np.int64)
+    values = 2 * blocks.local_nnz * (idx + sz.sparse_value)
+    i = blocks.coords["row"]
+    if shape.algo in ("1d", "1.5d"):
+        c = shape.sizes[1] if shape.algo == "1.5d" else 1
+        k = blocks.coords.get("rep", np.zeros_like(i))
+        share = np.arange(len(heights)) % c
+        count = np.bincount(share, minlength=c)[k]
+        share_rows = np.bincount(share, weights=heights, minlength=c).astype(np.int64)[k]
+        return count * (heights[i] + 1) * idx + (share_rows + count) * idx + values
+    if shape.algo == "2d":
+        pc = shape.sizes[1]
+        col_bounds = block_bounds(blocks.n, pc)
+        stages = np.asarray(blocks.segments)
+        owner = np.searchsorted(col_bounds, stages[:-1], side="right") - 1
+        count = np.bincount(owner, minlength=pc)[blocks.coords["col"]]
+        widths = np.diff(col_bounds)[blocks.coords["col"]]
+        return count * (heights[i] + 1) * idx + (widths + count) * idx + values
+    j, m = blocks.coords["col"], blocks.coords["depth"]
+    return (heights[i] + 1 + blocks.sub[j, m] + 1) * idx + values
+
+
+def _feature_bytes(blocks: ShapeBlocks, stats: GraphStats, pcol: int, sz: SizeInfo) -> np.ndarray:
+    m = blocks.local_rows.astype(np.float64)
+    j = blocks.coords.get("col")
+    f = stats.num_features
+    cols = feature_widths(f, pcol)[j] if j is not None else np.full(len(m), f)
+    nnz = stats.feature_nnz
+    if nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * f:
+        local = nnz * (m / stats.num_nodes) * (cols / f)
+        return (local * SPARSE_FEATURE_BYTES + 3 * (m + 1) * sz.index).astype(np.int64)
+    return (m * cols * sz.value).astype(np.int64)
+
+
+def _local(width: int, pcol: int) -> int:
+    return -(-width // pcol)
+
+
+def _activation_bytes(m: np.ndarray, steps, spec, pcol: int, sz: SizeInfo) -> np.ndarray:
+    per_row = 0
+    for step in steps:
+        fin, fout = _local(step.f_in, pcol), _local(step.f_out, pcol)
+        per_row += (3 if step.index > 0 else 2) * fin + 2 * fout
+        if step.order == "aggregate-first":
+            per_row += fin
+        if pcol > 1 and step.f_in <= step.f_out:
+            per_row += step.f_in  # the gathered full-width input, kept for the weight gradient
+    per_row += _local(spec.num_classes, pcol) + 2 * spec.num_classes
+    return m * per_row * sz.value
+
+
+def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo) -> np.ndarray:
+    heights = np.diff(blocks.row_bounds).astype(np.int64)
+    width = max(_local(s.spmm_width, pcol) for s in steps)
+    i = blocks.coords["row"]
+    if blocks.shape.algo in ("1d", "1.5d"):
+        return 2 * heights.max() * width * sz.value + 0 * i
+    panel = blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index
+    dense = (2 if blocks.shape.algo == "3d" else 1) * heights[i] * width * sz.value
+    return panel + dense + heights.max() * width * sz.value

@@ -1,0 +1,206 @@
+"""Vectorized per-rank communication of one distributed SpMM: every rank of the grid at once.
+
+The same closed forms as `gridgnn.cost.spmm_cost` (which prices one rank; the tests check they agree
+rank by rank), restated with numpy over all P ranks and split into *terms*: one (operation, axis) pair
+each, with per-rank calls and bytes, so a machine profile can price each collective by its own α and β.
+This is what makes `gridgnn plan` answer for P = 4096 in well under a second per configuration.
+
+Rank order is row-major over the grid axes (`GridShape.coords`): ``rank = i*c + k`` on 1.5D,
+``i*pc + j`` on 2D, ``(i*q + j)*d + l`` on 3D. Pure code, no process group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.grid.shape import GridShape
+from gridgnn.partition import block_bounds, refine, sub_bounds
+
+
+@dataclass(frozen=True)
+class Term:
+    """One kind of collective of one phase: per-rank ``calls`` and ``bytes`` (int64 arrays of shape (P,)).
+
+    ``axis`` is the grid axis (or ``world``) it runs on and ``group_size`` the processes of that axis group.
+    """
+
+    phase: str
+    op: str
+    axis: str
+    group_size: int
+    calls: np.ndarray
+    bytes: np.ndarray
+
+
+@dataclass
+class ShapeBlocks:
+    """The partition of one grid shape and the nnz of Â it needs (computed once per shape).
+
+    ``coords``: axis -> int64 array (P,) of every rank's coordinate. ``row_bounds``: vertex blocks of
+    the dense rows. ``nnz``: 1.5D: (R, c) nnz of block row i in replica k's share of column blocks;
+    2D: (pr, nseg) nnz per (row block, SUMMA stage segment); 3D: (q, q*d) nnz per (row block, fine
+    sub-block S[k][l] at column k*d + l). ``local_rows``: (P,) dense rows each rank holds.
+    ``local_nnz``: (P,) stored Â entries each rank keeps (its own blocks). ``mult_nnz``: (P,) Â entries
+    each rank multiplies per SpMM (its own blocks on 1.5D; every panel of its block row it receives on
+    2D/3D).
+    """
+
+    shape: GridShape
+    n: int
+    coords: dict
+    row_bounds: list[int]
+    nnz: np.ndarray
+    local_rows: np.ndarray
+    local_nnz: np.ndarray
+    mult_nnz: np.ndarray
+    segments: list[int] | None = None
+    sub: np.ndarray | None = None  # 3D: (q, d) rows of each sub-block S[k][l]
+
+
+def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
+    """Partition and block nnz of ``stats``'s Â on ``shape`` (exact or uniform, as ``stats`` is)."""
+    n = stats.num_nodes
+    coords = {a: c.astype(np.int64) for a, c in zip(shape.axes, np.unravel_index(np.arange(shape.world_size),
+                                                                                   shape.sizes), strict=True)}
+    if shape.algo in ("1d", "1.5d"):
+        num_rows = shape.sizes[0]
+        c = shape.sizes[1] if shape.algo == "1.5d" else 1
+        bounds = block_bounds(n, num_rows)
+        nnz = stats.grouped_nnz(bounds, bounds, np.arange(num_rows) % c, num_groups=c)
+        i, k = coords["row"], coords.get("rep", np.zeros_like(coords["row"]))
+        return ShapeBlocks(shape, n, coords, bounds, nnz, np.diff(bounds)[i], nnz[i, k], nnz[i, k])
+    if shape.algo == "2d":
+        pr, pc = shape.sizes
+        rows, cols = block_bounds(n, pr), block_bounds(n, pc)
+        stages = refine(rows, cols)
+        # Per-stage nnz only matter when panels move (pc > 1); a single process column needs row sums.
+        nnz = stats.grouped_nnz(rows, stages) if pc > 1 else stats.grouped_nnz(rows, [0, n])
+        i, j = coords["row"], coords["col"]
+        owner = _segment_owner(stages, cols) if pc > 1 else np.zeros(1, dtype=np.int64)
+        own = np.zeros((pr, pc), dtype=np.int64)
+        np.add.at(own, (slice(None), owner), nnz)
+        return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
+                           segments=stages)
+    q, _, d = shape.sizes
+    rows = block_bounds(n, q)
+    sub = np.array([np.diff(sub_bounds(rows[k], rows[k + 1], d)) for k in range(q)], dtype=np.int64)
+    fine = sorted({b for k in range(q) for b in sub_bounds(rows[k], rows[k + 1], d)})
+    nnz = stats.grouped_nnz(rows, fine)
+    i, j, m = coords["row"], coords["col"], coords["depth"]
+    z = nnz.reshape(q, q, d)
+    return ShapeBlocks(shape, n, coords, rows, nnz, sub[i, m], z[i, j, m], z.sum(axis=1)[i, m], sub=sub)
+
+
+def _segment_owner(stages: list[int], bounds: list[int]) -> np.ndarray:
+    return np.searchsorted(bounds, np.asarray(stages[:-1]), side="right") - 1
+
+
+def feature_widths(width: int, parts: int) -> np.ndarray:
+    """Columns of each of ``parts`` feature blocks of a width-``width`` matrix (empty blocks allowed)."""
+    return np.diff(block_bounds(width, parts, allow_empty=True, what="feature columns")).astype(np.int64)
+
+
+def _packed(rows, nnz, sz: SizeInfo) -> np.ndarray:
+    """Bytes of packed CSR panels (0 where a panel is empty: it is never sent)."""
+    rows, nnz = np.asarray(rows, dtype=np.int64), np.asarray(nnz, dtype=np.int64)
+    return np.where(nnz > 0, (rows + 1 + nnz) * sz.index + nnz * sz.sparse_value, 0)
+
+
+def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32) -> list[Term]:
+    """Terms of one SpMM of width ``width``: its forward (``Â X``) or its backward (``Âᵀ G``) half."""
+    algo = blocks.shape.algo
+    if algo in ("1d", "1.5d"):
+        return _terms_15d(blocks, width, backward, sizes)
+    if algo == "2d":
+        return _terms_2d(blocks, width, backward, sizes)
+    return _terms_3d(blocks, width, backward, sizes)
+
+
+def _term(phase, op, axis, size, calls, nbytes, num_ranks) -> Term:
+    calls = np.broadcast_to(np.asarray(calls, dtype=np.int64), (num_ranks,)).copy()
+    nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), (num_ranks,)).copy()
+    return Term(phase, op, axis, size, calls, nbytes)
+
+
+def _terms_15d(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
+    shape, p = blocks.shape, blocks.shape.world_size
+    num_rows = shape.sizes[0]
+    c = shape.sizes[1] if shape.algo == "1.5d" else 1
+    phase = "spmm_backward" if backward else "spmm_forward"
+    sizes = np.diff(blocks.row_bounds).astype(np.int64)
+    share = np.arange(num_rows) % c
+    share_rows = np.bincount(share, weights=sizes, minlength=c).astype(np.int64)
+    share_count = np.bincount(share, minlength=c).astype(np.int64)
+    i, k = blocks.coords["row"], blocks.coords.get("rep", np.zeros(p, dtype=np.int64))
+    row_bytes = f * sz.value
+    stage = (share_rows[k] - np.where(i % c == k, sizes[i], 0)) * row_bytes
+    terms = []
+    if num_rows > 1:
+        terms.append(_term(phase, "reduce" if backward else "broadcast", "row", num_rows, share_count[k], stage, p))
+    if c > 1:
+        own = sizes[i] * row_bytes
+        if backward:
+            terms.append(_term(phase, "broadcast", "rep", c, 1, np.where(k != i % c, own, 0), p))
+        else:
+            terms.append(_term(phase, "all_reduce", "rep", c, 1, 2 * own * (c - 1) // c, p))
+    return terms
+
+
+def _terms_2d(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
+    shape, p = blocks.shape, blocks.shape.world_size
+    pr, pc = shape.sizes
+    phase = "spmm_backward" if backward else "spmm_forward"
+    i, j = blocks.coords["row"], blocks.coords["col"]
+    stages = blocks.segments
+    seg_rows = np.diff(stages).astype(np.int64)
+    heights = np.diff(blocks.row_bounds).astype(np.int64)
+    fw = feature_widths(f, pc)[j]
+    terms = []
+    if pc > 1:
+        packed_rows = seg_rows[None, :] if backward else heights[:, None]
+        packed = _packed(packed_rows, blocks.nnz, sz)  # (pr, nseg)
+        owner = _segment_owner(stages, block_bounds(blocks.n, pc))
+        own = np.zeros((pr, pc), dtype=np.int64)
+        np.add.at(own, (slice(None), owner), packed)
+        calls = (blocks.nnz > 0).sum(axis=1)
+        terms.append(_term(phase, "broadcast", "col", pc, calls[i], packed.sum(axis=1)[i] - own[i, j], p))
+    if pr > 1:
+        active = fw > 0
+        dense = np.where(active, (blocks.n - heights[i]) * fw * sz.value, 0)
+        terms.append(_term(phase, "reduce" if backward else "broadcast", "row", pr,
+                           np.where(active, len(seg_rows), 0), dense, p))
+    return terms
+
+
+def _terms_3d(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
+    shape, p = blocks.shape, blocks.shape.world_size
+    q, _, d = shape.sizes
+    phase = "spmm_backward" if backward else "spmm_forward"
+    i, j, m = blocks.coords["row"], blocks.coords["col"], blocks.coords["depth"]
+    sub = blocks.sub  # (q, d)
+    heights = np.diff(blocks.row_bounds).astype(np.int64)
+    z = blocks.nnz.reshape(q, q, d)  # (row block i, column block k, depth slice l)
+    fw = feature_widths(f, q)[j]
+    active = fw > 0
+    terms = []
+    if d > 1 and backward:
+        chunk = sub.max(axis=1)[i]
+        terms.append(_term(phase, "all_gather", "depth", d, active.astype(np.int64),
+                           np.where(active, (d - 1) * chunk * fw * sz.value, 0), p))
+    if q > 1:
+        packed_rows = sub[None, :, :] if backward else heights[:, None, None]
+        packed = _packed(packed_rows, z, sz)  # (q, q, d)
+        calls = (z > 0).sum(axis=1)  # (q, d)
+        terms.append(_term(phase, "broadcast", "col", q, calls[i, m], packed.sum(axis=1)[i, m] - packed[i, j, m], p))
+        dense = np.where(active, (sub[:, :].sum(axis=0)[m] - sub[i, m]) * fw * sz.value, 0)
+        terms.append(_term(phase, "reduce" if backward else "broadcast", "row", q,
+                           np.where(active, q, 0), dense, p))
+    if d > 1 and not backward:
+        chunk = sub.max(axis=1)[i]
+        terms.append(_term(phase, "reduce_scatter", "depth", d, active.astype(np.int64),
+                           np.where(active, (d - 1) * chunk * fw * sz.value, 0), p))
+    return terms

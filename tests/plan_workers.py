@@ -1,0 +1,69 @@
+"""Worker-side code of the cost-model tests (imported by forked processes).
+
+Each worker builds the grid, `GridOps` and `DistributedTrainer` itself and runs training steps directly, so
+the tests depend only on what a step records (`DistributedTrainer.epoch_comm`), not on the run driver.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import torch.distributed as dist
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.transforms import gcn_normalize
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.train.distributed import DistributedTrainer
+from gridgnn.train.run import load_graph
+from gridgnn.train.run_distributed import grid_shape_for
+
+
+def step_comm_worker(rank: int, world_size: int, config_kwargs: dict, steps: int = 2) -> list[dict]:
+    """This rank's ``epoch_comm`` records after ``steps`` training steps (each followed by evaluation)."""
+    config = TrainConfig(**config_kwargs)
+    graph = load_graph(config)
+    grid = ProcessGrid.create(grid_shape_for(config, world_size))
+    ops = GridOps(grid, Communicator(grid), gcn_normalize(graph.adj))
+    trainer = DistributedTrainer(config, graph, ops)
+    for epoch in range(1, steps + 1):
+        trainer.train_step(epoch)
+        trainer.evaluate()
+    return trainer.epoch_comm
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Reset VmHWM (Linux >= 4.0: writing 5 to clear_refs)."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+        refs.write("5")
+
+
+def memory_worker(rank: int, world_size: int, config_kwargs: dict, graph, steps: int = 2) -> dict:
+    """Measured working set of this rank: the peak resident set during construction-free training steps
+    minus the resident set before the grid's data structures were built (the global graph and Â, which
+    every worker holds while loading, are in the baseline). Bytes."""
+    config = TrainConfig(**config_kwargs)
+    adj = gcn_normalize(graph.adj)
+    grid = ProcessGrid.create(grid_shape_for(config, world_size))
+    dist.barrier()
+    gc.collect()
+    baseline = _status_kib("VmRSS")
+    ops = GridOps(grid, Communicator(grid), adj)
+    trainer = DistributedTrainer(config, graph, ops)
+    gc.collect()
+    after_build = _status_kib("VmRSS")
+    _reset_peak()
+    for epoch in range(1, steps + 1):
+        trainer.train_step(epoch)
+    peak = _status_kib("VmHWM")
+    return {"baseline": baseline * 1024, "built": (after_build - baseline) * 1024,
+            "peak": (peak - baseline) * 1024}
