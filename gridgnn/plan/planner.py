@@ -1,0 +1,167 @@
+"""Rank every valid (algorithm, grid shape, replication) for P processes by predicted epoch time (pure).
+
+`plan` prices each configuration of `candidate_shapes` with `gridgnn.cost.epoch_model.predict_epoch` and
+sorts them: configurations that fit the memory per process first, then by predicted training-step time
+(the slowest rank's communication plus computation), then by bytes per rank. The first is the best;
+`Plan.reason` says why in one line (for ``gridgnn train --algo auto``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.profile import MachineProfile
+from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.grid.shape import ALGORITHMS, GridShape
+
+ALGO_ORDER = {algo: k for k, algo in enumerate(ALGORITHMS)}
+
+
+def candidate_shapes(world_size: int, algos: tuple[str, ...] | list[str] = ALGORITHMS) -> list[GridShape]:
+    """Every valid grid on ``world_size`` processes: 1D; 1.5D for each replication c | P with c > 1
+    (c = 1 is 1D); 2D for each factorization pr x pc; 3D for each q x q x d with q² | P."""
+    from gridgnn.grid.shape import AXES
+
+    p = world_size
+    divisors = [d for d in range(1, p + 1) if p % d == 0]
+    shapes = []
+    if "1d" in algos:
+        shapes.append(GridShape("1d", AXES["1d"], (p,)))
+    if "1.5d" in algos:
+        shapes += [GridShape("1.5d", AXES["1.5d"], (p // c, c)) for c in divisors if c > 1]
+    if "2d" in algos:
+        shapes += [GridShape("2d", AXES["2d"], (pr, p // pr)) for pr in divisors]
+    if "3d" in algos:
+        shapes += [GridShape("3d", AXES["3d"], (q, q, p // (q * q))) for q in range(1, p + 1)
+                   if q * q <= p and p % (q * q) == 0]
+    return shapes
+
+
+@dataclass
+class PlanEntry:
+    """One priced configuration."""
+
+    shape: GridShape
+    prediction: EpochPrediction
+    fits: bool
+    best: bool = False
+
+    @property
+    def algo(self) -> str:
+        return self.shape.algo
+
+    @property
+    def grid(self) -> str:
+        return self.shape.label()
+
+    @property
+    def replication(self) -> int:
+        return self.shape.sizes[1] if self.shape.algo == "1.5d" else 1
+
+    def to_dict(self) -> dict:
+        """The JSON object of ``gridgnn plan --json`` (bytes, calls and memory: max over ranks, one epoch)."""
+        pred = self.prediction
+        return {
+            "algo": self.algo, "grid": self.grid, "replication": self.replication,
+            "world_size": self.shape.world_size,
+            "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
+            "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
+            "memory_per_rank_bytes": int(pred.memory_bytes.max()),
+            "memory_by_component": {k: int(v.max()) for k, v in pred.memory.items()},
+            "predicted_comm_s": float(pred.comm_s.max()), "predicted_compute_s": float(pred.compute_s.max()),
+            "predicted_epoch_s": pred.epoch_s, "fits": self.fits, "best": self.best,
+            "exact_blocks": pred.stats_exact, "profile": pred.profile_name,
+        }
+
+    def train_flags(self) -> list[str]:
+        """The ``gridgnn train`` flags that select this configuration."""
+        flags = ["--algo", self.algo, "--nprocs", str(self.shape.world_size)]
+        if self.algo == "1.5d":
+            flags += ["--replication", str(self.replication)]
+        elif self.algo in ("2d", "3d"):
+            flags += ["--grid", self.grid]
+        return flags
+
+
+@dataclass
+class Plan:
+    """Ranked configurations (best first) and the statistics they were priced on."""
+
+    entries: list[PlanEntry]
+    stats: GraphStats
+    spec: ModelSpec
+    profile: MachineProfile
+    memory_limit: int | None
+
+    @property
+    def best(self) -> PlanEntry:
+        return self.entries[0]
+
+    @property
+    def reason(self) -> str:
+        """One line: which configuration and why (predicted time against the runner-up)."""
+        best = self.best
+        pred = best.prediction
+        text = (f"{best.algo} grid {best.grid} on {best.shape.world_size} processes: predicted "
+                f"{_seconds(pred.epoch_s)} per epoch ({_seconds(float(pred.comm_s.max()))} communication, "
+                f"{_human(int(pred.bytes.max()))} per rank)")
+        rivals = [e for e in self.entries[1:] if e.fits]
+        if rivals:
+            other = rivals[0]
+            ratio = other.prediction.epoch_s / pred.epoch_s if pred.epoch_s > 0 else 1.0
+            text += (f", {ratio:.2f}x faster than the next, {other.algo} {other.grid} "
+                     f"({_seconds(other.prediction.epoch_s)})")
+        if not best.fits:
+            text += "; no configuration fits the memory per process, this one needs the least"
+        source = "exact block nnz" if self.stats.exact else "uniform-nnz estimate"
+        return text + f"; profile {self.profile.name}, {source}"
+
+    def to_json(self) -> list[dict]:
+        return [e.to_dict() for e in self.entries]
+
+
+def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None,
+         memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
+         sizes: SizeInfo = FLOAT32) -> Plan:
+    """Price every configuration for ``world_size`` processes and rank them (best first).
+
+    ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
+    ``graph``: `GraphStats` or a loaded `Graph`. ``memory_per_proc``: bytes available per process (default:
+    the profile's; None means unlimited). Exactly one entry has ``best`` set: the first.
+    """
+    from gridgnn.cost.profile import GPU_CLUSTER
+
+    stats = graph if isinstance(graph, GraphStats) else GraphStats.from_graph(graph)
+    spec = ModelSpec.of(model, stats)
+    profile = GPU_CLUSTER if profile is None else profile
+    limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes
+    entries = []
+    for shape in candidate_shapes(world_size, algos):
+        if shape.algo != "1d" and stats.num_nodes < max(shape.sizes[0], 1):
+            continue
+        pred = predict_epoch(spec, stats, shape, profile=profile, sizes=sizes)
+        fits = limit is None or int(pred.memory_bytes.max()) <= limit
+        entries.append(PlanEntry(shape, pred, fits))
+    entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
+                                int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes))
+    if entries:
+        entries[0].best = True
+    return Plan(entries, stats, spec, profile, limit)
+
+
+def _human(value: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def _seconds(value: float) -> str:
+    if value >= 1:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{1e3 * value:.2f} ms"
+    return f"{1e6 * value:.1f} us"
