@@ -20,6 +20,9 @@ ORDERS = ("auto", "aggregate-first", "transform-first")
 ALGOS = ("local", "1d", "1.5d", "2d", "3d")
 """Aggregation algorithms: ``local`` (one process) and the four distributed SpMMs of `gridgnn.spmm`."""
 
+MAX_SEED = 2**64 - 1
+"""The largest seed (torch.manual_seed takes 64-bit seeds)."""
+
 _GRID_RE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){0,2}$")
 
 
@@ -64,7 +67,7 @@ class TrainConfig:
         _check_int("layers", self.layers, minimum=1)
         _check_int("hidden", self.hidden, minimum=1)
         _check_int("epochs", self.epochs, minimum=1)
-        _check_int("seed", self.seed, minimum=0)
+        _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         _check_int("nprocs", self.nprocs, minimum=1)
         _check_int("replication", self.replication, minimum=1)
         _check_float("dropout", self.dropout, low=0.0, high=1.0, high_open=True)
@@ -88,11 +91,13 @@ class TrainConfig:
         return tuple(int(part) for part in self.grid.split("x"))
 
 
-def _check_int(name: str, value: object, *, minimum: int) -> None:
+def _check_int(name: str, value: object, *, minimum: int, maximum: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum}, got {value}")
 
 
 def _check_float(

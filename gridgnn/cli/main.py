@@ -7,10 +7,12 @@ command with one line ``gridgnn: error: ...`` on stderr and exit status 2, never
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
 
+import torch
 from torch.distributed import DistError
 
 from gridgnn import __version__
@@ -48,6 +50,24 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def check_run_flags(args: argparse.Namespace) -> None:
+    """Reject zero, negative or non-finite ``--timeout`` and ``--threads`` below 1 (`UsageError`), whatever
+    the algorithm, so that a bad value fails before any work instead of being ignored or reaching a worker."""
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(f"argument --timeout: must be a positive number of seconds, got {timeout:g}")
+    threads = getattr(args, "threads", None)
+    if threads is not None and threads < 1:
+        raise UsageError(f"argument --threads: must be at least 1, got {threads}")
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """True for allocation failures: `MemoryError` (numpy, Python) and torch's CPU allocator error."""
+    return isinstance(error, (MemoryError, torch.cuda.OutOfMemoryError)) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )
+
+
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     if isinstance(error, OSError) and error.filename is not None and str(error.filename) not in text:
@@ -70,6 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.argv = argv  # the local launcher hands the same arguments to its workers
         if args.command is None:
             raise UsageError("choose a command: train or info (see 'gridgnn --help')")
+        check_run_flags(args)
         return args.handler(args)
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
@@ -87,6 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.flush()
             os._exit(EXIT_PEER_FAILED)
         return EXIT_PEER_FAILED
+    except (MemoryError, RuntimeError) as error:  # after DistError and CollectiveError, RuntimeErrors too
+        if not _out_of_memory(error):
+            raise
+        # sizes too large for this machine (--hidden, a generator spec, a declared node count): one line
+        print(f"gridgnn: error: not enough memory: {_one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("gridgnn: interrupted", file=sys.stderr)
         return 130

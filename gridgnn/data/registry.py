@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import numbers
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,7 +25,7 @@ from gridgnn.data.formats import read_path
 from gridgnn.data.generators import csbm, rmat
 from gridgnn.data.graph import Graph
 from gridgnn.data.transforms import drop_duplicate_edges, remove_self_loops, row_normalize_features, symmetrize
-from gridgnn.errors import DataError
+from gridgnn.errors import ConfigError, DataError
 
 KNOWN_DATASETS = ("cora", "citeseer", "amazon-photo", "amazon-computers", "coauthor-cs", "coauthor-physics")
 GENERATORS: Mapping[str, Callable[..., Graph]] = MappingProxyType({"csbm": csbm, "rmat": rmat})
@@ -61,6 +62,8 @@ def load_dataset(
     text = spec.strip()
     if not text:
         raise DataError("empty dataset spec: give a known name, a generator spec or a path")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     name = text.split(":", 1)[0].lower()
     if name in GENERATORS:
         graph = _generate(text, directed, seed)
@@ -126,7 +129,11 @@ def _generate(spec: str, directed: bool, seed: int) -> Graph:
             raise DataError(f"dataset spec '{spec}': '{key}' given twice")
         given.add(key)
         kwargs[key] = _parse_value(spec, key, value, allowed[key])
-    graph = generator(**kwargs, directed=directed)
+    try:
+        graph = generator(**kwargs, directed=directed)
+    except MemoryError as exc:
+        detail = " ".join(str(exc).split()) or "MemoryError"
+        raise DataError(f"dataset spec '{spec}': too large to generate in memory ({detail})") from None
     return dataclasses.replace(graph, name=spec)
 
 

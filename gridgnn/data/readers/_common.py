@@ -86,8 +86,11 @@ def adjacency_from_edges(src: np.ndarray, dst: np.ndarray, num_nodes: int, where
             raise DataError(f"{where}: vertex id {int(bad)} is outside [0, {num_nodes})")
     index_dtype = np.int32 if num_nodes < 2**31 - 1 else np.int64
     data = np.ones(src.shape[0], dtype=np.float32)
-    coo = sp.coo_matrix((data, (dst.astype(index_dtype), src.astype(index_dtype))), shape=(num_nodes, num_nodes))
-    adj = coo.tocsr()
+    try:
+        coo = sp.coo_matrix((data, (dst.astype(index_dtype), src.astype(index_dtype))), shape=(num_nodes, num_nodes))
+        adj = coo.tocsr()
+    except MemoryError as exc:  # a declared node count far beyond the edges (e.g. num-node-list)
+        raise DataError(f"{where}: {num_nodes} nodes do not fit in memory ({one_line(exc)})") from None
     adj.sum_duplicates()
     adj.data[:] = 1.0
     return adj

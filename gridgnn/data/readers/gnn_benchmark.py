@@ -43,8 +43,19 @@ def open_npz(path: Path) -> Mapping[str, np.ndarray]:
         return _load_arrays(path, str(path))
 
 
+_DATA_KEYS = ("gridgnn_format", "format_version", "name", "directed", "num_classes", "meta_json", "train_mask",
+              "val_mask", "test_mask")
+_DATA_PREFIXES = ("adj_", "attr_", "features", "labels")
+
+
+def _is_data_key(key: str) -> bool:
+    """True for the keys the gnn-benchmark and native readers use (not the name lists such as class_names)."""
+    return key in _DATA_KEYS or key.startswith(_DATA_PREFIXES)
+
+
 def _load_arrays(source: Path | io.BytesIO, where: str) -> dict[str, np.ndarray]:
-    """All non-object arrays of an npz (object arrays such as name lists are skipped unread)."""
+    """All non-object arrays of an npz. Object arrays are pickles and never loaded: name lists such as
+    ``class_names`` are skipped unread; a key the readers use (``labels``, ``adj_data``, ...) raises `DataError`."""
     with reading(where, "npz archive"), np.load(source, allow_pickle=False) as npz:
         arrays = {}
         for key in npz.files:
@@ -53,6 +64,10 @@ def _load_arrays(source: Path | io.BytesIO, where: str) -> dict[str, np.ndarray]
             except ValueError as exc:
                 if "allow_pickle" not in str(exc):
                     raise
+                if _is_data_key(key):
+                    raise DataError(
+                        f"{where}: array '{key}' holds Python objects (a pickle), which gridgnn does not load"
+                    ) from None
         return arrays
 
 
@@ -95,6 +110,8 @@ def _adjacency(arrays: Mapping[str, np.ndarray], where: Path | str) -> sp.csr_ma
     stored = _csr_from(arrays, "adj", where)
     if stored.shape[0] != stored.shape[1]:
         raise DataError(f"{where}: adjacency must be square, got {stored.shape}")
+    if stored.shape[0] == 0:
+        raise DataError(f"{where}: the graph is empty (0 nodes)")
     if not np.all(np.isfinite(stored.data)):
         raise DataError(f"{where}: edge weights contain NaN or inf")
     stored.eliminate_zeros()

@@ -35,7 +35,8 @@ def read_mtx_adjacency(path: Path | str) -> sp.csr_matrix:
         raise DataError(f"{path}: the graph is empty (0 nodes)")
     if not np.all(np.isfinite(matrix.data)):
         raise DataError(f"{path}: edge weights contain NaN or inf")
-    adj = sp.csr_matrix(matrix.T, dtype=np.float32)
+    with reading(path, "Matrix Market file"):  # a declared size too large for memory: MemoryError
+        adj = sp.csr_matrix(matrix.T, dtype=np.float32)
     adj.eliminate_zeros()
     adj.sum_duplicates()
     adj.data[:] = 1.0

@@ -1,0 +1,694 @@
+"""Hostile input (issue 6): a corpus of malformed files, flags and grids, each through the real command line.
+
+Every case must end the same way: exit status 2, exactly one line ``gridgnn: error: ...`` on stderr that names
+the problem, nothing on stdout, no traceback, and no output file: a ``--metrics-out`` path in a fresh folder
+is never created (not even a temporary file beside it) and a metrics file that already exists stays
+byte-identical. The corpus covers every reader (Planetoid pickles, gnn-benchmark ``.npz``/``.zip``, Matrix
+Market, text edge lists, OGB folders, gridgnn's native ``.npz``), the generator specs, the training flags and
+the process-grid flags. Pickles that ask for a forbidden callable must be refused *before* it runs: every
+case asserts that the marker file such a payload would create does not exist.
+
+Cases run `gridgnn.cli.main.main` in-process (fast); `test_through_a_real_process` runs a handful as
+``python -m gridgnn`` (in the background while the others run) to prove the real exit status and stderr.
+Grid errors are raised before any worker starts, so only the "more processes than vertices" case starts
+workers (two).
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import os
+import pickle
+import re
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from data_error_helpers import fails, load
+
+from gridgnn.cli.main import main
+from gridgnn.data import save_graph
+from gridgnn.data.generators import csbm
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MARKER = "PWNED"
+"""The file a malicious pickle would create (``touch``) in the test's folder if it ever ran."""
+PREVIOUS_METRICS = b'{"previous": "run", "keep": [1, 2, 3]}\n'
+
+
+class _Malicious:
+    """Pickles as a call ``os.system("touch <marker>")``; a safe loader refuses it before calling anything."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+# --- builders: each takes the case's tmp folder and returns (dataset argument, fragment naming the culprit) --
+
+
+def _text(name: str, content: str | bytes) -> Callable[[Path], tuple[str, str]]:
+    def build(tmp: Path) -> tuple[str, str]:
+        path = tmp / name
+        if isinstance(content, bytes):
+            path.write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
+        else:
+            path.write_text(content)
+        return str(path), name
+
+    return build
+
+
+def _one_hot(rows: int, classes: int = 2) -> np.ndarray:
+    labels = np.zeros((rows, classes))
+    labels[np.arange(rows), np.arange(rows) % classes] = 1
+    return labels
+
+
+def _planetoid(culprit: str, test_index: str | None = None, **parts: object) -> Callable[[Path], tuple[str, str]]:
+    """A tiny valid Planetoid folder ``ind.tiny.*`` (2 train, 500 val, 3 test nodes) with ``parts`` replaced:
+    an object is pickled, bytes are written as they are, None deletes the file."""
+
+    def build(tmp: Path) -> tuple[str, str]:
+        folder = tmp / "ind-folder"
+        folder.mkdir()
+        num_base, num_test = 502, 3
+        files: dict[str, object] = {
+            "x": sp.csr_matrix(np.ones((2, 3), np.float32)),
+            "y": _one_hot(2),
+            "allx": sp.csr_matrix(np.ones((num_base, 3), np.float32)),
+            "ally": _one_hot(num_base),
+            "tx": sp.csr_matrix(np.ones((num_test, 3), np.float32)),
+            "ty": _one_hot(num_test),
+            "graph": {i: [(i + 1) % (num_base + num_test)] for i in range(num_base + num_test)},
+        }
+        files.update({part: value(tmp) if callable(value) else value for part, value in parts.items()})
+        for part, value in files.items():
+            if value is not None:
+                data = value if isinstance(value, bytes) else pickle.dumps(value, protocol=4)
+                (folder / f"ind.tiny.{part}").write_bytes(data)
+        index = "".join(f"{num_base + i}\n" for i in range(num_test)) if test_index is None else test_index
+        (folder / "ind.tiny.test.index").write_text(index)
+        return str(folder), culprit
+
+    return build
+
+
+def _truncated_pickle(tmp: Path) -> bytes:
+    return pickle.dumps(sp.csr_matrix(np.ones((502, 3), np.float32)), protocol=4)[:300]
+
+
+def _reduce_payload(tmp: Path) -> bytes:
+    return pickle.dumps(_Malicious(tmp / MARKER), protocol=2)
+
+
+def _nested_payload(tmp: Path) -> bytes:
+    return pickle.dumps({0: [1], 1: [_Malicious(tmp / MARKER)]}, protocol=2)
+
+
+def _opcode_payload(module: str, name: str) -> Callable[[Path], bytes]:
+    """A protocol-0 pickle that calls ``module.name`` with a command creating the marker."""
+
+    def build(tmp: Path) -> bytes:
+        argument = f"touch {tmp / MARKER}" if name == "system" else f"open('{tmp / MARKER}', 'w')"
+        return f"c{module}\n{name}\n(S{argument!r}\ntR.".encode()
+
+    return build
+
+
+def _benchmark_arrays(**overrides: object) -> dict:
+    adj = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=np.float32))
+    arrays = {f"adj_{k}": getattr(adj, k) for k in ("data", "indices", "indptr")}
+    arrays.update(adj_shape=np.array([3, 3]), attr_matrix=np.ones((3, 2), np.float32), labels=np.array([0, 1, 0]))
+    arrays.update(overrides)
+    return {k: v for k, v in arrays.items() if v is not None}
+
+
+def _benchmark(**overrides: object) -> Callable[[Path], tuple[str, str]]:
+    """A 3-node gnn-benchmark ``g.npz`` with ``overrides`` (None removes a key; a callable gets the folder)."""
+
+    def build(tmp: Path) -> tuple[str, str]:
+        path = tmp / "g.npz"
+        values = {k: v(tmp) if callable(v) else v for k, v in overrides.items()}
+        np.savez(path, **_benchmark_arrays(**values))
+        return str(path), "g.npz"
+
+    return build
+
+
+def _benchmark_damaged(how: str) -> Callable[[Path], tuple[str, str]]:
+    def build(tmp: Path) -> tuple[str, str]:
+        good = tmp / "good.npz"
+        np.savez(good, **_benchmark_arrays())
+        path = tmp / ("g.zip" if how.endswith("zip") else "g.npz")
+        if how == "truncated":
+            path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+        elif how == "wrong magic":
+            path.write_bytes(b"GIF89a" + good.read_bytes()[6:])
+        elif how == "corrupt member":
+            with zipfile.ZipFile(path, "w") as archive:
+                archive.writestr("adj_data.npy", b"\x93NUMPY garbage")
+        elif how == "two npz in zip":
+            with zipfile.ZipFile(path, "w") as archive:
+                archive.write(good, "a.npz")
+                archive.write(good, "b.npz")
+        good.unlink()
+        return str(path), path.name
+
+    return build
+
+
+def _object_array(tmp: Path) -> np.ndarray:
+    return np.array([_Malicious(tmp / MARKER)] * 3, dtype=object)
+
+
+def _native(update: dict | None = None, **overrides: object) -> Callable[[Path], tuple[str, str]]:
+    """A native gridgnn ``graph.npz`` (20 nodes) with the arrays of ``update`` and ``overrides`` replaced
+    (a callable override gets the original arrays)."""
+
+    def build(tmp: Path) -> tuple[str, str]:
+        path = save_graph(csbm(nodes=20, classes=2, features=3), tmp / "graph.npz")
+        with np.load(path) as npz:
+            arrays = dict(npz)
+        arrays.update(update or {})
+        arrays.update({k: v(arrays) if callable(v) else v for k, v in overrides.items()})
+        np.savez(path, **arrays)
+        return str(path), "graph.npz"
+
+    return build
+
+
+def _native_truncated(tmp: Path) -> tuple[str, str]:
+    path = save_graph(csbm(nodes=20, classes=2, features=3), tmp / "graph.npz")
+    path.write_bytes(path.read_bytes()[:700])
+    return str(path), "graph.npz"
+
+
+def _native_pickled_labels(tmp: Path) -> tuple[str, str]:
+    path = save_graph(csbm(nodes=20, classes=2, features=3), tmp / "graph.npz")
+    with np.load(path) as npz:
+        arrays = dict(npz)
+    arrays["labels"] = np.array([_Malicious(tmp / MARKER)] * 20, dtype=object)
+    np.savez(path, **arrays)
+    return str(path), "graph.npz"
+
+
+EMPTY_NATIVE = {
+    "adj_data": np.zeros(0, np.float32), "adj_indices": np.zeros(0, np.int32), "adj_indptr": np.zeros(1, np.int32),
+    "adj_shape": np.array([0, 0]), "features": np.zeros((0, 3), np.float32), "labels": np.zeros(0, np.int64),
+    **{mask: np.zeros(0, bool) for mask in ("train_mask", "val_mask", "test_mask")},
+}
+
+
+def _ogb(culprit: str, split: dict[str, str] | None = None, truncate: str | None = None,
+         **files: str | None) -> Callable[[Path], tuple[str, str]]:
+    """A 3-node OGB folder (gzipped CSVs under raw/) with some files replaced, removed (None) or truncated."""
+
+    def build(tmp: Path) -> tuple[str, str]:
+        folder = tmp / "ogbn_tiny"
+        raw = folder / "raw"
+        raw.mkdir(parents=True)
+        contents = {"edge": "0,1\n1,2\n", "node-feat": "1,2\n3,4\n5,6\n", "node-label": "0\n1\n0\n", **files}
+        for stem, text in contents.items():
+            if text is not None:
+                (raw / f"{stem}.csv.gz").write_bytes(gzip.compress(text.encode()))
+        if truncate is not None:
+            path = raw / f"{truncate}.csv.gz"
+            path.write_bytes(path.read_bytes()[:-6])
+        if split is not None:
+            (folder / "split" / "random").mkdir(parents=True)
+            for part, ids in split.items():
+                (folder / "split" / "random" / f"{part}.csv.gz").write_bytes(gzip.compress(ids.encode()))
+        return str(folder), culprit
+
+    return build
+
+
+def _empty_folder(tmp: Path) -> tuple[str, str]:
+    (tmp / "nothing").mkdir()
+    return str(tmp / "nothing"), "nothing"
+
+
+def _truncated_gzip(tmp: Path) -> tuple[str, str]:
+    path = tmp / "g.txt.gz"
+    path.write_bytes(gzip.compress(b"1 2\n2 3\n3 4\n")[:20])
+    return str(path), "g.txt.gz"
+
+
+def _unrelated_npz(tmp: Path) -> tuple[str, str]:
+    np.savez(tmp / "other.npz", something=np.arange(3))
+    return str(tmp / "other.npz"), "other.npz"
+
+
+def _spec(spec: str) -> Callable[[Path], tuple[str, str]]:
+    """A generator spec or name; the error names it (``csbm:`` ...; a bare name in quotes)."""
+    return lambda tmp: (spec, spec.split(":")[0] + ":" if ":" in spec else f"'{spec}'")
+
+
+MTX = "%%MatrixMarket matrix coordinate pattern general\n"
+
+# (id, builder, key word the error line must contain)
+DATA_CASES = [
+    # Planetoid raw pickles
+    ("planetoid-truncated-pickle", _planetoid("ind.tiny.allx", allx=_truncated_pickle), "cannot read pickle"),
+    ("planetoid-wrong-magic", _planetoid("ind.tiny.y", y=b"GIF89a not a pickle at all"), "cannot read pickle"),
+    ("planetoid-empty-pickle-file", _planetoid("ind.tiny.ty", ty=b""), "cannot read pickle"),
+    ("planetoid-missing-file", _planetoid("ind.tiny.tx", tx=None), "file not found"),
+    ("planetoid-forbidden-os-system-reduce", _planetoid("ind.tiny.x", x=_reduce_payload), "forbidden class"),
+    ("planetoid-forbidden-class-nested-in-graph", _planetoid("ind.tiny.graph", graph=_nested_payload),
+     "forbidden class"),
+    ("planetoid-forbidden-builtins-eval", _planetoid("ind.tiny.ally", ally=_opcode_payload("builtins", "eval")),
+     "forbidden class builtins.eval"),
+    ("planetoid-forbidden-posix-system", _planetoid("ind.tiny.allx", allx=_opcode_payload("posix", "system")),
+     "forbidden class posix.system"),
+    ("planetoid-id-out-of-range", _planetoid("ind.tiny.graph", graph={0: [1], 5: [99999]}), "outside"),
+    ("planetoid-negative-id", _planetoid("ind.tiny.graph", graph={0: [1], 1: [-7]}), "outside"),
+    ("planetoid-negative-test-id", _planetoid("ind.tiny.test.index", test_index="503\n-4\n504\n"),
+     "negative test node id"),
+    ("planetoid-non-numeric-test-index", _planetoid("ind.tiny.test.index", test_index="503\nfoo\n504\n"),
+     "cannot read test index"),
+    ("planetoid-empty-test-index", _planetoid("ind.tiny.test.index", test_index=""), "no test node ids"),
+    ("planetoid-nan-features", _planetoid("ind-folder", allx=sp.csr_matrix(np.full((502, 3), np.nan, np.float32))),
+     "NaN"),
+    ("planetoid-mismatched-labels-vs-features", _planetoid("ind.tiny.ty", ty=_one_hot(2)), "mismatched lengths"),
+    ("planetoid-labels-not-an-array", _planetoid("ind.tiny.y", y="labels"), "expected a 2-D numpy array"),
+    ("planetoid-graph-not-a-dict", _planetoid("ind.tiny.graph", graph=[1, 2]), "expected a dict"),
+    ("planetoid-features-not-a-matrix", _planetoid("ind.tiny.tx", tx=np.zeros(4)), "expected a sparse matrix"),
+    # gnn-benchmark .npz / .zip
+    ("npz-truncated", _benchmark_damaged("truncated"), "cannot read npz"),
+    ("npz-wrong-magic", _benchmark_damaged("wrong magic"), "cannot read npz"),
+    ("npz-corrupt-member", _benchmark_damaged("corrupt member"), "cannot read"),
+    ("zip-two-npz-inside", _benchmark_damaged("two npz in zip"), "exactly one .npz"),
+    ("npz-id-out-of-range", _benchmark(adj_indices=np.array([1, 0, 7, 1])), "cannot read adj matrix"),
+    ("npz-negative-id", _benchmark(adj_indices=np.array([1, 0, -2, 1])), "cannot read adj matrix"),
+    ("npz-negative-label", _benchmark(labels=np.array([0, -1, 0])), "negative label"),
+    ("npz-float-labels", _benchmark(labels=np.array([0.0, 0.5, 1.0])), "non-integer"),
+    ("npz-nan-features", _benchmark(attr_matrix=np.array([[1, 0], [np.nan, 1], [0, 0]], np.float32)), "NaN or inf"),
+    ("npz-inf-edge-weight", _benchmark(adj_data=np.array([1, np.inf, 1, 1], np.float32)), "NaN or inf"),
+    ("npz-labels-shorter-than-nodes", _benchmark(labels=np.array([0, 1])), "2 labels for 3 nodes"),
+    ("npz-features-rows-mismatch", _benchmark(attr_matrix=np.ones((2, 2), np.float32)), "features have shape"),
+    ("npz-not-square", _benchmark(adj_shape=np.array([3, 4])), "must be square"),
+    ("npz-missing-key", _benchmark(adj_indptr=None), "missing key"),
+    ("npz-empty-graph", _benchmark(adj_data=np.zeros(0, np.float32), adj_indices=np.zeros(0, np.int32),
+                                   adj_indptr=np.zeros(1, np.int32), adj_shape=np.array([0, 0]),
+                                   attr_matrix=np.zeros((0, 2), np.float32), labels=np.zeros(0, np.int64)),
+     "empty"),
+    ("npz-pickled-object-labels", _benchmark(labels=_object_array), "holds Python objects"),
+    ("npz-empty-file", _text("empty.npz", b""), "cannot read npz"),
+    ("npz-unrelated-arrays", _unrelated_npz, "neither a gridgnn graph nor a gnn-benchmark"),
+    # Matrix Market
+    ("mtx-wrong-header", _text("g.mtx", "not a matrix\n1 2\n"), "cannot read Matrix Market"),
+    ("mtx-truncated", _text("g.mtx", MTX + "3 3 5\n1 2\n"), "Truncated"),
+    ("mtx-id-out-of-range", _text("g.mtx", MTX + "3 3 2\n1 2\n4 1\n"), "out of bounds"),
+    ("mtx-negative-id", _text("g.mtx", MTX + "3 3 1\n-1 1\n"), "out of bounds"),
+    ("mtx-zero-id", _text("g.mtx", MTX + "3 3 1\n0 1\n"), "out of bounds"),
+    ("mtx-nan-weight", _text("g.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 2 nan\n"),
+     "NaN or inf"),
+    ("mtx-complex-values", _text("g.mtx", "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 2 1 1\n"),
+     "complex"),
+    ("mtx-not-square", _text("g.mtx", MTX + "3 4 1\n1 2\n"), "must be square"),
+    ("mtx-empty-graph", _text("g.mtx", MTX + "0 0 0\n"), "empty"),
+    ("mtx-huge-declared-size", _text("g.mtx", MTX + "1000000000000000 1000000000000000 1\n1 1\n"), "allocate"),
+    ("mtx-binary-garbage", _text("g.mtx", bytes(range(256)) * 4), "cannot read Matrix Market"),
+    # text edge lists
+    ("edgelist-empty-file", _text("g.edges", ""), "edge list is empty"),
+    ("edgelist-only-comments", _text("g.txt", "# nothing\n% here\n"), "edge list is empty"),
+    ("edgelist-negative-id", _text("g.edges", "0 1\n-3 2\n"), "negative vertex id -3"),
+    ("edgelist-non-numeric-id", _text("g.txt", "1 2\n3 x\n"), "could not convert"),
+    ("edgelist-float-id", _text("g.txt", "1 2\n1.5 2\n"), "could not convert"),
+    ("edgelist-id-overflows-int64", _text("g.txt", "1 99999999999999999999\n"), "could not convert"),
+    ("edgelist-one-column", _text("g.tsv", "1\t2\n3\n"), "invalid column index"),
+    ("edgelist-binary-garbage", _text("g.txt", b"1 2\n\x00\x81\xff\xfe\x93garbage\n"), "cannot read edge list"),
+    ("edgelist-truncated-gzip", _truncated_gzip, "cannot read edge list"),
+    # OGB folders
+    ("ogb-id-out-of-range", _ogb("edge.csv.gz", edge="0,1\n1,7\n"), "vertex id 7 is outside"),
+    ("ogb-negative-id", _ogb("edge.csv.gz", edge="0,1\n-1,2\n"), "vertex id -1 is outside"),
+    ("ogb-empty-edges", _ogb("edge.csv.gz", edge=""), "expected one 'src,dst' pair"),
+    ("ogb-nan-features", _ogb("node-feat.csv.gz", **{"node-feat": "1,2\n3,nan\n5,6\n"}), "NaN or inf"),
+    ("ogb-inf-features", _ogb("node-feat.csv.gz", **{"node-feat": "1,2\n3,inf\n5,6\n"}), "NaN or inf"),
+    ("ogb-ragged-features", _ogb("node-feat.csv.gz", **{"node-feat": "1,2\n3\n5,6\n"}), "cannot read node-feat"),
+    ("ogb-labels-shorter-than-nodes", _ogb("node-label.csv.gz", **{"node-label": "0\n1\n"}), "2 labels for 3 nodes"),
+    ("ogb-negative-label", _ogb("node-label.csv.gz", **{"node-label": "0\n-3\n1\n"}), "negative label -3"),
+    ("ogb-nan-label", _ogb("node-label.csv.gz", **{"node-label": "0\nnan\n1\n"}), "labels contain NaN"),
+    ("ogb-multi-task-labels", _ogb("node-label.csv.gz", **{"node-label": "0,1\n1,0\n0,0\n"}), "one integer per node"),
+    ("ogb-zero-node-count", _ogb("num-node-list.csv.gz", **{"num-node-list": "0\n"}), "one positive node count"),
+    ("ogb-huge-node-count", _ogb("edge.csv.gz", **{"num-node-list": "1000000000000000\n", "node-feat": None,
+                                                  "node-label": None}), "do not fit in memory"),
+    ("ogb-split-id-out-of-range", _ogb("test.csv.gz", split={"train": "0\n", "valid": "1\n", "test": "9\n"}),
+     "node id 9 outside"),
+    ("ogb-split-missing-part", _ogb("random", split={"train": "0\n", "valid": "1\n"}), "missing test.csv.gz"),
+    ("ogb-truncated-gzip", _ogb("node-feat.csv.gz", truncate="node-feat"), "cannot read node-feat"),
+    ("ogb-missing-edge-file", _ogb("ogbn_tiny", edge=None), "lacks raw/edge.csv"),
+    # gridgnn native .npz
+    ("native-truncated", _native_truncated, "cannot read npz"),
+    ("native-wrong-marker", _native(gridgnn_format=np.asarray("something-else")), "not a gridgnn graph file"),
+    ("native-future-version", _native(format_version=np.asarray(99)), "format version 99"),
+    ("native-labels-out-of-range", _native(labels=lambda a: a["labels"] + 5), "labels outside [0, 2)"),
+    ("native-inf-features", _native(features=np.full((20, 3), np.inf, np.float32)), "NaN or inf"),
+    ("native-id-out-of-range", _native(adj_indices=lambda a: a["adj_indices"] + 1000), "cannot read adj matrix"),
+    ("native-mask-not-bool", _native(train_mask=lambda a: a["train_mask"].astype(np.int8)), "must be a bool array"),
+    ("native-mask-shorter-than-nodes", _native(val_mask=lambda a: a["val_mask"][:5]), "val_mask must be"),
+    ("native-labels-shorter-than-features", _native(labels=lambda a: a["labels"][:5]), "5 labels for 20 nodes"),
+    ("native-features-shorter-than-labels", _native(features=lambda a: a["features"][:7]), "features have shape"),
+    ("native-zero-classes", _native(num_classes=np.asarray(0)), "num_classes must be positive"),
+    ("native-bad-meta-json", _native(meta_json=np.asarray("{not json")), "cannot read graph meta"),
+    ("native-empty-graph", _native(EMPTY_NATIVE), "empty"),
+    ("native-pickled-object-labels", _native_pickled_labels, "holds Python objects"),
+    # generator specs, names and paths
+    ("csbm-zero-nodes", _spec("csbm:nodes=0"), "classes <= nodes"),
+    ("csbm-negative-nodes", _spec("csbm:nodes=-5"), "classes <= nodes"),
+    ("csbm-zero-classes", _spec("csbm:classes=0"), "classes <= nodes"),
+    ("csbm-zero-features", _spec("csbm:features=0"), "features must be >= 1"),
+    ("csbm-negative-degree", _spec("csbm:avg_degree=-1"), "avg_degree must be >= 0"),
+    ("csbm-homophily-above-one", _spec("csbm:homophily=2"), "homophily must lie in [0, 1]"),
+    ("csbm-nan-value", _spec("csbm:signal=nan"), "not a valid float"),
+    ("csbm-non-numeric-value", _spec("csbm:nodes=abc"), "not a valid int"),
+    ("csbm-unknown-key", _spec("csbm:colours=3"), "unknown or malformed 'colours=3'"),
+    ("csbm-key-given-twice", _spec("csbm:nodes=10,nodes=20"), "given twice"),
+    ("csbm-too-large-for-memory", _spec("csbm:nodes=1e15"), "too large to generate in memory"),
+    ("rmat-zero-scale", _spec("rmat:scale=0"), "scale must lie in [1, 40]"),
+    ("rmat-negative-scale", _spec("rmat:scale=-1"), "scale must lie in [1, 40]"),
+    ("rmat-zero-edge-factor", _spec("rmat:edge_factor=0"), "edge_factor must be >= 1"),
+    ("rmat-probabilities-above-one", _spec("rmat:a=2"), "a + b + c <= 1"),
+    ("rmat-too-large-for-memory", _spec("rmat:scale=40,edge_factor=1000"), "too large to generate in memory"),
+    ("unknown-dataset-name", _spec("pubmedd"), "not a known name"),
+    ("unknown-file-format", _text("graph.xyz", "1 2\n"), "unknown dataset format"),
+    ("folder-without-dataset", _empty_folder, "no dataset found in folder"),
+]
+
+
+SMALL = "csbm:nodes=60,classes=2"
+"""A dataset that trains in milliseconds, for flag cases (so a flag that is wrongly accepted fails fast)."""
+
+# (id, arguments after ``gridgnn train`` (or a whole ``info`` command line), key word); ``{tmp}`` is the
+# case's folder. Train cases get ``--epochs 1 --dataset SMALL --metrics-out <fresh path>`` in front.
+FLAG_CASES = [
+    ("hidden-zero", ["--hidden", "0"], "hidden must be at least 1"),
+    ("hidden-negative", ["--hidden", "-16"], "hidden must be at least 1"),
+    ("hidden-too-large-for-memory", ["--hidden", "100000000000000"], "not enough memory"),
+    ("layers-zero", ["--layers", "0"], "layers must be at least 1"),
+    ("epochs-zero", ["--epochs", "0"], "epochs must be at least 1"),
+    ("epochs-negative", ["--epochs", "-1"], "epochs must be at least 1"),
+    ("nprocs-zero", ["--nprocs", "0"], "nprocs must be at least 1"),
+    ("nprocs-negative", ["--nprocs", "-2", "--algo", "1d"], "nprocs must be at least 1"),
+    ("nprocs-above-local-limit", ["--algo", "1d", "--nprocs", "100"], "more than 64 workers"),
+    ("timeout-zero", ["--timeout", "0"], "--timeout"),
+    ("timeout-negative", ["--timeout", "-5", "--algo", "2d"], "--timeout"),
+    ("timeout-nan", ["--timeout", "nan"], "--timeout"),
+    ("timeout-inf", ["--timeout", "inf"], "--timeout"),
+    ("threads-zero", ["--threads", "0"], "--threads"),
+    ("threads-zero-distributed", ["--threads", "0", "--algo", "1d", "--nprocs", "2"], "--threads"),
+    ("replication-zero", ["--algo", "1.5d", "--nprocs", "4", "--replication", "0"], "replication must be at least 1"),
+    ("seed-negative", ["--seed", "-1"], "seed must be at least 0"),
+    ("seed-beyond-64-bits", ["--seed", str(2**70)], "seed must be at most"),
+    ("dropout-one", ["--dropout", "1"], "dropout must be in [0, 1)"),
+    ("dropout-nan", ["--dropout", "nan"], "dropout must be a finite number"),
+    ("lr-zero", ["--lr", "0"], "lr must be in (0, inf]"),
+    ("lr-inf", ["--lr", "inf"], "lr must be a finite number"),
+    ("weight-decay-negative", ["--weight-decay", "-1"], "weight_decay must be in"),
+    # grids that do not fit the process count (rejected before any worker starts)
+    ("grid-2d-3x3-on-4-procs", ["--algo", "2d", "--nprocs", "4", "--grid", "3x3"], "needs 9 processes"),
+    ("grid-1.5d-replication-3-on-4-procs", ["--algo", "1.5d", "--replication", "3", "--nprocs", "4"],
+     "does not divide 4 processes"),
+    ("grid-3d-on-6-procs", ["--algo", "3d", "--nprocs", "6"], "cube number of processes"),
+    ("grid-3d-not-square-base", ["--algo", "3d", "--nprocs", "6", "--grid", "2x3x1"], "equal first two"),
+    ("grid-3d-2x2x3-on-8-procs", ["--algo", "3d", "--nprocs", "8", "--grid", "2x2x3"], "needs 12 processes"),
+    ("grid-2d-three-dimensions", ["--algo", "2d", "--nprocs", "2", "--grid", "1x2x1"], "two dimensions"),
+    ("grid-1d-two-dimensions-on-1-proc", ["--algo", "1d", "--grid", "2x2"], "needs 4 processes"),
+    ("grid-1.5d-contradicts-replication", ["--algo", "1.5d", "--nprocs", "4", "--grid", "2x2", "--replication", "4"],
+     "contradicts"),
+    ("grid-zero-dimension", ["--algo", "2d", "--nprocs", "4", "--grid", "0x4"], "grid must look like"),
+    ("grid-not-a-shape", ["--algo", "2d", "--nprocs", "4", "--grid", "axb"], "grid must look like"),
+    ("replication-without-1.5d", ["--algo", "1d", "--nprocs", "2", "--replication", "2"], "applies to --algo 1.5d"),
+    # values that are not numbers or not choices
+    ("hidden-not-a-number", ["--hidden", "abc"], "argument --hidden: invalid int value"),
+    ("epochs-fractional", ["--epochs", "1.5"], "argument --epochs: invalid int value"),
+    ("nprocs-fractional", ["--nprocs", "2.5"], "argument --nprocs: invalid int value"),
+    ("dropout-not-a-number", ["--dropout", "x"], "argument --dropout: invalid float value"),
+    ("timeout-not-a-number", ["--timeout", "soon"], "argument --timeout: invalid float value"),
+    ("seed-not-a-number", ["--seed", "x"], "argument --seed: invalid int value"),
+    ("algo-unknown", ["--algo", "9d"], "argument --algo: invalid choice"),
+    ("order-unknown", ["--order", "sideways"], "argument --order: invalid choice"),
+    ("unknown-flag", ["--bogus"], "unrecognized arguments: --bogus"),
+    ("dataset-without-value", ["--dataset"], "expected one argument"),
+    ("quiet-and-progress", ["--quiet", "--progress"], "not allowed with argument"),
+    ("data-root-missing", ["--data-root", "{tmp}/no-root", "--dataset", "cora"], "not found under data root"),
+    # unwritable metrics paths
+    ("metrics-out-is-a-directory", ["--metrics-out", "{tmp}/out"], "is a directory"),
+    ("metrics-out-folder-missing", ["--metrics-out", "{tmp}/missing/m.json"], "does not exist"),
+    ("metrics-out-parent-is-a-file", ["--metrics-out", f"{REPO_ROOT / 'README.md'}/m.json"], "does not exist"),
+    # root passes the early check there; the write then fails (after one epoch of SMALL), still one line
+    ("metrics-out-unwritable-filesystem", ["--metrics-out", "/sys/gridgnn-metrics.json"],
+     ("Permission denied", "not writable")),
+    # gridgnn info
+    ("info-without-dataset", ["info"], "DATASET"),
+    ("info-negative-seed", ["info", "--seed", "-3", "csbm"], "seed must be a non-negative integer"),
+    ("info-unknown-flag", ["info", "--json", "--bogus", "csbm"], "unrecognized arguments: --bogus"),
+    ("no-command", [], "choose a command"),
+    ("unknown-command", ["frobnicate"], "invalid choice: 'frobnicate'"),
+]
+
+# Checkpoint cases (a truncated checkpoint, a tampered one, one from another model or dataset, --resume
+# without --checkpoint-dir, ...) go here when checkpoints land: add them to FLAG_CASES or DATA_CASES, with
+# the same contract (exit 2, one line, no traceback, no output file, an existing metrics file untouched).
+CHECKPOINT_CASES: list = []
+
+
+def _params(cases: list) -> list:
+    return [pytest.param(*case[1:], id=case[0]) for case in cases]
+
+
+def _one_error_line(status: int, out: str, err: str, keyword: str | tuple[str, ...]) -> str:
+    """The contract: status 2, nothing on stdout, one stderr line ``gridgnn: error: ...`` containing
+    ``keyword`` (or one of several), case-insensitively."""
+    assert status == 2, f"exit status {status}, stderr: {err!r}"
+    assert "Traceback" not in err and "Traceback" not in out, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and err.endswith("\n"), f"expected one stderr line, got {err!r}"
+    assert lines[0].startswith("gridgnn: error: "), lines[0]
+    keywords = (keyword,) if isinstance(keyword, str) else keyword
+    assert any(k.lower() in lines[0].lower() for k in keywords), f"{keyword!r} not in {lines[0]!r}"
+    assert out == "", f"unexpected stdout {out!r}"
+    return lines[0]
+
+
+def _metrics_folder(tmp: Path, existing: bool) -> tuple[Path, Path]:
+    """(folder, metrics path) in a fresh folder; with ``existing`` the path already holds a previous run."""
+    folder = tmp / "out"
+    folder.mkdir()
+    target = folder / "metrics.json"
+    if existing:
+        target.write_bytes(PREVIOUS_METRICS)
+    return folder, target
+
+
+def _assert_untouched(folder: Path, target: Path, existing: bool) -> None:
+    """No partial output: the folder holds exactly what it held before (and no temporary file)."""
+    if existing:
+        assert target.read_bytes() == PREVIOUS_METRICS
+        assert sorted(p.name for p in folder.iterdir()) == [target.name]
+    else:
+        assert list(folder.iterdir()) == []
+
+
+_METRICS_STATES = pytest.mark.parametrize("existing", [False, True], ids=["no-metrics-file", "existing-metrics-file"])
+
+
+@_METRICS_STATES
+@pytest.mark.parametrize(("build", "keyword"), _params(DATA_CASES))
+def test_bad_dataset(build, keyword: str, existing: bool, tmp_path: Path, capsys) -> None:
+    argument, culprit = build(tmp_path)
+    assert culprit not in str(tmp_path)  # else naming it would prove nothing
+    folder, target = _metrics_folder(tmp_path, existing)
+    status = main(["train", "--dataset", argument, "--epochs", "1", "--metrics-out", str(target)])
+    line = _one_error_line(status, *capsys.readouterr(), keyword)
+    assert culprit in line, f"the error does not name {culprit!r}: {line}"
+    _assert_untouched(folder, target, existing)
+    assert not (tmp_path / MARKER).exists(), "a pickle payload ran"
+    if existing:
+        return
+    # `gridgnn info` loads exactly as train does, and the library raises the same one-line DataError
+    assert _one_error_line(main(["info", argument]), *capsys.readouterr(), keyword) == line
+    if Path(argument).exists():
+        message = fails(load(Path(argument)), culprit, re.escape(line[len("gridgnn: error: "):]))
+        assert f"gridgnn: error: {message}" == line
+    assert not (tmp_path / MARKER).exists(), "a pickle payload ran"
+
+
+def _train_argv(flags: list[str], target: Path) -> list[str]:
+    """``gridgnn train`` on SMALL for one epoch writing ``target``; ``flags`` come last, so they win."""
+    return ["train", "--epochs", "1", "--dataset", SMALL, "--metrics-out", str(target), *flags]
+
+
+def _is_train_case(argv: list[str]) -> bool:
+    return bool(argv) and argv[0] not in ("info", "frobnicate")
+
+
+@pytest.mark.parametrize(("argv", "keyword"), _params(FLAG_CASES))
+def test_bad_flag(argv: list[str], keyword: str, tmp_path: Path, capsys) -> None:
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv]
+    folder, target = _metrics_folder(tmp_path, existing=False)
+    if any(arg.startswith("/sys/") for arg in argv) and not Path("/sys").is_dir():
+        pytest.skip("no /sys on this machine")
+    _one_error_line(main(_train_argv(argv, target) if _is_train_case(argv) else argv), *capsys.readouterr(), keyword)
+    _assert_untouched(folder, target, existing=False)
+
+
+@pytest.mark.parametrize(("argv", "keyword"), _params(
+    [case for case in FLAG_CASES if _is_train_case(case[1]) and "--metrics-out" not in case[1]]))
+def test_bad_flag_keeps_existing_metrics_file(argv: list[str], keyword: str, tmp_path: Path, capsys) -> None:
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in argv]
+    folder, target = _metrics_folder(tmp_path, existing=True)
+    _one_error_line(main(_train_argv(argv, target)), *capsys.readouterr(), keyword)
+    _assert_untouched(folder, target, existing=True)
+
+
+def test_corpus_size() -> None:
+    """Issue 6 asks for at least 30 malformed inputs across every reader and flag; ids stay unique."""
+    ids = [case[0] for case in DATA_CASES + FLAG_CASES + CHECKPOINT_CASES]
+    assert len(ids) >= 30 and len(set(ids)) == len(ids)
+    for prefix in ("planetoid", "npz", "mtx", "edgelist", "ogb", "native", "csbm", "rmat", "grid", "metrics-out"):
+        assert any(i.startswith(prefix) for i in ids), prefix
+
+
+# --- through a real process -----------------------------------------------------------------------------
+
+# Not strict: passes once gridgnn/launch/local.py shows only rank 0's line when every rank fails with status 2
+# (without that, the launcher adds "worker rank 1 failed with status 2" and rank 1's line). Remove the mark
+# when that launcher change is committed.
+_LAUNCHER_SHOWS_EXTRA_LINES = pytest.mark.xfail(
+    strict=False, reason="the local launcher adds its own line to a worker's usage error (gridgnn/launch/local.py)")
+
+# (id, arguments: a DATA_CASES id, a FLAG_CASES id or extra train flags, key word)
+PROCESS_CASES = [
+    ("planetoid-forbidden-os-system-reduce", "planetoid-forbidden-os-system-reduce", "forbidden class"),
+    ("grid-2d-3x3-on-4-procs", "grid-2d-3x3-on-4-procs", "needs 9 processes"),
+    ("timeout-zero", "timeout-zero", "--timeout"),
+    # the one case that starts workers (two): the vertex count is known only once a worker has loaded the
+    # graph; every rank fails alike and the launcher shows rank 0's line only
+    ("more-processes-than-vertices", ["--algo", "1d", "--nprocs", "2", "--dataset", "csbm:nodes=1,classes=1"],
+     "vertices"),
+]
+
+
+def _process_argv(arguments: str | list[str], tmp: Path, target: Path) -> list[str]:
+    data = {case[0]: case[1] for case in DATA_CASES}
+    if isinstance(arguments, str) and arguments in data:
+        return ["train", "--dataset", data[arguments](tmp)[0], "--epochs", "1", "--metrics-out", str(target)]
+    flags = {case[0]: case[1] for case in FLAG_CASES}[arguments] if isinstance(arguments, str) else arguments
+    return _train_argv(list(flags), target)
+
+
+def _run_process(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([sys.executable, "-m", "gridgnn", *argv], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=240)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def process_runs(request, tmp_path_factory):
+    """Start the selected process cases in the background as the module starts, two at a time, so that
+    their torch imports overlap the in-process cases; yields case id -> (future, folder, metrics, tmp)."""
+    selected = {item.name for item in request.session.items}
+    runs = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for case_id, arguments, _ in PROCESS_CASES:
+            if f"test_through_a_real_process[{case_id}]" in selected:
+                tmp = tmp_path_factory.mktemp(case_id)
+                folder, target = _metrics_folder(tmp, existing=True)
+                argv = _process_argv(arguments, tmp, target)
+                runs[case_id] = (pool.submit(_run_process, argv, tmp), folder, target, tmp)
+        yield runs
+
+
+@pytest.mark.parametrize(("case_id", "keyword"), [
+    pytest.param(case[0], case[2], id=case[0],
+                 marks=[_LAUNCHER_SHOWS_EXTRA_LINES] if case[0] == "more-processes-than-vertices" else [])
+    for case in PROCESS_CASES
+])
+def test_through_a_real_process(case_id: str, keyword: str, process_runs: dict) -> None:
+    future, folder, target, tmp = process_runs[case_id]
+    done = future.result(timeout=300)
+    _one_error_line(done.returncode, done.stdout, done.stderr, keyword)
+    _assert_untouched(folder, target, existing=True)
+    assert not (tmp / MARKER).exists(), "a pickle payload ran"
+
+
+# --- no unrestricted deserialization anywhere in the package ----------------------------------------------
+
+SAFE_PICKLE_MODULE = Path("gridgnn/data/readers/safe_pickle.py")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _keyword_is(call: ast.Call, name: str, value: object) -> bool:
+    return any(k.arg == name and isinstance(k.value, ast.Constant) and k.value.value is value for k in call.keywords)
+
+
+def unsafe_loads(source: str, filename: str) -> list[str]:
+    """Deserializing calls in ``source`` that can run code: ``torch.load`` without ``weights_only=True``,
+    ``np.load`` without ``allow_pickle=False``, and pickle/marshal/shelve/dill/joblib loads outside the
+    restricted unpickler's module."""
+    found = []
+    trusted = Path(filename).as_posix().endswith(SAFE_PICKLE_MODULE.as_posix())
+    for node in ast.walk(ast.parse(source, filename)):
+        where = f"{filename}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.ImportFrom) and node.module in ("pickle", "_pickle", "cPickle", "dill",
+                                                                "cloudpickle", "marshal", "shelve", "joblib"):
+            found.append(f"{where}: from {node.module} import ...")
+        if isinstance(node, ast.ImportFrom) and node.module in ("torch", "numpy") and any(
+                alias.name == "load" for alias in node.names):
+            found.append(f"{where}: from {node.module} import load")
+        if not isinstance(node, ast.Call):
+            continue
+        name = _dotted(node.func)
+        if name in ("torch.load", "torch.serialization.load") and not _keyword_is(node, "weights_only", True):
+            found.append(f"{where}: {name}( without weights_only=True")
+        elif name in ("np.load", "numpy.load") and not _keyword_is(node, "allow_pickle", False):
+            found.append(f"{where}: {name}( without allow_pickle=False")
+        elif re.fullmatch(r"(c?[Pp]ickle|_pickle|dill|cloudpickle|joblib|marshal|shelve)\.(loads?|Unpickler|open)",
+                          name) and not trusted:
+            found.append(f"{where}: {name}( outside {SAFE_PICKLE_MODULE}")
+    return found
+
+
+def test_the_unsafe_load_checker_catches_unsafe_calls() -> None:
+    snippet = (
+        "import pickle, torch, numpy as np\n"
+        "torch.load(path)\n"
+        "torch.load(path, weights_only=False)\n"
+        "torch.load(\n    path,\n    map_location='cpu',\n)\n"
+        "np.load(path)\n"
+        "np.load(path, allow_pickle=True)\n"
+        "pickle.loads(data)\n"
+        "pickle.Unpickler(file).load()\n"
+        "from pickle import load\n"
+        "torch.load(path, weights_only=True)\n"
+        "np.load(path, allow_pickle=False)\n"
+    )
+    assert len(unsafe_loads(snippet, "gridgnn/x.py")) == 8
+    assert unsafe_loads("import pickle\npickle.Unpickler\nclass U(pickle.Unpickler):\n    pass\n",
+                        "gridgnn/data/readers/safe_pickle.py") == []
+
+
+def test_package_source_has_no_unrestricted_loads() -> None:
+    files = sorted((REPO_ROOT / "gridgnn").rglob("*.py"))
+    assert files
+    found = [hit for path in files
+             for hit in unsafe_loads(path.read_text(encoding="utf-8"), str(path.relative_to(REPO_ROOT)))]
+    assert found == [], "unrestricted deserialization:\n" + "\n".join(found)
