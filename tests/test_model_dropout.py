@@ -6,7 +6,21 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.nn.dropout import dropout, sparse_dropout
-from gridgnn.nn.hashing import _M64, _mix, _mix_int, _signed, keep_mask
+from gridgnn.nn.hashing import (
+    _M64,
+    _fmix32_int,
+    _fmix32_numpy_,
+    _fmix32_torch_,
+    _keep_mask_torch,
+    _mix,
+    _mix_int,
+    _signed,
+    id_hashes,
+    keep_mask,
+    keep_pairs,
+    stream_keys,
+    threshold,
+)
 
 STREAM = {"seed": 7, "epoch": 3, "layer": 1}
 
@@ -15,6 +29,39 @@ def test_torch_hash_matches_the_python_reference():
     values = [0, 1, 2**32, 2**63 - 1, -1, -(2**63), 123456789123456789, -987654321]
     hashed = _mix(torch.tensor(values, dtype=torch.int64)).tolist()
     assert hashed == [_signed(_mix_int(v & _M64)) for v in values]
+
+
+def test_fmix32_numpy_and_torch_match_the_python_reference():
+    values = [0, 1, 2**16, 2**31 - 1, 2**31, 2**32 - 1, 0x9E3779B9, 123456789]
+    expected = [_fmix32_int(v) for v in values]
+    h = np.array(values, dtype=np.uint32)
+    assert _fmix32_numpy_(h, np.empty_like(h)).tolist() == expected
+    t = torch.tensor([_signed(v, 32) for v in values], dtype=torch.int32)
+    assert [v & 0xFFFFFFFF for v in _fmix32_torch_(t, torch.empty_like(t)).tolist()] == expected
+
+
+@pytest.mark.parametrize("scale", [None, 2.0])
+def test_numpy_and_torch_mask_paths_give_the_same_bits(scale):
+    """CPU runs the mask in numpy, other devices in torch int32: both must draw the same masks."""
+    rows, cols = torch.arange(37, 300), torch.arange(5, 90)
+    row_key, col_key = stream_keys(**STREAM)
+    via_torch = _keep_mask_torch(id_hashes(rows, row_key), id_hashes(cols, col_key), threshold(0.3), scale,
+                                 torch.float32)
+    assert torch.equal(keep_mask(rows, cols, 0.3, scale=scale, **STREAM), via_torch)
+
+
+def test_keep_pairs_equals_the_dense_mask_entries():
+    rows, cols = torch.randint(0, 400, (5000,)), torch.randint(0, 300, (5000,))
+    full = keep_mask(torch.arange(400), torch.arange(300), 0.4, **STREAM)
+    row_key, col_key = stream_keys(**STREAM)
+    pairs = keep_pairs(id_hashes(rows, row_key), id_hashes(cols, col_key), 0.4)
+    assert torch.equal(pairs, full[rows, cols])
+
+
+def test_threshold_extremes():
+    assert threshold(0.0) == -(2**31) and threshold(0.5) == 0
+    assert threshold(1.0 - 1e-12) == 2**31 - 1
+    assert bool(keep_mask(torch.arange(50), torch.arange(50), 0.0, **STREAM).all())
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

@@ -53,6 +53,9 @@ def stored_keep(
     row_key, col_key = stream_keys(seed, epoch, layer)
     row_table = id_hashes(_ids(row_ids, shape[0], rows.device), row_key)
     col_table = id_hashes(_ids(col_ids, shape[1], cols.device), col_key)
+    if rows.device.type == "cpu":  # numpy's take: no thread-pool round trip for a gather
+        row_hashes = torch.from_numpy(np.take(row_table.numpy(), rows.numpy()))
+        return keep_pairs(row_hashes, torch.from_numpy(np.take(col_table.numpy(), cols.numpy())), p)
     return keep_pairs(row_table[rows.long()], col_table[cols.long()], p)
 
 

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from gridgnn.nn.dropout import sparse_dropout
+from gridgnn.nn.dropout import stored_keep
 from gridgnn.sparse.csr import SparseBlock, csr_tensor, index_dtype_for
 from gridgnn.sparse.linear import sparse_linear  # noqa: F401 - re-exported for the model
 
@@ -37,31 +37,38 @@ class SparseFeatures:
         order = sp.csr_matrix((np.arange(csr.nnz, dtype=np.float64), csr.indices, csr.indptr), csr.shape)
         order_t = order.T.tocsr()
         order_t.sort_indices()
-        self._perm_t = torch.from_numpy(order_t.data.astype(np.int64))
+        self._perm_t = order_t.data.astype(np.int64)
+        # Local row and column of every stored value (int32), fixed: dropout only hashes them each epoch.
+        self._rows = torch.from_numpy(np.repeat(np.arange(csr.shape[0], dtype=np.int32), np.diff(csr.indptr)))
+        self._cols = torch.from_numpy(csr.indices.astype(np.int32))
         self._block = SparseBlock.from_scipy(csr, index_dtype=index_dtype, transpose=True)
         self.shape = tuple(csr.shape)
 
     def block(self, p: float, *, seed: int, epoch: int, layer: int, training: bool) -> SparseBlock:
-        """The (dropped-out when training) features as a `SparseBlock` with its transpose."""
+        """The (dropped-out when training) features as a `SparseBlock` with its transpose.
+
+        Equal to `sparse_dropout` of X (same masks, same float32 rounding), without rebuilding any index.
+        """
         if not training or p == 0.0:
             return self._block
-        dropped = sparse_dropout(self._block.csr, p, seed=seed, epoch=epoch, layer=layer,
-                                 row_ids=self.row_ids, col_ids=self.col_ids, training=True)
-        return _with_values(self._block, dropped.values(), self._perm_t)
+        keep = stored_keep(self._rows, self._cols, self.shape, p, seed=seed, epoch=epoch, layer=layer,
+                           row_ids=self.row_ids, col_ids=self.col_ids)
+        values = np.multiply(self.matrix.data, keep.numpy())
+        values *= np.float32(1.0 / (1.0 - p))
+        return _with_values(self._block, values, self._perm_t)
 
     def to_dense(self) -> Tensor:
         """X as a dense float32 tensor of shape (m, f)."""
         return torch.from_numpy(self.matrix.toarray())
 
 
-def _with_values(block: SparseBlock, values: Tensor, perm_t: Tensor) -> SparseBlock:
+def _with_values(block: SparseBlock, values: np.ndarray, perm_t: np.ndarray) -> SparseBlock:
+    """``block`` (CPU) with new stored values (float32, CSR order of X); Xᵀ's values are ``values[perm_t]``."""
     csr, csr_t = block.csr, block.csr_t
-    new = csr_tensor(csr.crow_indices(), csr.col_indices(), values, tuple(csr.shape), values.device)
-    new_t = csr_tensor(csr_t.crow_indices(), csr_t.col_indices(), values[perm_t], tuple(csr_t.shape),
-                       values.device)
+    new = csr_tensor(csr.crow_indices(), csr.col_indices(), torch.from_numpy(values), tuple(csr.shape), "cpu")
+    new_t = csr_tensor(csr_t.crow_indices(), csr_t.col_indices(), torch.from_numpy(np.take(values, perm_t)),
+                       tuple(csr_t.shape), "cpu")
     return SparseBlock(new, new_t)
-
-
 
 
 
