@@ -9,6 +9,8 @@ whose sections keep the indices as integers: CSR row pointers, column indices an
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +39,33 @@ def csr_tensor(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: 
         warnings.simplefilter("ignore", UserWarning)
         return torch.sparse_csr_tensor(crow.to(device), col.to(device), val.to(device), size=shape,
                                        check_invariants=False)
+
+
+SERIAL_WORK = 1 << 21
+"""CPU products with fewer multiply-adds (nnz x f) than this run on one thread: below ~0.2 ms of work, waking
+the thread pool costs more than it saves, and on a loaded machine each parallel region can wait milliseconds
+for a descheduled worker (measured in ``benchmarks/local_kernel.py``)."""
+
+
+@contextmanager
+def _threads(count: int) -> Iterator[None]:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def spmm(csr: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+    """``csr @ dense`` for a torch CSR (rows x cols) and a dense (cols x f): the one sparse kernel of gridgnn.
+
+    torch's CSR product (MKL on x86 CPUs), on one thread when the product is small (`SERIAL_WORK`).
+    """
+    if dense.device.type == "cpu" and csr._nnz() * dense.shape[1] < SERIAL_WORK and torch.get_num_threads() > 1:
+        with _threads(1):
+            return torch.sparse.mm(csr, dense)
+    return torch.sparse.mm(csr, dense)
 
 
 @dataclass(frozen=True)
@@ -93,14 +122,14 @@ class SparseBlock:
         return int(self.csr._nnz())
 
     def matmul(self, dense: torch.Tensor) -> torch.Tensor:
-        """``A @ dense``: (rows x cols) @ (cols x f) -> (rows x f)."""
-        return torch.sparse.mm(self.csr, dense)
+        """``A @ dense``: (rows x cols) @ (cols x f) -> (rows x f), f = dense.shape[1]."""
+        return spmm(self.csr, dense)
 
     def t_matmul(self, dense: torch.Tensor) -> torch.Tensor:
         """``Aᵀ @ dense``: (cols x rows) @ (rows x f) -> (cols x f)."""
         if self.csr_t is None:
             raise RuntimeError("this block was built without its transpose")
-        return torch.sparse.mm(self.csr_t, dense)
+        return spmm(self.csr_t, dense)
 
     def transposed(self) -> SparseBlock:
         """The block ``Aᵀ`` (sharing storage), e.g. to broadcast it for the backward pass."""
