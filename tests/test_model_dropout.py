@@ -88,6 +88,17 @@ def test_dropout_of_a_block_equals_the_slice_of_full_dropout():
         assert torch.equal(block, full[r0:r1, c0:c1])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_dropout_without_gradient_has_the_bits_of_the_masked_product(dtype):
+    """A matrix that needs no gradient (the input) is dropped in one pass; same bits as x * scaled mask."""
+    x = torch.randn(130, 45, dtype=dtype)
+    rows, cols = torch.arange(10, 140), torch.arange(3, 48)
+    fast = dropout(x, 0.3, row_ids=rows, col_ids=cols, **STREAM)
+    slow = dropout(x.clone().requires_grad_(), 0.3, row_ids=rows, col_ids=cols, **STREAM).detach()
+    assert fast.dtype == dtype and torch.equal(fast, slow)
+    assert torch.equal(torch.signbit(fast), torch.signbit(slow))  # dropped negatives are -0 in both
+
+
 def test_kept_values_are_scaled_and_gradient_follows_mask():
     x = torch.randn(200, 30, requires_grad=True)
     y = dropout(x, 0.25, **STREAM)

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from gridgnn.nn.hashing import id_hashes, keep_mask, keep_pairs, stream_keys
+from gridgnn.nn.hashing import id_hashes, keep_mask, keep_pairs, masked_scale, stream_keys
 
 
 def _ids(ids: Tensor | None, count: int, device: torch.device) -> Tensor:
@@ -40,6 +40,8 @@ def dropout(
         return x
     m, f = x.shape
     rows, cols = _ids(row_ids, m, x.device), _ids(col_ids, f, x.device)
+    if x.device.type == "cpu" and not (x.requires_grad and torch.is_grad_enabled()):
+        return masked_scale(x, rows, cols, p, seed=seed, epoch=epoch, layer=layer)
     mask = keep_mask(rows, cols, p, seed=seed, epoch=epoch, layer=layer, scale=1.0 / (1.0 - p), dtype=x.dtype)
     return x * mask
 

@@ -136,8 +136,20 @@ def keep_mask(row_ids: Tensor, col_ids: Tensor, p: float, *, seed: int, epoch: i
     return _keep_mask_torch(rows, cols, threshold(p), scale, dtype)
 
 
+def masked_scale(x: Tensor, row_ids: Tensor, col_ids: Tensor, p: float, *, seed: int, epoch: int,
+                 layer: int) -> Tensor:
+    """``x * keep_mask(..., scale=1 / (1 - p))`` for a CPU block x (shape (len(row_ids), len(col_ids))), in one
+    pass over x with no mask kept: inverted dropout of a matrix that needs no gradient (the input features).
+    Bit for bit what multiplying by the scaled mask gives. Not differentiable."""
+    row_key, col_key = stream_keys(seed, epoch, layer)
+    rows, cols = id_hashes(row_ids.reshape(-1), row_key), id_hashes(col_ids.reshape(-1), col_key)
+    source = np.ascontiguousarray(x.detach().numpy())
+    return _keep_mask_numpy(rows, cols, threshold(p), 1.0 / (1.0 - p), x.dtype, source=source)
+
+
 def _keep_mask_numpy(rows: Tensor, cols: Tensor, limit: int, scale: float | None,
-                     dtype: torch.dtype) -> Tensor:
+                     dtype: torch.dtype, source: np.ndarray | None = None) -> Tensor:
+    """The mask (bool, or ``scale`` where kept), or ``source * mask`` when ``source`` (m, f) is given."""
     m, f = rows.numel(), cols.numel()
     out_dtype = np.bool_ if scale is None else _numpy_dtype(dtype)
     out = np.empty((m, f), dtype=out_dtype)
@@ -152,9 +164,13 @@ def _keep_mask_numpy(rows: Tensor, cols: Tensor, limit: int, scale: float | None
         _fmix32_numpy_(hh, scratch[:stop - start])
         if scale is None:
             np.greater_equal(hh.view(np.int32), limit, out=out[start:stop])
-        else:
-            np.greater_equal(hh.view(np.int32), limit, out=kk)
+            continue
+        np.greater_equal(hh.view(np.int32), limit, out=kk)
+        if source is None:
             np.multiply(kk, out_dtype.type(scale), out=out[start:stop])
+        else:  # x * keep is x or ±0, then * scale: the same bits as x * (keep * scale)
+            np.multiply(source[start:stop], kk, out=out[start:stop])
+            out[start:stop] *= out_dtype.type(scale)
     return torch.from_numpy(out)
 
 
