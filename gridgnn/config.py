@@ -34,7 +34,10 @@ class TrainConfig:
     5e-4, 200 epochs). ``normalize_features=None`` lets the dataset decide (row-normalized bag-of-words
     features for the real datasets). ``progress=None`` means automatic: one line per epoch when stdout is a
     terminal and the ``CI`` environment variable is unset. ``nprocs``, ``replication`` and ``grid`` describe
-    the process grid of the distributed algorithms; the ``local`` algorithm ignores them.
+    the process grid of the distributed algorithms; the ``local`` algorithm ignores them. With
+    ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
+    the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
+    `gridgnn.train.resume`).
     """
 
     dataset: str = "csbm"
@@ -56,6 +59,10 @@ class TrainConfig:
     nprocs: int = 1
     replication: int = 1
     grid: str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 2
+    resume: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -70,6 +77,10 @@ class TrainConfig:
         _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         _check_int("nprocs", self.nprocs, minimum=1)
         _check_int("replication", self.replication, minimum=1)
+        _check_int("checkpoint_every", self.checkpoint_every, minimum=1)
+        _check_int("keep_checkpoints", self.keep_checkpoints, minimum=1)
+        if self.resume and self.checkpoint_dir is None:
+            raise ConfigError("resume needs a checkpoint folder (--checkpoint-dir DIR)")
         _check_float("dropout", self.dropout, low=0.0, high=1.0, high_open=True)
         _check_float("lr", self.lr, low=0.0, high=math.inf, low_open=True)
         _check_float("weight_decay", self.weight_decay, low=0.0, high=math.inf)

@@ -18,6 +18,10 @@ class ConfigError(GridGNNError):
     """A configuration value (flag, grid shape, process count) is invalid."""
 
 
+class CheckpointError(GridGNNError):
+    """A checkpoint is damaged, tampered with, or belongs to another model or dataset."""
+
+
 class CollectiveError(RuntimeError):
     """A collective failed: a peer process died, stopped answering within the timeout, or the network broke.
 

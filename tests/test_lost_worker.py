@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from gridgnn.train.checkpoint import latest_checkpoint
 
 
 def _children(pid: int) -> dict[int, int]:
@@ -37,25 +40,30 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
-def _start_training(flags: list[str], timeout_s: int) -> tuple[subprocess.Popen, dict[int, int]]:
-    """Start `gridgnn train --nprocs 2` (endless epochs) and return once rank 0 has finished an epoch."""
-    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=3000", *flags,
-                             "--nprocs", "2", "--epochs", "100000", "--progress", "--timeout", str(timeout_s)],
+DATASET = ["--dataset", "csbm:nodes=3000"]
+
+
+def _start_training(flags: list[str], timeout_s: int, checkpoints: Path) -> tuple[subprocess.Popen, dict[int, int]]:
+    """Start `gridgnn train --nprocs 2` (endless epochs, a checkpoint every epoch) and return once the first
+    checkpoint exists."""
+    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", *DATASET, *flags, "--nprocs", "2",
+                             "--epochs", "100000", "--timeout", str(timeout_s), "--quiet",
+                             "--checkpoint-dir", str(checkpoints), "--checkpoint-every", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    while line and not line.startswith("epoch"):
-        line = proc.stdout.readline()
-    if not line:
-        proc.kill()
-        raise AssertionError(proc.stderr.read())
+    deadline = time.monotonic() + 120
+    while latest_checkpoint(checkpoints) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(proc.communicate()[1])
+        time.sleep(0.05)
     return proc, _children(proc.pid)
 
 
-def _stop_rank_one(flags: list[str], timeout_s: int, sig: signal.Signals) -> tuple[subprocess.Popen, str, float,
-                                                                                  dict[int, int]]:
+def _stop_rank_one(flags: list[str], timeout_s: int, sig: signal.Signals,
+                   checkpoints: Path) -> tuple[subprocess.Popen, str, float, dict[int, int]]:
     """Send ``sig`` to worker rank 1 mid-training; returns the launcher, its stderr, the seconds it took to
     end after the signal, and its workers."""
-    proc, workers = _start_training(flags, timeout_s)
+    proc, workers = _start_training(flags, timeout_s, checkpoints)
     try:
         os.kill(next(pid for pid, rank in workers.items() if rank == 1), sig)
         start = time.monotonic()
@@ -66,24 +74,39 @@ def _stop_rank_one(flags: list[str], timeout_s: int, sig: signal.Signals) -> tup
             proc.kill()
 
 
+def _resume_completes(flags: list[str], checkpoints: Path, metrics: Path) -> None:
+    """The next run with --resume continues from the newest complete checkpoint and finishes."""
+    saved = int(latest_checkpoint(checkpoints).name.split("-")[1])
+    done = subprocess.run([sys.executable, "-m", "gridgnn", "train", *DATASET, *flags, "--nprocs", "2",
+                           "--epochs", str(saved + 2), "--quiet", "--checkpoint-dir", str(checkpoints),
+                           "--resume", "--metrics-out", str(metrics)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(metrics.read_text())
+    assert document["resumed_from"]["epoch"] == saved
+    assert [e["epoch"] for e in document["epochs"]] == list(range(1, saved + 3))
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 @pytest.mark.parametrize("grid_flags", [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
                                         ["--algo", "2d", "--grid", "1x2"], ["--algo", "3d", "--grid", "1x1x2"]])
-def test_sigkill_of_one_worker_ends_the_run(grid_flags):
+def test_sigkill_of_one_worker_ends_the_run_and_resume_completes(grid_flags, tmp_path):
     timeout_s = 20
-    proc, err, elapsed, workers = _stop_rank_one(grid_flags, timeout_s, signal.SIGKILL)
+    proc, err, elapsed, workers = _stop_rank_one(grid_flags, timeout_s, signal.SIGKILL, tmp_path / "ckpt")
     assert proc.returncode != 0
     assert elapsed < timeout_s + 5
     assert "worker rank 1 was killed by SIGKILL" in err
     assert "Traceback" not in err
     assert not any(_alive(pid) for pid in workers), "orphan workers left behind"
+    _resume_completes(grid_flags, tmp_path / "ckpt", tmp_path / "metrics.json")
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
-def test_a_stalled_worker_fails_the_run_after_the_timeout():
+def test_a_stalled_worker_fails_the_run_after_the_timeout_and_is_named(tmp_path):
     timeout_s = 5
-    proc, err, elapsed, workers = _stop_rank_one(["--algo", "1d"], timeout_s, signal.SIGSTOP)
+    proc, err, elapsed, workers = _stop_rank_one(["--algo", "1d"], timeout_s, signal.SIGSTOP, tmp_path / "ckpt")
     assert proc.returncode == 3
     assert timeout_s - 1 < elapsed < timeout_s + 8
     assert "did not answer in time" in err and "Traceback" not in err
+    assert "worker rank 1 stopped answering: it is stopped" in err
     assert not any(_alive(pid) for pid in workers), "orphan workers left behind"
+    _resume_completes(["--algo", "1d"], tmp_path / "ckpt", tmp_path / "metrics.json")

@@ -11,7 +11,8 @@ def train_worker(rank: int, world_size: int, config_kwargs: dict) -> dict:
     """Train with ``config_kwargs`` on this grid; every rank returns its final weights, rank 0 also losses,
     accuracies and the merged communication records."""
     config = TrainConfig(**config_kwargs)
-    result, comm, shape, model = train_on_grid(config, load_graph(config), return_model=True)
+    trained, model = train_on_grid(config, load_graph(config), return_model=True)
+    result, comm, shape = trained.result, trained.comm, trained.shape
     weights = [p.detach().cpu().numpy() for p in model.parameters()]
     if rank != 0:
         return {"weights": weights}

@@ -11,6 +11,7 @@ from gridgnn.errors import ConfigError
 from gridgnn.launch.local import launch_local
 from gridgnn.train import EpochRecord, Run, run_training
 from gridgnn.train.metrics import check_writable
+from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
 from gridgnn.train.run_distributed import grid_shape_for, in_launched_worker
 
 _DEFAULTS = TrainConfig()
@@ -39,6 +40,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--algo", choices=ALGOS, default=_DEFAULTS.algo,
                      help="aggregation algorithm; local = one process" + _DEF)
     run.add_argument("--metrics-out", metavar="FILE", default=None, help="write the metrics JSON to FILE")
+    ckpt = parser.add_argument_group("checkpoints")
+    ckpt.add_argument("--checkpoint-dir", metavar="DIR", default=None,
+                      help="save resumable checkpoints in DIR (created if missing)")
+    ckpt.add_argument("--checkpoint-every", type=int, metavar="K", default=_DEFAULTS.checkpoint_every,
+                      help="save after every K-th epoch and after the last" + _DEF)
+    ckpt.add_argument("--keep-checkpoints", type=int, metavar="N", default=_DEFAULTS.keep_checkpoints,
+                      help="keep the newest N checkpoints" + _DEF)
+    ckpt.add_argument("--resume", action="store_true",
+                      help="continue from the newest checkpoint in --checkpoint-dir (start fresh if there is "
+                           "none); automatic when torchrun restarts the job")
     grid = parser.add_argument_group("process grid (distributed algorithms)")
     grid.add_argument("--nprocs", type=int, default=_DEFAULTS.nprocs,
                       help="start this many local workers (under torchrun: its world size)" + _DEF)
@@ -83,7 +94,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
-        grid=args.grid,
+        grid=args.grid, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints, resume=args.resume,
     )
 
 
@@ -116,6 +128,11 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), "
         f"{total:.2f} s over {len(run.result.epochs)} epochs",
     ]
+    if "resumed_from" in run.metrics:
+        point = run.metrics["resumed_from"]
+        lines.append(f"resumed    from {point['checkpoint']} (epoch {point['epoch']})")
+    if config.checkpoint_dir is not None:
+        lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:
         lines.append(f"metrics    {config.metrics_out}")
     return "\n".join(lines)
@@ -150,6 +167,8 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
         check_writable(config.metrics_out)
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
+    check_checkpoint_dir(config)
+    checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
     return launch_local(list(args.argv), config.nprocs, args.threads)
 
 

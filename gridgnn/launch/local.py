@@ -17,6 +17,11 @@ import time
 
 from gridgnn.launch.spawn import free_port
 
+EXIT_USAGE = 2
+"""A worker's status for bad input (`gridgnn.cli.main.EXIT_USAGE`)."""
+EXIT_PEER_FAILED = 3
+"""A worker's status when a collective failed or timed out (`gridgnn.cli.main.EXIT_PEER_FAILED`)."""
+
 
 def worker_threads(nprocs: int, requested: int | None = None) -> int:
     """Compute threads per worker: ``requested``, else the machine's cores shared evenly (at least 1)."""
@@ -60,13 +65,51 @@ def _wait(procs: list[subprocess.Popen], logs) -> int:
     while True:
         codes = [p.poll() for p in procs]
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+        if failed and all(codes[r] == EXIT_USAGE for r in failed) and _usage_error_on_rank0(procs[0]):
+            return EXIT_USAGE  # every rank rejects the same input; rank 0 has printed the one line
         if failed:
             rank = min(failed, key=lambda r: (codes[r] >= 0, r))
             _report(rank, codes[rank], logs[rank])
+            if codes[rank] == EXIT_PEER_FAILED:
+                _name_silent_workers(procs)
             return codes[rank] if codes[rank] > 0 else 128 - codes[rank]
         if all(c == 0 for c in codes):
             return 0
         time.sleep(0.05)
+
+
+def _usage_error_on_rank0(rank0: subprocess.Popen, wait_s: float = 5.0) -> bool:
+    """True when rank 0 ends with the usage status too (waiting up to ``wait_s`` for it): a bad input
+    (say a checkpoint of another model) is found by every rank, and rank 0's line is the one to show."""
+    try:
+        return rank0.wait(timeout=wait_s) == EXIT_USAGE
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _name_silent_workers(procs: list[subprocess.Popen], wait_s: float = 1.0) -> None:
+    """After a peer timed out: name the workers that never answered (stopped, or still busy elsewhere).
+
+    Healthy peers end with the same timeout within moments, so whoever is still alive after ``wait_s``
+    (a stopped process first) is the one the others were waiting for.
+    """
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and sum(p.poll() is None for p in procs) > 1:
+        time.sleep(0.05)
+    alive = [rank for rank, proc in enumerate(procs) if proc.poll() is None]
+    stopped = [rank for rank in alive if _process_state(procs[rank].pid) in ("T", "t")]
+    for rank in stopped or alive:
+        how = "is stopped (SIGSTOP or a debugger)" if rank in stopped else "is still running but not answering"
+        print(f"gridgnn: error: worker rank {rank} stopped answering: it {how}", file=sys.stderr)
+
+
+def _process_state(pid: int) -> str:
+    """The one-letter state of ``pid`` from /proc (R, S, T, ...), or '' where /proc is not available."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _report(rank: int, code: int, log) -> None:

@@ -6,7 +6,10 @@ Layout (all accuracies are fractions in [0, 1], times in seconds)::
      "dataset": {"name", "num_nodes", "num_edges", "num_features", "num_classes", "directed", "meta"},
      "epochs":  [{"epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s"}, ...],
      "final":   {"train_acc", "val_acc", "test_acc", "best_val_acc", "test_acc_at_best_val",
-                 "best_epoch", "mean_epoch_time_s"}}
+                 "best_epoch", "mean_epoch_time_s"},
+     "resumed_from": {"checkpoint", "epoch"}}      (only in a run resumed from a checkpoint)
+
+A resumed run's ``epochs`` include the epochs before the checkpoint, as recorded there.
 """
 
 from __future__ import annotations
@@ -37,14 +40,18 @@ def dataset_summary(graph: Graph) -> dict:
     }
 
 
-def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult) -> dict:
-    """The whole metrics document as a JSON-ready dict."""
-    return {
+def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resumed_from=None) -> dict:
+    """The whole metrics document as a JSON-ready dict; ``resumed_from`` (a `ResumePoint`) adds
+    ``resumed_from: {"checkpoint", "epoch"}``."""
+    metrics = {
         "config": config.to_dict(),
         "dataset": dataset_summary(graph),
         "epochs": [record.to_dict() for record in result.epochs],
         "final": result.final(),
     }
+    if resumed_from is not None:
+        metrics["resumed_from"] = {"checkpoint": str(resumed_from.path), "epoch": resumed_from.epoch}
+    return metrics
 
 
 def check_writable(path: str | os.PathLike) -> Path:

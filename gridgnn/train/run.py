@@ -13,6 +13,7 @@ from gridgnn.errors import ConfigError
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
 
 
@@ -54,11 +55,12 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
         return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph)
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
+    check_checkpoint_dir(config)
     if graph is None:
         graph = load_graph(config)
     trainer = Trainer(config, graph, build_aggregation(config, graph))
-    result = trainer.fit(on_epoch)
-    metrics = build_metrics(config, graph, result)
+    result, point = fit_resumable(trainer, config, graph, on_epoch, grid={"algo": "local", "world_size": 1})
+    metrics = build_metrics(config, graph, result, resumed_from=point)
     if config.metrics_out is not None:
         write_json_atomic(config.metrics_out, metrics)
     return Run(graph, result, metrics)

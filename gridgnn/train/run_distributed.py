@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
@@ -23,8 +24,9 @@ from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.distributed import DistributedTrainer
 from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
 from gridgnn.train.run import Run, load_graph
-from gridgnn.train.trainer import EpochRecord
+from gridgnn.train.trainer import EpochRecord, TrainResult
 
 
 def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
@@ -38,9 +40,13 @@ def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
 def init_from_env(timeout_s: float) -> tuple[int, int]:
     """Join the process group described by the torchrun environment; returns (rank, world size)."""
     if not dist.is_initialized():
-        device = default_device()
-        dist.init_process_group(backend_for(device), init_method="env://",
-                                timeout=timedelta(seconds=timeout_s))
+        backend, timeout = backend_for(default_device()), timedelta(seconds=timeout_s)
+        store = _restart_safe_agent_store(timeout)
+        if store is None:
+            dist.init_process_group(backend, init_method="env://", timeout=timeout)
+        else:
+            dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                    world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
     threads = os.environ.get("GRIDGNN_THREADS")
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     # torchrun leaves OMP_NUM_THREADS=1; share the machine's cores among its local workers instead.
@@ -48,13 +54,41 @@ def init_from_env(timeout_s: float) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
-                  *, return_model: bool = False) -> tuple:
-    """Train on the grid of ``config`` (collective on the world).
+def _restart_safe_agent_store(timeout: timedelta) -> dist.Store | None:
+    """Under torchrun's agent store, a client of it whose keys are private to this restart attempt.
 
-    Returns the records, the per-epoch communication of every rank merged on rank 0 (None elsewhere), the
-    grid shape, and with ``return_model`` this rank's trained model.
+    torchrun keeps one store across ``--max-restarts`` attempts, and the process group's keys of a failed
+    attempt (the dead workers' addresses) are still in it: a restarted worker may read them and fail to
+    connect (seen with torch 2.13, gloo). A prefix per attempt keeps every attempt to its own keys.
+    None outside torchrun's agent store (then ``env://`` is used as is).
     """
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    client = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                           int(os.environ["WORLD_SIZE"]), is_master=False, timeout=timeout)
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"gridgnn/attempt_{attempt}/", client)
+
+
+@dataclass
+class TrainedGrid:
+    """The outcome of `train_on_grid` on one rank.
+
+    ``comm``: the per-epoch communication of every rank merged (rank 0; None elsewhere), one entry per
+    epoch of ``result`` (None for epochs a resumed checkpoint recorded without it); ``resumed_from``: the
+    checkpoint the run continued from, if any.
+    """
+
+    result: TrainResult
+    comm: list[dict | None] | None
+    shape: GridShape
+    resumed_from: ResumePoint | None = None
+
+
+def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
+                  *, return_model: bool = False):
+    """Train on the grid of ``config`` (collective on the world), resuming and saving checkpoints as
+    ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model."""
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
     grid = ProcessGrid.create(shape)
     comm = Communicator(grid)
@@ -62,10 +96,22 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     trainer = DistributedTrainer(config, graph, ops)
     if dist.is_initialized():
         dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
-    result = trainer.fit(on_epoch if grid.rank == 0 else None)
-    per_rank = gather_to_rank0(trainer.epoch_comm)
-    merged = merge_epoch_comm(per_rank) if per_rank is not None else None
-    return (result, merged, shape, trainer.model) if return_model else (result, merged, shape)
+
+    def comm_so_far(point: ResumePoint | None) -> list[dict] | None:
+        """Every epoch's merged communication on rank 0 (collective); epochs a checkpoint recorded without
+        it (a local run's) are None."""
+        per_rank = gather_to_rank0(trainer.epoch_comm)
+        if per_rank is None:
+            return None
+        earlier = ((point.comm or [None] * point.epoch) if point is not None else [])
+        return earlier + merge_epoch_comm(per_rank)
+
+    grid_info = {"algo": config.algo, "grid_shape": shape.label(), "world_size": shape.world_size}
+    result, point = fit_resumable(trainer, config, graph, on_epoch if grid.rank == 0 else None, grid=grid_info,
+                                  comm_so_far=comm_so_far)
+    merged = comm_so_far(point)
+    outcome = TrainedGrid(result, merged, shape, point)
+    return (outcome, trainer.model) if return_model else outcome
 
 
 def gather_to_rank0(value: object) -> list | None:
@@ -111,15 +157,19 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         raise ConfigError(f"--nprocs {config.nprocs} contradicts the launcher's world size {world}")
     if config.metrics_out is not None and rank == 0:
         check_writable(config.metrics_out)
+    check_checkpoint_dir(config)
     graph = load_graph(config) if graph is None else graph
-    result, comm, shape = train_on_grid(config, graph, on_epoch if rank == 0 else None)
+    trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
+    result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
         dist.destroy_process_group()
     metrics = None
     if rank == 0:
-        metrics = build_metrics(config, graph, result)
+        metrics = build_metrics(config, graph, result, resumed_from=trained.resumed_from)
         metrics["config"].update(world_size=shape.world_size, grid_shape=shape.label(), grid_axes=list(shape.axes))
         for epoch, epoch_comm in zip(metrics["epochs"], comm, strict=True):
+            if epoch_comm is None:
+                continue
             epoch["comm"] = {key: epoch_comm[key] for key in ("bytes", "calls", "by_phase", "calls_by_phase",
                                                               "eval_bytes")}
             for key in ("comm_time_s", "compute_time_s", "peak_memory_bytes"):

@@ -105,12 +105,21 @@ class Trainer:
         log_probs = self.model(self.features, self.agg)
         return tuple(masked_accuracy(log_probs, self.labels, mask) for mask in self.masks)
 
-    def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None) -> TrainResult:
-        """Train ``config.epochs`` epochs, evaluating after each; ``on_epoch`` sees every record."""
-        result = TrainResult()
-        best_val = -1.0
+    def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None, *, start: TrainResult | None = None,
+            rng_state: torch.Tensor | None = None,
+            after_epoch: Callable[[int, TrainResult], None] | None = None) -> TrainResult:
+        """Train up to ``config.epochs`` epochs, evaluating after each; ``on_epoch`` sees every new record.
+
+        ``start`` holds the epochs a checkpoint already trained (the model and optimizer are restored by
+        the caller) and ``rng_state`` the torch RNG state saved with them; training goes on from the next
+        epoch. ``after_epoch(epoch, result)`` runs after each epoch's record (e.g. to save a checkpoint).
+        """
+        result = start if start is not None else TrainResult()
+        best_val = result.epochs[result.best_epoch - 1].val_acc if result.epochs else -1.0
         with deterministic(self.config.seed):
-            for epoch in range(1, self.config.epochs + 1):
+            if rng_state is not None:
+                torch.set_rng_state(rng_state)
+            for epoch in range(len(result.epochs) + 1, self.config.epochs + 1):
                 start = time.perf_counter()
                 loss = self.train_step(epoch)
                 elapsed = time.perf_counter() - start
@@ -120,4 +129,6 @@ class Trainer:
                     best_val, result.best_epoch = record.val_acc, epoch
                 if on_epoch is not None:
                     on_epoch(record)
+                if after_epoch is not None:
+                    after_epoch(epoch, result)
         return result

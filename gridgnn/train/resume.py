@@ -1,0 +1,145 @@
+"""The checkpoint policy of a run: where to resume from, when to save, and what each checkpoint records.
+
+A run with ``checkpoint_dir`` saves after every ``checkpoint_every``-th epoch and after the last one. It
+resumes from the newest checkpoint there when asked (``resume``) or, by itself, when torchrun restarted the
+job (``TORCHELASTIC_RESTART_COUNT`` > 0, i.e. ``torchrun --max-restarts N``). Resuming restores the weights,
+Adam's state, the RNG state and the history of earlier epochs, so the finished run has the same weights and
+metrics as one that was never interrupted. Storage, atomicity and verification are `gridgnn.train.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.errors import CheckpointError, ConfigError
+from gridgnn.train.checkpoint import (
+    check_compatible,
+    latest_checkpoint,
+    load_checkpoint,
+    read_manifest,
+    run_fingerprint,
+    save_checkpoint,
+)
+from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
+
+
+@dataclass
+class ResumePoint:
+    """What a run continues from: the checkpoint, the epoch it was taken after, the epochs trained until
+    then (``result``, which `Trainer.fit` goes on extending) and their communication."""
+
+    path: Path
+    epoch: int
+    result: TrainResult
+    rng_state: torch.Tensor
+    comm: list[dict] | None
+
+
+def restarted_by_torchrun() -> bool:
+    """True in a worker that torchrun started again after a failure (``--max-restarts``)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
+
+
+def check_checkpoint_dir(config: TrainConfig) -> None:
+    """Fail early (`ConfigError`, one line) when ``checkpoint_dir`` cannot hold checkpoints: a file, or no
+    writable folder to create it in; so a bad path fails in a second, not at the first save."""
+    if config.checkpoint_dir is None:
+        return
+    target = Path(config.checkpoint_dir)
+    where = f"cannot keep checkpoints in '{target}'"
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"{where}: it is not a folder")
+    existing = target
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{where}: '{existing}' is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where}: '{existing}' is not writable")
+
+
+def checkpoint_to_resume(config: TrainConfig) -> Path | None:
+    """The checkpoint this run continues from: the newest in ``checkpoint_dir`` when resuming is asked for
+    (or torchrun restarted the job), after verifying its files; None to start from epoch 1.
+
+    Raises `CheckpointError` when that checkpoint is damaged: resuming from an older one silently would
+    repeat epochs the user believes were saved, so the damaged folder has to be removed by hand.
+    """
+    if config.checkpoint_dir is None or not (config.resume or restarted_by_torchrun()):
+        return None
+    path = latest_checkpoint(config.checkpoint_dir)
+    if path is not None:
+        read_manifest(path)
+    return path
+
+
+def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> ResumePoint:
+    """Check that checkpoint ``path`` belongs to this run and load it into ``trainer``.
+
+    Collective on the world when a process group exists (every rank loads the replicated state).
+    """
+    manifest = read_manifest(path)
+    check_compatible(manifest, run_fingerprint(config, graph), path)
+    if manifest["epoch"] > config.epochs:
+        raise CheckpointError(f"checkpoint '{path}' is at epoch {manifest['epoch']}, past --epochs "
+                              f"{config.epochs}; ask for at least {manifest['epoch']} epochs")
+    history = manifest["history"]
+    try:
+        records = [EpochRecord(**record) for record in history["epochs"]]
+    except TypeError as exc:
+        raise CheckpointError(f"checkpoint '{path}': malformed epoch history ({exc})") from None
+    _, rng_state = load_checkpoint(path, trainer.model, trainer.optimizer)
+    comm = history.get("comm")
+    return ResumePoint(path, manifest["epoch"], TrainResult(records, history["best_epoch"]), rng_state,
+                       comm if isinstance(comm, list) else None)
+
+
+class EpochSaver:
+    """``after_epoch`` hook of `Trainer.fit`: saves a checkpoint on schedule (collective on the world).
+
+    ``comm_so_far()`` returns the per-epoch communication of every epoch so far in the metrics layout (on
+    rank 0; None elsewhere or for a local run); it is recorded so that a resumed run reports it too.
+    """
+
+    def __init__(self, config: TrainConfig, graph: Graph, trainer: Trainer, grid: dict,
+                 comm_so_far: Callable[[], list[dict] | None] = lambda: None):
+        self.config, self.trainer, self.grid, self.comm_so_far = config, trainer, grid, comm_so_far
+        self.fingerprint = run_fingerprint(config, graph)
+
+    def __call__(self, epoch: int, result: TrainResult) -> None:
+        if epoch % self.config.checkpoint_every and epoch != self.config.epochs:
+            return
+        history = {"epochs": [record.to_dict() for record in result.epochs], "best_epoch": result.best_epoch,
+                   "comm": self.comm_so_far()}
+        manifest = {"fingerprint": self.fingerprint, "config": self.config.to_dict(), "grid": self.grid,
+                    "history": history}
+        save_checkpoint(self.config.checkpoint_dir, epoch, self.trainer.model, self.trainer.optimizer,
+                        manifest, self.config.keep_checkpoints)
+
+
+def fit_resumable(trainer: Trainer, config: TrainConfig, graph: Graph,
+                  on_epoch: Callable[[EpochRecord], None] | None, *, grid: dict,
+                  comm_so_far: Callable[[ResumePoint | None], list[dict] | None] | None = None,
+                  ) -> tuple[TrainResult, ResumePoint | None]:
+    """`Trainer.fit` with the checkpoint policy of ``config``: resume when asked, save on schedule.
+
+    ``grid`` (algorithm, shape, P) is recorded in each checkpoint; ``comm_so_far(point)`` gives the
+    communication history to record (see `EpochSaver`). Collective on the world in a distributed run.
+    Returns the result (earlier epochs included) and the resume point, if any.
+    """
+    path = checkpoint_to_resume(config)
+    point = restore(trainer, config, graph, path) if path is not None else None
+    saver = None
+    if config.checkpoint_dir is not None:
+        history = (lambda: comm_so_far(point)) if comm_so_far is not None else (lambda: None)
+        saver = EpochSaver(config, graph, trainer, grid, history)
+    result = trainer.fit(on_epoch, start=point.result if point else None,
+                         rng_state=point.rng_state if point else None, after_epoch=saver)
+    return result, point
