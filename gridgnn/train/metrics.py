@@ -55,15 +55,23 @@ def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resume
 
 
 def check_writable(path: str | os.PathLike) -> Path:
-    """Fail early (`ConfigError`, one line) when ``path`` cannot be written: no parent folder, a folder."""
+    """Fail early (`ConfigError`, one line) when ``path`` cannot be written: no parent folder, a folder, a
+    read-only file system. Probes by creating and removing a temporary file beside it (`os.access` says
+    yes to root even on read-only and pseudo file systems)."""
     target = Path(path)
     where = f"cannot write metrics file '{target}'"
     if target.is_dir():
         raise ConfigError(f"{where}: it is a directory")
+    if target.parent.exists() and not target.parent.is_dir():
+        raise ConfigError(f"{where}: '{target.parent}' is not a folder")
     if not target.parent.is_dir():
         raise ConfigError(f"{where}: folder '{target.parent}' does not exist")
-    if not os.access(target.parent, os.W_OK):
-        raise ConfigError(f"{where}: folder '{target.parent}' is not writable")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=target.parent)
+    except OSError as exc:
+        raise ConfigError(f"{where}: folder '{target.parent}' is not writable ({exc.strerror})") from None
+    os.close(handle)
+    Path(probe).unlink(missing_ok=True)
     return target
 
 
