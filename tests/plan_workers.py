@@ -6,14 +6,17 @@ the tests depend only on what a step records (`DistributedTrainer.epoch_comm`), 
 
 from __future__ import annotations
 
+import ctypes
 import gc
 
+import torch
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.nn import GCN
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.distributed import DistributedTrainer
 from gridgnn.train.run import load_graph
@@ -47,19 +50,39 @@ def _reset_peak() -> None:
         refs.write("5")
 
 
+def _libc_release_freed_memory() -> None:
+    """Make freed memory leave the resident set: every allocation of 64 KiB or more gets its own mapping
+    (glibc otherwise raises that threshold after frees and keeps freed blocks in its heap), then trim."""
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD; setting it also turns off the dynamic threshold
+    gc.collect()
+    libc.malloc_trim(0)
+
+
+def _warm_up_libraries() -> None:
+    """Load the code a training step uses (Adam pulls in ~24 MB of modules on first use), so the
+    baseline holds the libraries and the difference holds data only."""
+    model = GCN(4, 4, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(3, 4), lambda x: x).sum().backward()
+    optimizer.step()
+
+
 def memory_worker(rank: int, world_size: int, config_kwargs: dict, graph, steps: int = 2) -> dict:
-    """Measured working set of this rank: the peak resident set during construction-free training steps
-    minus the resident set before the grid's data structures were built (the global graph and Â, which
-    every worker holds while loading, are in the baseline). Bytes."""
+    """Measured working set of this rank: the peak resident set during training steps minus the resident
+    set before the grid's data structures were built (the global graph and Â, which every worker holds
+    while loading, are in the baseline). Bytes."""
+    _warm_up_libraries()
+    _libc_release_freed_memory()
     config = TrainConfig(**config_kwargs)
     adj = gcn_normalize(graph.adj)
     grid = ProcessGrid.create(grid_shape_for(config, world_size))
     dist.barrier()
-    gc.collect()
+    _libc_release_freed_memory()
     baseline = _status_kib("VmRSS")
     ops = GridOps(grid, Communicator(grid), adj)
     trainer = DistributedTrainer(config, graph, ops)
-    gc.collect()
+    _libc_release_freed_memory()
     after_build = _status_kib("VmRSS")
     _reset_peak()
     for epoch in range(1, steps + 1):

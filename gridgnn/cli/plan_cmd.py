@@ -15,7 +15,7 @@ import re
 from gridgnn.config import ORDERS, TrainConfig
 from gridgnn.cost.epoch_model import ModelSpec
 from gridgnn.cost.graph_stats import GraphStats
-from gridgnn.cost.profile import PRESETS, load_profile
+from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
 from gridgnn.plan.planner import Plan, _human, _seconds, plan
@@ -65,7 +65,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--algo", choices=ALGORITHMS, nargs="+", default=list(ALGORITHMS),
                       help="algorithms to consider (default: all)")
     grid.add_argument("--profile", default="gpu-cluster", metavar="NAME|FILE",
-                      help=f"machine profile: a preset ({', '.join(PRESETS)}) or a file written by "
+                      help=f"machine profile: {', '.join(profile_names())}, or a file written by "
                            "'gridgnn calibrate' (default: %(default)s)")
     grid.add_argument("--memory-per-proc", type=parse_size, default=None, metavar="SIZE",
                       help="memory per process, e.g. 16GiB (default: the profile's)")

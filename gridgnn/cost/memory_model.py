@@ -12,11 +12,13 @@ features               its block of the input features (dense m x f_local, or sp
 labels_masks           int64 labels and three bool masks of its m rows
 weights_optimizer      parameters, gradients, the flat gradient buffer of the all-reduce, Adam's two
                        moments: 5 copies of every parameter (replicated on every rank)
-activations            tensors autograd keeps for backward: per layer the ReLU output, dropout mask and
-                       output at the input width, the SpMM and product outputs at the output width
-                       (gathered full-width inputs on 2D/3D), the log-probabilities and gathered logits
+activations            tensors autograd keeps for backward, and the gradients alive during it: per layer
+                       the ReLU output, dropout mask and output at the input width, the SpMM and product
+                       outputs at the output width (gathered full-width inputs on 2D/3D), two gradients
+                       of each width, the log-probabilities and gathered logits
 receive_buffers        the largest transient receive buffers of a stage (a dense panel and, on 2D/3D,
-                       an Â panel) and on 3D the partial product and the gathered gradient
+                       two Â panels: the next arrives before the last is freed) and on 3D the partial
+                       product and the gathered gradient
 =====================  ==========================================================================
 
 This counts the algorithm's working set. It does not count the interpreter and library code, nor the global
@@ -98,7 +100,9 @@ def _activation_bytes(m: np.ndarray, steps, spec, pcol: int, sz: SizeInfo) -> np
     per_row = 0
     for step in steps:
         fin, fout = _local(step.f_in, pcol), _local(step.f_out, pcol)
-        per_row += (3 if step.index > 0 else 2) * fin + 2 * fout
+        # kept: ReLU output, dropout mask and output (the features' dropout: mask and output); the layer's
+        # output and bias sum; during backward about two gradients of each width are alive at once
+        per_row += (5 if step.index > 0 else 2) * fin + 4 * fout
         if step.order == "aggregate-first":
             per_row += fin
         if pcol > 1 and step.f_in <= step.f_out:
@@ -113,6 +117,7 @@ def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo) -> np.nda
     i = blocks.coords["row"]
     if blocks.shape.algo in ("1d", "1.5d"):
         return 2 * heights.max() * width * sz.value + 0 * i
-    panel = blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index
+    # two Â panels: a stage's panel is received before the previous stage's is released
+    panel = 2 * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
     dense = (2 if blocks.shape.algo == "3d" else 1) * heights[i] * width * sz.value
     return panel + dense + heights.max() * width * sz.value

@@ -117,14 +117,24 @@ CPU_GLOO_LOOPBACK = MachineProfile(
 PRESETS: dict[str, MachineProfile] = {p.name: p for p in (GPU_CLUSTER, CPU_GLOO_LOOPBACK)}
 
 
+PROFILE_DIR = Path(__file__).parent / "profiles"
+"""Measured profiles shipped with gridgnn (``<name>.json``, written by ``gridgnn calibrate``)."""
+
+
+def profile_names() -> list[str]:
+    """Preset names and the names of the shipped measured profiles."""
+    return list(PRESETS) + sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
+
+
 def load_profile(name_or_path: str | Path) -> MachineProfile:
-    """A preset by name (`PRESETS`) or a profile JSON file (e.g. written by ``gridgnn calibrate``)."""
+    """A preset by name (`PRESETS`), a shipped measured profile by name (`PROFILE_DIR`), or a profile JSON
+    file (e.g. written by ``gridgnn calibrate``)."""
     key = str(name_or_path)
     if key in PRESETS:
         return PRESETS[key]
-    path = Path(key)
+    path = PROFILE_DIR / f"{key}.json" if (PROFILE_DIR / f"{key}.json").is_file() else Path(key)
     if not path.is_file():
-        raise ConfigError(f"no profile '{key}': not a preset ({', '.join(PRESETS)}) nor a file")
+        raise ConfigError(f"no profile '{key}': not one of {', '.join(profile_names())} nor a file")
     try:
         return MachineProfile.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, TypeError, KeyError) as exc:

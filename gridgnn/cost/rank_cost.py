@@ -11,7 +11,8 @@ Rank order is row-major over the grid axes (`GridShape.coords`): ``rank = i*c + 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -59,6 +60,7 @@ class ShapeBlocks:
     mult_nnz: np.ndarray
     segments: list[int] | None = None
     sub: np.ndarray | None = None  # 3D: (q, d) rows of each sub-block S[k][l]
+    cache: dict = field(default_factory=dict, repr=False)  # width-independent Â panel terms
 
 
 def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
@@ -81,8 +83,7 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
         nnz = stats.grouped_nnz(rows, stages) if pc > 1 else stats.grouped_nnz(rows, [0, n])
         i, j = coords["row"], coords["col"]
         owner = _segment_owner(stages, cols) if pc > 1 else np.zeros(1, dtype=np.int64)
-        own = np.zeros((pr, pc), dtype=np.int64)
-        np.add.at(own, (slice(None), owner), nnz)
+        own = np.add.reduceat(nnz, np.searchsorted(owner, np.arange(pc)), axis=1) if pc > 1 else nnz
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
                            segments=stages)
     q, _, d = shape.sizes
@@ -101,7 +102,12 @@ def _segment_owner(stages: list[int], bounds: list[int]) -> np.ndarray:
 
 def feature_widths(width: int, parts: int) -> np.ndarray:
     """Columns of each of ``parts`` feature blocks of a width-``width`` matrix (empty blocks allowed)."""
-    return np.diff(block_bounds(width, parts, allow_empty=True, what="feature columns")).astype(np.int64)
+    return np.array(_feature_widths(width, parts), dtype=np.int64)
+
+
+@lru_cache(maxsize=256)
+def _feature_widths(width: int, parts: int) -> tuple[int, ...]:
+    return tuple(np.diff(block_bounds(width, parts, allow_empty=True, what="feature columns")).tolist())
 
 
 def _packed(rows, nnz, sz: SizeInfo) -> np.ndarray:
@@ -161,13 +167,17 @@ def _terms_2d(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list
     fw = feature_widths(f, pc)[j]
     terms = []
     if pc > 1:
-        packed_rows = seg_rows[None, :] if backward else heights[:, None]
-        packed = _packed(packed_rows, blocks.nnz, sz)  # (pr, nseg)
-        owner = _segment_owner(stages, block_bounds(blocks.n, pc))
-        own = np.zeros((pr, pc), dtype=np.int64)
-        np.add.at(own, (slice(None), owner), packed)
-        calls = (blocks.nnz > 0).sum(axis=1)
-        terms.append(_term(phase, "broadcast", "col", pc, calls[i], packed.sum(axis=1)[i] - own[i, j], p))
+        key = ("2d", backward, sz)
+        if key not in blocks.cache:
+            packed_rows = seg_rows[None, :] if backward else heights[:, None]
+            packed = _packed(packed_rows, blocks.nnz, sz)  # (pr, nseg)
+            owner = _segment_owner(stages, block_bounds(blocks.n, pc))
+            starts = np.searchsorted(owner, np.arange(pc))  # owners ascend: each column block's first segment
+            own = np.add.reduceat(packed, starts, axis=1)  # (pr, pc)
+            calls = (blocks.nnz > 0).sum(axis=1)
+            blocks.cache[key] = (calls[i], packed.sum(axis=1)[i] - own[i, j])
+        calls, nbytes = blocks.cache[key]
+        terms.append(_term(phase, "broadcast", "col", pc, calls, nbytes, p))
     if pr > 1:
         active = fw > 0
         dense = np.where(active, (blocks.n - heights[i]) * fw * sz.value, 0)
@@ -192,10 +202,14 @@ def _terms_3d(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list
         terms.append(_term(phase, "all_gather", "depth", d, active.astype(np.int64),
                            np.where(active, (d - 1) * chunk * fw * sz.value, 0), p))
     if q > 1:
-        packed_rows = sub[None, :, :] if backward else heights[:, None, None]
-        packed = _packed(packed_rows, z, sz)  # (q, q, d)
-        calls = (z > 0).sum(axis=1)  # (q, d)
-        terms.append(_term(phase, "broadcast", "col", q, calls[i, m], packed.sum(axis=1)[i, m] - packed[i, j, m], p))
+        key = ("3d", backward, sz)
+        if key not in blocks.cache:
+            packed_rows = sub[None, :, :] if backward else heights[:, None, None]
+            packed = _packed(packed_rows, z, sz)  # (q, q, d)
+            calls = (z > 0).sum(axis=1)  # (q, d)
+            blocks.cache[key] = (calls[i, m], packed.sum(axis=1)[i, m] - packed[i, j, m])
+        calls, nbytes = blocks.cache[key]
+        terms.append(_term(phase, "broadcast", "col", q, calls, nbytes, p))
         dense = np.where(active, (sub[:, :].sum(axis=0)[m] - sub[i, m]) * fw * sz.value, 0)
         terms.append(_term(phase, "reduce" if backward else "broadcast", "row", q,
                            np.where(active, q, 0), dense, p))

@@ -16,6 +16,7 @@ import statistics
 import time
 
 import numpy as np
+from scipy.optimize import nnls
 
 from gridgnn.cost.profile import OPS, LinkCost, MachineProfile
 
@@ -65,16 +66,13 @@ def collective_worker(rank: int, world_size: int, payloads: tuple[int, ...], rep
 
 
 def fit_link(samples: list[tuple[int, float]], group_size: int) -> LinkCost:
-    """Least-squares α (per ⌈log2 p⌉ step) and β (seconds per byte), both clipped at 0."""
+    """Non-negative least-squares α (per ⌈log2 p⌉ step) and β (seconds per byte), relative errors."""
     steps = max(1, math.ceil(math.log2(group_size)))
     x = np.array([[steps, b] for b, _ in samples], dtype=np.float64)
     y = np.array([t for _, t in samples], dtype=np.float64)
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    alpha, beta = float(max(coef[0], 0.0)), float(max(coef[1], 0.0))
-    if beta == 0.0:
-        big = max(samples, key=lambda s: s[0])
-        beta = max(big[1] - alpha * steps, 0.0) / max(big[0], 1)
-    return LinkCost(alpha, beta)
+    scale = np.maximum(y, 1e-9)  # relative errors: small payloads weigh as much as large ones
+    coef, _ = nnls(x / scale[:, None], y / scale)
+    return LinkCost(float(coef[0]), float(coef[1]))
 
 
 def measure_collectives(world_size: int, *, payloads=PAYLOADS, repeats: int = 5, backend: str = "gloo",
@@ -116,7 +114,9 @@ def measure_kernels(threads: int, device: str = "cpu") -> dict[str, float]:
 
     torch.set_num_threads(threads)
     n, nnz, f = 50_000, 1_000_000, 32
-    adj = sp.random(n, n, density=nnz / n / n, format="csr", random_state=0, dtype=np.float32)
+    rng = np.random.default_rng(0)
+    adj = sp.csr_matrix((np.ones(nnz, dtype=np.float32), (rng.integers(0, n, nnz), rng.integers(0, n, nnz))),
+                        shape=(n, n))
     block = SparseBlock.from_scipy(adj, index_dtype=torch.int32, device=device, transpose=False)
     x = torch.randn(n, f, device=device)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
