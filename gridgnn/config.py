@@ -34,7 +34,8 @@ class TrainConfig:
     5e-4, 200 epochs). ``normalize_features=None`` lets the dataset decide (row-normalized bag-of-words
     features for the real datasets). ``progress=None`` means automatic: one line per epoch when stdout is a
     terminal and the ``CI`` environment variable is unset. ``nprocs``, ``replication`` and ``grid`` describe
-    the process grid of the distributed algorithms; the ``local`` algorithm ignores them. With
+    the process grid of the distributed algorithms; the ``local`` algorithm ignores them; ``overlap`` lets
+    the next SpMM stage's communication run behind the current stage's product (same numbers). With
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`).
@@ -59,6 +60,7 @@ class TrainConfig:
     nprocs: int = 1
     replication: int = 1
     grid: str | None = None
+    overlap: bool = True
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10
     keep_checkpoints: int = 2

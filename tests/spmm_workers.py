@@ -35,12 +35,13 @@ def dense_inputs(n: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Ten
     return torch.randn(n, width, generator=gen), torch.randn(n, width, generator=gen)
 
 
-def run_case(algo: str, replication: int | None, grid_text: str | None, n: int, seed: int) -> list[dict]:
+def run_case(algo: str, replication: int | None, grid_text: str | None, n: int, seed: int,
+             overlap: bool = True) -> list[dict]:
     """Forward + backward at every width on this rank; returns blocks, ranges and counted communication."""
     adj = random_directed(n, seed=seed)
     shape = resolve_grid(algo, torch.distributed.get_world_size(), replication=replication, grid=grid_text)
     grid = ProcessGrid.create(shape, test_device())
-    comm = Communicator(grid)
+    comm = Communicator(grid, overlap=overlap)
     op = build_spmm(grid, comm, adj)
     out = []
     for width in WIDTHS:
@@ -58,6 +59,8 @@ def run_case(algo: str, replication: int | None, grid_text: str | None, n: int, 
             "forward_bytes": sum(r.bytes for r in forward), "forward_calls": len(forward),
             "backward_bytes": sum(r.bytes for r in backward), "backward_calls": len(backward),
             "phases": sorted({r.phase for r in forward}) + sorted({r.phase for r in backward}),
+            "records": sorted((r.op, r.axis, r.bytes, r.phase) for r in forward + backward),
+            "exposed_within_total": all(0 <= r.blocked_seconds <= r.seconds + 1e-3 for r in forward + backward),
             "debug_calls": debug.get_total_counts(),
         })
     return out
@@ -65,3 +68,9 @@ def run_case(algo: str, replication: int | None, grid_text: str | None, n: int, 
 
 def run_cases(rank: int, world_size: int, cases: list[tuple], n: int, seed: int) -> list[list[dict]]:
     return [run_case(algo, c, g, n, seed) for algo, c, g in cases]
+
+
+def run_overlap_pairs(rank: int, world_size: int, cases: list[tuple], n: int, seed: int) -> list[tuple]:
+    """Each case without and with overlap on this rank: (blocking results, overlapped results)."""
+    return [(run_case(algo, c, g, n, seed, overlap=False), run_case(algo, c, g, n, seed, overlap=True))
+            for algo, c, g in cases]

@@ -80,3 +80,21 @@ def test_spmm_matches_single_process_and_cost_model(world_size):
                 assert res["debug_calls"] == res["forward_calls"] + res["backward_calls"]
                 if world_size > 1 and res["forward_calls"]:
                     assert res["phases"] == ["spmm_forward", "spmm_backward"]
+
+
+@pytest.mark.parametrize("world_size", [4, 6])
+def test_overlapped_stages_give_identical_numbers_and_counts(world_size):
+    """Overlap reorders nothing: the same collectives in the same order, the same products summed in the
+    same order; only who waits when changes."""
+    if w.test_device() == "cuda" and world_size > torch.cuda.device_count():
+        pytest.skip(f"needs {world_size} GPUs")
+    cases = CASES[world_size]
+    results = run_workers(w.run_overlap_pairs, world_size, cases, N, SEED, timeout_s=240,
+                          backend="nccl" if w.test_device() == "cuda" else "gloo")
+    for rank_results in results:
+        for case, (blocking, overlapped) in zip(cases, rank_results, strict=True):
+            for plain, fast in zip(blocking, overlapped, strict=True):
+                np.testing.assert_array_equal(plain["y"], fast["y"], err_msg=str(case))
+                np.testing.assert_array_equal(plain["grad"], fast["grad"], err_msg=str(case))
+                assert plain["records"] == fast["records"], case
+                assert fast["exposed_within_total"] and plain["exposed_within_total"]

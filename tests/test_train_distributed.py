@@ -95,3 +95,18 @@ def test_distributed_runs_are_bit_identical_run_after_run():
     for a, b in zip(first, second, strict=True):
         for mine, again in zip(a["weights"], b["weights"], strict=True):
             np.testing.assert_array_equal(mine, again)
+
+
+@pytest.mark.parametrize(("algo", "p", "extra"), [("1.5d", 4, {"replication": 2}), ("3d", 8, {})])
+def test_overlap_changes_no_number(algo, p, extra):
+    """Training with the SpMM stages overlapped equals training without, bit for bit, bytes for bytes."""
+    kwargs = dict(dataset="csbm:nodes=400", epochs=3, algo=algo, nprocs=p, dropout=0.5, **extra)
+    blocking = run_workers(tw.train_worker, p, dict(kwargs, overlap=False), timeout_s=300)
+    overlapped = run_workers(tw.train_worker, p, dict(kwargs, overlap=True), timeout_s=300)
+    assert blocking[0]["loss"] == overlapped[0]["loss"] and blocking[0]["acc"] == overlapped[0]["acc"]
+    assert [c["bytes"] for c in blocking[0]["comm"]] == [c["bytes"] for c in overlapped[0]["comm"]]
+    for epoch in overlapped[0]["comm"]:
+        assert epoch["exposed_comm_time_s"] <= epoch["comm_time_s"] + 1e-3
+    for a, b in zip(blocking, overlapped, strict=True):
+        for plain, fast in zip(a["weights"], b["weights"], strict=True):
+            np.testing.assert_array_equal(plain, fast)

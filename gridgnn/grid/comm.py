@@ -13,12 +13,16 @@ reduce-scatter    ``(p - 1) * chunk`` to every process
 
 All-gather and reduce-scatter pad every part to the largest one (NCCL and gloo need equal parts), and the
 padding is counted: it is really sent. A collective on a group of one process is skipped and not recorded.
+
+Time: each record has ``seconds`` (from issue to completion) and ``exposed_seconds`` (how long the caller was
+blocked by it). They are equal for a blocking collective; for one issued with `broadcast_async` /
+`reduce_async` and overlapped with computation (`pipeline`, `InFlight`), the difference is the hidden part.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -45,6 +49,12 @@ class CommRecord:
     bytes: int
     seconds: float
     phase: str
+    exposed_seconds: float | None = None
+
+    @property
+    def blocked_seconds(self) -> float:
+        """Seconds the caller waited for this collective (all of it unless it was overlapped)."""
+        return self.seconds if self.exposed_seconds is None else self.exposed_seconds
 
 
 @dataclass
@@ -54,6 +64,7 @@ class CommTotals:
     bytes: int = 0
     calls: int = 0
     seconds: float = 0.0
+    exposed_seconds: float = 0.0
     bytes_by_phase: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
     calls_by_phase: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
 
@@ -64,18 +75,142 @@ class CommTotals:
             totals.bytes += rec.bytes
             totals.calls += 1
             totals.seconds += rec.seconds
+            totals.exposed_seconds += rec.blocked_seconds
             totals.bytes_by_phase[rec.phase] += rec.bytes
             totals.calls_by_phase[rec.phase] += 1
         return totals
 
 
-class Communicator:
-    """Collectives on the axes of a `ProcessGrid`, each recorded with the current phase tag."""
+class Pending:
+    """An issued asynchronous collective. `wait()` blocks until it is done and returns ``then(tensor)``
+    (the tensor by default); it is recorded then, with the phase that was current at issue."""
 
-    def __init__(self, grid: ProcessGrid):
+    def __init__(self, comm: Communicator, work, op: str, axis: str, nbytes: int, tensor: torch.Tensor,
+                 then: Callable[[torch.Tensor], object] | None = None):
+        self.comm, self.work, self.op, self.axis, self.nbytes = comm, work, op, axis, nbytes
+        self.tensor, self.then, self.phase = tensor, then, comm._phase
+        self.start, self._done_at = time.perf_counter(), None
+        self._result = None
+        if work is not None:
+            try:  # completion time, seen from the communication thread (not supported everywhere)
+                work.get_future().add_done_callback(self._mark_done)
+            except (RuntimeError, AttributeError, NotImplementedError):
+                pass
+
+    def _mark_done(self, _future) -> None:
+        self._done_at = time.perf_counter()
+
+    def wait(self) -> object:
+        if self.work is not None:
+            blocked_from = time.perf_counter()
+            try:
+                self.work.wait()
+            except RuntimeError as error:
+                raise self.comm._lost_peer(self.op, self.axis, error) from error
+            if self.comm.grid.device.type == "cuda":
+                torch.cuda.synchronize(self.comm.grid.device)
+            now = time.perf_counter()
+            exposed = now - blocked_from
+            # Lifetime: issue to completion (seen by the communication thread), never less than the wait.
+            total = max(min(self._done_at or now, now) - self.start, exposed)
+            self.comm.records.append(CommRecord(self.op, self.axis, self.comm.grid.size(self.axis), self.nbytes,
+                                                total, self.phase, exposed))
+            self.work = None
+            self._result = self.then(self.tensor) if self.then is not None else self.tensor
+        elif self._result is None:
+            self._result = self.then(self.tensor) if self.then is not None else self.tensor
+        return self._result
+
+
+class InFlight:
+    """Collectives issued after the computation that feeds them (e.g. reduces of partial products): with
+    overlap, `add` leaves the new one running while the caller computes the next part, and waits for the
+    one before; without, it waits at once. `drain` (or leaving the ``with`` block) waits for the rest."""
+
+    def __init__(self, overlap: bool):
+        self.overlap, self.pending = overlap, []
+
+    def add(self, pending: Pending) -> None:
+        self.pending.append(pending)
+        keep = 1 if self.overlap else 0
+        while len(self.pending) > keep:
+            self.pending.pop(0).wait()
+
+    def drain(self) -> None:
+        while self.pending:
+            self.pending.pop(0).wait()
+
+    def __enter__(self) -> InFlight:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.drain()
+
+
+class Communicator:
+    """Collectives on the axes of a `ProcessGrid`, each recorded with the current phase tag.
+
+    ``overlap`` (default on): `pipeline` issues the next stage's collectives before the caller computes
+    with the current one, and `InFlight` keeps one collective running behind the computation. The same
+    collectives run in the same order either way, so results and counts are identical.
+    """
+
+    def __init__(self, grid: ProcessGrid, overlap: bool = True):
         self.grid = grid
+        self.overlap = overlap
         self.records: list[CommRecord] = []
         self._phase = "other"
+
+    def pipeline(self, stages: Iterable, issue: Callable[[object], object]) -> Iterator[tuple]:
+        """Yield ``(stage, results)`` for each stage, where ``issue(stage)`` starts that stage's collectives
+        (a `Pending`, a tuple of them, or None) and ``results`` is what they deliver once waited for.
+
+        With overlap, stage s + 1 is issued before stage s is handed to the caller (double buffering: two
+        stages' receive buffers are alive at once); without, each stage is issued and waited for in turn.
+        Every process of the groups involved must iterate the same stages.
+        """
+        stages = list(stages)
+        ahead = issue(stages[0]) if stages and self.overlap else None
+        for index, stage in enumerate(stages):
+            current = ahead if self.overlap else issue(stage)
+            results = _wait_all(current)
+            if self.overlap and index + 1 < len(stages):
+                ahead = issue(stages[index + 1])
+            yield stage, results
+
+    def in_flight(self) -> InFlight:
+        """An `InFlight` for collectives issued behind the computation (see there)."""
+        return InFlight(self.overlap)
+
+    def _lost_peer(self, op: str, axis: str, error: RuntimeError) -> CollectiveError:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return CollectiveError(f"{op} on axis '{axis}' (rank {self.grid.rank}) failed: another worker "
+                               f"stopped or did not answer in time ({first[:200]})")
+
+    def _issue(self, op: str, axis: str, nbytes: int, tensor: torch.Tensor, call,
+               then: Callable[[torch.Tensor], object] | None = None) -> Pending:
+        """Start ``call(group, async_op=True)``; a group of one process gives an already finished `Pending`."""
+        if self.grid.size(axis) == 1:
+            return Pending(self, None, op, axis, 0, tensor, then)
+        try:
+            work = call(self.grid.group(axis))
+        except RuntimeError as error:
+            raise self._lost_peer(op, axis, error) from error
+        return Pending(self, work, op, axis, nbytes, tensor, then)
+
+    def broadcast_async(self, tensor: torch.Tensor, axis: str, root: int,
+                        then: Callable[[torch.Tensor], object] | None = None) -> Pending:
+        """Asynchronous `broadcast`; the `Pending` delivers ``then(tensor)`` (default ``tensor``)."""
+        nbytes = 0 if self.grid.index(axis) == root else _nbytes(tensor)
+        return self._issue("broadcast", axis, nbytes, tensor,
+                           lambda g: dist.broadcast(tensor, group=g, group_src=root, async_op=True), then)
+
+    def reduce_async(self, tensor: torch.Tensor, axis: str, root: int) -> Pending:
+        """Asynchronous `reduce`: the sum lands in the root's ``tensor`` once waited for."""
+        nbytes = 0 if self.grid.index(axis) == root else _nbytes(tensor)
+        return self._issue("reduce", axis, nbytes, tensor,
+                           lambda g: dist.reduce(tensor, group=g, group_dst=root, async_op=True))
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -104,9 +239,7 @@ class Communicator:
         try:
             call(self.grid.group(axis))
         except RuntimeError as error:  # gloo and NCCL report a lost or silent peer as RuntimeError
-            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise CollectiveError(f"{op} on axis '{axis}' (rank {self.grid.rank}) failed: another worker "
-                                  f"stopped or did not answer in time ({first[:200]})") from error
+            raise self._lost_peer(op, axis, error) from error
         if self.grid.device.type == "cuda":
             torch.cuda.synchronize(self.grid.device)
         self.records.append(CommRecord(op, axis, p, nbytes, time.perf_counter() - start, self._phase))
@@ -165,6 +298,15 @@ class Communicator:
         self._run("reduce_scatter", axis, (p - 1) * _nbytes(out),
                   lambda g: _reduce_scatter_single(out, stacked, group=g))
         return out[: row_counts[self.grid.index(axis)]]
+
+
+def _wait_all(pending):
+    """Wait for a `Pending`, a tuple of them (and Nones), or None; returns what they deliver."""
+    if pending is None:
+        return None
+    if isinstance(pending, tuple):
+        return tuple(p.wait() if p is not None else None for p in pending)
+    return pending.wait()
 
 
 def _nbytes(tensor: torch.Tensor) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gridgnn.grid.comm import Communicator
+from gridgnn.grid.comm import Communicator, Pending
 from gridgnn.sparse.csr import PackedLayout, SparseBlock
 from gridgnn.sparse.packed import PackedPanel
 
@@ -18,18 +18,17 @@ def panel_layout(rows: int, cols: int, nnz: int, *, index_dtype: torch.dtype, dt
 
 
 def broadcast_panel(comm: Communicator, axis: str, root: int, own: PackedPanel | None,
-                    layout: PackedLayout, *, transpose: bool) -> SparseBlock | None:
-    """Collective on ``axis``: the root's packed panel reaches every process of the group.
+                    layout: PackedLayout, *, transpose: bool) -> Pending | None:
+    """Collective on ``axis`` (asynchronous): the root's packed panel reaches every process of the group.
 
-    ``own`` is the root's panel (None elsewhere); ``layout`` is known everywhere from the plan. A panel
-    without non-zeros is not sent (every process of the group knows its nnz) and None is returned.
-    Sparse indices travel as integers inside the byte buffer.
+    ``own`` is the root's panel (None elsewhere); ``layout`` is known everywhere from the plan. Returns a
+    `Pending` that delivers the `SparseBlock` (transposed if asked) once waited for. A panel without
+    non-zeros is not sent (every process of the group knows its nnz) and None is returned. Sparse indices
+    travel as integers inside the byte buffer.
     """
     if layout.nnz == 0:
         return None
     if own is not None:
-        comm.broadcast(own.buffer(transpose), axis, root)
-        return own.block(transpose)
+        return comm.broadcast_async(own.buffer(transpose), axis, root, then=lambda _: own.block(transpose))
     buffer = torch.empty(layout.nbytes, dtype=torch.uint8, device=comm.grid.device)
-    comm.broadcast(buffer, axis, root)
-    return SparseBlock.unpack(buffer, layout)
+    return comm.broadcast_async(buffer, axis, root, then=lambda received: SparseBlock.unpack(received, layout))

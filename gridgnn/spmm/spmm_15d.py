@@ -67,11 +67,17 @@ class SpMM15D(DistributedSpMM):
         return self.bounds[j + 1] - self.bounds[j]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """X[i] (n_i x f) -> Y[i] (n_i x f). Collective on ``row`` (stages) then ``rep`` (all-reduce)."""
+        """X[i] (n_i x f) -> Y[i] (n_i x f). Collective on ``row`` (stages) then ``rep`` (all-reduce).
+
+        With overlap the broadcast of stage j + 1 is in flight while stage j multiplies.
+        """
         out = x.new_zeros(x.shape)
-        for j in self.share:
+
+        def issue(j: int):
             held = x if j == self.i else x.new_empty((self._rows(j), x.shape[1]))
-            self.comm.broadcast(held, "row", root=j)
+            return self.comm.broadcast_async(held, "row", root=j)
+
+        for j, held in self.comm.pipeline(self.share, issue):
             if self.blocks[j].nnz:
                 out += self.blocks[j].matmul(held)
         if self.replication > 1:
@@ -79,13 +85,17 @@ class SpMM15D(DistributedSpMM):
         return out
 
     def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
-        """G[i] (n_i x f) -> dX[i] (n_i x f). Collective on ``row`` (reduces) then ``rep`` (broadcast)."""
+        """G[i] (n_i x f) -> dX[i] (n_i x f). Collective on ``row`` (reduces) then ``rep`` (broadcast).
+
+        With overlap the reduce of stage j runs while stage j + 1 multiplies.
+        """
         grad_x = None
-        for j in self.share:
-            part = self.blocks[j].t_matmul(grad_y)
-            self.comm.reduce(part, "row", root=j)
-            if j == self.i:
-                grad_x = part
+        with self.comm.in_flight() as flight:
+            for j in self.share:
+                part = self.blocks[j].t_matmul(grad_y)
+                flight.add(self.comm.reduce_async(part, "row", root=j))
+                if j == self.i:
+                    grad_x = part  # complete once the reduce is waited for (at the latest, leaving the block)
         if self.replication > 1:
             if grad_x is None:
                 grad_x = grad_y.new_empty(grad_y.shape)

@@ -75,34 +75,47 @@ class SpMM2D(DistributedSpMM):
                                transpose=transpose)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """X[i, j] (n_i x f_j) -> Y[i, j] (n_i x f_j). Collective on ``col`` (Â) and ``row`` (X)."""
+        """X[i, j] (n_i x f_j) -> Y[i, j] (n_i x f_j). Collective on ``col`` (Â) and ``row`` (X).
+
+        With overlap both broadcasts of stage s + 1 are in flight while stage s multiplies.
+        """
         out = x.new_zeros(x.shape)
         r0 = self.row_range[0]
-        for s, (a, b) in enumerate(self.stages):
+
+        def issue(s: int):
+            a, b = self.stages[s]
             panel = self._panel(s, transpose=False)
-            root = owner(self.row_bounds, a)
             if x.shape[1] == 0:
-                continue
-            if root == self.i:
-                held = x[a - r0:b - r0].contiguous()
-            else:
-                held = x.new_empty((b - a, x.shape[1]))
-            self.comm.broadcast(held, "row", root=root)
-            if panel is not None:
+                return panel, None
+            root = owner(self.row_bounds, a)
+            held = x[a - r0:b - r0].contiguous() if root == self.i else x.new_empty((b - a, x.shape[1]))
+            return panel, self.comm.broadcast_async(held, "row", root=root)
+
+        for _, (panel, held) in self.comm.pipeline(range(len(self.stages)), issue):
+            if panel is not None and held is not None:
                 out += panel.matmul(held)
         return out
 
     def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
-        """G[i, j] (n_i x f_j) -> dX[i, j] (n_i x f_j). Collective on ``col`` (Âᵀ) and ``row`` (reduce)."""
+        """G[i, j] (n_i x f_j) -> dX[i, j] (n_i x f_j). Collective on ``col`` (Âᵀ) and ``row`` (reduce).
+
+        With overlap the next stage's Âᵀ panel and this stage's reduce are in flight while stage s + 1
+        multiplies.
+        """
         grad_x = grad_y.new_zeros(grad_y.shape)
         r0 = self.row_range[0]
-        for s, (a, b) in enumerate(self.stages):
-            panel = self._panel(s, transpose=True)
-            if grad_y.shape[1] == 0:
-                continue
-            part = panel.matmul(grad_y) if panel is not None else grad_y.new_zeros((b - a, grad_y.shape[1]))
-            root = owner(self.row_bounds, a)
-            self.comm.reduce(part, "row", root=root)
-            if root == self.i:
-                grad_x[a - r0:b - r0] = part
+        mine = []
+        with self.comm.in_flight() as flight:
+            for s, (panel,) in self.comm.pipeline(range(len(self.stages)),
+                                                  lambda s: (self._panel(s, transpose=True),)):
+                if grad_y.shape[1] == 0:
+                    continue
+                a, b = self.stages[s]
+                part = panel.matmul(grad_y) if panel is not None else grad_y.new_zeros((b - a, grad_y.shape[1]))
+                root = owner(self.row_bounds, a)
+                flight.add(self.comm.reduce_async(part, "row", root=root))
+                if root == self.i:
+                    mine.append((a - r0, b - r0, part))  # summed once the reduce is waited for
+        for lo, hi, part in mine:
+            grad_x[lo:hi] = part
         return grad_x

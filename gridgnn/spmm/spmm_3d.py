@@ -72,34 +72,45 @@ class SpMM3D(DistributedSpMM):
         return broadcast_panel(self.comm, "col", k, own, layout, transpose=transpose)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (X), ``depth`` (reduce-scatter)."""
+        """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (X), ``depth`` (reduce-scatter).
+
+        With overlap both broadcasts of stage k + 1 are in flight while stage k multiplies.
+        """
         width = x.shape[1]
         partial = x.new_zeros((self.bounds[self.i + 1] - self.bounds[self.i], width))
-        for k in range(self.grid.size("row")):
+
+        def issue(k: int):
             panel = self._panel(k, transpose=False)
             if width == 0:
-                continue
+                return panel, None
             a, b = self._slice(k)
             held = x if k == self.i else x.new_empty((b - a, width))
-            self.comm.broadcast(held, "row", root=k)
-            if panel is not None:
+            return panel, self.comm.broadcast_async(held, "row", root=k)
+
+        for _, (panel, held) in self.comm.pipeline(range(self.grid.size("row")), issue):
+            if panel is not None and held is not None:
                 partial += panel.matmul(held)
         if width == 0:
             return x.new_zeros(x.shape)
         return self.comm.reduce_scatter_rows(partial, "depth", self._depth_counts())
 
     def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
-        """G[S_il, j] -> dX[S_il, j]. Collective on ``depth`` (all-gather), ``col`` (Âᵀ), ``row`` (reduce)."""
+        """G[S_il, j] -> dX[S_il, j]. Collective on ``depth`` (all-gather), ``col`` (Âᵀ), ``row`` (reduce).
+
+        With overlap the next stage's Âᵀ panel and this stage's reduce are in flight while stage k + 1
+        multiplies.
+        """
         width = grad_y.shape[1]
         full = self.comm.all_gather_rows(grad_y, "depth", self._depth_counts()) if width else None
         grad_x = None
-        for k in range(self.grid.size("row")):
-            panel = self._panel(k, transpose=True)
-            if width == 0:
-                continue
-            a, b = self._slice(k)
-            part = panel.matmul(full) if panel is not None else grad_y.new_zeros((b - a, width))
-            self.comm.reduce(part, "row", root=k)
-            if k == self.i:
-                grad_x = part
+        with self.comm.in_flight() as flight:
+            for k, (panel,) in self.comm.pipeline(range(self.grid.size("row")),
+                                                  lambda k: (self._panel(k, transpose=True),)):
+                if width == 0:
+                    continue
+                a, b = self._slice(k)
+                part = panel.matmul(full) if panel is not None else grad_y.new_zeros((b - a, width))
+                flight.add(self.comm.reduce_async(part, "row", root=k))
+                if k == self.i:
+                    grad_x = part  # summed once the reduce is waited for (at the latest, leaving the block)
         return grad_y.new_zeros(grad_y.shape) if grad_x is None else grad_x

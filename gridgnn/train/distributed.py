@@ -69,7 +69,8 @@ class DistributedTrainer(Trainer):
         self.epoch_comm.append({
             "bytes": totals.bytes, "calls": totals.calls, "by_phase": dict(totals.bytes_by_phase),
             "calls_by_phase": dict(totals.calls_by_phase), "comm_time_s": totals.seconds,
-            "compute_time_s": max(elapsed - totals.seconds, 0.0), "peak_memory_bytes": peak_memory_bytes(
+            "exposed_comm_time_s": totals.exposed_seconds,
+            "compute_time_s": max(elapsed - totals.exposed_seconds, 0.0), "peak_memory_bytes": peak_memory_bytes(
                 self.ops.grid.device),
         })
 
