@@ -26,8 +26,10 @@ CORA = {"dataset": "cora", "data_root": DATA_ROOT}
 DIRECTED = {"dataset": "csbm:nodes=300,classes=5,features=13", "directed": True}
 GRIDS = [("1d", 4, {}), ("1.5d", 4, {"replication": 2}), ("2d", 4, {}), ("2d", 6, {"grid": "2x3"}),
          ("3d", 8, {})]
-DEFAULT = [(CORA, "auto", g) for g in GRIDS] + [(DIRECTED, "aggregate-first", g) for g in GRIDS]
-SLOW = [(CORA, "aggregate-first", g) for g in GRIDS] + [(DIRECTED, "auto", g) for g in GRIDS]
+ALL = [(data, order, grid) for data in (CORA, DIRECTED) for order in ("auto", "aggregate-first") for grid in GRIDS]
+DEFAULT = [(CORA, "auto", GRIDS[0]), (CORA, "auto", GRIDS[3]), (DIRECTED, "aggregate-first", GRIDS[1]),
+           (DIRECTED, "aggregate-first", GRIDS[4])]  # every phase and axis kind, both orders and graphs
+SLOW = [case for case in ALL if case not in DEFAULT]
 
 
 def test_phases_are_the_communicators():
@@ -107,7 +109,8 @@ def test_cagnet_logged_volumes():
 
 def test_gridgnn_moves_less_than_cagnet_counts_on_amazon():
     """Same graph and grid: gridgnn's aggregate-first 1D count excludes the own block and the first-layer
-    backward product, so it is below CAGNET's; with order auto it is far below."""
+    backward product, so it is below CAGNET's; order auto (SpMM widths 16, 16 instead of 300, 16) moves
+    about 5x less."""
     stats = GraphStats.from_counts(14_249_639, 115_800_000, 300, 24)
     shape = resolve_grid("1d", 16)
     cagnet_bytes = 4 * cagnet_broadcast_words(14_249_639, [300, 16, 24], 16, 1)
@@ -115,7 +118,7 @@ def test_gridgnn_moves_less_than_cagnet_counts_on_amazon():
     auto = predict_epoch(ModelSpec(300, 24), stats, shape)
     spmm = agg.bytes_by_phase["spmm_forward"] + agg.bytes_by_phase["spmm_backward"]
     assert (spmm < cagnet_bytes).all()
-    assert (auto.bytes * 10 < agg.bytes).all()
+    assert (auto.bytes * 4 < agg.bytes).all()
 
 
 @pytest.mark.slow
