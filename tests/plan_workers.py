@@ -69,9 +69,9 @@ def _warm_up_libraries() -> None:
 
 
 def memory_worker(rank: int, world_size: int, config_kwargs: dict, graph, steps: int = 2) -> dict:
-    """Measured working set of this rank: the peak resident set during training steps minus the resident
-    set before the grid's data structures were built (the global graph and Â, which every worker holds
-    while loading, are in the baseline). Bytes."""
+    """Measured working set of this rank: the peak resident set during ``steps`` training steps after a
+    warm-up step, minus the resident set before the grid's data structures were built (the global graph
+    and Â, which every worker holds while loading, are in the baseline). Bytes."""
     _warm_up_libraries()
     _libc_release_freed_memory()
     config = TrainConfig(**config_kwargs)
@@ -84,8 +84,10 @@ def memory_worker(rank: int, world_size: int, config_kwargs: dict, graph, steps:
     trainer = DistributedTrainer(config, graph, ops)
     _libc_release_freed_memory()
     after_build = _status_kib("VmRSS")
+    trainer.train_step(1)  # warm-up: first-use allocations of the kernels and the process groups
+    _libc_release_freed_memory()
     _reset_peak()
-    for epoch in range(1, steps + 1):
+    for epoch in range(2, steps + 2):
         trainer.train_step(epoch)
     peak = _status_kib("VmHWM")
     return {"baseline": baseline * 1024, "built": (after_build - baseline) * 1024,

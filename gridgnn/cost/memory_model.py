@@ -17,8 +17,8 @@ activations            tensors autograd keeps for backward, and the gradients al
                        outputs at the output width (gathered full-width inputs on 2D/3D), two gradients
                        of each width, the log-probabilities and gathered logits
 receive_buffers        the largest transient receive buffers of a stage (a dense panel and, on 2D/3D,
-                       two Â panels: the next arrives before the last is freed) and on 3D the partial
-                       product and the gathered gradient
+                       three Â panels: the next arrives before the last is freed, and the transport
+                       may stage an early message) and on 3D the partial product and gathered gradient
 =====================  ==========================================================================
 
 This counts the algorithm's working set. It does not count the interpreter and library code, nor the global
@@ -117,7 +117,8 @@ def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo) -> np.nda
     i = blocks.coords["row"]
     if blocks.shape.algo in ("1d", "1.5d"):
         return 2 * heights.max() * width * sz.value + 0 * i
-    # two Â panels: a stage's panel is received before the previous stage's is released
-    panel = 2 * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
+    # three Â panels: a stage's panel is received before the previous stage's is released, and gloo
+    # stages a message that arrives before its receive is posted in a buffer of its own
+    panel = 3 * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
     dense = (2 if blocks.shape.algo == "3d" else 1) * heights[i] * width * sz.value
     return panel + dense + heights.max() * width * sz.value
