@@ -17,8 +17,9 @@ activations            tensors autograd keeps for backward, and the gradients al
                        outputs at the output width (gathered full-width inputs on 2D/3D), two gradients
                        of each width, the log-probabilities and gathered logits
 receive_buffers        the largest transient receive buffers of a stage (a dense panel and, on 2D/3D,
-                       three Â panels: the next arrives before the last is freed, and the transport
-                       may stage an early message) and on 3D the partial product and gathered gradient
+                       `PANELS_IN_FLIGHT` Â panels: the next arrives before the last is freed, and the
+                       transport may stage an early message) and on 3D the partial product and the
+                       gathered gradient
 =====================  ==========================================================================
 
 This counts the algorithm's working set. It does not count the interpreter and library code, nor the global
@@ -37,6 +38,9 @@ from gridgnn.partition import block_bounds
 SPARSE_FEATURE_BYTES = 40
 """Bytes per stored input-feature value on a rank (scipy CSR 8, torch CSR and its transpose 16, the
 transpose permutation 8, dropped-out values 8)."""
+PANELS_IN_FLIGHT = 2.5
+"""Received Â panels alive at once on 2D/3D: the current one, the previous one (freed after the next
+arrives), and half a panel on average for the transport's staging of messages that arrive early."""
 SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features become a dense tensor
 
 
@@ -117,8 +121,8 @@ def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo) -> np.nda
     i = blocks.coords["row"]
     if blocks.shape.algo in ("1d", "1.5d"):
         return 2 * heights.max() * width * sz.value + 0 * i
-    # three Â panels: a stage's panel is received before the previous stage's is released, and gloo
-    # stages a message that arrives before its receive is posted in a buffer of its own
-    panel = 3 * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
+    # Â panels in flight: a stage's panel is received before the previous stage's is released, and gloo
+    # sometimes stages a message that arrives before its receive is posted (measured: 2 to 3 panels)
+    panel = PANELS_IN_FLIGHT * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
     dense = (2 if blocks.shape.algo == "3d" else 1) * heights[i] * width * sz.value
-    return panel + dense + heights.max() * width * sz.value
+    return (panel + dense + heights.max() * width * sz.value).astype(np.int64)
