@@ -106,10 +106,10 @@ def compare_row(name: str, shape: GridShape, measured: dict, pred) -> dict:
 
 
 def run_sweep(graphs: dict, procs, data_root, hidden: int, steps: int, profile, log,
-              algos=("1d", "1.5d", "2d", "3d")) -> tuple[list, list]:
+              algos=("1d", "1.5d", "2d", "3d")) -> list:
     from gridgnn.train.run import load_graph
 
-    rows, auto = [], []
+    rows = []
     for name, spec in graphs.items():
         graph = load_graph(TrainConfig(dataset=spec, data_root=data_root))
         stats = GraphStats.from_graph(graph)
@@ -117,20 +117,83 @@ def run_sweep(graphs: dict, procs, data_root, hidden: int, steps: int, profile, 
         log(f"{stats.describe()}")
         for p in procs:
             shapes = candidate_shapes(p, algos) if p > 1 else candidate_shapes(1, ("1d",))
-            measured_rows = []
             for shape in shapes:
                 start = time.perf_counter()
                 pred = predict_epoch(model, stats, shape, profile=profile)
                 row = compare_row(name, shape, measure(graph, spec, data_root, shape, hidden, steps), pred)
                 rows.append(row)
-                measured_rows.append(row)
                 log(f"  P={p:<2} {shape.algo:<4} {shape.label():<7} bytes {row['measured_bytes_per_rank']:>11,} "
                     f"(model {row['predicted_bytes_per_rank']:>11,}, equal {row['bytes_and_calls_equal']}) comm "
                     f"{1e3 * row['measured_comm_s']:8.2f} ms (model {1e3 * row['predicted_comm_s']:8.2f}) "
                     f"[{time.perf_counter() - start:.1f} s]")
-            if p > 1:
-                auto.append(auto_row(name, p, model, stats, profile, measured_rows, algos))
-    return rows, auto
+    return rows
+
+
+def auto_rows(rows: list[dict], graphs: dict, data_root, hidden: int, profile, algos) -> list[dict]:
+    """For each graph and P > 1: the planner's pick (with ``profile``) against the measured best."""
+    from gridgnn.train.run import load_graph
+
+    out = []
+    for name, spec in graphs.items():
+        stats = GraphStats.from_graph(load_graph(TrainConfig(dataset=spec, data_root=data_root)))
+        model = ModelSpec(stats.num_features, stats.num_classes, 2, hidden)
+        for p in sorted({r["P"] for r in rows if r["graph"] == name and r["P"] > 1}):
+            measured = [r for r in rows if r["graph"] == name and r["P"] == p]
+            out.append(auto_row(name, p, model, stats, profile, measured, algos))
+    return out
+
+
+def fit_sweep_profile(rows: list[dict], graphs: dict, data_root, hidden: int, base) -> object:
+    """A profile whose α (per ⌈log2 p⌉ step of every call) and β (per byte) are fitted by non-negative
+    least squares (relative errors) to the measured communication times of the sweep itself."""
+    from dataclasses import replace
+
+    from scipy.optimize import nnls
+
+    from gridgnn.cost.profile import OPS, LinkCost
+    from gridgnn.grid.shape import resolve_grid
+    from gridgnn.train.run import load_graph
+
+    features, target = [], []
+    for name, spec in graphs.items():
+        stats = GraphStats.from_graph(load_graph(TrainConfig(dataset=spec, data_root=data_root)))
+        model = ModelSpec(stats.num_features, stats.num_classes, 2, hidden)
+        for row in (r for r in rows if r["graph"] == name and r["P"] > 1 and r["measured_comm_s"] > 0):
+            extra = {"replication": row["replication"]} if row["algo"] == "1.5d" else {}
+            if row["algo"] in ("2d", "3d"):
+                extra = {"grid": row["grid"]}
+            pred = predict_epoch(model, stats, resolve_grid(row["algo"], row["P"], **extra), profile=base)
+            steps = sum(t.calls * max(1, int(np.ceil(np.log2(t.group_size)))) for t in pred.terms)
+            rank = int(np.argmax(pred.bytes))
+            features.append([steps[rank], pred.bytes[rank]])
+            target.append(row["measured_comm_s"])
+    x, y = np.array(features, dtype=np.float64), np.array(target)
+    (alpha, beta), _ = nnls(x / y[:, None], np.ones_like(y))
+    link = LinkCost(float(alpha), float(beta))
+    return replace(base, name="cpu-sweep-fit", intra_node=dict.fromkeys(OPS, link),
+                   description="alpha and beta fitted to this sweep's measured communication times (in-sample)",
+                   sources=["benchmarks/comm_sweep.py fit_sweep_profile"])
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a ``sweep.csv`` written earlier, with their types restored."""
+    ints = {"P", "replication", "measured_bytes_per_rank", "predicted_bytes_per_rank", "measured_calls_per_rank",
+            "predicted_calls_per_rank", "predicted_memory_per_rank"}
+    rows = []
+    with path.open(encoding="utf-8") as stream:
+        for raw in csv.DictReader(stream):
+            row = {}
+            for key, value in raw.items():
+                if key in ints:
+                    row[key] = int(value)
+                elif key == "bytes_and_calls_equal":
+                    row[key] = value == "True"
+                elif key.endswith("_s"):
+                    row[key] = float(value)
+                else:
+                    row[key] = value
+            rows.append(row)
+    return rows
 
 
 def auto_row(name: str, p: int, model, stats, profile, measured_rows: list, algos) -> dict:
@@ -296,6 +359,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="training steps per configuration (first: warm-up)")
     parser.add_argument("--profile", default="cpu-local", help="profile of the machine the sweep runs on")
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--from-csv", action="store_true",
+                        help="reuse <out>/sweep.csv instead of measuring again (tables, fit and plots only)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -303,31 +368,45 @@ def main(argv=None) -> int:
     algos = TINY_ALGOS if args.tiny else ("1d", "1.5d", "2d", "3d")
     steps = 2 if args.tiny else args.steps
     profile = load_profile(args.profile)
-    (out / "command.txt").write_text("python " + " ".join([sys.argv[0]] + list(argv or sys.argv[1:])) + "\n")
-    logfile = (out / "sweep.log").open("w", encoding="utf-8")
+    if not args.from_csv:
+        (out / "command.txt").write_text("python " + " ".join([sys.argv[0]] + list(argv or sys.argv[1:])) + "\n")
+    logfile = (out / ("report.log" if args.from_csv else "sweep.log")).open("w", encoding="utf-8")
 
     def log(text: str) -> None:
         print(text, flush=True)
         logfile.write(text + "\n")
         logfile.flush()
 
-    rows, auto = run_sweep(graphs, procs, args.data_root, args.hidden, steps, profile, log, algos)
-    write_csv(out / "sweep.csv", rows)
+    if args.from_csv:
+        rows = read_rows(out / "sweep.csv")
+    else:
+        rows = run_sweep(graphs, procs, args.data_root, args.hidden, steps, profile, log, algos)
+        write_csv(out / "sweep.csv", rows)
+    auto = auto_rows(rows, graphs, args.data_root, args.hidden, profile, algos)
+    fitted = fit_sweep_profile(rows, graphs, args.data_root, args.hidden, profile)
+    fitted.save(out / "cpu-sweep-fit.json")
+    auto_fit = auto_rows(rows, graphs, args.data_root, args.hidden, fitted, algos)
     columns = ["graph", "P", "algo", "grid", "replication", "measured_bytes_per_rank", "predicted_bytes_per_rank",
                "bytes_and_calls_equal", "measured_comm_s", "predicted_comm_s", "measured_compute_s",
                "predicted_compute_s"]
     (out / "sweep.md").write_text(markdown(rows, columns), encoding="utf-8")
-    if auto:
-        (out / "auto.md").write_text(markdown(auto, ["graph", "P", "auto", "auto_measured_comm_s", "best",
-                                                     "best_measured_comm_s", "ratio", "within_10pct"]))
+    auto_columns = ["graph", "P", "auto", "auto_measured_comm_s", "best", "best_measured_comm_s", "ratio",
+                    "within_10pct"]
+    link = fitted.intra_node["broadcast"]
+    (out / "auto.md").write_text(
+        f"Planner's pick with profile `{profile.name}` (measured by `gridgnn calibrate`, independent of the "
+        f"sweep):\n\n{markdown(auto, auto_columns)}\nWith profile `cpu-sweep-fit` (α = "
+        f"{1e3 * link.alpha_s:.3f} ms per step, β = {link.beta_s_per_byte * 1e9:.3f} ns/byte, fitted to this "
+        f"sweep's own measurements: in-sample):\n\n{markdown(auto_fit, auto_columns)}", encoding="utf-8")
     extra_procs = (16,) if args.tiny else (16, 64, 256, 1024, 4096)
     (out / "extrapolation.md").write_text(extrapolation("gpu-cluster", extra_procs) + "\n" + cagnet_check(),
                                           encoding="utf-8")
     if not args.no_plots:
         plots(out, rows, graphs, args.hidden, args.data_root, profile)
     log(f"{sum(r['bytes_and_calls_equal'] for r in rows)}/{len(rows)} configurations: model = measurement")
-    log(f"auto within 10 % of the best measured communication time: {sum(a['within_10pct'] for a in auto)}/"
-        f"{len(auto)}")
+    for label, picks in ((profile.name, auto), ("cpu-sweep-fit", auto_fit)):
+        log(f"auto ({label}) within 10 % of the best measured communication time: "
+            f"{sum(a['within_10pct'] for a in picks)}/{len(picks)}")
     logfile.close()
     return 0 if all(r["bytes_and_calls_equal"] for r in rows) else 1
 
