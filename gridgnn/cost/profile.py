@@ -139,3 +139,12 @@ def load_profile(name_or_path: str | Path) -> MachineProfile:
         return MachineProfile.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (ValueError, TypeError, KeyError) as exc:
         raise ConfigError(f"profile file '{path}' is not a gridgnn profile: {exc}") from None
+
+
+def default_profile(device_type: str) -> MachineProfile:
+    """The profile to plan with when none is given: `GPU_CLUSTER` for ``"cuda"``, else the measured
+    ``cpu-local`` profile shipped in `PROFILE_DIR` (or `CPU_GLOO_LOOPBACK` when it is absent)."""
+    if device_type == "cuda":
+        return GPU_CLUSTER
+    shipped = PROFILE_DIR / "cpu-local.json"
+    return load_profile(shipped) if shipped.is_file() else CPU_GLOO_LOOPBACK
