@@ -23,9 +23,12 @@ def _local_losses() -> list[float]:
     return [r.loss for r in Trainer(config, graph, build_aggregation(config, graph)).fit().epochs]
 
 
-def _check_metrics(path, world_size: int, grid_shape: str) -> None:
+def _check_metrics(path, world_size: int, grid_shape: str, prepared: bool) -> None:
     metrics = json.loads(path.read_text())
     assert metrics["config"]["grid_shape"] == grid_shape and metrics["config"]["world_size"] == world_size
+    setup = metrics["setup"]
+    assert setup["prepared_graph"] is prepared and len(setup["peak_memory_bytes"]) == world_size
+    assert (setup["launcher_peak_memory_bytes"] is not None) is prepared
     for epoch in metrics["epochs"]:
         comm = epoch["comm"]
         assert len(comm["bytes"]) == len(comm["calls"]) == world_size
@@ -34,6 +37,7 @@ def _check_metrics(path, world_size: int, grid_shape: str) -> None:
             assert comm["bytes"][rank] == sum(comm["by_phase"][phase][rank] for phase in PHASES)
         assert all(b > 0 for b in comm["bytes"]) and comm["by_phase"]["spmm_forward"][0] > 0
         assert epoch["comm_time_s"] > 0 and epoch["compute_time_s"] > 0
+        assert 0 <= epoch["exposed_comm_time_s"] <= epoch["comm_time_s"] + 1e-3
         assert len(epoch["peak_memory_bytes"]) == world_size and min(epoch["peak_memory_bytes"]) > 2**20
     assert [e["loss"] for e in metrics["epochs"]] == pytest.approx(_local_losses(), rel=1e-4)
 
@@ -45,7 +49,7 @@ def test_nprocs_launcher_trains_and_reports_comm(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "grid       1.5d 2x2 (4 processes)" in proc.stdout and "spmm_forward" in proc.stdout
-    _check_metrics(out, 4, "2x2")
+    _check_metrics(out, 4, "2x2", prepared=True)
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
@@ -54,7 +58,7 @@ def test_torchrun_2d(tmp_path):
     proc = subprocess.run(["torchrun", "--nproc-per-node", "4", "-m", "gridgnn", "train", *DATA, "--algo", "2d",
                            "--metrics-out", str(out), "--quiet"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    _check_metrics(out, 4, "2x2")
+    _check_metrics(out, 4, "2x2", prepared=False)
 
 
 @pytest.mark.parametrize(("flags", "message"), [

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
+import tempfile
+
+import torch
 
 from gridgnn.config import ALGOS, ORDERS, TrainConfig
+from gridgnn.cost.spmm_cost import partition_stats
+from gridgnn.data.prepared import prepare_graph
 from gridgnn.errors import ConfigError
+from gridgnn.grid.shape import GridShape
 from gridgnn.launch.local import launch_local
 from gridgnn.train import EpochRecord, Run, run_training
+from gridgnn.train.distributed import peak_memory_bytes
 from gridgnn.train.metrics import check_writable
 from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
-from gridgnn.train.run_distributed import grid_shape_for, in_launched_worker
+from gridgnn.train.run import load_graph
+from gridgnn.train.run_distributed import LAUNCHER_PEAK_ENV, PREPARED_ENV, grid_shape_for, in_launched_worker
 
 _DEFAULTS = TrainConfig()
 MAX_LOCAL_WORKERS = 64
@@ -162,7 +171,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     """Validate the grid here (one clear line, before any process starts), then run P local workers."""
-    grid_shape_for(config, config.nprocs)
+    shape = grid_shape_for(config, config.nprocs)
     if config.nprocs > MAX_LOCAL_WORKERS:
         raise ConfigError(f"--nprocs {config.nprocs} is more than {MAX_LOCAL_WORKERS} workers on one machine; "
                           "use torchrun across nodes for larger grids")
@@ -172,7 +181,21 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     check_checkpoint_dir(config)
     checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
-    return launch_local(list(args.argv), config.nprocs, args.threads)
+    with tempfile.TemporaryDirectory(prefix="gridgnn-prepared-") as folder:
+        setup_peak = prepare_for_workers(config, shape, folder)
+        env = {PREPARED_ENV: folder, LAUNCHER_PEAK_ENV: str(setup_peak)}
+        return launch_local(list(args.argv), config.nprocs, args.threads, extra_env=env)
+
+
+def prepare_for_workers(config: TrainConfig, shape: GridShape, folder: str) -> int:
+    """Load, check and normalize the graph once, into ``folder`` for the workers to memory-map; returns this
+    process's peak resident memory in bytes. The graph is freed before any worker starts."""
+    graph = load_graph(config)
+    partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
+    prepare_graph(graph, folder)
+    del graph
+    gc.collect()
+    return peak_memory_bytes(torch.device("cpu"))
 
 
 def format_comm_summary(metrics: dict) -> str:

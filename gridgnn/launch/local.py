@@ -38,8 +38,10 @@ def _worker_env(rank: int, nprocs: int, port: int, threads: int) -> dict[str, st
     return env
 
 
-def launch_local(argv: list[str], nprocs: int, threads: int | None = None) -> int:
-    """Run ``gridgnn <argv>`` on ``nprocs`` local workers; returns 0 or the first failing worker's status."""
+def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
+                 extra_env: dict[str, str] | None = None) -> int:
+    """Run ``gridgnn <argv>`` on ``nprocs`` local workers (``extra_env`` added to their environment);
+    returns 0 or the first failing worker's status."""
     port, threads = free_port(), worker_threads(nprocs, threads)
     logs = [tempfile.TemporaryFile(mode="w+") for _ in range(nprocs)]
     procs = []
@@ -48,7 +50,8 @@ def launch_local(argv: list[str], nprocs: int, threads: int | None = None) -> in
             out = None if rank == 0 else subprocess.DEVNULL
             err = None if rank == 0 else logs[rank]
             procs.append(subprocess.Popen([sys.executable, "-m", "gridgnn", *argv], stdout=out, stderr=err,
-                                          env=_worker_env(rank, nprocs, port, threads)))
+                                          env={**_worker_env(rank, nprocs, port, threads),
+                                               **(extra_env or {})}))
         return _wait(procs, logs)
     finally:
         _stop(procs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
+from gridgnn.data.prepared import RowBlockCSR
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.spmm.base import DistributedSpMM
@@ -19,6 +20,10 @@ def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                dtype: torch.dtype = torch.float32) -> DistributedSpMM:
     """The SpMM of ``grid.algo`` for the global normalized adjacency ``adj`` (n x n, CSR).
 
-    Every rank passes the same global ``adj`` and keeps only its own blocks. Not collective.
+    Every rank passes the same global ``adj`` and keeps only its own blocks. Not collective. A
+    `gridgnn.data.prepared.RowBlockCSR` (memory-mapped) is used as is: the algorithms only cut their
+    rows from it.
     """
-    return SPMM_CLASSES[grid.algo](grid, comm, sp.csr_matrix(adj), dtype=dtype)
+    if not isinstance(adj, RowBlockCSR):
+        adj = sp.csr_matrix(adj)
+    return SPMM_CLASSES[grid.algo](grid, comm, adj, dtype=dtype)

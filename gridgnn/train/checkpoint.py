@@ -38,7 +38,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -49,6 +48,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.prepared import PreparedGraph, graph_digest
 from gridgnn.errors import CheckpointError, CollectiveError
 
 MANIFEST = "gridgnn-checkpoint.json"
@@ -83,22 +83,18 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
 # What a checkpoint belongs to
 
 
-def run_fingerprint(config: TrainConfig, graph: Graph) -> dict:
+def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     """What a checkpoint must share with the run that resumes it: the dataset (sizes and a digest of the
     adjacency structure, labels and feature shape), the model widths and the optimizer settings.
 
     The grid (algorithm, P, replication, shape), the product order and the number of epochs may change.
     """
-    digest = hashlib.sha256()
-    adj = graph.adj.tocsr()
-    for array in (adj.indptr, adj.indices, graph.labels):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    digest.update(repr(tuple(graph.features.shape)).encode())
+    digest = graph.digest if isinstance(graph, PreparedGraph) else graph_digest(graph)
     return {
         "dataset": {"name": graph.name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                     "num_features": graph.num_features, "num_classes": graph.num_classes,
                     "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
-                    "digest": digest.hexdigest()},
+                    "digest": digest},
         "model": {"layers": config.layers, "hidden": config.hidden, "dropout": config.dropout,
                   "seed": config.seed},
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay},

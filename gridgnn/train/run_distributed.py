@@ -1,7 +1,9 @@
 """One worker of a distributed run: join the process group, build the grid, train, report on rank 0.
 
 Started by `gridgnn train --nprocs P` (`gridgnn.launch.local`) or by torchrun: both set RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT. Every worker loads the graph and normalizes it once; each keeps only its blocks.
+MASTER_ADDR and MASTER_PORT. Under the local launcher the workers memory-map the graph it prepared once
+(normalized Â and node data; see `gridgnn.data.prepared`); under torchrun every worker loads and normalizes
+the graph itself. Either way each keeps only its blocks.
 """
 
 from __future__ import annotations
@@ -16,17 +18,23 @@ import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.prepared import PreparedGraph, open_prepared
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
-from gridgnn.train.distributed import DistributedTrainer
+from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes
 from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
 from gridgnn.train.run import Run, load_graph
 from gridgnn.train.trainer import EpochRecord, TrainResult
+
+PREPARED_ENV = "GRIDGNN_PREPARED_GRAPH"
+"""Set by the local launcher: the folder of the graph it prepared once (`gridgnn.data.prepared`)."""
+LAUNCHER_PEAK_ENV = "GRIDGNN_LAUNCHER_PEAK_MEMORY"
+"""Set by the local launcher: its peak resident memory (bytes) while preparing the graph."""
 
 
 def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
@@ -76,13 +84,15 @@ class TrainedGrid:
 
     ``comm``: the per-epoch communication of every rank merged (rank 0; None elsewhere), one entry per
     epoch of ``result`` (None for epochs a resumed checkpoint recorded without it); ``resumed_from``: the
-    checkpoint the run continued from, if any.
+    checkpoint the run continued from, if any; ``setup_peak_memory_bytes``: every rank's peak resident
+    memory once its blocks were built, before the first epoch (rank 0; None elsewhere).
     """
 
     result: TrainResult
     comm: list[dict | None] | None
     shape: GridShape
     resumed_from: ResumePoint | None = None
+    setup_peak_memory_bytes: list[int] | None = None
 
 
 def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
@@ -92,8 +102,9 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
     grid = ProcessGrid.create(shape)
     comm = Communicator(grid, overlap=config.overlap)
-    ops = GridOps(grid, comm, gcn_normalize(graph.adj))
+    ops = GridOps(grid, comm, graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj))
     trainer = DistributedTrainer(config, graph, ops)
+    setup_peak = peak_memory_bytes(grid.device)
     if dist.is_initialized():
         dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
 
@@ -110,7 +121,7 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     result, point = fit_resumable(trainer, config, graph, on_epoch if grid.rank == 0 else None, grid=grid_info,
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
-    outcome = TrainedGrid(result, merged, shape, point)
+    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak))
     return (outcome, trainer.model) if return_model else outcome
 
 
@@ -159,7 +170,9 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
     if config.metrics_out is not None and rank == 0:
         check_writable(config.metrics_out)
     check_checkpoint_dir(config)
-    graph = load_graph(config) if graph is None else graph
+    if graph is None:
+        prepared = os.environ.get(PREPARED_ENV)
+        graph = open_prepared(prepared) if prepared else load_graph(config)
     trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
     result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
@@ -168,6 +181,10 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
     if rank == 0:
         metrics = build_metrics(config, graph, result, resumed_from=trained.resumed_from)
         metrics["config"].update(world_size=shape.world_size, grid_shape=shape.label(), grid_axes=list(shape.axes))
+        launcher_peak = os.environ.get(LAUNCHER_PEAK_ENV)
+        metrics["setup"] = {"peak_memory_bytes": trained.setup_peak_memory_bytes,
+                            "launcher_peak_memory_bytes": int(launcher_peak) if launcher_peak else None,
+                            "prepared_graph": bool(os.environ.get(PREPARED_ENV))}
         for epoch, epoch_comm in zip(metrics["epochs"], comm, strict=True):
             if epoch_comm is None:
                 continue

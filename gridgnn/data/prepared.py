@@ -1,0 +1,194 @@
+"""A graph prepared once for a distributed run: Â and node data as ``.npy`` files that workers memory-map.
+
+Loading a large graph in every worker multiplies its memory by the number of workers on the machine (each
+also keeps a normalized copy of A). Instead, one process (the local launcher, or ``gridgnn prepare``)
+loads, preprocesses and normalizes the graph once and writes a folder::
+
+    prepared.json                         sizes, name, meta, content digest, feature layout
+    adj_indptr.npy adj_indices.npy adj_data.npy     Â = D^-1/2 (A + I) D^-1/2, CSR (int64 / int32 / float32)
+    features.npy                           dense (n, f) float32, or
+    features_indptr.npy features_indices.npy features_data.npy    sparse CSR features
+    labels.npy train_mask.npy val_mask.npy test_mask.npy
+
+Workers open it with ``mmap_mode="r"``: the page cache holds one copy for all of them, and each worker reads
+only the rows its algorithm keeps (`RowBlockCSR` cuts a row block without touching the other rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from gridgnn.data.graph import Graph
+from gridgnn.data.transforms import gcn_normalize
+from gridgnn.errors import DataError
+
+MANIFEST = "prepared.json"
+FORMAT = "gridgnn-prepared/1"
+
+
+def graph_digest(graph: Graph) -> str:
+    """SHA-256 over the adjacency structure, the labels and the feature shape (identifies a dataset)."""
+    digest = hashlib.sha256()
+    adj = graph.adj.tocsr()
+    for array in (adj.indptr, adj.indices, graph.labels):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    digest.update(repr(tuple(graph.features.shape)).encode())
+    return digest.hexdigest()
+
+
+class RowBlockCSR:
+    """A CSR matrix over (memory-mapped) arrays that hands out row blocks as scipy CSR copies.
+
+    ``matrix[r0:r1]`` (and ``matrix[r0:r1, c0:c1]``) reads only the stored entries of rows [r0, r1); the
+    arrays are never scanned whole. Checks the column ids of each block it cuts.
+    """
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: tuple[int, int],
+                 source: str = "matrix"):
+        self.indptr, self.indices, self.data = indptr, indices, data
+        self.shape, self.source = (int(shape[0]), int(shape[1])), source
+        self.dtype = data.dtype
+        self.format = "csr"
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1])
+
+    def __getitem__(self, key) -> sp.csr_matrix:
+        rows, cols = (key, None) if not isinstance(key, tuple) else key
+        if not isinstance(rows, slice) or rows.step not in (None, 1):
+            raise TypeError("RowBlockCSR supports contiguous row slices only")
+        r0, r1, _ = rows.indices(self.shape[0])
+        r1 = max(r0, r1)
+        lo, hi = int(self.indptr[r0]), int(self.indptr[r1])
+        indptr = np.asarray(self.indptr[r0:r1 + 1], dtype=np.int64) - lo
+        indices = np.array(self.indices[lo:hi])
+        if indices.size and (indices.min() < 0 or indices.max() >= self.shape[1]):
+            raise DataError(f"{self.source}: column ids outside [0, {self.shape[1]}) in rows {r0}..{r1 - 1}")
+        block = sp.csr_matrix((np.array(self.data[lo:hi]), indices, indptr), shape=(r1 - r0, self.shape[1]))
+        return block if cols is None else block[:, cols]
+
+
+@dataclass
+class PreparedGraph:
+    """A prepared graph opened for training: what `Graph` offers a distributed worker, memory-mapped.
+
+    ``norm_adj`` is Â already normalized (no worker normalizes again); ``features`` is a read-only (n, f)
+    float32 memory map or a `RowBlockCSR`; labels and masks are memory maps of shape (n,).
+    """
+
+    folder: Path
+    name: str
+    num_nodes: int
+    num_edges: int
+    num_features: int
+    num_classes: int
+    directed: bool
+    digest: str
+    norm_adj: RowBlockCSR
+    features: np.ndarray | RowBlockCSR
+    labels: np.ndarray
+    train_mask: np.ndarray
+    val_mask: np.ndarray
+    test_mask: np.ndarray
+    meta: dict = field(default_factory=dict)
+
+
+def is_prepared(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a folder written by `prepare_graph`."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def prepare_graph(graph: Graph, folder: str | os.PathLike) -> Path:
+    """Normalize ``graph`` and write it to ``folder`` (created; files are written, then the manifest last).
+
+    Peak memory is the graph plus one normalized copy of its adjacency (float64 while normalizing).
+    """
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    norm = gcn_normalize(graph.adj)
+    _save(target, "adj_indptr", norm.indptr.astype(np.int64, copy=False))
+    _save(target, "adj_indices", norm.indices.astype(np.int32, copy=False))
+    _save(target, "adj_data", norm.data.astype(np.float32, copy=False))
+    norm_nnz = int(norm.nnz)
+    del norm
+    sparse_features = sp.issparse(graph.features)
+    if sparse_features:
+        features = sp.csr_matrix(graph.features, dtype=np.float32)
+        _save(target, "features_indptr", features.indptr.astype(np.int64, copy=False))
+        _save(target, "features_indices", features.indices.astype(np.int32, copy=False))
+        _save(target, "features_data", features.data)
+    else:
+        _save(target, "features", np.ascontiguousarray(graph.features, dtype=np.float32))
+    _save(target, "labels", graph.labels.astype(np.int64, copy=False))
+    for name in ("train_mask", "val_mask", "test_mask"):
+        _save(target, name, getattr(graph, name).astype(bool, copy=False))
+    meta = {key: value for key, value in graph.meta.items() if isinstance(value, (str, int, float, bool))}
+    manifest = {"format": FORMAT, "name": graph.name, "num_nodes": graph.num_nodes,
+                "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
+                "num_classes": graph.num_classes, "directed": graph.directed, "digest": graph_digest(graph),
+                "sparse_features": sparse_features, "meta": meta}
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return target
+
+
+def _save(folder: Path, name: str, array: np.ndarray) -> None:
+    np.save(folder / f"{name}.npy", array, allow_pickle=False)
+
+
+def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
+    """Memory-map a folder written by `prepare_graph`; checks the manifest and every array's shape and type.
+
+    Raises `DataError` (one line) on a missing or malformed file. Reads no array data beyond the headers,
+    ``indptr`` and the masks' sums happen later, per rank.
+    """
+    root = Path(folder)
+    where = f"prepared graph '{root}'"
+    try:
+        manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{where}: cannot read {MANIFEST} ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise DataError(f"{where}: {MANIFEST} is not a {FORMAT} manifest")
+    try:
+        n, f = int(manifest["num_nodes"]), int(manifest["num_features"])
+        norm_nnz, classes = int(manifest["norm_nnz"]), int(manifest["num_classes"])
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{where}: {MANIFEST} lacks the graph sizes") from None
+
+    def load(name: str, dtype, shape: tuple | None = None) -> np.ndarray:
+        path = root / f"{name}.npy"
+        try:
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{path}: cannot memory-map ({exc})") from None
+        if array.dtype != np.dtype(dtype) or (shape is not None and array.shape != shape):
+            raise DataError(f"{path}: expected {np.dtype(dtype)} {shape}, found {array.dtype} {array.shape}")
+        return array
+
+    indptr = load("adj_indptr", np.int64, (n + 1,))
+    if indptr[0] != 0 or indptr[-1] != norm_nnz:
+        raise DataError(f"{where}: adj_indptr does not span the {norm_nnz} stored entries")
+    norm_adj = RowBlockCSR(indptr, load("adj_indices", np.int32, (norm_nnz,)),
+                           load("adj_data", np.float32, (norm_nnz,)), (n, n), source=where)
+    if manifest.get("sparse_features"):
+        fptr = load("features_indptr", np.int64, (n + 1,))
+        stored = int(fptr[-1])
+        features = RowBlockCSR(fptr, load("features_indices", np.int32, (stored,)),
+                               load("features_data", np.float32, (stored,)), (n, f), source=where)
+    else:
+        features = load("features", np.float32, (n, f))
+    return PreparedGraph(
+        folder=root, name=str(manifest.get("name", root.name)), num_nodes=n,
+        num_edges=int(manifest.get("num_edges", 0)), num_features=f, num_classes=classes,
+        directed=bool(manifest.get("directed", False)), digest=str(manifest.get("digest", "")),
+        norm_adj=norm_adj, features=features, labels=load("labels", np.int64, (n,)),
+        train_mask=load("train_mask", np.bool_, (n,)), val_mask=load("val_mask", np.bool_, (n,)),
+        test_mask=load("test_mask", np.bool_, (n,)), meta=dict(manifest.get("meta") or {}))

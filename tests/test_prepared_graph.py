@@ -1,0 +1,55 @@
+"""The prepared graph: written once, memory-mapped by every worker, cut into row blocks without reading
+the rest; its fingerprint equals the in-memory graph's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.prepared import RowBlockCSR, graph_digest, open_prepared, prepare_graph
+from gridgnn.data.transforms import gcn_normalize
+from gridgnn.errors import DataError
+from gridgnn.train.checkpoint import run_fingerprint
+from gridgnn.train.run import load_graph
+
+
+@pytest.mark.parametrize("dataset", ["cora", "csbm:nodes=300"])
+def test_prepared_graph_round_trips(tmp_path, dataset):
+    config = TrainConfig(dataset=dataset, data_root="../shared/datasets")
+    graph = load_graph(config)
+    prepared = open_prepared(prepare_graph(graph, tmp_path))
+    norm = gcn_normalize(graph.adj)
+    assert (prepared.num_nodes, prepared.num_edges, prepared.num_features, prepared.num_classes) == (
+        graph.num_nodes, graph.num_edges, graph.num_features, graph.num_classes)
+    for r0, r1 in [(0, 7), (5, 5), (100, graph.num_nodes)]:
+        block = prepared.norm_adj[r0:r1]
+        assert isinstance(block, sp.csr_matrix) and (block != norm[r0:r1]).nnz == 0
+        features = prepared.features[r0:r1, 3:9]
+        expected = graph.features[r0:r1, 3:9]
+        np.testing.assert_array_equal(features.toarray() if sp.issparse(features) else features,
+                                      expected.toarray() if sp.issparse(expected) else expected)
+    np.testing.assert_array_equal(prepared.labels, graph.labels)
+    np.testing.assert_array_equal(prepared.test_mask, graph.test_mask)
+    assert prepared.digest == graph_digest(graph)
+    assert run_fingerprint(config, prepared) == run_fingerprint(config, graph)  # checkpoints move between them
+
+
+def test_row_block_checks_column_ids_of_the_rows_it_cuts():
+    indptr = np.array([0, 1, 2], dtype=np.int64)
+    matrix = RowBlockCSR(indptr, np.array([0, 9], dtype=np.int32), np.ones(2, np.float32), (2, 2), "m")
+    assert matrix[0:1].nnz == 1
+    with pytest.raises(DataError, match="column ids outside"):
+        matrix[1:2]
+
+
+def test_a_damaged_prepared_folder_is_one_line(tmp_path):
+    graph = load_graph(TrainConfig(dataset="csbm:nodes=100"))
+    folder = prepare_graph(graph, tmp_path)
+    (folder / "labels.npy").write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(DataError, match="labels.npy"):
+        open_prepared(folder)
+    (folder / "prepared.json").write_text("{")
+    with pytest.raises(DataError, match="cannot read prepared.json"):
+        open_prepared(folder)
