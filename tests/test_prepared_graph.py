@@ -53,3 +53,28 @@ def test_a_damaged_prepared_folder_is_one_line(tmp_path):
     (folder / "prepared.json").write_text("{")
     with pytest.raises(DataError, match="cannot read prepared.json"):
         open_prepared(folder)
+
+
+def test_gridgnn_prepare_then_train_on_the_folder(tmp_path, capsys):
+    import json
+    import subprocess
+    import sys
+
+    from gridgnn.cli.main import main
+    from gridgnn.train.run import run_training
+
+    folder = tmp_path / "prepared"
+    assert main(["prepare", "csbm:nodes=300", "--out", str(folder)]) == 0
+    assert main(["prepare", "csbm:nodes=300", "--out", str(folder)]) == 2  # never overwrites
+    assert "exists" in capsys.readouterr().err
+    assert main(["train", "--dataset", str(folder), "--epochs", "2"]) == 2  # local runs need the original
+    out = tmp_path / "m.json"
+    done = subprocess.run([sys.executable, "-m", "gridgnn", "train", "--dataset", str(folder), "--algo", "2d",
+                           "--nprocs", "2", "--grid", "1x2", "--epochs", "3", "--quiet", "--metrics-out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads(out.read_text())
+    local = run_training(TrainConfig(dataset="csbm:nodes=300", epochs=3, quiet=True))
+    np.testing.assert_allclose([e["loss"] for e in metrics["epochs"]], [r.loss for r in local.result.epochs],
+                               rtol=1e-5)
+    assert metrics["setup"]["prepared_graph"] and metrics["dataset"]["num_nodes"] == 300

@@ -16,7 +16,7 @@ import torch
 from torch.distributed import DistError
 
 from gridgnn import __version__
-from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, train_cmd
+from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 
 EXIT_USAGE = 2
@@ -45,6 +45,7 @@ def build_parser() -> ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     train_cmd.add_parser(commands)
     info_cmd.add_parser(commands)
+    prepare_cmd.add_parser(commands)
     plan_cmd.add_parser(commands)
     calibrate_cmd.add_parser(commands)
     return parser

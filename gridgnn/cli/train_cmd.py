@@ -12,7 +12,7 @@ import torch
 
 from gridgnn.config import ALGOS, ORDERS, TrainConfig
 from gridgnn.cost.spmm_cost import partition_stats
-from gridgnn.data.prepared import prepare_graph
+from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape
 from gridgnn.launch.local import launch_local
@@ -183,13 +183,17 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
     with tempfile.TemporaryDirectory(prefix="gridgnn-prepared-") as folder:
         setup_peak = prepare_for_workers(config, shape, folder)
-        env = {PREPARED_ENV: folder, LAUNCHER_PEAK_ENV: str(setup_peak)}
+        graph_folder = config.dataset if is_prepared(config.dataset) else folder
+        env = {PREPARED_ENV: graph_folder, LAUNCHER_PEAK_ENV: str(setup_peak)}
         return launch_local(list(args.argv), config.nprocs, args.threads, extra_env=env)
 
 
 def prepare_for_workers(config: TrainConfig, shape: GridShape, folder: str) -> int:
     """Load, check and normalize the graph once, into ``folder`` for the workers to memory-map; returns this
     process's peak resident memory in bytes. The graph is freed before any worker starts."""
+    if is_prepared(config.dataset):  # prepared by `gridgnn prepare`: the workers map it where it is
+        partition_stats(shape.algo, shape, open_prepared(config.dataset).num_nodes)
+        return peak_memory_bytes(torch.device("cpu"))
     graph = load_graph(config)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
     prepare_graph(graph, folder)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.prepared import is_prepared
 from gridgnn.data.registry import load_dataset
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
@@ -28,6 +29,9 @@ class Run:
 
 def load_graph(config: TrainConfig) -> Graph:
     """The dataset named by ``config.dataset`` (name, generator spec or path), seeded by ``config.seed``."""
+    if is_prepared(config.dataset):
+        raise ConfigError(f"'{config.dataset}' is a prepared graph (gridgnn prepare): it is read by distributed "
+                          "workers (--algo 1d|1.5d|2d|3d); give the original dataset here")
     return load_dataset(config.dataset, data_root=config.data_root, directed=config.directed,
                         normalize_features=config.normalize_features, seed=config.seed)
 

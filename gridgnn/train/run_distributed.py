@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.data.prepared import PreparedGraph, open_prepared
+from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
@@ -171,7 +171,7 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         check_writable(config.metrics_out)
     check_checkpoint_dir(config)
     if graph is None:
-        prepared = os.environ.get(PREPARED_ENV)
+        prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
         graph = open_prepared(prepared) if prepared else load_graph(config)
     trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
     result, comm, shape = trained.result, trained.comm, trained.shape

@@ -1,0 +1,48 @@
+"""``gridgnn prepare DATASET --out DIR``: load, preprocess and normalize a graph once, for distributed runs.
+
+The folder (see `gridgnn.data.prepared`) is then given as ``--dataset DIR`` to ``gridgnn train --nprocs P``
+or to torchrun workers: every worker memory-maps it and reads only its rows, instead of each loading and
+normalizing the whole graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from gridgnn.cli.train_cmd import add_dataset_arguments
+from gridgnn.data.prepared import prepare_graph
+from gridgnn.data.registry import load_dataset
+from gridgnn.errors import ConfigError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("prepare", help="prepare a graph once for distributed runs",
+                                 description="Load, preprocess and normalize a dataset into a folder that "
+                                             "distributed workers memory-map (--dataset DIR).")
+    add_dataset_arguments(parser, positional=True)
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder to create (must not exist)")
+    parser.set_defaults(handler=run_prepare)
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    """Write the prepared folder atomically: into a temporary sibling, renamed into place when complete."""
+    target = Path(args.out)
+    if target.exists():
+        raise ConfigError(f"--out '{target}' exists; choose a new folder")
+    if not target.parent.is_dir():
+        raise ConfigError(f"--out '{target}': folder '{target.parent}' does not exist")
+    graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
+                         normalize_features=args.normalize_features, seed=args.seed)
+    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        prepare_graph(graph, partial)
+        partial.rename(target)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    print(f"prepared   {graph.name}: {graph.num_nodes} nodes, {graph.num_edges} stored edges, "
+          f"{graph.num_features} features, {graph.num_classes} classes -> {target}")
+    return 0
