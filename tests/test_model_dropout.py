@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from gridgnn.nn.dropout import dropout, sparse_dropout
+from gridgnn.nn.dropout import dropout, relu_dropout, sparse_dropout
 from gridgnn.nn.hashing import (
     _M64,
     _fmix32_int,
@@ -97,6 +97,22 @@ def test_dropout_without_gradient_has_the_bits_of_the_masked_product(dtype):
     slow = dropout(x.clone().requires_grad_(), 0.3, row_ids=rows, col_ids=cols, **STREAM).detach()
     assert fast.dtype == dtype and torch.equal(fast, slow)
     assert torch.equal(torch.signbit(fast), torch.signbit(slow))  # dropped negatives are -0 in both
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fused_relu_dropout_equals_dropout_of_relu_forward_and_backward(dtype):
+    x = torch.randn(150, 40, dtype=dtype)
+    rows, cols = torch.arange(7, 157), torch.arange(40)
+    upstream = torch.randn(150, 40, dtype=dtype)
+    results = []
+    for fn in (relu_dropout, lambda h, *a, **k: dropout(torch.relu(h), *a, **k)):
+        leaf = x.clone().requires_grad_()
+        y = fn(leaf, 0.4, row_ids=rows, col_ids=cols, **STREAM)
+        (y * upstream).sum().backward()
+        results.append((y.detach(), leaf.grad))
+    (fused, fused_grad), (plain, plain_grad) = results
+    assert fused.dtype == dtype and torch.equal(fused, plain) and torch.equal(fused_grad, plain_grad)
+    assert torch.equal(relu_dropout(x, 0.4, training=False, **STREAM), torch.relu(x))
 
 
 def test_kept_values_are_scaled_and_gradient_follows_mask():

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from gridgnn.cost.epoch_cost import resolve_order as _resolve_order
 from gridgnn.errors import ConfigError
-from gridgnn.nn.dropout import dropout
+from gridgnn.nn.dropout import dropout, relu_dropout
 from gridgnn.nn.features import SparseFeatures, sparse_linear
 from gridgnn.sparse.csr import SparseBlock
 
@@ -105,7 +105,8 @@ class GCN(nn.Module):
             h = self._dropout(x, agg, layer=0, **stream)
         for index, layer in enumerate(self.layers):
             if index > 0:
-                h = self._dropout(torch.relu(h), agg, layer=index, **stream)
+                rows, cols = global_ids(agg, layer.in_channels, h.device)
+                h = relu_dropout(h, self.dropout, layer=index, row_ids=rows, col_ids=cols, **stream)
             h = layer(h, agg)
         full_rows = getattr(agg, "full_rows", None)
         if full_rows is not None:

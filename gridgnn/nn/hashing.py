@@ -19,6 +19,8 @@ arithmetic in torch int32 (two's complement wrap-around); the tests check that b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -136,23 +138,33 @@ def keep_mask(row_ids: Tensor, col_ids: Tensor, p: float, *, seed: int, epoch: i
     return _keep_mask_torch(rows, cols, threshold(p), scale, dtype)
 
 
-def masked_scale(x: Tensor, row_ids: Tensor, col_ids: Tensor, p: float, *, seed: int, epoch: int,
-                 layer: int) -> Tensor:
-    """``x * keep_mask(..., scale=1 / (1 - p))`` for a CPU block x (shape (len(row_ids), len(col_ids))), in one
-    pass over x with no mask kept: inverted dropout of a matrix that needs no gradient (the input features).
-    Bit for bit what multiplying by the scaled mask gives. Not differentiable."""
+def masked_scale(x: Tensor, row_ids: Tensor, col_ids: Tensor, p: float, *, seed: int, epoch: int, layer: int,
+                 relu: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Inverted dropout of a CPU block x (shape (len(row_ids), len(col_ids))) in one pass, chunk by chunk.
+
+    Returns ``x * keep_mask(..., scale=1 / (1 - p))`` (bit for bit: x * keep is x or ±0, then * scale) and None;
+    with ``relu``, ``relu(x)`` dropped out the same way and the bool mask (x's shape) of the elements that
+    passed both (kept and x > 0), what the backward pass multiplies by. Not differentiable itself.
+    """
     row_key, col_key = stream_keys(seed, epoch, layer)
     rows, cols = id_hashes(row_ids.reshape(-1), row_key), id_hashes(col_ids.reshape(-1), col_key)
     source = np.ascontiguousarray(x.detach().numpy())
-    return _keep_mask_numpy(rows, cols, threshold(p), 1.0 / (1.0 - p), x.dtype, source=source)
+    out = np.empty_like(source)
+    passed = np.empty(source.shape, dtype=np.bool_) if relu else None
+    scale = source.dtype.type(1.0 / (1.0 - p))
+    for start, stop, keep in _keep_chunks(rows, cols, threshold(p)):
+        if relu:
+            np.greater(source[start:stop], 0, out=passed[start:stop])
+            keep = np.logical_and(keep, passed[start:stop], out=passed[start:stop])
+        np.multiply(source[start:stop], keep, out=out[start:stop])
+        out[start:stop] *= scale
+    return torch.from_numpy(out), None if passed is None else torch.from_numpy(passed)
 
 
-def _keep_mask_numpy(rows: Tensor, cols: Tensor, limit: int, scale: float | None,
-                     dtype: torch.dtype, source: np.ndarray | None = None) -> Tensor:
-    """The mask (bool, or ``scale`` where kept), or ``source * mask`` when ``source`` (m, f) is given."""
+def _keep_chunks(rows: Tensor, cols: Tensor, limit: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(start, stop, keep) for cache-sized row ranges of the block; keep (bool, (stop - start, f)) is
+    overwritten by the next chunk."""
     m, f = rows.numel(), cols.numel()
-    out_dtype = np.bool_ if scale is None else _numpy_dtype(dtype)
-    out = np.empty((m, f), dtype=out_dtype)
     row_hash, col_hash = rows.numpy().view(np.uint32)[:, None], cols.numpy().view(np.uint32)[None, :]
     step = max(1, _CPU_CHUNK // max(f, 1))
     h = np.empty((min(step, m), f), dtype=np.uint32)
@@ -162,15 +174,20 @@ def _keep_mask_numpy(rows: Tensor, cols: Tensor, limit: int, scale: float | None
         hh, kk = h[:stop - start], keep[:stop - start]
         np.bitwise_xor(row_hash[start:stop], col_hash, out=hh)
         _fmix32_numpy_(hh, scratch[:stop - start])
-        if scale is None:
-            np.greater_equal(hh.view(np.int32), limit, out=out[start:stop])
-            continue
         np.greater_equal(hh.view(np.int32), limit, out=kk)
-        if source is None:
-            np.multiply(kk, out_dtype.type(scale), out=out[start:stop])
-        else:  # x * keep is x or ±0, then * scale: the same bits as x * (keep * scale)
-            np.multiply(source[start:stop], kk, out=out[start:stop])
-            out[start:stop] *= out_dtype.type(scale)
+        yield start, stop, kk
+
+
+def _keep_mask_numpy(rows: Tensor, cols: Tensor, limit: int, scale: float | None,
+                     dtype: torch.dtype) -> Tensor:
+    """The mask: bool, or ``dtype`` holding ``scale`` where kept."""
+    out_dtype = np.bool_ if scale is None else _numpy_dtype(dtype)
+    out = np.empty((rows.numel(), cols.numel()), dtype=out_dtype)
+    for start, stop, keep in _keep_chunks(rows, cols, limit):
+        if scale is None:
+            out[start:stop] = keep
+        else:
+            np.multiply(keep, out_dtype.type(scale), out=out[start:stop])
     return torch.from_numpy(out)
 
 
