@@ -17,8 +17,9 @@ ORDERS = ("auto", "aggregate-first", "transform-first")
 """Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
 ``auto`` puts the narrower of in/out width through the SpMM (transform first when out < in)."""
 
-ALGOS = ("local", "1d", "1.5d", "2d", "3d")
-"""Aggregation algorithms: ``local`` (one process) and the four distributed SpMMs of `gridgnn.spmm`."""
+ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
+"""Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
+``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
 
 MAX_SEED = 2**64 - 1
 """The largest seed (torch.manual_seed takes 64-bit seeds)."""
@@ -38,7 +39,7 @@ class TrainConfig:
     the next SpMM stage's communication run behind the current stage's product (same numbers). With
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
-    `gridgnn.train.resume`).
+    `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
     """
 
     dataset: str = "csbm"
@@ -65,6 +66,7 @@ class TrainConfig:
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
     resume: bool = False
+    auto_reason: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -90,6 +92,8 @@ class TrainConfig:
         _check_choice("algo", self.algo, ALGOS)
         if self.quiet and self.progress:
             raise ConfigError("quiet and progress cannot both be set")
+        if self.algo == "auto" and (self.grid is not None or self.replication != 1):
+            raise ConfigError("--algo auto chooses the grid and replication itself; drop --grid and --replication")
         if self.grid is not None and not _GRID_RE.match(self.grid):
             raise ConfigError(f"grid must look like '4', '2x3' or '2x2x2', got {self.grid!r}")
 

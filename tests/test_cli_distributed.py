@@ -33,6 +33,10 @@ def _check_metrics(path, world_size: int, grid_shape: str, prepared: bool) -> No
         comm = epoch["comm"]
         assert len(comm["bytes"]) == len(comm["calls"]) == world_size
         assert set(comm["by_phase"]) == set(PHASES)
+        # the planner's prediction, recorded beside the measurement, is exact per rank and phase
+        assert comm["predicted_by_phase"] == comm["by_phase"]
+        assert comm["predicted_calls_by_phase"] == comm["calls_by_phase"]
+        assert comm["predicted_bytes"] == comm["bytes"] and comm["predicted_calls"] == comm["calls"]
         for rank in range(world_size):
             assert comm["bytes"][rank] == sum(comm["by_phase"][phase][rank] for phase in PHASES)
         assert all(b > 0 for b in comm["bytes"]) and comm["by_phase"]["spmm_forward"][0] > 0
@@ -74,3 +78,21 @@ def test_bad_grid_is_one_line_and_exit_2(tmp_path, flags, message):
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_algo_auto_runs_the_planners_choice_and_says_why(tmp_path):
+    from gridgnn.cost.profile import default_profile
+    from gridgnn.plan import plan
+    from gridgnn.train.auto import graph_stats
+
+    out = tmp_path / "m.json"
+    proc = subprocess.run([sys.executable, "-m", "gridgnn", "train", *DATA, "--algo", "auto", "--nprocs", "4",
+                           "--metrics-out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    config = TrainConfig(dataset="cora", data_root="../shared/datasets", epochs=3)
+    best = plan(config, graph_stats(load_graph(config)), 4, profile=default_profile("cpu")).best
+    metrics = json.loads(out.read_text())
+    assert proc.stdout.startswith(f"--algo auto chose {best.algo} grid {best.grid} on 4 processes")
+    assert metrics["config"]["algo"] == best.algo and metrics["config"]["grid_shape"] == best.grid
+    assert metrics["config"]["auto_reason"].startswith("--algo auto chose")
+    _check_metrics(out, 4, best.grid, prepared=True)

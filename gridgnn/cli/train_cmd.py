@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import sys
@@ -14,14 +15,20 @@ from gridgnn.config import ALGOS, ORDERS, TrainConfig
 from gridgnn.cost.spmm_cost import partition_stats
 from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
 from gridgnn.errors import ConfigError
-from gridgnn.grid.shape import GridShape
 from gridgnn.launch.local import launch_local
 from gridgnn.train import EpochRecord, Run, run_training
+from gridgnn.train.auto import auto_flags, choose_configuration
 from gridgnn.train.distributed import peak_memory_bytes
 from gridgnn.train.metrics import check_writable
 from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
 from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import LAUNCHER_PEAK_ENV, PREPARED_ENV, grid_shape_for, in_launched_worker
+from gridgnn.train.run_distributed import (
+    AUTO_REASON_ENV,
+    LAUNCHER_PEAK_ENV,
+    PREPARED_ENV,
+    grid_shape_for,
+    in_launched_worker,
+)
 
 _DEFAULTS = TrainConfig()
 MAX_LOCAL_WORKERS = 64
@@ -47,7 +54,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                             "Â(HW), or auto: the narrower width goes through Â" + _DEF)
     run = parser.add_argument_group("run")
     run.add_argument("--algo", choices=ALGOS, default=_DEFAULTS.algo,
-                     help="aggregation algorithm; local = one process" + _DEF)
+                     help="aggregation algorithm; local = one process; auto = the grid `gridgnn plan` ranks "
+                          "best for --nprocs (it says which and why)" + _DEF)
     run.add_argument("--metrics-out", metavar="FILE", default=None, help="write the metrics JSON to FILE")
     ckpt = parser.add_argument_group("checkpoints")
     ckpt.add_argument("--checkpoint-dir", metavar="DIR", default=None,
@@ -155,6 +163,11 @@ def run_train(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
         return launch_workers(config, args)
+    if config.algo == "auto" and not in_launched_worker():  # one process: nothing to distribute
+        config, reason = choose_configuration(config, None, 1)
+        config = dataclasses.replace(config, auto_reason=reason)
+        if not config.quiet:
+            print(reason, flush=True)
     if int(os.environ.get("RANK", "0")) != 0:
         config.quiet, config.progress = True, False
     on_epoch = None
@@ -171,7 +184,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     """Validate the grid here (one clear line, before any process starts), then run P local workers."""
-    shape = grid_shape_for(config, config.nprocs)
+    if config.algo != "auto":
+        grid_shape_for(config, config.nprocs)
     if config.nprocs > MAX_LOCAL_WORKERS:
         raise ConfigError(f"--nprocs {config.nprocs} is more than {MAX_LOCAL_WORKERS} workers on one machine; "
                           "use torchrun across nodes for larger grids")
@@ -182,24 +196,33 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     check_checkpoint_dir(config)
     checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
     with tempfile.TemporaryDirectory(prefix="gridgnn-prepared-") as folder:
-        setup_peak = prepare_for_workers(config, shape, folder)
+        config, setup_peak = prepare_for_workers(config, folder)
         graph_folder = config.dataset if is_prepared(config.dataset) else folder
         env = {PREPARED_ENV: graph_folder, LAUNCHER_PEAK_ENV: str(setup_peak)}
-        return launch_local(list(args.argv), config.nprocs, args.threads, extra_env=env)
+        argv = list(args.argv)
+        if config.auto_reason is not None:
+            env[AUTO_REASON_ENV] = config.auto_reason
+            argv += auto_flags(config)  # the workers run the chosen configuration (last flags win)
+            if not config.quiet:
+                print(config.auto_reason, flush=True)
+        return launch_local(argv, config.nprocs, args.threads, extra_env=env)
 
 
-def prepare_for_workers(config: TrainConfig, shape: GridShape, folder: str) -> int:
-    """Load, check and normalize the graph once, into ``folder`` for the workers to memory-map; returns this
-    process's peak resident memory in bytes. The graph is freed before any worker starts."""
-    if is_prepared(config.dataset):  # prepared by `gridgnn prepare`: the workers map it where it is
-        partition_stats(shape.algo, shape, open_prepared(config.dataset).num_nodes)
-        return peak_memory_bytes(torch.device("cpu"))
-    graph = load_graph(config)
+def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, int]:
+    """Load, check and normalize the graph once, into ``folder`` for the workers to memory-map (unless it is
+    a folder from ``gridgnn prepare``); resolve ``--algo auto`` on it. Returns the configuration to run and
+    this process's peak resident memory in bytes. The graph is freed before any worker starts."""
+    graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
+    if config.algo == "auto":
+        config, reason = choose_configuration(config, graph, config.nprocs)
+        config = dataclasses.replace(config, auto_reason=reason)
+    shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
-    prepare_graph(graph, folder)
+    if not is_prepared(config.dataset):
+        prepare_graph(graph, folder)
     del graph
     gc.collect()
-    return peak_memory_bytes(torch.device("cpu"))
+    return config, peak_memory_bytes(torch.device("cpu"))
 
 
 def format_comm_summary(metrics: dict) -> str:

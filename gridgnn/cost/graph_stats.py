@@ -57,7 +57,8 @@ class GraphStats:
             adj = sp.csr_matrix(normalized_adj)
         rows = np.repeat(np.arange(adj.shape[0], dtype=np.int64), np.diff(adj.indptr))
         features = graph.features
-        feature_nnz = int(features.nnz) if sp.issparse(features) else None
+        # scipy sparse, or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (it has nnz too)
+        feature_nnz = int(features.nnz) if sp.issparse(features) or hasattr(features, "nnz") else None
         return cls(graph.name, int(adj.shape[0]), int(adj.nnz), int(graph.num_features), int(graph.num_classes),
                    feature_nnz, rows, adj.indices.astype(np.int64))
 

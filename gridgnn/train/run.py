@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,6 +55,11 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
 
     The output path is checked before any work, so a bad path fails in a second, not after training.
     """
+    if config.algo == "auto" and "WORLD_SIZE" not in os.environ:  # one process: nothing to distribute
+        from gridgnn.train.auto import choose_configuration
+
+        config, reason = choose_configuration(config, graph, 1)
+        config = dataclasses.replace(config, auto_reason=reason)
     if config.algo != "local":
         from gridgnn.train.run_distributed import run_worker
 

@@ -8,6 +8,7 @@ the graph itself. Either way each keeps only its blocks.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from gridgnn.grid.comm import PHASES, Communicator
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.train.auto import choose_configuration, predicted_comm
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes
 from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
@@ -33,8 +35,15 @@ from gridgnn.train.trainer import EpochRecord, TrainResult
 
 PREPARED_ENV = "GRIDGNN_PREPARED_GRAPH"
 """Set by the local launcher: the folder of the graph it prepared once (`gridgnn.data.prepared`)."""
+AUTO_REASON_ENV = "GRIDGNN_AUTO_REASON"
+"""Set by the local launcher when it resolved ``--algo auto``: the one-line reason for the choice."""
 LAUNCHER_PEAK_ENV = "GRIDGNN_LAUNCHER_PEAK_MEMORY"
 """Set by the local launcher: its peak resident memory (bytes) while preparing the graph."""
+
+
+COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "predicted_bytes", "predicted_calls",
+             "predicted_by_phase", "predicted_calls_by_phase")
+"""The keys of each epoch's ``comm`` object in the metrics file (the predicted ones: `gridgnn.train.auto`)."""
 
 
 def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
@@ -173,6 +182,13 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
     if graph is None:
         prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
         graph = open_prepared(prepared) if prepared else load_graph(config)
+    if config.algo == "auto":  # under torchrun: every worker reaches the same choice on the same graph
+        config, reason = choose_configuration(config, graph, world, default_device().type)
+        config = dataclasses.replace(config, auto_reason=reason)
+        if rank == 0 and not config.quiet:
+            print(reason, flush=True)
+    elif os.environ.get(AUTO_REASON_ENV):
+        config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
     trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
     result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
@@ -185,11 +201,14 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         metrics["setup"] = {"peak_memory_bytes": trained.setup_peak_memory_bytes,
                             "launcher_peak_memory_bytes": int(launcher_peak) if launcher_peak else None,
                             "prepared_graph": bool(os.environ.get(PREPARED_ENV))}
-        for epoch, epoch_comm in zip(metrics["epochs"], comm, strict=True):
+        predicted = predicted_comm(config, graph, shape)
+        first_new = trained.resumed_from.epoch if trained.resumed_from is not None else 0
+        for index, (epoch, epoch_comm) in enumerate(zip(metrics["epochs"], comm, strict=True)):
             if epoch_comm is None:
                 continue
-            epoch["comm"] = {key: epoch_comm[key] for key in ("bytes", "calls", "by_phase", "calls_by_phase",
-                                                              "eval_bytes")}
+            if index >= first_new:  # epochs restored from a checkpoint keep what was recorded then
+                epoch_comm = {**epoch_comm, **predicted}
+            epoch["comm"] = {key: epoch_comm[key] for key in COMM_KEYS if key in epoch_comm}
             for key in ("comm_time_s", "exposed_comm_time_s", "compute_time_s", "peak_memory_bytes"):
                 epoch[key] = epoch_comm[key]
         if config.metrics_out is not None:

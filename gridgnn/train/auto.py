@@ -1,0 +1,58 @@
+"""What the planner adds to a training run: ``--algo auto`` and the predicted communication in the metrics.
+
+Both price the run with `gridgnn.cost.epoch_model` on the exact block nnz of the graph being trained.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import scipy.sparse as sp
+
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.profile import default_profile
+from gridgnn.data.graph import Graph
+from gridgnn.data.prepared import PreparedGraph
+from gridgnn.grid.shape import GridShape
+from gridgnn.plan import plan
+
+
+def graph_stats(graph: Graph | PreparedGraph) -> GraphStats:
+    """Exact statistics (every entry of Â) of an in-memory or prepared graph."""
+    if isinstance(graph, PreparedGraph):
+        norm = graph.norm_adj
+        adj = sp.csr_matrix((norm.data, norm.indices, norm.indptr), shape=norm.shape, copy=False)
+        return GraphStats.from_graph(graph, normalized_adj=adj)
+    return GraphStats.from_graph(graph)
+
+
+def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int,
+                         device_type: str = "cpu") -> tuple[TrainConfig, str]:
+    """Resolve ``algo="auto"``: the configuration `gridgnn.plan.plan` ranks best for ``world_size``
+    processes (priced with the machine profile of ``device_type``), and one line saying which and why.
+
+    Deterministic, so every worker of a torchrun job reaches the same choice. One process means ``local``.
+    """
+    if world_size == 1:
+        return dataclasses.replace(config, algo="local", grid=None, replication=1), \
+            "--algo auto: one process, so local (no grid)"
+    ranked = plan(config, graph_stats(graph), world_size, profile=default_profile(device_type))
+    best = ranked.best
+    chosen = dataclasses.replace(config, algo=best.algo, grid=best.grid if best.algo in ("2d", "3d") else None,
+                                 replication=best.replication if best.algo == "1.5d" else 1)
+    return chosen, f"--algo auto chose {ranked.reason}"
+
+
+def auto_flags(config: TrainConfig) -> list[str]:
+    """Command-line flags that pin the configuration `choose_configuration` returned (appended to argv,
+    where the last occurrence of a flag wins)."""
+    flags = ["--algo", config.algo, "--replication", str(config.replication)]
+    return flags + (["--grid", config.grid] if config.grid else [])
+
+
+def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> dict:
+    """The model's bytes and calls of one training step on every rank, by phase (the keys
+    ``predicted_bytes``, ``predicted_calls``, ``predicted_by_phase``, ``predicted_calls_by_phase``)."""
+    return predict_epoch(config, graph_stats(graph), shape).comm_dict()
