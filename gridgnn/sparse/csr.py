@@ -41,10 +41,12 @@ def csr_tensor(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: 
                                        check_invariants=False)
 
 
-SERIAL_WORK = 1 << 21
-"""CPU products with fewer multiply-adds (nnz x f) than this run on one thread: below ~0.2 ms of work, waking
-the thread pool costs more than it saves, and on a loaded machine each parallel region can wait milliseconds
-for a descheduled worker (measured in ``benchmarks/local_kernel.py``)."""
+SERIAL_WORK = 1 << 24
+"""CPU products with fewer multiply-adds (nnz x f) than this run on one thread. Below ~16M (a few ms on one
+core) a second thread saves at most a millisecond or two on an idle machine, while on a loaded one every
+parallel region can wait tens of milliseconds for a descheduled worker: Amazon Computers' Â times a width-16
+matrix took 2.2 ms on one thread and 55 ms on two on this repository's shared 2-core machine (see
+``benchmarks/local_kernel.py`` and ``results/perf/``)."""
 
 
 @contextmanager
@@ -60,7 +62,7 @@ def _threads(count: int) -> Iterator[None]:
 def spmm(csr: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
     """``csr @ dense`` for a torch CSR (rows x cols) and a dense (cols x f): the one sparse kernel of gridgnn.
 
-    torch's CSR product (MKL on x86 CPUs), on one thread when the product is small (`SERIAL_WORK`).
+    torch's CSR product (MKL on x86 CPUs), on one thread when the product is small (`SERIAL_WORK`). Not collective.
     """
     if dense.device.type == "cpu" and csr._nnz() * dense.shape[1] < SERIAL_WORK and torch.get_num_threads() > 1:
         with _threads(1):
