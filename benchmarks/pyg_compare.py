@@ -199,13 +199,40 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--json", default=None, help="write all records (with per-epoch times) here")
     parser.add_argument("--markdown", default=None, help="write the table here")
     parser.add_argument("--plot", default=None, help="write a PNG bar chart here (needs matplotlib)")
+    parser.add_argument("--from-json", nargs="+", default=None, metavar="FILE",
+                        help="measure nothing: combine the records of these --json files into one table and plot")
     args = parser.parse_args(argv)
+    if args.from_json:
+        return _combine(args)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
         return _run(args)
     finally:
         torch.set_num_threads(previous_threads)
+
+
+def _combine(args: argparse.Namespace) -> list[dict]:
+    """Records of earlier ``--json`` files, written again as one table (each file's command listed) and plot."""
+    documents = [json.loads(Path(path).read_text()) for path in args.from_json]
+    records = [record for document in documents for record in document["records"]]
+    env = dict(documents[0]["environment"])
+    env["command"] = "`, `".join(document["environment"]["command"] for document in documents)
+    _write(args, records, env)
+    return records
+
+
+def _write(args: argparse.Namespace, records: list[dict], env: dict) -> None:
+    table = markdown(records, env)
+    print(table)
+    for path, text in ((args.json, json.dumps({"environment": env, "records": records}, indent=1)),
+                       (args.markdown, table)):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text)
+    if args.plot:
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+        plot(records, args.plot)
 
 
 def _run(args: argparse.Namespace) -> list[dict]:
@@ -217,16 +244,7 @@ def _run(args: argparse.Namespace) -> list[dict]:
         print(f"{dataset}: gridgnn {1e3 * record['gridgnn']['median_epoch_s']:.2f} ms, "
               f"PyG {1e3 * record['pyg']['median_epoch_s']:.2f} ms, ratio {record['ratio']:.3f}, test acc "
               f"{record['gridgnn']['test_acc']:.4f} vs {record['pyg']['test_acc']:.4f}", flush=True)
-    table = markdown(records, env)
-    print(table)
-    for path, text in ((args.json, json.dumps({"environment": env, "records": records}, indent=1)),
-                       (args.markdown, table)):
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(text)
-    if args.plot:
-        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot(records, args.plot)
+    _write(args, records, env)
     return records
 
 

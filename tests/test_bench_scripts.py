@@ -32,6 +32,8 @@ def test_pyg_compare_tiny(tmp_path):
     assert 0.0 <= record["pyg"]["test_acc"] <= 1.0
     assert json.loads(out.read_text())["records"][0]["dataset"] == TINY
     assert "| dataset |" in (tmp_path / "compare.md").read_text()
+    combined = bench.main(["--from-json", str(out), str(out), "--markdown", str(tmp_path / "both.md")])
+    assert len(combined) == 2 and (tmp_path / "both.md").read_text().count(TINY) == 2
 
 
 def test_pyg_compare_plot(tmp_path):
