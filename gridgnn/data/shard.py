@@ -40,7 +40,10 @@ def shard_node_data(graph: Graph, row_range: tuple[int, int], col_range: tuple[i
     if sp.issparse(block):
         features = sp.csr_matrix(block, dtype=np.float32)
     else:
-        features = torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32)).to(device)
+        dense = np.ascontiguousarray(block, dtype=np.float32)
+        if not dense.flags.writeable:  # a slice of a memory-mapped prepared graph: own the rank's rows
+            dense = dense.copy()
+        features = torch.from_numpy(dense).to(device)
     masks = tuple(torch.from_numpy(m[r0:r1].copy()).to(device)
                   for m in (graph.train_mask, graph.val_mask, graph.test_mask))
     totals = tuple(int(m.sum()) for m in (graph.train_mask, graph.val_mask, graph.test_mask))
