@@ -14,7 +14,9 @@ Steps, each timed and its peak resident memory measured:
    normalization it would cache), under an address-space limit so that running out of memory is a clean
    failure: does it fit, and how long is its epoch.
 
-Writes ``OUT/scale.json`` and ``OUT/scale.md`` (with the exact command). Example (results/scale/)::
+Writes ``OUT/scale.json``, ``OUT/scale.md`` (with the exact command) and ``OUT/memory.png`` (memory per
+rank against the planner; needs matplotlib, ``--plot-only`` redraws it from the JSON). Example
+(results/scale/)::
 
     python benchmarks/scale_rmat.py --scale 22 --edge-factor 16 --features 64 --nprocs 4 --epochs 3 \\
         --algos 1d 1.5d 2d --pyg --out results/scale --work /tmp/gridgnn-scale
@@ -190,6 +192,38 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(report: dict, path: Path) -> bool:
+    """PNG: peak memory per rank, measured next to the planner (+ interpreter baseline), per algorithm.
+    Returns False (and draws nothing) when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    runs, baseline = report["runs"], report["baseline_bytes"] / 2**30
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(runs) * report["nprocs"] / 4, 3.6))
+    x, ticks, labels = 0.0, [], []
+    for run in runs:
+        for rank, (measured, model) in enumerate(zip(run["peak_bytes"], run["predicted_memory_bytes"], strict=True)):
+            ax.bar(x, measured / 2**30, 0.4, color="tab:blue", label="measured peak" if x == 0 else None)
+            ax.bar(x + 0.4, model / 2**30 + baseline, 0.4, color="tab:orange",
+                   label="planner + interpreter" if x == 0 else None)
+            ticks.append(x + 0.2)
+            labels.append(f"{run['algo']}\nr{rank}")
+            x += 1.0
+        x += 0.5
+    ax.set_xticks(ticks, labels, fontsize=7)
+    ax.set_ylabel("GiB per rank")
+    ax.set_title(f"R-MAT 2^{report['scale']}, P = {report['nprocs']}: memory per rank vs the planner", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scale", type=int, default=22)
@@ -204,7 +238,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="PyG's threads")
     parser.add_argument("--out", default="results/scale")
     parser.add_argument("--work", default="/tmp/gridgnn-scale", help="scratch folder (the prepared graph)")
+    parser.add_argument("--plot-only", action="store_true", help="redraw OUT/memory.png from OUT/scale.json")
     args = parser.parse_args(argv)
+    if args.plot_only:
+        report = json.loads((Path(args.out) / "scale.json").read_text())
+        plot(report, Path(args.out) / "memory.png")
+        return report
     out, work = Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -232,6 +271,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     (out / "scale.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "scale.md").write_text(markdown(report))
+    plot(report, out / "memory.png")
     print(markdown(report))
     return report
 
