@@ -31,3 +31,22 @@ def test_the_choice_pins_flags_the_workers_parse_back():
     again = dict(zip(flags[::2], flags[1::2], strict=True))
     assert again["--algo"] == chosen.algo and int(again["--replication"]) == chosen.replication
     assert again.get("--grid") == chosen.grid
+
+
+def test_a_single_launched_worker_runs_auto_as_a_one_process_grid(tmp_path):
+    """torchrun --nproc-per-node 1: the worker's process group exists, so auto means a 1-process 1d grid."""
+    import os
+    import subprocess
+    import sys
+
+    from gridgnn.launch.spawn import free_port
+
+    out = tmp_path / "m.json"
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    done = subprocess.run([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=200", "--epochs",
+                           "2", "--algo", "auto", "--quiet", "--metrics-out", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    config = json.loads(out.read_text())["config"]
+    assert config["algo"] == "1d" and config["world_size"] == 1 and "1-process grid" in config["auto_reason"]

@@ -143,7 +143,19 @@ def _flip_byte(folder: Path, name: str) -> None:
     path.write_bytes(bytes(data))
 
 
+def _metadata_pointing_outside(folder: Path, marker: Path) -> None:
+    """Rewrite .metadata so that a data file lies outside the folder (a valid pickle, rehashed manifest)."""
+    import pickle
+
+    metadata = ckpt._MetadataUnpickler((folder / ".metadata").open("rb")).load()
+    for info in metadata.storage_data.values():
+        info.relative_path = "../" + info.relative_path
+    (folder / ".metadata").write_bytes(pickle.dumps(metadata))
+    _rehash(folder)
+
+
 DAMAGE = {
+    "metadata-outside-folder": (_metadata_pointing_outside, "points outside its folder"),
     "truncated-data": (lambda f, m: _truncate(f, "__0_0.distcp"), "truncated or altered"),
     "flipped-byte": (lambda f, m: _flip_byte(f, "__0_0.distcp"), "does not match its SHA-256"),
     "truncated-metadata": (lambda f, m: _truncate(f, ".metadata"), "truncated or altered"),
@@ -278,3 +290,29 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(tmp_path):
     local = run_training(TrainConfig(dataset="csbm:nodes=3000", epochs=epochs, quiet=True))
     np.testing.assert_allclose([e["loss"] for e in metrics["epochs"]], [r.loss for r in local.result.epochs],
                                rtol=1e-5)
+
+
+def test_a_fresh_run_refuses_a_folder_holding_another_runs_checkpoints(tmp_path, capsys):
+    _run(tmp_path, 2)
+    before = _folder_bytes(tmp_path)
+    capsys.readouterr()
+    argv = ["train", "--dataset", "cora", "--data-root", DATA_ROOT, "--epochs", "3", "--quiet",
+            "--checkpoint-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert "holds checkpoints of another run (newest: epoch 2)" in capsys.readouterr().err
+    assert _folder_bytes(tmp_path) == before
+
+
+def test_comm_summary_of_a_run_resumed_on_a_smaller_grid():
+    from gridgnn.cli.train_cmd import format_comm_summary
+    from gridgnn.grid.comm import PHASES
+
+    def epoch(ranks: int) -> dict:
+        by_phase = {phase: [8] * ranks for phase in PHASES}
+        return {"comm": {"bytes": [8 * len(PHASES)] * ranks, "by_phase": by_phase}, "comm_time_s": 0.1,
+                "exposed_comm_time_s": 0.05, "compute_time_s": 0.2}
+
+    metrics = {"config": {"algo": "1d", "grid_shape": "2", "world_size": 2},
+               "epochs": [epoch(4), epoch(4), epoch(2)]}
+    text = format_comm_summary(metrics)
+    assert "1d 2 (2 processes)" in text and f"{8 * len(PHASES)} B per rank" in text

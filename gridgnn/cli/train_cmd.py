@@ -15,6 +15,7 @@ from gridgnn.config import ALGOS, ORDERS, TrainConfig
 from gridgnn.cost.spmm_cost import partition_stats
 from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
 from gridgnn.errors import ConfigError
+from gridgnn.grid.process_grid import default_device
 from gridgnn.launch.local import launch_local
 from gridgnn.train import EpochRecord, Run, run_training
 from gridgnn.train.auto import auto_flags, choose_configuration
@@ -214,7 +215,7 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     this process's peak resident memory in bytes. The graph is freed before any worker starts."""
     graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
     if config.algo == "auto":
-        config, reason = choose_configuration(config, graph, config.nprocs)
+        config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)
         config = dataclasses.replace(config, auto_reason=reason)
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
@@ -227,7 +228,8 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
 
 def format_comm_summary(metrics: dict) -> str:
     """Bytes per rank per epoch by phase (mean over epochs, max over ranks) and comm vs compute time."""
-    epochs = [epoch for epoch in metrics["epochs"] if "comm" in epoch]  # a resumed local run's have none
+    world = metrics["config"]["world_size"]  # epochs restored from a checkpoint may come from another grid
+    epochs = [epoch for epoch in metrics["epochs"] if len(epoch.get("comm", {}).get("bytes", [])) == world]
     lines = [f"grid       {metrics['config']['algo']} {metrics['config']['grid_shape']} "
              f"({metrics['config']['world_size']} processes)"]
     phases = epochs[0]["comm"]["by_phase"]

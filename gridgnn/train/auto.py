@@ -29,12 +29,16 @@ def graph_stats(graph: Graph | PreparedGraph) -> GraphStats:
 
 
 def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int,
-                         device_type: str = "cpu") -> tuple[TrainConfig, str]:
+                         device_type: str = "cpu", *, on_grid: bool = False) -> tuple[TrainConfig, str]:
     """Resolve ``algo="auto"``: the configuration `gridgnn.plan.plan` ranks best for ``world_size``
     processes (priced with the machine profile of ``device_type``), and one line saying which and why.
 
-    Deterministic, so every worker of a torchrun job reaches the same choice. One process means ``local``.
+    Deterministic, so every worker of a torchrun job reaches the same choice. One process means ``local``,
+    or with ``on_grid`` (a launched worker, whose process group exists) a one-process ``1d`` grid.
     """
+    if world_size == 1 and on_grid:
+        return dataclasses.replace(config, algo="1d", grid=None, replication=1), \
+            "--algo auto: one process in a launched group, so 1d on a 1-process grid"
     if world_size == 1:
         return dataclasses.replace(config, algo="local", grid=None, replication=1), \
             "--algo auto: one process, so local (no grid)"

@@ -244,6 +244,10 @@ class _VerifiedReader(FileSystemReader):
             metadata = _MetadataUnpickler(stream).load()
         if not isinstance(metadata, Metadata):
             raise pickle.UnpicklingError("checkpoint metadata is not DCP metadata")
+        for info in (metadata.storage_data or {}).values():  # data files must lie in the checkpoint folder
+            relative = str(getattr(info, "relative_path", ""))
+            if Path(relative).name != relative or relative in ("", ".", ".."):
+                raise pickle.UnpicklingError(f"checkpoint metadata points outside its folder: {relative!r}")
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id
@@ -289,9 +293,12 @@ def _causes(error: BaseException) -> list[BaseException]:
 
 
 def _is_peer_failure(error: BaseException) -> bool:
-    """A failure of the process group (a peer died or timed out), not of the files."""
+    """A failure of the process group (a peer died or timed out), not of the files: torch's distributed
+    errors, or the plain RuntimeError gloo raises for a closed or silent peer (never an OSError)."""
+    if isinstance(error, dist.DistError):
+        return True
     text = str(error).lower()
-    return isinstance(error, dist.DistError) or any(
+    return type(error) is RuntimeError and any(
         word in text for word in ("timed out", "timeout", "connection", "gloo", "nccl", "peer"))
 
 
@@ -344,7 +351,8 @@ def _save(root: Path, final: Path, epoch: int, model: torch.nn.Module, optimizer
     partial = root / f".partial-{final.name}"
     if _is_writer():
         root.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(partial, ignore_errors=True)
+        for stale in root.glob(".partial-epoch-*"):  # saves a crash interrupted: never complete, never read
+            shutil.rmtree(stale, ignore_errors=True)
     _barrier()
     with _quiet_single_process():
         dcp.save(_state(model, optimizer), storage_writer=FileSystemWriter(partial), no_dist=not _distributed())
@@ -353,10 +361,13 @@ def _save(root: Path, final: Path, epoch: int, model: torch.nn.Module, optimizer
                  for entry in sorted(partial.iterdir()) if entry.is_file()}
         document = {"format": FORMAT, "epoch": epoch, **manifest, "files": files}
         _write_manifest(partial / MANIFEST, document)
-        if final.exists():  # the same epoch saved again (a resumed run): the new copy replaces it
-            shutil.rmtree(final)
+        replaced = root / f".replaced-{final.name}"
+        if final.exists():  # the same epoch saved again (a resumed run): move the old copy aside first,
+            shutil.rmtree(replaced, ignore_errors=True)  # so that a complete copy exists at every moment
+            os.rename(final, replaced)
         os.rename(partial, final)
         _fsync_folder(root)
+        shutil.rmtree(replaced, ignore_errors=True)
         for _, old in list_checkpoints(root)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     _barrier()

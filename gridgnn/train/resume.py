@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
@@ -22,6 +23,7 @@ from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.train.checkpoint import (
     check_compatible,
     latest_checkpoint,
+    list_checkpoints,
     load_checkpoint,
     read_manifest,
     run_fingerprint,
@@ -63,6 +65,10 @@ def check_checkpoint_dir(config: TrainConfig) -> None:
         raise ConfigError(f"{where}: '{existing}' is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{where}: '{existing}' is not writable")
+    found = list_checkpoints(target)
+    if found and not (config.resume or restarted_by_torchrun()):
+        raise ConfigError(f"{where}: it holds checkpoints of another run (newest: epoch {found[-1][0]}); pass "
+                          "--resume to continue that run, or choose an empty folder")
 
 
 def checkpoint_to_resume(config: TrainConfig) -> Path | None:
@@ -124,6 +130,24 @@ class EpochSaver:
                         manifest, self.config.keep_checkpoints)
 
 
+def _agreed(choose: Callable[[TrainConfig], Path | None], config: TrainConfig) -> Path | None:
+    """``choose(config)`` decided on rank 0 and shared with every rank (collective on the world when a
+    process group exists), so that all ranks load the same checkpoint or none, even when their views of a
+    shared file system differ for a moment; a `CheckpointError` there is raised on every rank."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return choose(config)
+    answer: list = [None, None]
+    if dist.get_rank() == 0:
+        try:
+            answer = [choose(config), None]
+        except CheckpointError as error:
+            answer = [None, str(error)]
+    dist.broadcast_object_list(answer, src=0)
+    if answer[1] is not None:
+        raise CheckpointError(answer[1])
+    return None if answer[0] is None else Path(answer[0])
+
+
 def fit_resumable(trainer: Trainer, config: TrainConfig, graph: Graph,
                   on_epoch: Callable[[EpochRecord], None] | None, *, grid: dict,
                   comm_so_far: Callable[[ResumePoint | None], list[dict] | None] | None = None,
@@ -134,7 +158,7 @@ def fit_resumable(trainer: Trainer, config: TrainConfig, graph: Graph,
     communication history to record (see `EpochSaver`). Collective on the world in a distributed run.
     Returns the result (earlier epochs included) and the resume point, if any.
     """
-    path = checkpoint_to_resume(config)
+    path = _agreed(checkpoint_to_resume, config)
     point = restore(trainer, config, graph, path) if path is not None else None
     saver = None
     if config.checkpoint_dir is not None:

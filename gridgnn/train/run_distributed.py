@@ -183,7 +183,7 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
         graph = open_prepared(prepared) if prepared else load_graph(config)
     if config.algo == "auto":  # under torchrun: every worker reaches the same choice on the same graph
-        config, reason = choose_configuration(config, graph, world, default_device().type)
+        config, reason = choose_configuration(config, graph, world, default_device().type, on_grid=True)
         config = dataclasses.replace(config, auto_reason=reason)
         if rank == 0 and not config.quiet:
             print(reason, flush=True)
