@@ -110,3 +110,23 @@ def test_a_stalled_worker_fails_the_run_after_the_timeout_and_is_named(tmp_path)
     assert "worker rank 1 stopped answering: it is stopped" in err
     assert not any(_alive(pid) for pid in workers), "orphan workers left behind"
     _resume_completes(["--algo", "1d"], tmp_path / "ckpt", tmp_path / "metrics.json")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_sigterm_to_the_launcher_stops_the_workers_and_removes_the_prepared_graph(tmp_path):
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", *DATASET, "--algo", "1d", "--nprocs", "2",
+                             "--epochs", "100000", "--progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout.readline().startswith("epoch"), proc.stderr.read()
+        workers = _children(proc.pid)
+        assert len(workers) == 2 and any(tmp_path.glob("gridgnn-prepared-*"))
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert not any(_alive(pid) for pid in workers), "orphan workers left behind"
+    assert not any(tmp_path.glob("gridgnn-prepared-*")), "the prepared graph was left behind"

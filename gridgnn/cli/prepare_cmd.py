@@ -37,6 +37,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
                          normalize_features=args.normalize_features, seed=args.seed)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    partial.chmod(0o755)  # mkdtemp makes it private; other users' jobs may read a prepared graph
     try:
         prepare_graph(graph, partial)
         partial.rename(target)

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import gc
 import os
+import signal
 import sys
 import tempfile
 
@@ -196,6 +197,19 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     check_checkpoint_dir(config)
     checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
+    # A SIGTERM (Slurm's scancel, kill) must still stop the workers and remove the prepared graph.
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _prepare_and_launch(config, args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="gridgnn-prepared-") as folder:
         config, setup_peak = prepare_for_workers(config, folder)
         graph_folder = config.dataset if is_prepared(config.dataset) else folder

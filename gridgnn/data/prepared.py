@@ -69,6 +69,8 @@ class RowBlockCSR:
         r1 = max(r0, r1)
         lo, hi = int(self.indptr[r0]), int(self.indptr[r1])
         indptr = np.asarray(self.indptr[r0:r1 + 1], dtype=np.int64) - lo
+        if hi < lo or (indptr.size > 1 and np.any(np.diff(indptr) < 0)):
+            raise DataError(f"{self.source}: row pointers decrease in rows {r0}..{r1 - 1}")
         indices = np.array(self.indices[lo:hi])
         if indices.size and (indices.min() < 0 or indices.max() >= self.shape[1]):
             raise DataError(f"{self.source}: column ids outside [0, {self.shape[1]}) in rows {r0}..{r1 - 1}")
@@ -185,10 +187,13 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
                                load("features_data", np.float32, (stored,)), (n, f), source=where)
     else:
         features = load("features", np.float32, (n, f))
+    labels = load("labels", np.int64, (n,))
+    if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+        raise DataError(f"{where}: labels outside [0, {classes})")
     return PreparedGraph(
         folder=root, name=str(manifest.get("name", root.name)), num_nodes=n,
         num_edges=int(manifest.get("num_edges", 0)), num_features=f, num_classes=classes,
         directed=bool(manifest.get("directed", False)), digest=str(manifest.get("digest", "")),
-        norm_adj=norm_adj, features=features, labels=load("labels", np.int64, (n,)),
+        norm_adj=norm_adj, features=features, labels=labels,
         train_mask=load("train_mask", np.bool_, (n,)), val_mask=load("val_mask", np.bool_, (n,)),
         test_mask=load("test_mask", np.bool_, (n,)), meta=dict(manifest.get("meta") or {}))

@@ -105,8 +105,11 @@ def check_compatible(manifest: dict, current: dict, path: Path) -> None:
     """Raise `CheckpointError` naming the first field where the checkpoint's fingerprint differs."""
     saved = manifest["fingerprint"]
     for group, fields in current.items():
+        recorded = saved.get(group)
+        if not isinstance(recorded, dict):
+            raise CheckpointError(f"checkpoint '{path}': {MANIFEST} is malformed (fingerprint {group})")
         for name, value in fields.items():
-            before = saved.get(group, {}).get(name)
+            before = recorded.get(name)
             if before != value:
                 what = "content" if name == "digest" else name
                 raise CheckpointError(
@@ -184,6 +187,13 @@ def _check_manifest_shape(manifest: object, where: str) -> None:
     if not isinstance(manifest.get("fingerprint"), dict):
         raise bad("fingerprint")
     history = manifest.get("history")
+    numbers = ("loss", "train_acc", "val_acc", "test_acc", "time_s")
+    records = history.get("epochs") if isinstance(history, dict) else None
+    if isinstance(records, list) and not all(
+            isinstance(r, dict) and isinstance(r.get("epoch"), int)
+            and all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) for k in numbers)
+            for r in records):
+        raise bad("epoch records")
     if (not isinstance(history, dict) or not isinstance(history.get("epochs"), list)
             or len(history["epochs"]) != epoch or not isinstance(history.get("best_epoch"), int)
             or not 1 <= history["best_epoch"] <= epoch):
