@@ -8,8 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
-from data_error_helpers import fails, load
+from data_error_helpers import benchmark_arrays, fails, load
 
 from gridgnn.data import load_dataset, save_graph
 from gridgnn.data.generators import csbm
@@ -77,14 +76,6 @@ def test_unknown_things(tmp_path: Path) -> None:
 # --- npz / zip ------------------------------------------------------------------------------------------
 
 
-def _benchmark_arrays(**overrides: object) -> dict:
-    adj = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=np.float32))
-    arrays = {f"adj_{k}": getattr(adj, k) for k in ("data", "indices", "indptr")}
-    arrays.update(adj_shape=np.array([3, 3]), attr_matrix=np.ones((3, 2), np.float32), labels=np.array([0, 1, 0]))
-    arrays.update(overrides)
-    return {k: v for k, v in arrays.items() if v is not None}
-
-
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
@@ -100,13 +91,13 @@ def _benchmark_arrays(**overrides: object) -> dict:
 )
 def test_bad_gnn_benchmark_npz(tmp_path: Path, overrides: dict, match: str) -> None:
     path = tmp_path / "g.npz"
-    np.savez(path, **_benchmark_arrays(**overrides))
+    np.savez(path, **benchmark_arrays(**overrides))
     _fails(_load(path), path, match)
 
 
 def test_corrupt_and_truncated_archives(tmp_path: Path) -> None:
     good = tmp_path / "good.npz"
-    np.savez(good, **_benchmark_arrays())
+    np.savez(good, **benchmark_arrays())
     truncated = tmp_path / "truncated.npz"
     truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     _fails(_load(truncated), truncated, "cannot read npz")

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from data_error_helpers import fails, load
+from data_error_helpers import benchmark_arrays, fails, load
 
 from gridgnn.cli.main import main
 from gridgnn.data import save_graph
@@ -125,21 +125,13 @@ def _opcode_payload(module: str, name: str) -> Callable[[Path], bytes]:
     return build
 
 
-def _benchmark_arrays(**overrides: object) -> dict:
-    adj = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=np.float32))
-    arrays = {f"adj_{k}": getattr(adj, k) for k in ("data", "indices", "indptr")}
-    arrays.update(adj_shape=np.array([3, 3]), attr_matrix=np.ones((3, 2), np.float32), labels=np.array([0, 1, 0]))
-    arrays.update(overrides)
-    return {k: v for k, v in arrays.items() if v is not None}
-
-
 def _benchmark(**overrides: object) -> Callable[[Path], tuple[str, str]]:
     """A 3-node gnn-benchmark ``g.npz`` with ``overrides`` (None removes a key; a callable gets the folder)."""
 
     def build(tmp: Path) -> tuple[str, str]:
         path = tmp / "g.npz"
         values = {k: v(tmp) if callable(v) else v for k, v in overrides.items()}
-        np.savez(path, **_benchmark_arrays(**values))
+        np.savez(path, **benchmark_arrays(**values))
         return str(path), "g.npz"
 
     return build
@@ -148,7 +140,7 @@ def _benchmark(**overrides: object) -> Callable[[Path], tuple[str, str]]:
 def _benchmark_damaged(how: str) -> Callable[[Path], tuple[str, str]]:
     def build(tmp: Path) -> tuple[str, str]:
         good = tmp / "good.npz"
-        np.savez(good, **_benchmark_arrays())
+        np.savez(good, **benchmark_arrays())
         path = tmp / ("g.zip" if how.endswith("zip") else "g.npz")
         if how == "truncated":
             path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])

@@ -400,16 +400,17 @@ def _fsync_folder(folder: Path) -> None:
         os.close(handle)
 
 
-def load_checkpoint(path: str | os.PathLike, model: torch.nn.Module,
-                    optimizer: torch.optim.Optimizer) -> tuple[dict, torch.Tensor]:
+def load_checkpoint(path: str | os.PathLike, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    manifest: dict | None = None) -> tuple[dict, torch.Tensor]:
     """Verify checkpoint ``path`` and load its weights and optimizer state into ``model`` and
     ``optimizer``; returns its manifest and the saved torch RNG state (the trainer restores it once it has
     seeded). Collective on the world when a process group exists.
 
-    The caller checks the fingerprint (`check_compatible`) first; shapes are also checked by DCP.
+    The caller checks the fingerprint (`check_compatible`) first; shapes are also checked by DCP. A
+    ``manifest`` the caller already verified with `read_manifest` skips hashing the files again.
     """
     folder = Path(path)
-    manifest = read_manifest(folder)
+    manifest = read_manifest(folder) if manifest is None else manifest  # given: verified by the caller
     state = _state(model, optimizer)
     with _failures_explained("loading checkpoint", folder), _quiet_single_process():
         dcp.load(state, storage_reader=_VerifiedReader(folder), planner=_WeightsOnlyLoadPlanner(),

@@ -101,7 +101,7 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
         records = [EpochRecord(**record) for record in history["epochs"]]
     except TypeError as exc:
         raise CheckpointError(f"checkpoint '{path}': malformed epoch history ({exc})") from None
-    _, rng_state = load_checkpoint(path, trainer.model, trainer.optimizer)
+    _, rng_state = load_checkpoint(path, trainer.model, trainer.optimizer, manifest)
     comm = history.get("comm")
     return ResumePoint(path, manifest["epoch"], TrainResult(records, history["best_epoch"]), rng_state,
                        comm if isinstance(comm, list) else None)
