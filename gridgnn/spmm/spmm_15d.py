@@ -31,6 +31,7 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.partition import block_bounds
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
+from gridgnn.sparse.cut import cut_panels
 from gridgnn.spmm.base import DistributedSpMM
 
 
@@ -45,12 +46,11 @@ class SpMM15D(DistributedSpMM):
         self.i = grid.index("row")
         self.k = grid.index("rep") if self.replication > 1 else 0
         self.share = [j for j in range(grid.size("row")) if j % self.replication == self.k]
-        r0, r1 = self.row_range
-        rows = adj[r0:r1]
         index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
+        column_blocks = list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
+        _, kept = cut_panels(adj, self.row_range, column_blocks, self.share)
         self.blocks = {
-            j: SparseBlock.from_scipy(rows[:, self.bounds[j]:self.bounds[j + 1]], index_dtype=index_dtype,
-                                      dtype=dtype, device=grid.device)
+            j: SparseBlock.from_scipy(kept.pop(j), index_dtype=index_dtype, dtype=dtype, device=grid.device)
             for j in self.share
         }
 

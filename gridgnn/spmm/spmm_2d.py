@@ -26,6 +26,7 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.partition import block_bounds, owner, refine
 from gridgnn.sparse.csr import index_dtype_for
+from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
 from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.panels import broadcast_panel, panel_layout
@@ -46,12 +47,11 @@ class SpMM2D(DistributedSpMM):
         self.stages = list(zip(stages[:-1], stages[1:], strict=True))
         self.i, self.j = grid.index("row"), grid.index("col")
         self.index_dtype, self.dtype = index_dtype_for(n, adj.nnz), dtype
-        r0, r1 = self.row_range
-        rows = adj[r0:r1]
-        self.panel_nnz = [rows[:, a:b].nnz for a, b in self.stages]
+        mine = [s for s, (a, _) in enumerate(self.stages) if self._col_owner(a) == self.j]
+        self.panel_nnz, kept = cut_panels(adj, self.row_range, self.stages, mine)
         self.own = {
-            s: PackedPanel(rows[:, a:b], index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
-            for s, (a, b) in enumerate(self.stages) if self._col_owner(a) == self.j
+            s: PackedPanel(kept.pop(s), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
+            for s in mine
         }
 
     @property

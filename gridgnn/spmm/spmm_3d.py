@@ -24,6 +24,7 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.partition import block_bounds, sub_bounds
 from gridgnn.sparse.csr import index_dtype_for
+from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
 from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.panels import broadcast_panel, panel_layout
@@ -42,10 +43,9 @@ class SpMM3D(DistributedSpMM):
         self.sub = [sub_bounds(self.bounds[k], self.bounds[k + 1], d) for k in range(q)]
         self.i, self.j, self.l = grid.index("row"), grid.index("col"), grid.index("depth")
         self.index_dtype, self.dtype = index_dtype_for(self.num_nodes, adj.nnz), dtype
-        rows = adj[self.bounds[self.i]:self.bounds[self.i + 1]]
-        self.panel_nnz = [rows[:, self._slice(k)[0]:self._slice(k)[1]].nnz for k in range(q)]
-        c0, c1 = self._slice(self.j)
-        self.own = PackedPanel(rows[:, c0:c1], index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
+        rows = (self.bounds[self.i], self.bounds[self.i + 1])
+        self.panel_nnz, kept = cut_panels(adj, rows, [self._slice(k) for k in range(q)], [self.j])
+        self.own = PackedPanel(kept.pop(self.j), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
 
     def _slice(self, k: int) -> tuple[int, int]:
         """Global rows S[k][l] of this process's layer l."""
