@@ -41,12 +41,13 @@ def csr_tensor(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: 
                                        check_invariants=False)
 
 
-SERIAL_WORK = 1 << 24
-"""CPU products with fewer multiply-adds (nnz x f) than this run on one thread. Below ~16M (a few ms on one
-core) a second thread saves at most a millisecond or two on an idle machine, while on a loaded one every
-parallel region can wait tens of milliseconds for a descheduled worker: Amazon Computers' Â times a width-16
-matrix took 2.2 ms on one thread and 55 ms on two on this repository's shared 2-core machine (see
-``benchmarks/local_kernel.py`` and ``results/perf/``)."""
+SERIAL_WORK = 1 << 15
+"""CPU products with fewer multiply-adds (nnz x f) than this run on one thread: below ~32K (a few
+microseconds) waking a second thread costs more than it saves. Measured with ``benchmarks/local_kernel.py``
+on an idle 2-core machine (``results/perf/``): at 32K every case reached at least 0.92x the best of torch's
+CSR product and scipy; the 16M threshold used before (tuned while the machine was heavily shared, where every
+parallel region can wait for a descheduled thread) left mid-sized products on one thread and 12 of 26 cases
+below 0.9x."""
 
 
 @contextmanager
