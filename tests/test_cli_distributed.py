@@ -42,6 +42,9 @@ def _check_metrics(path, world_size: int, grid_shape: str, prepared: bool) -> No
         assert all(b > 0 for b in comm["bytes"]) and comm["by_phase"]["spmm_forward"][0] > 0
         assert epoch["comm_time_s"] > 0 and epoch["compute_time_s"] > 0
         assert 0 <= epoch["exposed_comm_time_s"] <= epoch["comm_time_s"] + 1e-3
+        for key in ("comm", "exposed_comm", "compute"):
+            per_rank = epoch["rank_times_s"][key]
+            assert len(per_rank) == world_size and max(per_rank) == epoch[f"{key}_time_s"]
         assert len(epoch["peak_memory_bytes"]) == world_size and min(epoch["peak_memory_bytes"]) > 2**20
     assert [e["loss"] for e in metrics["epochs"]] == pytest.approx(_local_losses(), rel=1e-4)
 

@@ -157,6 +157,9 @@ def merge_epoch_comm(per_rank: list[list[dict]]) -> list[dict]:
             "comm_time_s": max(r["comm_time_s"] for r in ranks),
             "exposed_comm_time_s": max(r["exposed_comm_time_s"] for r in ranks),
             "compute_time_s": max(r["compute_time_s"] for r in ranks),
+            # the maxima above may come from different ranks: keep every rank's split too
+            "rank_times_s": {key: [r[f"{key}_time_s"] for r in ranks]
+                             for key in ("comm", "exposed_comm", "compute")},
             "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],
         })
     return merged
@@ -209,8 +212,10 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
             if index >= first_new:  # epochs restored from a checkpoint keep what was recorded then
                 epoch_comm = {**epoch_comm, **predicted}
             epoch["comm"] = {key: epoch_comm[key] for key in COMM_KEYS if key in epoch_comm}
-            for key in ("comm_time_s", "exposed_comm_time_s", "compute_time_s", "peak_memory_bytes"):
-                epoch[key] = epoch_comm[key]
+            for key in ("comm_time_s", "exposed_comm_time_s", "compute_time_s", "rank_times_s",
+                        "peak_memory_bytes"):
+                if key in epoch_comm:  # rank_times_s: absent from epochs saved by older checkpoints
+                    epoch[key] = epoch_comm[key]
         if config.metrics_out is not None:
             write_json_atomic(config.metrics_out, metrics)
     return Run(graph, result, metrics)
