@@ -52,3 +52,16 @@ def test_local_kernel_tiny(tmp_path):
     assert {row["piece"] for row in rows} == {"full", "2d-block"}
     assert all(row["gflops"]["gridgnn"] > 0 for row in rows)
     assert json.loads(out.read_text())["environment"]["copy_gbytes_per_s"] > 0
+
+
+def test_accuracy_seeds_tiny(tmp_path):
+    bench = _load("accuracy_seeds")
+    out = tmp_path / "seeds.json"
+    graph = "csbm:nodes=300,classes=3,features=20"  # 20 train + 30 val per class leaves 150 test nodes
+    (record,) = bench.main(["--dataset", graph, "--seeds", "2", "--epochs", "30", "--json", str(out),
+                            "--markdown", str(tmp_path / "seeds.md")])
+    assert len(record["test_acc"]) == 2 and record["min"] == min(record["test_acc"])
+    assert record["test_acc"][0] != record["test_acc"][1] or record["sd"] == 0.0
+    assert record["mean"] > 1 / 3  # 3 well-separated classes: far above chance after 30 epochs
+    assert json.loads(out.read_text())["command"].startswith("python benchmarks/accuracy_seeds.py --dataset")
+    assert f"| {graph} |" in (tmp_path / "seeds.md").read_text()
