@@ -32,6 +32,16 @@ def test_default_train_reaches_090_and_writes_metrics(tmp_path, capsys):
     assert metrics["final"]["test_acc"] > 0.9
 
 
+def test_summary_names_the_split_sizes_and_flags_an_empty_split(capsys):
+    assert main(["train", "--epochs", "2", "--dataset", "csbm:nodes=300,classes=3"]) == 0
+    split = [line for line in capsys.readouterr().out.splitlines() if line.startswith("split")]
+    assert split == ["split      train 60  val 90  test 150"]
+    # 20 train + 30 val per class leave no test vertex among 120: said, not hidden behind "test 0.0000"
+    assert main(["train", "--epochs", "2", "--dataset", "csbm:nodes=120,classes=3"]) == 0
+    split = [line for line in capsys.readouterr().out.splitlines() if line.startswith("split")]
+    assert split == ["split      train 60  val 60  test 0  (an empty split's accuracy reads 0)"]
+
+
 def test_progress_prints_one_line_per_epoch_and_quiet_prints_nothing(capsys):
     assert main(["train", "--epochs", "3", "--progress", "--dataset", "csbm:nodes=300"]) == 0
     lines = capsys.readouterr().out.splitlines()

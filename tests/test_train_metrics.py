@@ -25,6 +25,9 @@ def test_metrics_file_has_every_field(tmp_path):
     assert (dataset["name"], dataset["num_nodes"], dataset["num_features"], dataset["num_classes"]) == (
         "random", 60, 12, 3)
     assert dataset["num_edges"] > 0 and isinstance(dataset["meta"], dict)
+    graph = random_graph()
+    assert dataset["split"] == {"train": int(graph.train_mask.sum()), "val": int(graph.val_mask.sum()),
+                                "test": int(graph.test_mask.sum())}
     assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3, 4]
     assert all(EPOCH_KEYS <= set(e) for e in metrics["epochs"])
     assert FINAL_KEYS <= set(metrics["final"])

@@ -141,6 +141,8 @@ def format_summary(config: TrainConfig, run: Run) -> str:
     lines = [
         f"dataset    {data['name']}: {data['num_nodes']} nodes, {data['num_edges']} stored edges, "
         f"{data['num_features']} features, {data['num_classes']} classes",
+        "split      " + "  ".join(f"{name} {count}" for name, count in data["split"].items())
+        + ("  (an empty split's accuracy reads 0)" if 0 in data["split"].values() else ""),
         f"model      GCN {config.layers} layers, hidden {config.hidden}, order {config.order}, "
         f"algo {config.algo}, seed {config.seed}",
         f"final      train {final['train_acc']:.4f}  val {final['val_acc']:.4f}  "

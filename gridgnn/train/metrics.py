@@ -3,7 +3,8 @@
 Layout (all accuracies are fractions in [0, 1], times in seconds)::
 
     {"config":  {...TrainConfig.to_dict()...},
-     "dataset": {"name", "num_nodes", "num_edges", "num_features", "num_classes", "directed", "meta"},
+     "dataset": {"name", "num_nodes", "num_edges", "num_features", "num_classes", "directed",
+                 "split": {"train", "val", "test"}, "meta"},
      "epochs":  [{"epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s"}, ...],
      "final":   {"train_acc", "val_acc", "test_acc", "best_val_acc", "test_acc_at_best_val",
                  "best_epoch", "mean_epoch_time_s"},
@@ -26,8 +27,9 @@ from gridgnn.train.trainer import TrainResult
 
 
 def dataset_summary(graph: Graph) -> dict:
-    """The ``dataset`` object: name and sizes (``num_edges`` counts stored adjacency non-zeros), plus
-    ``meta``: the JSON-ready entries of ``graph.meta`` (source, format, split, preprocessing)."""
+    """The ``dataset`` object: name and sizes (``num_edges`` counts stored adjacency non-zeros), ``split``: the
+    vertex count of each mask (an empty mask's accuracy reads 0), and ``meta``: the JSON-ready entries of
+    ``graph.meta`` (source, format, split, preprocessing)."""
     meta = {key: value for key, value in graph.meta.items() if isinstance(value, (str, int, float, bool))}
     return {
         "name": graph.name,
@@ -36,6 +38,7 @@ def dataset_summary(graph: Graph) -> dict:
         "num_features": graph.num_features,
         "num_classes": graph.num_classes,
         "directed": graph.directed,
+        "split": {name: int(getattr(graph, f"{name}_mask").sum()) for name in ("train", "val", "test")},
         "meta": meta,
     }
 
