@@ -65,3 +65,18 @@ def test_accuracy_seeds_tiny(tmp_path):
     assert record["mean"] > 1 / 3  # 3 well-separated classes: far above chance after 30 epochs
     assert json.loads(out.read_text())["command"].startswith("python benchmarks/accuracy_seeds.py --dataset")
     assert f"| {graph} |" in (tmp_path / "seeds.md").read_text()
+
+
+def test_plan_stats_tiny(tmp_path):
+    from gridgnn.config import TrainConfig
+    from gridgnn.data.prepared import prepare_graph
+    from gridgnn.train.run import load_graph
+
+    folder = prepare_graph(load_graph(TrainConfig(dataset=TINY)), tmp_path / "prepared")
+    bench = _load("plan_stats")
+    report = bench.main([str(folder), "--nprocs", "2", "--algo", "1d", "--json", str(tmp_path / "p.json"),
+                         "--markdown", str(tmp_path / "p.md")])
+    assert [s["step"] for s in report["steps"]] == ["predicted", "auto"]
+    assert all(s["peak_bytes"] >= s["peak_before_bytes"] > 0 and s["seconds"] >= 0 for s in report["steps"])
+    assert report["steps"][1]["detail"].startswith("--algo auto chose")
+    assert "| predicted |" in (tmp_path / "p.md").read_text()

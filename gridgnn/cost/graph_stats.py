@@ -20,12 +20,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.errors import DataError
+from gridgnn.sparse.cut import CHUNK_ENTRIES
+
 
 @dataclass
 class GraphStats:
-    """Sizes of a graph and, when exact, the row and column index of every stored entry of Â.
+    """Sizes of a graph and, when exact, the sparsity pattern of Â as CSR structure.
 
-    ``rows``/``cols``: int64 arrays of length ``nnz`` (None for the uniform estimate).
+    ``indptr``: row pointers, length ``num_nodes + 1``; ``indices``: column id of every stored entry, length
+    ``nnz`` (None for the uniform estimate). Both are kept as given (any integer dtype, memory-mapped arrays
+    stay on disk), so exact statistics cost no copy of the graph; `grouped_nnz` reads ``indices`` in chunks.
     ``feature_nnz``: stored non-zeros of the input features when they are sparse, else None (dense).
     """
 
@@ -35,32 +40,32 @@ class GraphStats:
     num_features: int
     num_classes: int
     feature_nnz: int | None = None
-    rows: np.ndarray | None = field(default=None, repr=False)
-    cols: np.ndarray | None = field(default=None, repr=False)
+    indptr: np.ndarray | None = field(default=None, repr=False)
+    indices: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def exact(self) -> bool:
         """True when block nnz are counted from the actual graph, False for the uniform estimate."""
-        return self.rows is not None
+        return self.indices is not None
 
     @classmethod
-    def from_graph(cls, graph, *, normalized_adj: sp.spmatrix | None = None) -> GraphStats:
+    def from_graph(cls, graph, *, normalized_adj=None) -> GraphStats:
         """Exact statistics of a loaded `gridgnn.data.graph.Graph` (pass ``normalized_adj`` when Â is
-        already at hand; otherwise its pattern is derived from ``graph.adj``)."""
+        already at hand: anything with ``indptr``, ``indices``, ``nnz`` and ``shape``, e.g. a scipy CSR
+        matrix or a memory-mapped `gridgnn.data.prepared.RowBlockCSR`, used without a copy; otherwise its
+        pattern is derived from ``graph.adj``)."""
         if normalized_adj is None:
             adj = sp.csr_matrix(graph.adj)
             adj.eliminate_zeros()
             n = adj.shape[0]
-            pattern = (adj != 0).astype(np.int8) + sp.identity(n, dtype=np.int8, format="csr")
-            adj = sp.csr_matrix(pattern)
+            adj = sp.csr_matrix((adj != 0).astype(np.int8) + sp.identity(n, dtype=np.int8, format="csr"))
         else:
-            adj = sp.csr_matrix(normalized_adj)
-        rows = np.repeat(np.arange(adj.shape[0], dtype=np.int64), np.diff(adj.indptr))
+            adj = normalized_adj
         features = graph.features
         # scipy sparse, or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (it has nnz too)
         feature_nnz = int(features.nnz) if sp.issparse(features) or hasattr(features, "nnz") else None
         return cls(graph.name, int(adj.shape[0]), int(adj.nnz), int(graph.num_features), int(graph.num_classes),
-                   feature_nnz, rows, adj.indices.astype(np.int64))
+                   feature_nnz, adj.indptr, adj.indices)
 
     @classmethod
     def from_counts(cls, num_nodes: int, num_edges: int, num_features: int, num_classes: int, *,
@@ -80,23 +85,31 @@ class GraphStats:
 
         ``col_group[b]`` names the group of column block b (default: each block its own group); groups
         number ``num_groups`` (default: the largest name + 1; empty groups count 0). Exact
-        counts (one pass over the entries) or, for statistics from counts, the uniform expectation rounded
-        to integers.
+        counts (one pass over the entries, `CHUNK_ENTRIES` at a time) or, for statistics from counts, the
+        uniform expectation rounded to integers. Raises `DataError` on column ids outside the matrix.
         """
         num_rows, num_cols = len(row_bounds) - 1, len(col_bounds) - 1
         group = np.arange(num_cols) if col_group is None else np.asarray(col_group, dtype=np.int64)
         if num_groups is None:
             num_groups = int(group.max()) + 1 if num_cols else 0
-        if self.rows is None:
+        if self.indices is None:
             n = float(self.num_nodes)
             heights = np.diff(np.asarray(row_bounds, dtype=np.float64))
             widths = np.bincount(group, weights=np.diff(np.asarray(col_bounds, dtype=np.float64)),
                                  minlength=num_groups)
             return np.rint(self.nnz * np.outer(heights, widths) / (n * n)).astype(np.int64)
-        row_block = np.searchsorted(row_bounds, self.rows, side="right") - 1
-        col_block = np.searchsorted(col_bounds, self.cols, side="right") - 1
-        flat = np.bincount(row_block * num_groups + group[col_block], minlength=num_rows * num_groups)
-        return flat.reshape(num_rows, num_groups)
+        bounds = np.asarray(col_bounds, dtype=np.int64)
+        counts = np.zeros((num_rows, num_groups), dtype=np.int64)
+        for block in range(num_rows):
+            start, stop = int(self.indptr[row_bounds[block]]), int(self.indptr[row_bounds[block + 1]])
+            for chunk in range(start, stop, CHUNK_ENTRIES):  # bounded temporaries, whatever the graph's size
+                cols = self.indices[chunk:min(chunk + CHUNK_ENTRIES, stop)]
+                if cols.size and (cols.min() < 0 or cols.max() >= bounds[-1]):  # a damaged prepared graph
+                    raise DataError(f"{self.name}: column ids of Â outside [0, {bounds[-1]}) in rows "
+                                    f"{row_bounds[block]}..{row_bounds[block + 1] - 1}")
+                col_block = np.searchsorted(bounds, cols, side="right") - 1
+                counts[block] += np.bincount(group[col_block], minlength=num_groups)
+        return counts
 
     def describe(self) -> str:
         """One line: sizes and where the block nnz come from."""

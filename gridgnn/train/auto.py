@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import scipy.sparse as sp
-
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
@@ -20,11 +18,10 @@ from gridgnn.plan import plan
 
 
 def graph_stats(graph: Graph | PreparedGraph) -> GraphStats:
-    """Exact statistics (every entry of Â) of an in-memory or prepared graph."""
+    """Exact statistics (every entry of Â) of an in-memory or prepared graph; a prepared graph's memory-mapped
+    Â is read in place, in chunks (no copy of its structure)."""
     if isinstance(graph, PreparedGraph):
-        norm = graph.norm_adj
-        adj = sp.csr_matrix((norm.data, norm.indices, norm.indptr), shape=norm.shape, copy=False)
-        return GraphStats.from_graph(graph, normalized_adj=adj)
+        return GraphStats.from_graph(graph, normalized_adj=graph.norm_adj)
     return GraphStats.from_graph(graph)
 
 
