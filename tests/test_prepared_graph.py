@@ -3,6 +3,8 @@ the rest; its fingerprint equals the in-memory graph's."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -78,3 +80,21 @@ def test_gridgnn_prepare_then_train_on_the_folder(tmp_path, capsys):
     np.testing.assert_allclose([e["loss"] for e in metrics["epochs"]], [r.loss for r in local.result.epochs],
                                rtol=1e-5)
     assert metrics["setup"]["prepared_graph"] and metrics["dataset"]["num_nodes"] == 300
+
+
+def _rss_file_kib() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("RssFile:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the resident set from /proc (Linux)")
+def test_release_pages_drops_the_mapped_rows_from_the_resident_set_and_keeps_the_data(tmp_path):
+    graph = load_graph(TrainConfig(dataset="rmat:scale=15,edge_factor=16,features=64"))
+    prepared = open_prepared(prepare_graph(graph, tmp_path))
+    expected = int(np.asarray(prepared.norm_adj.indices, dtype=np.int64).sum()), float(prepared.features.sum())
+    before = _rss_file_kib()  # indices, data and the 8 MiB feature matrix are resident after those reads
+    mapped_kib = (prepared.norm_adj.indices.nbytes + prepared.features.nbytes) // 1024
+    prepared.release_pages()
+    assert before - _rss_file_kib() > 0.8 * mapped_kib
+    assert (int(np.asarray(prepared.norm_adj.indices, dtype=np.int64).sum()), float(prepared.features.sum())) \
+        == expected  # read back from the page cache

@@ -51,3 +51,20 @@ def test_unwritable_destinations_fail_before_training(tmp_path):
     config = TrainConfig(epochs=10**6, metrics_out=str(tmp_path / "no" / "m.json"))
     with pytest.raises(ConfigError):
         run_training(config, graph=random_graph())  # would take hours if it trained first
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="resets VmHWM through /proc (Linux)")
+def test_peak_memory_restarts_after_reset():
+    import numpy as np
+    import torch
+
+    from gridgnn.train.distributed import peak_memory_bytes, reset_peak_memory
+
+    cpu = torch.device("cpu")
+    block = np.ones(256 * 2**20, dtype=np.uint8)  # 256 MiB, touched; freed through munmap
+    with_block = peak_memory_bytes(cpu)
+    del block
+    # a high-water mark: freeing does not lower it (the kernel's RSS counters are approximate by a few pages)
+    assert peak_memory_bytes(cpu) > with_block - 16 * 2**20
+    reset_peak_memory(cpu)
+    assert peak_memory_bytes(cpu) < with_block - 200 * 2**20

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,26 @@ class PreparedGraph:
     val_mask: np.ndarray
     test_mask: np.ndarray
     meta: dict = field(default_factory=dict)
+
+
+    def release_pages(self) -> None:
+        """Drop this process's resident pages of every memory-mapped array (``madvise(MADV_DONTNEED)``).
+
+        A worker touches its rows of Â and of the features while cutting its blocks; those file pages would
+        stay in its resident set for the whole run although training never reads them again. Released, they
+        remain in the page cache (shared by the workers; re-read on the next access), and the resident set
+        the OOM killer and `peak_memory_bytes` see is the training working set. Nothing is lost. A no-op
+        where ``madvise`` is unavailable.
+        """
+        arrays = [self.norm_adj.indptr, self.norm_adj.indices, self.norm_adj.data, self.labels,
+                  self.train_mask, self.val_mask, self.test_mask]
+        features = self.features
+        arrays += ([features.indptr, features.indices, features.data] if isinstance(features, RowBlockCSR)
+                   else [features])
+        for array in arrays:
+            mapping = getattr(array, "_mmap", None)  # the mmap.mmap behind an np.memmap
+            if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+                mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def is_prepared(path: str | os.PathLike) -> bool:

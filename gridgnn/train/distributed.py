@@ -86,8 +86,33 @@ def _model_input(block, ops: GridOps, width: int):
     return as_model_input(block, row_ids=rows, col_ids=cols)
 
 
+PROC_STATUS, PROC_CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start a new peak for `peak_memory_bytes`: the CUDA allocator's on GPU; on Linux CPUs the resident set's
+    high-water mark (VmHWM; writing 5 to /proc/self/clear_refs, Linux >= 4.0). Where that is not possible
+    nothing changes, and the peak stays the whole process's."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        with open(PROC_CLEAR_REFS, "w", encoding="ascii") as refs:
+            refs.write("5")
+    except OSError:
+        pass
+
+
 def peak_memory_bytes(device: torch.device) -> int:
-    """Peak memory of this process: the CUDA allocator's peak on GPU, the resident set's peak on CPU."""
+    """Peak memory of this process since the last `reset_peak_memory` (else since it started): the CUDA
+    allocator's peak on GPU; on CPU the resident set's high-water mark (VmHWM on Linux, else ru_maxrss)."""
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
+    try:
+        with open(PROC_STATUS, encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

@@ -27,7 +27,7 @@ from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_configuration, predicted_comm
-from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes
+from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
 from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
 from gridgnn.train.run import Run, load_graph
@@ -114,6 +114,9 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     ops = GridOps(grid, comm, graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj))
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
+    if isinstance(graph, PreparedGraph):
+        graph.release_pages()  # the rows this rank cut are copied out: their file pages leave its resident set
+    reset_peak_memory(grid.device)  # each epoch's peak_memory_bytes is then training's, not set-up's
     if dist.is_initialized():
         dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
 
