@@ -6,11 +6,10 @@ factor 16 (about 64 M stored non-zeros): 1D, 1.5D and 2D at P = 4, and compares 
 resident set measured in the same run. Slow (minutes): ``python -m pytest -m slow tests/test_memory_at_scale.py``.
 The 2^22 run is in results/scale/.
 
-What holds (measured: 1D 0.81-0.83, 1.5D 0.70-0.72, 2D 0.74-0.78): the model never under-predicts (the
-planner's ``fits`` errs on the safe side), and it over-predicts by less than 40 %. Issue 7's goal, within 25 %
-both ways, is not met on 1.5D and 2D: the activation term over-counts what autograd keeps at 64 features.
-(Before workers released the memory-mapped graph's file pages and the peak was reset after set-up, those pages
-filled the gap and every rank read within 10 %.)
+Every rank within 25 % (measured on the final model: 2^22 1D 1.04-1.09, 1.5D 0.94-1.05, 2D 0.81-0.85,
+3D 0.84-0.87; see results/scale/). Before workers released the memory-mapped graph's file pages and the
+peak was reset after set-up, those pages (0.6-0.9 GiB per rank) hid an activation term that counted twice
+what autograd keeps; both were fixed together.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import pytest
 
 
 @pytest.mark.slow
-def test_peak_memory_per_rank_is_at_most_the_model_and_above_60_percent_of_it(tmp_path):
+def test_peak_memory_per_rank_is_within_25_percent_of_the_model(tmp_path):
     spec = importlib.util.spec_from_file_location("scale_rmat", Path("benchmarks/scale_rmat.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -38,4 +37,4 @@ def _check(report: dict) -> None:
                                                      strict=True)):
             assert model > baseline, "the graph data should dominate at this size"
             ratio = measured / (model + baseline)
-            assert 0.6 <= ratio <= 1.05, (run["algo"], rank, ratio)
+            assert 0.75 <= ratio <= 1.25, (run["algo"], rank, ratio)

@@ -13,9 +13,9 @@ labels_masks           int64 labels and three bool masks of its m rows
 weights_optimizer      parameters, gradients, the flat gradient buffer of the all-reduce, Adam's two
                        moments: 5 copies of every parameter (replicated on every rank)
 activations            tensors autograd keeps for backward, and the gradients alive during it: per layer
-                       the ReLU output, dropout mask and output at the input width, the SpMM and product
-                       outputs at the output width (gathered full-width inputs on 2D/3D), two gradients
-                       of each width, the log-probabilities and gathered logits
+                       its input as the weight gradient needs it (and the ReLU-dropout keep mask), about
+                       1.5 tensors of its output width, gathered full-width inputs on 2D/3D, the
+                       log-probabilities and gathered logits (fitted: see `_activation_bytes`)
 receive_buffers        the largest transient receive buffers of a stage (a dense panel and, on 2D/3D,
                        `PANELS_IN_FLIGHT` Â panels: the next arrives before the last is freed, and the
                        transport may stage an early message) and on 3D the partial product and the
@@ -54,7 +54,7 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
         "labels_masks": m * 11,
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
                                      dtype=np.int64),
-        "activations": _activation_bytes(m, steps, spec, pcol, sizes),
+        "activations": _activation_bytes(m, steps, spec, pcol, sizes, _sparse_features(stats)),
         "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
@@ -84,14 +84,19 @@ def _graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
     return (heights[i] + 1 + blocks.sub[j, m] + 1) * idx + values
 
 
+def _sparse_features(stats: GraphStats) -> bool:
+    """Whether training keeps the input features sparse (as `gridgnn.nn.features` decides)."""
+    nnz = stats.feature_nnz
+    return nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * stats.num_features
+
+
 def _feature_bytes(blocks: ShapeBlocks, stats: GraphStats, pcol: int, sz: SizeInfo) -> np.ndarray:
     m = blocks.local_rows.astype(np.float64)
     j = blocks.coords.get("col")
     f = stats.num_features
     cols = feature_widths(f, pcol)[j] if j is not None else np.full(len(m), f)
-    nnz = stats.feature_nnz
-    if nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * f:
-        local = nnz * (m / stats.num_nodes) * (cols / f)
+    if _sparse_features(stats):
+        local = stats.feature_nnz * (m / stats.num_nodes) * (cols / f)
         return (local * SPARSE_FEATURE_BYTES + 3 * (m + 1) * sz.index).astype(np.int64)
     return (m * cols * sz.value).astype(np.int64)
 
@@ -100,19 +105,39 @@ def _local(width: int, pcol: int) -> int:
     return -(-width // pcol)
 
 
-def _activation_bytes(m: np.ndarray, steps, spec, pcol: int, sz: SizeInfo) -> np.ndarray:
-    per_row = 0
+ACTIVATION_ROW_CONSTANT = 20
+"""Floats per row alive at the peak whatever the widths: the dropout hash's row ids and chunk temporaries, the
+loss's per-row terms (fitted with the probe described in `_activation_bytes`)."""
+OUTPUT_COPIES = 1.5
+"""Tensors of a layer's output width alive at the peak: the product, the bias sum on its way into the next
+ReLU-dropout, and during backward its gradient (fitted: 1.5 of them on average)."""
+
+
+def _activation_bytes(m: np.ndarray, steps, spec, pcol: int, sz: SizeInfo, sparse_input: bool) -> np.ndarray:
+    """Floats per row that autograd keeps, and gradients alive in backward, at local widths.
+
+    Per layer: its input as the weight gradient needs it (layer 0: the dropped-out dense features, or
+    ``Â H`` when aggregating first; nothing more for sparse features, already in the features term; later
+    layers: the ReLU-dropout output or ``Â H``, plus its one-byte keep mask: 1.25), `OUTPUT_COPIES` of its
+    output width, on a column-split grid the gathered full-width input or the full-width partial product, and
+    `ACTIVATION_ROW_CONSTANT` plus the log-probabilities and gathered logits. Fitted on the peak resident set
+    of 1D training steps (VmHWM reset after set-up) on R-MAT 2^18 with edge factor 2, features 64/256 and
+    hidden 16/64/128, where activations are most of the working set: within 10 % of every case.
+    """
+    per_row = ACTIVATION_ROW_CONSTANT
     for step in steps:
         fin, fout = _local(step.f_in, pcol), _local(step.f_out, pcol)
-        # kept: ReLU output, dropout mask and output (the features' dropout: mask and output); the layer's
-        # output and bias sum; during backward about two gradients of each width are alive at once
-        per_row += (5 if step.index > 0 else 2) * fin + 4 * fout
-        if step.order == "aggregate-first":
+        if step.index > 0:
+            per_row += 1.25 * fin
+        elif step.order == "aggregate-first" or not sparse_input:
             per_row += fin
+        per_row += OUTPUT_COPIES * fout
         if pcol > 1 and step.f_in <= step.f_out:
             per_row += step.f_in  # the gathered full-width input, kept for the weight gradient
+        elif pcol > 1:
+            per_row += step.f_out  # the full-width partial product before its reduce-scatter (and its gradient)
     per_row += _local(spec.num_classes, pcol) + 2 * spec.num_classes
-    return m * per_row * sz.value
+    return (m * per_row * sz.value).astype(np.int64)
 
 
 def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo) -> np.ndarray:
