@@ -9,8 +9,6 @@ whose sections keep the indices as integers: CSR row pointers, column indices an
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,34 +39,30 @@ def csr_tensor(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: 
                                        check_invariants=False)
 
 
-SERIAL_WORK = 1 << 15
-"""CPU products with fewer multiply-adds (nnz x f) than this run on one thread: below ~32K (a few
-microseconds) waking a second thread costs more than it saves. Measured with ``benchmarks/local_kernel.py``
-on an idle 2-core machine (``results/perf/``): at 32K every case reached at least 0.92x the best of torch's
-CSR product and scipy; the 16M threshold used before (tuned while the machine was heavily shared, where every
-parallel region can wait for a descheduled thread) left mid-sized products on one thread and 12 of 26 cases
-below 0.9x."""
-
-
-@contextmanager
-def _threads(count: int) -> Iterator[None]:
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def spmm(csr: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
     """``csr @ dense`` for a torch CSR (rows x cols) and a dense (cols x f): the one sparse kernel of gridgnn.
 
-    torch's CSR product (MKL on x86 CPUs), on one thread when the product is small (`SERIAL_WORK`). Not collective.
+    torch's CSR product (MKL on x86 CPUs) with the configured threads. On CPU it writes into a fresh
+    uninitialised (rows x f) tensor through ``addmm(..., beta=0, out=...)``: the same bits as
+    ``torch.sparse.mm``, whose extra passes over a zero-filled result cost up to 2x on wide outputs
+    (``benchmarks/local_kernel.py``, ``results/perf/``). Called this way, two threads beat one even at 8 K
+    multiply-adds, so small products are not sent to one thread. Not collective.
     """
-    if dense.device.type == "cpu" and csr._nnz() * dense.shape[1] < SERIAL_WORK and torch.get_num_threads() > 1:
-        with _threads(1):
-            return torch.sparse.mm(csr, dense)
-    return torch.sparse.mm(csr, dense)
+    if dense.device.type != "cpu" or (torch.is_grad_enabled() and (dense.requires_grad or csr.requires_grad)):
+        return torch.sparse.mm(csr, dense)
+    out = dense.new_empty((csr.shape[0], dense.shape[1]))
+    return torch.addmm(out, csr, dense, beta=0, out=out)
+
+
+def spmm_add(csr: torch.Tensor, dense: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out += csr @ dense`` in place, shapes as in `spmm` with ``out`` (rows x f); returns ``out``.
+
+    On CPU one ``addmm(..., beta=1, out=out)``: no product-sized temporary, one pass over ``out``; MKL forms
+    each row's sum and then adds it, so the bits equal ``out + csr @ dense`` (tested). Not collective.
+    """
+    if dense.device.type != "cpu" or (torch.is_grad_enabled() and (dense.requires_grad or csr.requires_grad)):
+        return out.add_(torch.sparse.mm(csr, dense))
+    return torch.addmm(out, csr, dense, beta=1, out=out)
 
 
 @dataclass(frozen=True)
@@ -127,6 +121,10 @@ class SparseBlock:
     def matmul(self, dense: torch.Tensor) -> torch.Tensor:
         """``A @ dense``: (rows x cols) @ (cols x f) -> (rows x f), f = dense.shape[1]."""
         return spmm(self.csr, dense)
+
+    def matmul_add(self, dense: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out += A @ dense`` in place: (rows x cols) @ (cols x f) added to out (rows x f)."""
+        return spmm_add(self.csr, dense, out)
 
     def t_matmul(self, dense: torch.Tensor) -> torch.Tensor:
         """``Aᵀ @ dense``: (cols x rows) @ (rows x f) -> (cols x f)."""
