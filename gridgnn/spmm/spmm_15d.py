@@ -79,7 +79,7 @@ class SpMM15D(DistributedSpMM):
 
         for j, held in self.comm.pipeline(self.share, issue):
             if self.blocks[j].nnz:
-                out += self.blocks[j].matmul(held)
+                self.blocks[j].matmul_add(held, out)
         if self.replication > 1:
             self.comm.all_reduce(out, "rep")
         return out

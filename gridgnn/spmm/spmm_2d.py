@@ -93,7 +93,7 @@ class SpMM2D(DistributedSpMM):
 
         for _, (panel, held) in self.comm.pipeline(range(len(self.stages)), issue):
             if panel is not None and held is not None:
-                out += panel.matmul(held)
+                panel.matmul_add(held, out)
         return out
 
     def backward(self, grad_y: torch.Tensor) -> torch.Tensor:

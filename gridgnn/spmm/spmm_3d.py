@@ -89,7 +89,7 @@ class SpMM3D(DistributedSpMM):
 
         for _, (panel, held) in self.comm.pipeline(range(self.grid.size("row")), issue):
             if panel is not None and held is not None:
-                partial += panel.matmul(held)
+                panel.matmul_add(held, partial)
         if width == 0:
             return x.new_zeros(x.shape)
         return self.comm.reduce_scatter_rows(partial, "depth", self._depth_counts())
