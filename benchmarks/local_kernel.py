@@ -17,11 +17,14 @@ summarized by their medians:
 - ``gridgnn``: `SparseBlock.matmul` (what the model calls);
 - ``torch-csr``: ``torch.sparse.mm`` on a CSR tensor built the default way (``Tensor.to_sparse_csr``, int64
   indices);
-- ``scipy``: ``scipy.sparse.csr_matrix @ ndarray`` (single-threaded).
+- ``scipy``: ``scipy.sparse.csr_matrix @ ndarray`` (single-threaded);
+- ``gridgnn-1-thread``: `SparseBlock.matmul` with torch set to one thread, not an alternative but the check
+  that the configured threads never lose to one on these products (the "threads gain" column).
 
 Reported per case and method: median seconds, GFLOP/s (2·nnz·f flops) and effective bytes per second (the
 least traffic a CSR product needs: values, column indices and row pointers once, the dense input once, the
-output once); and for gridgnn its speed relative to the best alternative. A copy bandwidth (``clone`` of a
+output once); and for gridgnn its speed relative to the best alternative (torch-csr or scipy) and its threads
+gain (time on one thread / time on the configured threads). A copy bandwidth (``clone`` of a
 256 MiB float32 tensor, read + write bytes) measured in the same run tells what "fast" means on the machine.
 Example (the results in ``results/perf/``)::
 
@@ -50,7 +53,19 @@ from gridgnn.data.transforms import gcn_normalize
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 
 DEFAULT_DATASETS = ("cora", "citeseer", "amazon-computers", "rmat:scale=17,edge_factor=16,features=128")
-METHODS = ("gridgnn", "torch-csr", "scipy")
+ALTERNATIVES = ("torch-csr", "scipy")
+METHODS = ("gridgnn", *ALTERNATIVES, "gridgnn-1-thread")
+
+
+def _on_one_thread(f: Callable[[], object]) -> Callable[[], object]:
+    def call() -> object:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return f()
+        finally:
+            torch.set_num_threads(threads)
+    return call
 
 
 @dataclass
@@ -90,6 +105,7 @@ def methods_for(case: Case) -> dict[str, Callable[[], object]]:
         "gridgnn": lambda: block.matmul(dense),
         "torch-csr": lambda: torch.sparse.mm(default_csr, dense),
         "scipy": lambda: a @ dense_np,
+        "gridgnn-1-thread": _on_one_thread(lambda: block.matmul(dense)),
     }
 
 
@@ -147,12 +163,13 @@ def measure(case: Case, *, rounds: int, min_sample_s: float) -> dict:
     nnz, f = case.matrix.nnz, case.width
     index_size = 4 if index_dtype_for(max(rows, cols), nnz) == torch.int32 else 8
     traffic = nnz * (4 + index_size) + (rows + 1) * index_size + (rows + cols) * f * 4
-    best = min(seconds[name] for name in METHODS[1:])
+    best = min(seconds[name] for name in ALTERNATIVES)
     return {
         "dataset": case.dataset, "piece": case.piece, "rows": rows, "cols": cols, "nnz": nnz, "width": f,
         "seconds": seconds, "gflops": {name: 2 * nnz * f / s / 1e9 for name, s in seconds.items()},
         "gbytes_per_s": {name: traffic / s / 1e9 for name, s in seconds.items()},
         "speed_vs_best_alternative": best / seconds["gridgnn"],
+        "threads_gain": seconds["gridgnn-1-thread"] / seconds["gridgnn"],
     }
 
 
@@ -162,20 +179,23 @@ def markdown(rows: list[dict], env: dict) -> str:
         f"torch {env['torch']}, scipy {env['scipy']}, {env['threads']} threads, {env['machine']}. Copy "
         f"bandwidth (clone of {env['copy_mib']} MiB, read + write) measured in the same run: "
         f"**{env['copy_gbytes_per_s']:.2f} GB/s**. GFLOP/s = 2·nnz·f / time; GB/s = least CSR traffic / time; "
-        "speed = best alternative's time / gridgnn's time.", "",
+        "speed = best alternative's time / gridgnn's time; threads gain = gridgnn's time on one thread / on "
+        f"{env['threads']}.", "",
         "| dataset | piece | rows x cols | nnz | f | gridgnn GFLOP/s (GB/s) | torch-csr GFLOP/s | scipy GFLOP/s "
-        "| gridgnn ms | speed vs best |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| gridgnn ms | speed vs best | threads gain |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         g, b = r["gflops"], r["gbytes_per_s"]
         lines.append(
             f"| {r['dataset'].split(',')[0]} | {r['piece']} | {r['rows']} x {r['cols']} | {r['nnz']} | "
             f"{r['width']} | {g['gridgnn']:.2f} ({b['gridgnn']:.2f}) | {g['torch-csr']:.2f} | {g['scipy']:.2f} | "
-            f"{1e3 * r['seconds']['gridgnn']:.3f} | {r['speed_vs_best_alternative']:.2f} |")
+            f"{1e3 * r['seconds']['gridgnn']:.3f} | {r['speed_vs_best_alternative']:.2f} | {r['threads_gain']:.2f} |")
     speeds = [r["speed_vs_best_alternative"] for r in rows]
+    gains = [r["threads_gain"] for r in rows]
     lines += ["", f"gridgnn vs best alternative: median speed {statistics.median(speeds):.2f}, "
-                  f"min {min(speeds):.2f} over {len(rows)} cases."]
+                  f"min {min(speeds):.2f} over {len(rows)} cases; threads gain median "
+                  f"{statistics.median(gains):.2f}, min {min(gains):.2f}."]
     return "\n".join(lines) + "\n"
 
 

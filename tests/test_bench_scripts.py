@@ -47,10 +47,12 @@ def test_pyg_compare_plot(tmp_path):
 def test_local_kernel_tiny(tmp_path):
     bench = _load("local_kernel")
     out = tmp_path / "kernel.json"
-    rows = bench.main(["--dataset", TINY, "--threads", "1", "--rounds", "1", "--min-sample-ms", "0",
-                       "--copy-mib", "4", "--json", str(out)])
+    rows = bench.main(["--dataset", TINY, "--threads", "2", "--rounds", "1", "--min-sample-ms", "0",
+                       "--copy-mib", "4", "--json", str(out), "--markdown", str(tmp_path / "kernel.md")])
     assert {row["piece"] for row in rows} == {"full", "2d-block"}
-    assert all(row["gflops"]["gridgnn"] > 0 for row in rows)
+    assert all(row["gflops"]["gridgnn"] > 0 and row["threads_gain"] > 0 for row in rows)
+    assert all(set(row["seconds"]) == set(bench.METHODS) for row in rows)
+    assert "threads gain median" in (tmp_path / "kernel.md").read_text()
     assert json.loads(out.read_text())["environment"]["copy_gbytes_per_s"] > 0
 
 
