@@ -6,7 +6,7 @@ factor 16 (about 64 M stored non-zeros): 1D, 1.5D and 2D at P = 4, and compares 
 resident set measured in the same run. Slow (minutes): ``python -m pytest -m slow tests/test_memory_at_scale.py``.
 The 2^22 run is in results/scale/.
 
-Every rank within 25 % (2^22 with this model: 1D 1.06-1.10, 1.5D 0.97-1.05, 2D 0.81-0.84, 3D 0.83-0.89;
+Every rank within 25 % (2^22 with this model: 1D 0.98-1.04, 1.5D 0.91-0.93, 2D 0.80-0.84, 3D 0.79-0.86;
 see results/scale/). Before workers released the memory-mapped graph's file pages and the
 peak was reset after set-up, those pages (0.6-0.9 GiB per rank) hid an activation term that counted twice
 what autograd keeps; both were fixed together.
