@@ -73,7 +73,7 @@ class PygRun:
         adj = sp.csr_matrix(graph.adj, dtype=np.float32)
         self.adj_t = torch.sparse_csr_tensor(torch.from_numpy(adj.indptr.astype(np.int64)),
                                              torch.from_numpy(adj.indices.astype(np.int64)),
-                                             torch.from_numpy(adj.data), adj.shape)
+                                             torch.from_numpy(adj.data), adj.shape, check_invariants=False)
         self.labels = torch.from_numpy(graph.labels).long()
         self.masks = [torch.from_numpy(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
         self.model = PygGCN(graph.num_features, config.hidden, graph.num_classes, config.dropout)
