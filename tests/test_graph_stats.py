@@ -11,9 +11,12 @@ import scipy.sparse as sp
 
 import gridgnn.cost.graph_stats as graph_stats_module
 from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import ModelSpec
 from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.rank_cost import nnz_bounds, shape_blocks
 from gridgnn.data.prepared import RowBlockCSR, open_prepared, prepare_graph
 from gridgnn.errors import DataError
+from gridgnn.plan.planner import candidate_shapes, plan
 from gridgnn.train.auto import graph_stats
 from gridgnn.train.run import load_graph
 
@@ -76,3 +79,56 @@ def test_counting_holds_one_chunk_of_temporaries_not_the_graph(monkeypatch):
     # materializing the row and column id of every entry (the old way) took 16 bytes per entry, 64 MB here;
     # a chunk's temporaries are ~3 x 8 bytes x 65536
     assert peak < nnz // 2, peak
+
+
+def _random_stats(n: int = 97, seed: int = 3) -> tuple[sp.csr_matrix, GraphStats]:
+    adj = sp.csr_matrix(sp.random(n, n, density=0.08, random_state=seed, format="csr") + sp.identity(n))
+
+    class _Graph:
+        name, features, num_features, num_classes = "random", np.zeros((n, 5)), 5, 3
+
+    return adj, GraphStats.from_graph(_Graph, normalized_adj=adj)
+
+
+@pytest.mark.parametrize("world_size", [1, 4, 6, 8, 12, 16])
+def test_one_counting_pass_prices_every_grid_shape_as_its_own_pass_would(world_size, monkeypatch):
+    adj, fresh = _random_stats()
+    _, shared = _random_stats()
+    shapes = candidate_shapes(world_size)
+    passes = []
+    original = GraphStats._count
+    monkeypatch.setattr(GraphStats, "_count", lambda self, *a: passes.append(1) or original(self, *a))
+    shared.count_once(nnz_bounds(shape, adj.shape[0]) for shape in shapes)
+    assert len(passes) == 1
+    for shape in shapes:
+        rows, cols = nnz_bounds(shape, adj.shape[0])
+        group = np.arange(len(cols) - 1)
+        dense = _dense_counts(adj, rows, cols, group, len(group))
+        assert np.array_equal(shared.grouped_nnz(rows, cols), dense)
+        a, b = shape_blocks(shape, shared), shape_blocks(shape, fresh)
+        assert np.array_equal(a.nnz, b.nnz) and np.array_equal(a.mult_nnz, b.mult_nnz), shape
+        assert np.array_equal(a.local_nnz, b.local_nnz) and a.segments == b.segments, shape
+    assert len(passes) == 1 + len(shapes)  # `fresh` counted each shape; `shared` never read Â again
+
+
+def test_plan_reads_the_graph_once_and_ranks_as_before(monkeypatch):
+    _, stats = _random_stats(seed=5)
+    _, reference = _random_stats(seed=5)
+    monkeypatch.setattr(graph_stats_module, "TABLE_CELLS", 0)  # no table: every shape counts on its own
+    before = plan(ModelSpec(5, 3), reference, 8)
+    assert reference._table is None
+    monkeypatch.setattr(graph_stats_module, "TABLE_CELLS", 1 << 22)
+    passes = []
+    original = GraphStats._count
+    monkeypatch.setattr(GraphStats, "_count", lambda self, *a: passes.append(1) or original(self, *a))
+    after = plan(ModelSpec(5, 3), stats, 8)
+    assert len(passes) == 1
+    assert [e.to_dict() for e in after.entries] == [e.to_dict() for e in before.entries]
+
+
+def test_bounds_off_the_table_are_counted_directly():
+    adj, stats = _random_stats()
+    stats.count_once([([0, 50, 97], [0, 30, 97])])
+    rows, cols = [0, 20, 97], [0, 30, 60, 97]  # 20 and 60 are not on the table
+    group = np.arange(3)
+    assert np.array_equal(stats.grouped_nnz(rows, cols), _dense_counts(adj, rows, cols, group, 3))

@@ -15,6 +15,7 @@ Pure code, no process group.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,10 @@ import scipy.sparse as sp
 
 from gridgnn.errors import DataError
 from gridgnn.sparse.cut import CHUNK_ENTRIES
+
+TABLE_CELLS = 1 << 22
+"""Largest `GraphStats.count_once` table (rows x columns of the common refinement): 32 MiB of counts. Grids
+up to a few hundred processes fit; beyond, every shape counts on its own."""
 
 
 @dataclass
@@ -42,6 +47,8 @@ class GraphStats:
     feature_nnz: int | None = None
     indptr: np.ndarray | None = field(default=None, repr=False)
     indices: np.ndarray | None = field(default=None, repr=False)
+    # (row bounds, column bounds, counts) of the last `count_once`, or None
+    _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def exact(self) -> bool:
@@ -85,10 +92,11 @@ class GraphStats:
 
         ``col_group[b]`` names the group of column block b (default: each block its own group); groups
         number ``num_groups`` (default: the largest name + 1; empty groups count 0). Exact
-        counts (one pass over the entries, `CHUNK_ENTRIES` at a time) or, for statistics from counts, the
-        uniform expectation rounded to integers. Raises `DataError` on column ids outside the matrix.
+        counts (one pass over the entries, `CHUNK_ENTRIES` at a time, or sums of the `count_once` table when
+        the bounds lie on it) or, for statistics from counts, the uniform expectation rounded to integers.
+        Raises `DataError` on column ids outside the matrix.
         """
-        num_rows, num_cols = len(row_bounds) - 1, len(col_bounds) - 1
+        num_cols = len(col_bounds) - 1
         group = np.arange(num_cols) if col_group is None else np.asarray(col_group, dtype=np.int64)
         if num_groups is None:
             num_groups = int(group.max()) + 1 if num_cols else 0
@@ -98,6 +106,44 @@ class GraphStats:
             widths = np.bincount(group, weights=np.diff(np.asarray(col_bounds, dtype=np.float64)),
                                  minlength=num_groups)
             return np.rint(self.nnz * np.outer(heights, widths) / (n * n)).astype(np.int64)
+        if self._table is not None:
+            from_table = self._sum_table(row_bounds, col_bounds, group, num_groups)
+            if from_table is not None:
+                return from_table
+        return self._count(row_bounds, col_bounds, group, num_groups)
+
+    def count_once(self, partitions: Iterable[tuple[list[int], list[int]]]) -> None:
+        """Count Â's entries once on the common refinement of ``partitions`` (pairs of row and column bounds,
+        each from 0 to ``num_nodes``), so that `grouped_nnz` on any of them sums that table instead of reading
+        Â again: `--algo auto` prices every grid shape from one pass over the graph. No-op for statistics from
+        counts, or when the table would exceed `TABLE_CELLS` (then each call counts on its own)."""
+        partitions = list(partitions)
+        if self.indices is None or not partitions:
+            return
+        rows = np.unique(np.concatenate([np.asarray(r, dtype=np.int64) for r, _ in partitions]))
+        cols = np.unique(np.concatenate([np.asarray(c, dtype=np.int64) for _, c in partitions]))
+        if (len(rows) - 1) * (len(cols) - 1) > TABLE_CELLS:
+            return
+        counts = self._count(rows.tolist(), cols, np.arange(len(cols) - 1), len(cols) - 1)
+        self._table = (rows, cols, counts)
+
+    def _sum_table(self, row_bounds, col_bounds, group: np.ndarray, num_groups: int) -> np.ndarray | None:
+        """`grouped_nnz` from the `count_once` table, or None when the bounds are not on its refinement."""
+        rows, cols, counts = self._table
+        row_bounds = np.asarray(row_bounds, dtype=np.int64)
+        col_bounds = np.asarray(col_bounds, dtype=np.int64)
+        if not (np.isin(row_bounds, rows).all() and np.isin(col_bounds, cols).all()):
+            return None
+        # every fine bin lies inside one requested block: the last block starting at or before it
+        row_block = np.searchsorted(row_bounds, rows[:-1], side="right") - 1
+        col_block = np.searchsorted(col_bounds, cols[:-1], side="right") - 1
+        out = np.zeros((len(row_bounds) - 1, num_groups), dtype=np.int64)
+        np.add.at(out, (row_block[:, None], group[col_block][None, :]), counts)
+        return out
+
+    def _count(self, row_bounds, col_bounds, group: np.ndarray, num_groups: int) -> np.ndarray:
+        """One pass over Â's entries in the rows of ``row_bounds``, `CHUNK_ENTRIES` at a time."""
+        num_rows = len(row_bounds) - 1
         bounds = np.asarray(col_bounds, dtype=np.int64)
         counts = np.zeros((num_rows, num_groups), dtype=np.int64)
         for block in range(num_rows):

@@ -63,34 +63,45 @@ class ShapeBlocks:
     cache: dict = field(default_factory=dict, repr=False)  # width-independent Â panel terms
 
 
+def nnz_bounds(shape: GridShape, n: int) -> tuple[list[int], list[int]]:
+    """The (row bounds, column bounds) on which `shape_blocks` counts Â's entries for ``shape`` (n vertices)."""
+    if shape.algo in ("1d", "1.5d"):
+        bounds = block_bounds(n, shape.sizes[0])
+        return bounds, bounds
+    if shape.algo == "2d":
+        pr, pc = shape.sizes
+        rows = block_bounds(n, pr)
+        # per-stage nnz only matter when panels move (pc > 1); a single process column needs row sums
+        return rows, (refine(rows, block_bounds(n, pc)) if pc > 1 else [0, n])
+    q, _, d = shape.sizes
+    rows = block_bounds(n, q)
+    return rows, sorted({b for k in range(q) for b in sub_bounds(rows[k], rows[k + 1], d)})
+
+
 def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
     """Partition and block nnz of ``stats``'s Â on ``shape`` (exact or uniform, as ``stats`` is)."""
     n = stats.num_nodes
     coords = {a: c.astype(np.int64) for a, c in zip(shape.axes, np.unravel_index(np.arange(shape.world_size),
                                                                                    shape.sizes), strict=True)}
+    rows, cols = nnz_bounds(shape, n)
     if shape.algo in ("1d", "1.5d"):
         num_rows = shape.sizes[0]
         c = shape.sizes[1] if shape.algo == "1.5d" else 1
-        bounds = block_bounds(n, num_rows)
-        nnz = stats.grouped_nnz(bounds, bounds, np.arange(num_rows) % c, num_groups=c)
+        nnz = stats.grouped_nnz(rows, cols, np.arange(num_rows) % c, num_groups=c)
         i, k = coords["row"], coords.get("rep", np.zeros_like(coords["row"]))
-        return ShapeBlocks(shape, n, coords, bounds, nnz, np.diff(bounds)[i], nnz[i, k], nnz[i, k])
+        return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k])
     if shape.algo == "2d":
-        pr, pc = shape.sizes
-        rows, cols = block_bounds(n, pr), block_bounds(n, pc)
-        stages = refine(rows, cols)
-        # Per-stage nnz only matter when panels move (pc > 1); a single process column needs row sums.
-        nnz = stats.grouped_nnz(rows, stages) if pc > 1 else stats.grouped_nnz(rows, [0, n])
+        pc = shape.sizes[1]
+        stages = refine(rows, block_bounds(n, pc))
+        nnz = stats.grouped_nnz(rows, cols)
         i, j = coords["row"], coords["col"]
-        owner = _segment_owner(stages, cols) if pc > 1 else np.zeros(1, dtype=np.int64)
+        owner = _segment_owner(stages, block_bounds(n, pc)) if pc > 1 else np.zeros(1, dtype=np.int64)
         own = np.add.reduceat(nnz, np.searchsorted(owner, np.arange(pc)), axis=1) if pc > 1 else nnz
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
                            segments=stages)
     q, _, d = shape.sizes
-    rows = block_bounds(n, q)
     sub = np.array([np.diff(sub_bounds(rows[k], rows[k + 1], d)) for k in range(q)], dtype=np.int64)
-    fine = sorted({b for k in range(q) for b in sub_bounds(rows[k], rows[k + 1], d)})
-    nnz = stats.grouped_nnz(rows, fine)
+    nnz = stats.grouped_nnz(rows, cols)
     i, j, m = coords["row"], coords["col"], coords["depth"]
     z = nnz.reshape(q, q, d)
     return ShapeBlocks(shape, n, coords, rows, nnz, sub[i, m], z[i, j, m], z.sum(axis=1)[i, m], sub=sub)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import MachineProfile
+from gridgnn.cost.rank_cost import nnz_bounds
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.shape import ALGORITHMS, GridShape
 
@@ -137,10 +138,11 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     spec = ModelSpec.of(model, stats)
     profile = GPU_CLUSTER if profile is None else profile
     limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes
+    shapes = [shape for shape in candidate_shapes(world_size, algos)
+              if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
+    stats.count_once(nnz_bounds(shape, stats.num_nodes) for shape in shapes)  # one pass over Â for all
     entries = []
-    for shape in candidate_shapes(world_size, algos):
-        if shape.algo != "1d" and stats.num_nodes < max(shape.sizes[0], 1):
-            continue
+    for shape in shapes:
         pred = predict_epoch(spec, stats, shape, profile=profile, sizes=sizes)
         fits = limit is None or int(pred.memory_bytes.max()) <= limit
         entries.append(PlanEntry(shape, pred, fits))
