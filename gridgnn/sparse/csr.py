@@ -45,8 +45,9 @@ def spmm(csr: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
     torch's CSR product (MKL on x86 CPUs) with the configured threads. On CPU it writes into a fresh
     uninitialised (rows x f) tensor through ``addmm(..., beta=0, out=...)``: the same bits as
     ``torch.sparse.mm``, whose extra passes over a zero-filled result cost up to 2x on wide outputs
-    (``benchmarks/local_kernel.py``, ``results/perf/``). Called this way, two threads beat one even at 8 K
-    multiply-adds, so small products are not sent to one thread. Not collective.
+    (``benchmarks/local_kernel.py``, ``results/perf/``). Called this way, two threads match or beat one down
+    to the smallest blocks measured (24 K multiply-adds: 1.00-1.28x), so small products are not sent to one
+    thread. Not collective.
     """
     if dense.device.type != "cpu" or (torch.is_grad_enabled() and (dense.requires_grad or csr.requires_grad)):
         return torch.sparse.mm(csr, dense)
@@ -57,8 +58,9 @@ def spmm(csr: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
 def spmm_add(csr: torch.Tensor, dense: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``out += csr @ dense`` in place, shapes as in `spmm` with ``out`` (rows x f); returns ``out``.
 
-    On CPU one ``addmm(..., beta=1, out=out)``: no product-sized temporary, one pass over ``out``; MKL forms
-    each row's sum and then adds it, so the bits equal ``out + csr @ dense`` (tested). Not collective.
+    On CPU one ``addmm(..., beta=1, out=out)``: no product-sized temporary, one pass over ``out``. The bits
+    equal ``out + csr @ dense`` (tested: MKL completes each row's sum before adding it), so a distributed
+    sum over stages is unchanged. Not collective.
     """
     if dense.device.type != "cpu" or (torch.is_grad_enabled() and (dense.requires_grad or csr.requires_grad)):
         return out.add_(torch.sparse.mm(csr, dense))
