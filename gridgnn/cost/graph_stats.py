@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.errors import DataError
-from gridgnn.sparse.cut import CHUNK_ENTRIES
+from gridgnn.sparse.cut import CHUNK_ENTRIES, checked_column_ids
 
 TABLE_CELLS = 1 << 22
 """Largest `GraphStats.count_once` table (rows x columns of the common refinement): 32 MiB of counts. Grids
@@ -48,7 +47,8 @@ class GraphStats:
     indptr: np.ndarray | None = field(default=None, repr=False)
     indices: np.ndarray | None = field(default=None, repr=False)
     # (row bounds, column bounds, counts) of the last `count_once`, or None
-    _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
+                                                                      compare=False)
 
     @property
     def exact(self) -> bool:
@@ -149,10 +149,8 @@ class GraphStats:
         for block in range(num_rows):
             start, stop = int(self.indptr[row_bounds[block]]), int(self.indptr[row_bounds[block + 1]])
             for chunk in range(start, stop, CHUNK_ENTRIES):  # bounded temporaries, whatever the graph's size
-                cols = self.indices[chunk:min(chunk + CHUNK_ENTRIES, stop)]
-                if cols.size and (cols.min() < 0 or cols.max() >= bounds[-1]):  # a damaged prepared graph
-                    raise DataError(f"{self.name}: column ids of Â outside [0, {bounds[-1]}) in rows "
-                                    f"{row_bounds[block]}..{row_bounds[block + 1] - 1}")
+                cols = checked_column_ids(self.indices, chunk, min(chunk + CHUNK_ENTRIES, stop), int(bounds[-1]),
+                                          (row_bounds[block], row_bounds[block + 1]), f"{self.name}: column ids of Â")
                 col_block = np.searchsorted(bounds, cols, side="right") - 1
                 counts[block] += np.bincount(group[col_block], minlength=num_groups)
         return counts

@@ -92,10 +92,11 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k])
     if shape.algo == "2d":
         pc = shape.sizes[1]
-        stages = refine(rows, block_bounds(n, pc))
+        col_blocks = block_bounds(n, pc)
+        stages = refine(rows, col_blocks)  # = cols when pc > 1
         nnz = stats.grouped_nnz(rows, cols)
         i, j = coords["row"], coords["col"]
-        owner = _segment_owner(stages, block_bounds(n, pc)) if pc > 1 else np.zeros(1, dtype=np.int64)
+        owner = _segment_owner(stages, col_blocks) if pc > 1 else np.zeros(1, dtype=np.int64)
         own = np.add.reduceat(nnz, np.searchsorted(owner, np.arange(pc)), axis=1) if pc > 1 else nnz
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
                            segments=stages)

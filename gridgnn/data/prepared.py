@@ -103,7 +103,6 @@ class PreparedGraph:
     test_mask: np.ndarray
     meta: dict = field(default_factory=dict)
 
-
     def release_pages(self) -> None:
         """Drop this process's resident pages of every memory-mapped array (``madvise(MADV_DONTNEED)``).
 

@@ -39,6 +39,13 @@ def csr_tensor(crow: torch.Tensor, col: torch.Tensor, val: torch.Tensor, shape: 
                                        check_invariants=False)
 
 
+def _writes_in_place(csr: torch.Tensor, dense: torch.Tensor) -> bool:
+    """Whether `spmm`/`spmm_add` may call ``addmm(..., out=...)``: on CPU (CUDA keeps ``torch.sparse.mm``), and
+    not when autograd must record the product (``out=`` variants are not differentiable)."""
+    needs_grad = torch.is_grad_enabled() and (dense.requires_grad or csr.requires_grad)
+    return dense.device.type == "cpu" and not needs_grad
+
+
 def spmm(csr: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
     """``csr @ dense`` for a torch CSR (rows x cols) and a dense (cols x f): the one sparse kernel of gridgnn.
 
@@ -49,7 +56,7 @@ def spmm(csr: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
     to the smallest blocks measured (24 K multiply-adds: 1.00-1.28x), so small products are not sent to one
     thread. Not collective.
     """
-    if dense.device.type != "cpu" or (torch.is_grad_enabled() and (dense.requires_grad or csr.requires_grad)):
+    if not _writes_in_place(csr, dense):
         return torch.sparse.mm(csr, dense)
     out = dense.new_empty((csr.shape[0], dense.shape[1]))
     return torch.addmm(out, csr, dense, beta=0, out=out)
@@ -62,7 +69,7 @@ def spmm_add(csr: torch.Tensor, dense: torch.Tensor, out: torch.Tensor) -> torch
     equal ``out + csr @ dense`` (tested: MKL completes each row's sum before adding it), so a distributed
     sum over stages is unchanged. Not collective.
     """
-    if dense.device.type != "cpu" or (torch.is_grad_enabled() and (dense.requires_grad or csr.requires_grad)):
+    if not _writes_in_place(csr, dense):
         return out.add_(torch.sparse.mm(csr, dense))
     return torch.addmm(out, csr, dense, beta=1, out=out)
 

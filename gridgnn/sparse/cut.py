@@ -84,15 +84,22 @@ def cut_panels(matrix, rows: tuple[int, int], panels: Sequence[tuple[int, int]],
     return [int(v) for v in nnz], kept
 
 
+def checked_column_ids(indices, lo: int, hi: int, n_cols: int, rows: tuple[int, int], label: str) -> np.ndarray:
+    """``indices[lo:hi]`` (the stored entries of global rows ``rows[0]..rows[1] - 1``) as int64, or `DataError`
+    ``"<label> outside [0, n_cols) in rows a..b"`` when one lies outside the matrix (a damaged prepared graph)."""
+    cols = np.asarray(indices[lo:hi], dtype=np.int64)
+    if cols.size and (cols.min() < 0 or cols.max() >= n_cols):
+        raise DataError(f"{label} outside [0, {n_cols}) in rows {rows[0]}..{rows[1] - 1}")
+    return cols
+
+
 def _panel_ids(matrix, indptr: np.ndarray, chunks: list[tuple[int, int]], starts: np.ndarray, ends: np.ndarray,
                where: tuple[int, int, str]):
     """Per row chunk [a, b): its column ids (int64) and the panel of each entry (``len(starts)`` when in none)."""
     r0, n_cols, source = where
     for a, b in chunks:
         lo, hi = int(indptr[a]), int(indptr[b])
-        cols = np.asarray(matrix.indices[lo:hi], dtype=np.int64)
-        if cols.size and (cols.min() < 0 or cols.max() >= n_cols):
-            raise DataError(f"{source}: column ids outside [0, {n_cols}) in rows {r0 + a}..{r0 + b - 1}")
+        cols = checked_column_ids(matrix.indices, lo, hi, n_cols, (r0 + a, r0 + b), f"{source}: column ids")
         panel = np.searchsorted(starts, cols, side="right") - 1
         inside = panel >= 0
         inside[inside] = cols[inside] < ends[panel[inside]]
