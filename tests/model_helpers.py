@@ -1,13 +1,16 @@
-"""Shared helpers of the model, trainer and CLI tests: small graphs and the shared dataset folder."""
+"""Shared helpers of the model, trainer, CLI and cost-model tests: small graphs and their statistics, and the
+shared dataset folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.graph import Graph
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -39,3 +42,12 @@ def random_graph(n: int = 60, f: int = 12, classes: int = 3, *, directed: bool =
     return Graph(adj=sp.csr_matrix(adj), features=features, labels=rng.integers(0, classes, n),
                  train_mask=part == 0, val_mask=part == 1, test_mask=part == 2, num_classes=classes,
                  name="random", directed=directed)
+
+
+def random_stats(n: int, *, density: float, seed: int, features: int,
+                 classes: int) -> tuple[sp.csr_matrix, GraphStats]:
+    """A random pattern of Â (with every self-loop) and its exact `GraphStats`, for cost-model tests."""
+    adj = sp.csr_matrix(sp.random(n, n, density=density, random_state=seed, format="csr") + sp.identity(n))
+    graph = SimpleNamespace(name="random", features=np.zeros((n, features)), num_features=features,
+                            num_classes=classes)
+    return adj, GraphStats.from_graph(graph, normalized_adj=adj)

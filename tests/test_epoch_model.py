@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plan_workers as pw
 import pytest
-import scipy.sparse as sp
+from model_helpers import random_stats
 
 from gridgnn.config import TrainConfig
 from gridgnn.cost.block_stats import block_nnz
@@ -66,12 +66,7 @@ def test_predicted_step_equals_measured_other_orders(data, order, grid):
 
 
 def _random_stats(n: int = 37):
-    adj = sp.csr_matrix(sp.random(n, n, density=0.15, random_state=1, format="csr") + sp.identity(n))
-
-    class _Graph:
-        name, features, num_features, num_classes = "random", np.zeros((n, 3)), 3, 2
-
-    return adj, GraphStats.from_graph(_Graph, normalized_adj=adj)
+    return random_stats(n, density=0.15, seed=1, features=3, classes=2)
 
 
 CASES = ([("1d", p, {}) for p in (1, 2, 3, 5)]

@@ -8,6 +8,7 @@ import tracemalloc
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from model_helpers import random_stats
 
 import gridgnn.cost.graph_stats as graph_stats_module
 from gridgnn.config import TrainConfig
@@ -82,12 +83,7 @@ def test_counting_holds_one_chunk_of_temporaries_not_the_graph(monkeypatch):
 
 
 def _random_stats(n: int = 97, seed: int = 3) -> tuple[sp.csr_matrix, GraphStats]:
-    adj = sp.csr_matrix(sp.random(n, n, density=0.08, random_state=seed, format="csr") + sp.identity(n))
-
-    class _Graph:
-        name, features, num_features, num_classes = "random", np.zeros((n, 5)), 5, 3
-
-    return adj, GraphStats.from_graph(_Graph, normalized_adj=adj)
+    return random_stats(n, density=0.08, seed=seed, features=5, classes=3)
 
 
 @pytest.mark.parametrize("world_size", [1, 4, 6, 8, 12, 16])
