@@ -50,6 +50,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, graph_digest
 from gridgnn.errors import CheckpointError, CollectiveError
+from gridgnn.grid.peer_failures import is_peer_failure
 
 MANIFEST = "gridgnn-checkpoint.json"
 FORMAT = "gridgnn-checkpoint/1"
@@ -302,16 +303,6 @@ def _causes(error: BaseException) -> list[BaseException]:
     return [error]
 
 
-def _is_peer_failure(error: BaseException) -> bool:
-    """A failure of the process group (a peer died or timed out), not of the files: torch's distributed
-    errors, or the plain RuntimeError gloo raises for a closed or silent peer (never an OSError)."""
-    if isinstance(error, dist.DistError):
-        return True
-    text = str(error).lower()
-    return type(error) is RuntimeError and any(
-        word in text for word in ("timed out", "timeout", "connection", "gloo", "nccl", "peer"))
-
-
 @contextmanager
 def _failures_explained(what: str, folder: Path):
     """Turn what goes wrong inside a checkpoint step into one of our one-line errors: `CollectiveError`
@@ -324,7 +315,7 @@ def _failures_explained(what: str, folder: Path):
         causes = _causes(error)
         text = " ".join(str(causes[0]).split())[:300]
         first = f"{type(causes[0]).__name__}: {text}" if text else type(causes[0]).__name__
-        if any(_is_peer_failure(cause) for cause in causes):
+        if any(is_peer_failure(cause) for cause in causes):
             raise CollectiveError(f"{what} '{folder}' failed: another worker stopped or did not answer in "
                                   f"time ({first})") from None
         raise CheckpointError(f"{what} '{folder}' failed: {first}") from None

@@ -20,6 +20,7 @@ import torch.distributed as dist
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import CheckpointError, ConfigError
+from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.train.checkpoint import (
     check_compatible,
     latest_checkpoint,
@@ -142,7 +143,8 @@ def _agreed(choose: Callable[[TrainConfig], Path | None], config: TrainConfig) -
             answer = [choose(config), None]
         except CheckpointError as error:
             answer = [None, str(error)]
-    dist.broadcast_object_list(answer, src=0)
+    with peer_failures_explained("agreeing on the checkpoint to resume from"):
+        dist.broadcast_object_list(answer, src=0)
     if answer[1] is not None:
         raise CheckpointError(answer[1])
     return None if answer[0] is None else Path(answer[0])

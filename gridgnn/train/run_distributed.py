@@ -23,6 +23,7 @@ from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
+from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
@@ -118,7 +119,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
         graph.release_pages()  # the rows this rank cut are copied out: their file pages leave its resident set
     reset_peak_memory(grid.device)  # each epoch's peak_memory_bytes is then training's, not set-up's
     if dist.is_initialized():
-        dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
+        with peer_failures_explained("the barrier after set-up"):
+            dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
 
     def comm_so_far(point: ResumePoint | None) -> list[dict] | None:
         """Every epoch's merged communication on rank 0 (collective); epochs a checkpoint recorded without
@@ -142,7 +144,8 @@ def gather_to_rank0(value: object) -> list | None:
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return [value]
     out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
-    dist.gather_object(value, out, dst=0)
+    with peer_failures_explained(f"gathering to rank 0 (rank {dist.get_rank()})"):
+        dist.gather_object(value, out, dst=0)
     return out
 
 

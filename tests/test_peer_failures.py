@@ -1,0 +1,58 @@
+"""Control collectives outside `Communicator` end with the one-line `CollectiveError` when a peer is lost."""
+
+from __future__ import annotations
+
+import pytest
+import torch.distributed as dist
+
+from gridgnn.errors import CollectiveError
+from gridgnn.grid.peer_failures import is_peer_failure, peer_failures_explained
+from gridgnn.train import run_distributed
+
+GLOO_TIMEOUT = RuntimeError("[../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 5000ms for recv "
+                            "operation to complete")
+
+
+def _two_ranks(monkeypatch, gather) -> None:
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(dist, "gather_object", gather)
+
+
+def _raise(error: BaseException):
+    def call(*_args, **_kwargs):
+        raise error
+    return call
+
+
+def test_a_gather_timeout_is_a_collective_error_naming_what_failed(monkeypatch):
+    # found by tests/test_lost_worker.py: rank 0 timed out gathering metrics for a checkpoint and ended with
+    # a traceback and status 1 before the launcher could name the stopped worker
+    _two_ranks(monkeypatch, _raise(GLOO_TIMEOUT))
+    with pytest.raises(CollectiveError, match=r"gathering to rank 0 \(rank 0\) failed: another worker stopped or "
+                                              r"did not answer in time \(.*Timed out waiting 5000ms"):
+        run_distributed.gather_to_rank0({"epoch": 1})
+
+
+def test_other_errors_pass_unchanged(monkeypatch):
+    memory = RuntimeError("DefaultCPUAllocator: can't allocate memory")
+    _two_ranks(monkeypatch, _raise(memory))
+    with pytest.raises(RuntimeError) as info:
+        run_distributed.gather_to_rank0({"epoch": 1})
+    assert info.value is memory
+    with pytest.raises(ValueError), peer_failures_explained("x"):
+        raise ValueError("not a peer")
+    already = CollectiveError("broadcast on axis 'row' failed")
+    with pytest.raises(CollectiveError) as info, peer_failures_explained("x"):
+        raise already
+    assert info.value is already
+
+
+@pytest.mark.parametrize(("error", "peer"), [
+    (GLOO_TIMEOUT, True), (dist.DistBackendError("NCCL communicator was aborted"), True),
+    (RuntimeError("Connection closed by peer [127.0.0.1]:4242"), True),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory"), False), (OSError("timed out"), False),
+])
+def test_peer_failures_are_told_from_other_errors(error, peer):
+    assert is_peer_failure(error) is peer
