@@ -1,7 +1,5 @@
 """``python -m gridgnn`` runs the command line."""
 
-import sys
+from gridgnn.cli.main import run
 
-from gridgnn.cli.main import main
-
-sys.exit(main())
+run()

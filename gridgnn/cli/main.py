@@ -1,7 +1,11 @@
-"""`gridgnn` command line: subcommands ``train`` and ``info`` (DESIGN.md §4, layer 7).
+"""`gridgnn` command line: subcommands ``train``, ``info``, ``prepare``, ``plan``, ``calibrate`` (DESIGN.md §4,
+layer 7).
 
 Every error the user can fix (`GridGNNError`, a bad flag, an unreadable or unwritable path) ends the
 command with one line ``gridgnn: error: ...`` on stderr and exit status 2, never a traceback.
+
+Only what builds the parser is imported here (no torch, numpy or scipy): ``--version``, ``--help``, ``info``
+and ``plan`` on statistics start fast, and each handler imports what its command needs when it runs.
 """
 
 from __future__ import annotations
@@ -12,12 +16,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-import torch
-from torch.distributed import DistError
-
 from gridgnn import __version__
 from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
+from gridgnn.peer_errors import collective_error_line
 
 EXIT_USAGE = 2
 EXIT_PEER_FAILED = 3
@@ -62,9 +64,20 @@ def check_run_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"argument --threads: must be at least 1, got {threads}")
 
 
+COMMANDS = ("train", "info", "prepare", "plan", "calibrate")
+
+
+def _torch_error(error: BaseException, name: str) -> bool:
+    """True when ``error`` is torch's ``name`` (``distributed.DistError``, ``cuda.OutOfMemoryError``); torch is
+    not imported for this: an error of a module that was never imported cannot have been raised."""
+    module, _, cls = f"torch.{name}".rpartition(".")
+    owner = sys.modules.get(module)
+    return owner is not None and isinstance(error, getattr(owner, cls, ()))
+
+
 def _out_of_memory(error: BaseException) -> bool:
     """True for allocation failures: `MemoryError` (numpy, Python) and torch's CPU allocator error."""
-    return isinstance(error, (MemoryError, torch.cuda.OutOfMemoryError)) or (
+    return isinstance(error, MemoryError) or _torch_error(error, "cuda.OutOfMemoryError") or (
         isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
     )
 
@@ -90,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         args.argv = argv  # the local launcher hands the same arguments to its workers
         if args.command is None:
-            raise UsageError("choose a command: train or info (see 'gridgnn --help')")
+            raise UsageError(f"choose a command: {', '.join(COMMANDS)} (see 'gridgnn --help')")
         check_run_flags(args)
         return args.handler(args)
     except SystemExit as done:  # --help and --version
@@ -101,15 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (GridGNNError, OSError) as error:
         print(f"gridgnn: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
-    except (CollectiveError, DistError) as error:  # a peer died or stopped answering: one line
-        text = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        print(f"gridgnn: error: {text}", file=sys.stderr)
-        if "WORLD_SIZE" in os.environ:  # a worker: skip the destructors of the broken process group,
-            sys.stdout.flush()  # which may abort the process instead of letting it exit with our status
-            sys.stderr.flush()
-            os._exit(EXIT_PEER_FAILED)
-        return EXIT_PEER_FAILED
-    except (MemoryError, RuntimeError) as error:  # after DistError and CollectiveError, RuntimeErrors too
+    except (MemoryError, RuntimeError) as error:  # CollectiveError and torch's DistError are RuntimeErrors
+        if isinstance(error, CollectiveError) or _torch_error(error, "distributed.DistError"):
+            return _peer_failed(error)
         if not _out_of_memory(error):
             raise
         # sizes too large for this machine (--hidden, a generator spec, a declared node count): one line
@@ -120,5 +127,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _peer_failed(error: BaseException) -> int:
+    """A peer died or stopped answering: one line from one process (`collective_error_line`), the library's
+    full text only in the debug log; a worker skips the destructors of the broken process group, which may
+    abort the process instead of letting it exit with our status."""
+    line = collective_error_line(error)
+    if line is not None:
+        print(f"gridgnn: error: {line}", file=sys.stderr)
+    if "WORLD_SIZE" not in os.environ:
+        return EXIT_PEER_FAILED
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_PEER_FAILED)
+
+
+def run() -> None:
+    """The console script and ``python -m gridgnn``: `main`, then exit at once with its status.
+
+    Once torch is loaded, the interpreter's own shutdown (unloading torch's modules and C++ libraries) takes
+    one to several seconds per process after the last line is printed; everything of ours is closed by then
+    (files written and renamed, temporary folders removed, workers reaped), so the streams are flushed and
+    the process ends without it. Without torch (``--help``, ``info``, ``plan``) the ordinary exit is kept.
+    """
+    status = main()
+    if "torch" not in sys.modules:
+        sys.exit(status)
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # stdout closed meanwhile: nothing more can reach it
+        pass
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

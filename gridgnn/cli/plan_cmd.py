@@ -11,14 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from typing import TYPE_CHECKING
 
 from gridgnn.config import ORDERS, TrainConfig
-from gridgnn.cost.epoch_model import ModelSpec
-from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
-from gridgnn.plan.planner import Plan, _human, _seconds, plan
+
+if TYPE_CHECKING:  # the cost model (numpy, scipy) is imported when a plan is made, not to build the parser
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.plan.planner import Plan
 
 _DEFAULTS = TrainConfig()
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
@@ -75,6 +77,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
     """Exact statistics of ``--dataset``, else uniform statistics from the counts (raises `ConfigError`)."""
+    from gridgnn.cost.graph_stats import GraphStats
+
     counts = (args.num_nodes, args.num_edges, args.num_features, args.num_classes)
     if args.dataset is not None:
         if any(c is not None for c in counts):
@@ -97,6 +101,8 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
 
 def format_plan(result: Plan) -> str:
     """The aligned table of one plan (one process count)."""
+    from gridgnn.plan.planner import _human, _seconds
+
     head = ["", "algo", "grid", "c", "bytes/rank", "calls/rank", "memory/rank", "comm", "compute", "epoch", "fits"]
     rows = [head]
     for entry in result.entries:
@@ -113,6 +119,9 @@ def format_plan(result: Plan) -> str:
 
 def run_plan(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn plan``."""
+    from gridgnn.cost.epoch_model import ModelSpec
+    from gridgnn.plan.planner import _human, plan
+
     if any(p < 1 for p in args.nprocs):
         raise ConfigError(f"--nprocs must be positive, got {args.nprocs}")
     for name, value in (("layers", args.layers), ("hidden", args.hidden)):

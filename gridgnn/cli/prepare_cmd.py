@@ -13,8 +13,6 @@ import tempfile
 from pathlib import Path
 
 from gridgnn.cli.train_cmd import add_dataset_arguments
-from gridgnn.data.prepared import prepare_graph
-from gridgnn.data.registry import load_dataset
 from gridgnn.errors import ConfigError
 
 
@@ -29,6 +27,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Write the prepared folder atomically: into a temporary sibling, renamed into place when complete."""
+    from gridgnn.data.prepared import prepare_graph
+    from gridgnn.data.registry import load_dataset
+
     target = Path(args.out)
     if target.exists():
         raise ConfigError(f"--out '{target}' exists; choose a new folder")

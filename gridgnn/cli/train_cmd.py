@@ -9,28 +9,16 @@ import os
 import signal
 import sys
 import tempfile
-
-import torch
+from typing import TYPE_CHECKING
 
 from gridgnn.config import ALGOS, ORDERS, TrainConfig
-from gridgnn.cost.spmm_cost import partition_stats
-from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
 from gridgnn.errors import ConfigError
-from gridgnn.grid.process_grid import default_device
-from gridgnn.launch.local import launch_local
-from gridgnn.train import EpochRecord, Run, run_training
-from gridgnn.train.auto import auto_flags, choose_configuration
-from gridgnn.train.distributed import peak_memory_bytes
-from gridgnn.train.metrics import check_writable
-from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
-from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import (
-    AUTO_REASON_ENV,
-    LAUNCHER_PEAK_ENV,
-    PREPARED_ENV,
-    grid_shape_for,
-    in_launched_worker,
-)
+
+if TYPE_CHECKING:
+    from gridgnn.train import EpochRecord, Run
+
+# torch, the data readers and the training stack are imported by the handlers, when a run needs them: the
+# parser alone must stay light (`gridgnn --help`, `--version`, `info`, `plan` start in a fraction of a second).
 
 _DEFAULTS = TrainConfig()
 MAX_LOCAL_WORKERS = 64
@@ -55,9 +43,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        help="product order of every layer: aggregate-first (ÂH)W as CAGNET, transform-first "
                             "Â(HW), or auto: the narrower width goes through Â" + _DEF)
     run = parser.add_argument_group("run")
-    run.add_argument("--algo", choices=ALGOS, default=_DEFAULTS.algo,
+    run.add_argument("--algo", choices=ALGOS, default=None,
                      help="aggregation algorithm; local = one process; auto = the grid `gridgnn plan` ranks "
-                          "best for --nprocs (it says which and why)" + _DEF)
+                          "best for --nprocs (it says which and why); 1d, 1.5d, 2d, 3d need --nprocs P > 1 or "
+                          "torchrun (default: local on one process, auto with --nprocs P > 1 or under torchrun)")
     run.add_argument("--metrics-out", metavar="FILE", default=None, help="write the metrics JSON to FILE")
     ckpt = parser.add_argument_group("checkpoints")
     ckpt.add_argument("--checkpoint-dir", metavar="DIR", default=None,
@@ -83,7 +72,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                       help="limit on any one collective before the run fails" + _DEF)
     grid.add_argument("--threads", type=int, default=None,
-                      help="compute threads per worker (default: cores / workers)")
+                      help="compute threads of each process, with any --algo, under torchrun too (default: "
+                           "torch's own on one process, cores / workers on a grid)")
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument("--quiet", action="store_true", help="print nothing but errors")
     verbosity.add_argument("--progress", action="store_true", default=None,
@@ -162,23 +152,45 @@ def format_summary(config: TrainConfig, run: Run) -> str:
     return "\n".join(lines)
 
 
+GRID_ALGOS = ("1d", "1.5d", "2d", "3d")
+"""The algorithms that run on a process grid (`--nprocs P` or torchrun)."""
+
+
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn train``; returns 0 on success (errors propagate to `main`)."""
+    from gridgnn.train.run_distributed import in_launched_worker
+
+    note = resolve_algo(args)
+    use_threads(args.threads)
     config = config_from_args(args)
+    check_process_count(config)
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    if note is not None and rank0 and not config.quiet:
+        print(note, flush=True)
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
         return launch_workers(config, args)
+    return train_here(config, args, rank0)
+
+
+def train_here(config: TrainConfig, args: argparse.Namespace, rank0: bool) -> int:
+    """Train in this process (alone, or as one worker of a grid); rank 0 prints the progress and summary."""
+    from gridgnn.train import run_training
+    from gridgnn.train.auto import choose_configuration
+    from gridgnn.train.run_distributed import in_launched_worker
+
     if config.algo == "auto" and not in_launched_worker():  # one process: nothing to distribute
         config, reason = choose_configuration(config, None, 1)
         config = dataclasses.replace(config, auto_reason=reason)
         if not config.quiet:
             print(reason, flush=True)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if not rank0:
         config.quiet, config.progress = True, False
     on_epoch = None
     if show_progress(config):
         def on_epoch(record: EpochRecord) -> None:
             print(format_epoch(record, config.epochs), flush=True)
-    run = run_training(config, on_epoch=on_epoch, timeout_s=args.timeout)
+    on_ready = None if config.quiet else print_grid_ready
+    run = run_training(config, on_epoch=on_epoch, timeout_s=args.timeout, on_ready=on_ready)
     if not config.quiet and run.metrics is not None:
         print(format_summary(config, run))
         if any("comm" in epoch for epoch in run.metrics["epochs"]):
@@ -186,8 +198,65 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_grid_ready(label: str, seconds: float) -> None:
+    """The line rank 0 prints once every rank has built its blocks (``label``: e.g. ``2d 2x2 on 4 processes``)."""
+    print(f"ready      {label}: set-up took {seconds:.1f} s", flush=True)
+
+
+def resolve_algo(args: argparse.Namespace) -> str | None:
+    """Settle ``--algo`` (sets ``args.algo``) and return the one line that says what was implied, or None.
+
+    Without ``--algo``: ``local`` on one process, ``auto`` on several (``--nprocs P > 1``, or a world of
+    P > 1 launched by torchrun). ``--algo local`` on several processes is refused (`ConfigError`): it would
+    train P independent copies.
+    """
+    from gridgnn.train.run_distributed import in_launched_worker
+
+    launched = in_launched_worker()
+    world = int(os.environ["WORLD_SIZE"]) if launched else args.nprocs
+    where = f"--nprocs {args.nprocs}" if not launched or args.nprocs > 1 else f"a launched world of {world}"
+    if args.algo is None:
+        args.algo = "auto" if world > 1 else "local"
+        return f"algo       auto, since {where} was given without --algo" if world > 1 else None
+    if args.algo == "local" and world > 1:
+        fix = "drop --nprocs" if not launched else "run it without torchrun"
+        raise ConfigError(f"--algo local trains on one process, but {where} asks for {world}: {fix}, or choose "
+                          "a grid with --algo auto|1d|1.5d|2d|3d")
+    return None
+
+
+def check_process_count(config: TrainConfig) -> None:
+    """A grid algorithm on one process (no ``--nprocs``, no torchrun) is refused with the fix (`ConfigError`);
+    a ``--grid`` that needs more processes is named first."""
+    from gridgnn.train.run_distributed import grid_shape_for, in_launched_worker
+
+    if config.algo in GRID_ALGOS and config.nprocs == 1 and not in_launched_worker():
+        grid_shape_for(config, 1)
+        raise ConfigError(f"--algo {config.algo} runs on a process grid and needs several processes: add "
+                          "--nprocs P (P > 1) or run under torchrun, or use --algo local")
+
+
+def use_threads(threads: int | None) -> None:
+    """Honour ``--threads`` in this process, whatever the algorithm: set torch's thread count (a worker
+    under torchrun also passes it on to `init_from_env` through GRIDGNN_THREADS; the local launcher hands
+    it to its workers itself)."""
+    if threads is None:
+        return
+    import torch
+
+    from gridgnn.train.run_distributed import in_launched_worker
+
+    torch.set_num_threads(threads)
+    if in_launched_worker():
+        os.environ["GRIDGNN_THREADS"] = str(threads)
+
+
 def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     """Validate the grid here (one clear line, before any process starts), then run P local workers."""
+    from gridgnn.train.metrics import check_writable
+    from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
+    from gridgnn.train.run_distributed import grid_shape_for
+
     if config.algo != "auto":
         grid_shape_for(config, config.nprocs)
     if config.nprocs > MAX_LOCAL_WORKERS:
@@ -212,6 +281,11 @@ def _exit_on_sigterm(signum: int, frame) -> None:
 
 
 def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace) -> int:
+    from gridgnn.data.prepared import is_prepared
+    from gridgnn.launch.local import launch_local, worker_threads
+    from gridgnn.train.auto import auto_flags
+    from gridgnn.train.run_distributed import AUTO_REASON_ENV, LAUNCHER_PEAK_ENV, PREPARED_ENV
+
     with tempfile.TemporaryDirectory(prefix="gridgnn-prepared-") as folder:
         config, setup_peak = prepare_for_workers(config, folder)
         graph_folder = config.dataset if is_prepared(config.dataset) else folder
@@ -222,6 +296,9 @@ def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace) -> int:
             argv += auto_flags(config)  # the workers run the chosen configuration (last flags win)
             if not config.quiet:
                 print(config.auto_reason, flush=True)
+        if not config.quiet:
+            threads = worker_threads(config.nprocs, args.threads)
+            print(f"starting   {config.nprocs} workers, {threads} thread{'s' * (threads > 1)} each", flush=True)
         return launch_local(argv, config.nprocs, args.threads, extra_env=env)
 
 
@@ -229,6 +306,16 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     """Load, check and normalize the graph once, into ``folder`` for the workers to memory-map (unless it is
     a folder from ``gridgnn prepare``); resolve ``--algo auto`` on it. Returns the configuration to run and
     this process's peak resident memory in bytes. The graph is freed before any worker starts."""
+    import torch
+
+    from gridgnn.cost.spmm_cost import partition_stats
+    from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
+    from gridgnn.grid.process_grid import default_device
+    from gridgnn.train.auto import choose_configuration
+    from gridgnn.train.distributed import peak_memory_bytes
+    from gridgnn.train.run import load_graph
+    from gridgnn.train.run_distributed import grid_shape_for
+
     graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
     if config.algo == "auto":
         config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)

@@ -1,9 +1,12 @@
 """`gridgnn train --nprocs P`: start P local workers, stream rank 0, fail fast, reap everything.
 
-Each worker is ``python -m gridgnn <same arguments>`` with the torchrun environment (RANK, WORLD_SIZE,
+Each worker is ``gridgnn <same arguments>`` run by this Python, importing the very package this launcher
+runs (`worker_command`: never a ``gridgnn`` folder that happens to sit in the current folder), with the
+torchrun environment (RANK, WORLD_SIZE,
 LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT a free loopback port), so a worker cannot tell this launcher
 from torchrun. Rank 0 writes to this terminal; the other ranks' stderr is kept and shown if they fail. When
-any worker fails, the others are stopped (SIGTERM, then SIGKILL) and its exit status is returned.
+any worker fails, the others are stopped (SIGTERM, then SIGKILL), one line names the worker at the cause
+(the workers themselves stay quiet about lost peers, `gridgnn.peer_errors`), and its exit status is returned.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+import gridgnn
 from gridgnn.launch.spawn import free_port
+from gridgnn.peer_errors import LAUNCHER_ENV
 
 EXIT_USAGE = 2
 """A worker's status for bad input (`gridgnn.cli.main.EXIT_USAGE`)."""
@@ -34,8 +40,19 @@ def _worker_env(rank: int, nprocs: int, port: int, threads: int) -> dict[str, st
     env = dict(os.environ)
     env.update(RANK=str(rank), WORLD_SIZE=str(nprocs), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nprocs),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GRIDGNN_THREADS=str(threads),
-               OMP_NUM_THREADS=str(threads))
+               OMP_NUM_THREADS=str(threads), **{LAUNCHER_ENV: "1"})
     return env
+
+
+def worker_command(argv: list[str]) -> list[str]:
+    """``python -c ...`` running ``gridgnn <argv>`` from the folder that holds this launcher's package.
+
+    ``python -m gridgnn`` would put the current folder first on ``sys.path``: run from a folder holding a
+    clone of the repository (a ``gridgnn`` folder), a worker would import that instead of this package.
+    """
+    root = str(Path(gridgnn.__file__).resolve().parent.parent)
+    code = "import sys; sys.path[0] = sys.argv.pop(1); from gridgnn.cli.main import run; run()"
+    return [sys.executable, "-c", code, root, *argv]
 
 
 def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
@@ -49,7 +66,7 @@ def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
         for rank in range(nprocs):
             out = None if rank == 0 else subprocess.DEVNULL
             err = None if rank == 0 else logs[rank]
-            procs.append(subprocess.Popen([sys.executable, "-m", "gridgnn", *argv], stdout=out, stderr=err,
+            procs.append(subprocess.Popen(worker_command(argv), stdout=out, stderr=err,
                                           env={**_worker_env(rank, nprocs, port, threads),
                                                **(extra_env or {})}))
         return _wait(procs, logs)
@@ -70,11 +87,10 @@ def _wait(procs: list[subprocess.Popen], logs) -> int:
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
         if failed and all(codes[r] == EXIT_USAGE for r in failed) and _usage_error_on_rank0(procs[0]):
             return EXIT_USAGE  # every rank rejects the same input; rank 0 has printed the one line
-        if failed:
-            rank = min(failed, key=lambda r: (codes[r] >= 0, r))
-            _report(rank, codes[rank], logs[rank])
-            if codes[rank] == EXIT_PEER_FAILED:
-                _name_silent_workers(procs)
+        if failed:  # the cause first: a signal, then a failure of its own, then a lost peer
+            rank = min(failed, key=lambda r: (codes[r] >= 0, codes[r] == EXIT_PEER_FAILED, r))
+            silent = _silent_workers(procs) if codes[rank] == EXIT_PEER_FAILED else []
+            _report(rank, codes[rank], logs[rank], silent)
             return codes[rank] if codes[rank] > 0 else 128 - codes[rank]
         if all(c == 0 for c in codes):
             return 0
@@ -90,8 +106,8 @@ def _usage_error_on_rank0(rank0: subprocess.Popen, wait_s: float = 5.0) -> bool:
         return False
 
 
-def _name_silent_workers(procs: list[subprocess.Popen], wait_s: float = 1.0) -> None:
-    """After a peer timed out: name the workers that never answered (stopped, or still busy elsewhere).
+def _silent_workers(procs: list[subprocess.Popen], wait_s: float = 1.0) -> list[tuple[int, str]]:
+    """After a peer timed out: the workers that never answered (stopped, or still busy elsewhere), with how.
 
     Healthy peers end with the same timeout within moments, so whoever is still alive after ``wait_s``
     (a stopped process first) is the one the others were waiting for.
@@ -101,9 +117,8 @@ def _name_silent_workers(procs: list[subprocess.Popen], wait_s: float = 1.0) -> 
         time.sleep(0.05)
     alive = [rank for rank, proc in enumerate(procs) if proc.poll() is None]
     stopped = [rank for rank in alive if _process_state(procs[rank].pid) in ("T", "t")]
-    for rank in stopped or alive:
-        how = "is stopped (SIGSTOP or a debugger)" if rank in stopped else "is still running but not answering"
-        print(f"gridgnn: error: worker rank {rank} stopped answering: it {how}", file=sys.stderr)
+    return [(rank, "it is stopped (SIGSTOP or a debugger)" if rank in stopped else "it is still running elsewhere")
+            for rank in stopped or alive]
 
 
 def _process_state(pid: int) -> str:
@@ -115,8 +130,20 @@ def _process_state(pid: int) -> str:
         return ""
 
 
-def _report(rank: int, code: int, log) -> None:
-    how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"failed with status {code}"
+def _report(rank: int, code: int, log, silent: list[tuple[int, str]]) -> None:
+    """One line for the run: the worker at the cause and what happened to it (plus, for a worker that failed
+    on its own, the tail of its stderr)."""
+    if silent:
+        named = "; ".join(f"worker rank {r} stopped answering: {how}" for r, how in silent)
+        print(f"gridgnn: error: {named}; the others' collectives did not answer in time (--timeout); stopping "
+              "the other workers", file=sys.stderr)
+        return
+    if code < 0:
+        how = f"was killed by {signal.Signals(-code).name}"
+    elif code == EXIT_PEER_FAILED:
+        how = "lost contact with another worker (a collective failed: another worker stopped or did not answer)"
+    else:
+        how = f"failed with status {code}"
     print(f"gridgnn: error: worker rank {rank} {how}; stopping the other workers", file=sys.stderr)
     if rank != 0:
         log.seek(0)

@@ -46,12 +46,14 @@ def build_aggregation(config: TrainConfig, graph: Graph) -> Aggregation:
 
 
 def run_training(config: TrainConfig, *, graph: Graph | None = None,
-                 on_epoch: Callable[[EpochRecord], None] | None = None, timeout_s: float = 300.0) -> Run:
+                 on_epoch: Callable[[EpochRecord], None] | None = None, timeout_s: float = 300.0,
+                 on_ready: Callable[[str, float], None] | None = None) -> Run:
     """Train as ``config`` says; writes ``config.metrics_out`` (atomically) when set.
 
     A distributed ``config.algo`` makes this process one worker of the grid (`run_worker`): alone when no
     launcher started it (a 1-process grid), else rank RANK of WORLD_SIZE; ``timeout_s`` bounds every
-    collective there. Only rank 0's `Run` carries metrics.
+    collective there. Only rank 0's `Run` carries metrics. ``on_ready(label, seconds)`` is called on rank 0
+    once every rank of a grid has built its blocks (label e.g. ``"2d 2x2 on 4 processes"``).
 
     The output path is checked before any work, so a bad path fails in a second, not after training.
     """
@@ -63,7 +65,7 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
     if config.algo != "local":
         from gridgnn.train.run_distributed import run_worker
 
-        return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph)
+        return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph, on_ready=on_ready)
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
     check_checkpoint_dir(config)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,6 +42,8 @@ AUTO_REASON_ENV = "GRIDGNN_AUTO_REASON"
 LAUNCHER_PEAK_ENV = "GRIDGNN_LAUNCHER_PEAK_MEMORY"
 """Set by the local launcher: its peak resident memory (bytes) while preparing the graph."""
 
+
+_IMPORTED_AT = time.monotonic()
 
 COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "predicted_bytes", "predicted_calls",
              "predicted_by_phase", "predicted_calls_by_phase")
@@ -106,9 +109,11 @@ class TrainedGrid:
 
 
 def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
-                  *, return_model: bool = False):
+                  *, return_model: bool = False, on_ready: Callable[[str, float], None] | None = None):
     """Train on the grid of ``config`` (collective on the world), resuming and saving checkpoints as
-    ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model."""
+    ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model.
+    ``on_ready(label, seconds)`` runs on rank 0 once every rank has built its blocks (after the set-up
+    barrier; seconds since this process started)."""
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
     grid = ProcessGrid.create(shape)
     comm = Communicator(grid, overlap=config.overlap)
@@ -121,6 +126,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     if dist.is_initialized():
         with peer_failures_explained("the barrier after set-up"):
             dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
+    if on_ready is not None and grid.rank == 0:
+        on_ready(f"{shape.algo} {shape.label()} on {shape.world_size} processes", process_age_s())
 
     def comm_so_far(point: ResumePoint | None) -> list[dict] | None:
         """Every epoch's merged communication on rank 0 (collective); epochs a checkpoint recorded without
@@ -176,8 +183,20 @@ def in_launched_worker() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ
 
 
+def process_age_s() -> float:
+    """Seconds since this process started (from /proc; the time since this module was imported elsewhere)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            return float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED_AT
+
+
 def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | None = None,
-               timeout_s: float = 300.0, graph: Graph | None = None):
+               timeout_s: float = 300.0, graph: Graph | None = None,
+               on_ready: Callable[[str, float], None] | None = None):
     """One worker's whole run: join the group, train on the grid, rank 0 writes the metrics.
 
     Returns the `Run` (its ``metrics`` is None on ranks other than 0). Collective on the world.
@@ -198,7 +217,7 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
             print(reason, flush=True)
     elif os.environ.get(AUTO_REASON_ENV):
         config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
-    trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
+    trained = train_on_grid(config, graph, on_epoch if rank == 0 else None, on_ready=on_ready)
     result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
         dist.destroy_process_group()
@@ -209,7 +228,8 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         launcher_peak = os.environ.get(LAUNCHER_PEAK_ENV)
         metrics["setup"] = {"peak_memory_bytes": trained.setup_peak_memory_bytes,
                             "launcher_peak_memory_bytes": int(launcher_peak) if launcher_peak else None,
-                            "prepared_graph": bool(os.environ.get(PREPARED_ENV))}
+                            "prepared_graph": bool(os.environ.get(PREPARED_ENV)),
+                            "threads": torch.get_num_threads()}
         predicted = predicted_comm(config, graph, shape)
         first_new = trained.resumed_from.epoch if trained.resumed_from is not None else 0
         for index, (epoch, epoch_comm) in enumerate(zip(metrics["epochs"], comm, strict=True)):
