@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 from typing import TYPE_CHECKING
 
 from gridgnn.config import ORDERS, TrainConfig
@@ -83,9 +84,9 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
     if args.dataset is not None:
         if any(c is not None for c in counts):
             raise ConfigError("give either --dataset or --num-nodes/--num-edges/--num-features/--num-classes")
-        from gridgnn.data.registry import load_dataset
+        from gridgnn.data.any_source import load_any
 
-        graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
+        graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
         return GraphStats.from_graph(graph)
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
                                         strict=True) if c is None]
@@ -97,6 +98,26 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
         return GraphStats.from_counts(*counts, feature_density=args.feature_density)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def dataset_flags(args: argparse.Namespace) -> list[str]:
+    """The ``gridgnn train`` flags that load the graph this plan priced: the dataset, the data root a name was
+    looked up in (resolved here, so the hint works from any folder), ``--directed`` and a non-default seed
+    (generators and random splits depend on it). Empty for a plan on counts."""
+    if args.dataset is None:
+        return []
+    from pathlib import Path
+
+    from gridgnn.data.registry import KNOWN_DATASETS, resolve_data_root
+
+    flags = ["--dataset", args.dataset]
+    if args.dataset.strip().lower().replace("_", "-") in KNOWN_DATASETS and not Path(args.dataset).exists():
+        flags += ["--data-root", str(resolve_data_root(args.data_root).resolve())]
+    if args.directed:
+        flags.append("--directed")
+    if args.seed != _DEFAULTS.seed:
+        flags += ["--seed", str(args.seed)]
+    return flags
 
 
 def format_plan(result: Plan) -> str:
@@ -130,8 +151,9 @@ def run_plan(args: argparse.Namespace) -> int:
     stats = graph_stats_from_args(args)
     profile = load_profile(args.profile)
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order)
-    results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo)
-               for p in args.nprocs]
+    flags = dataset_flags(args)
+    results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
+                    run_flags=flags) for p in args.nprocs]
     if args.json:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0
@@ -143,5 +165,6 @@ def run_plan(args: argparse.Namespace) -> int:
     for result in results:
         print(f"\nP = {result.best.shape.world_size}: best {result.reason}")
         print(format_plan(result))
-        print("train with: gridgnn train " + " ".join(result.best.train_flags()))
+        missing = [] if args.dataset is not None else ["--dataset", "YOUR_GRAPH"]  # priced on counts alone
+        print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags()))
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gridgnn.cli.train_cmd import add_dataset_arguments
 from gridgnn.errors import ConfigError
+from gridgnn.files import publish_mode
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -38,7 +39,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
                          normalize_features=args.normalize_features, seed=args.seed)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    partial.chmod(0o755)  # mkdtemp makes it private; other users' jobs may read a prepared graph
+    publish_mode(partial, folder=True)  # mkdtemp makes it private; follow the umask like mkdir
     try:
         prepare_graph(graph, partial)
         partial.rename(target)

@@ -127,7 +127,6 @@ def format_epoch(record: EpochRecord, epochs: int) -> str:
 def format_summary(config: TrainConfig, run: Run) -> str:
     """The closing lines: dataset, final and best-validation accuracies, mean epoch time."""
     data, final = run.metrics["dataset"], run.metrics["final"]
-    total = sum(record.time_s for record in run.result.epochs)
     lines = [
         f"dataset    {data['name']}: {data['num_nodes']} nodes, {data['num_edges']} stored edges, "
         f"{data['num_features']} features, {data['num_classes']} classes",
@@ -136,11 +135,10 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         f"model      GCN {config.layers} layers, hidden {config.hidden}, order {config.order}, "
         f"algo {config.algo}, seed {config.seed}",
         f"final      train {final['train_acc']:.4f}  val {final['val_acc']:.4f}  "
-        f"test {final['test_acc']:.4f}",
+        f"test {final['test_acc']:.4f}" + _placeholder_note(data),
         f"best val   {final['best_val_acc']:.4f} at epoch {final['best_epoch']}, "
         f"test there {final['test_acc_at_best_val']:.4f}",
-        f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), "
-        f"{total:.2f} s over {len(run.result.epochs)} epochs",
+        format_time_line(final, len(run.result.epochs), run.result.epochs),
     ]
     if "resumed_from" in run.metrics:
         point = run.metrics["resumed_from"]
@@ -154,6 +152,28 @@ def format_summary(config: TrainConfig, run: Run) -> str:
 
 GRID_ALGOS = ("1d", "1.5d", "2d", "3d")
 """The algorithms that run on a process grid (`--nprocs P` or torchrun)."""
+
+
+def _placeholder_note(data: dict) -> str:
+    """A note on the ``final`` line when the accuracies say nothing: one class (as the placeholder labels of
+    a graph read without labels), so every prediction is right."""
+    if data["num_classes"] != 1:
+        return ""
+    what = "placeholder labels, " if data["meta"].get("labels") == "none" else ""
+    return f"  ({what}one class: accuracy is 1 by construction)"
+
+
+def format_time_line(final: dict, epochs: int, records) -> str:
+    """The ``time`` line: this invocation's epochs (a resumed run names them and the earlier ones apart)."""
+    timed = final.get("timed_epochs", epochs)
+    total = sum(record.time_s for record in records[epochs - timed:])
+    if timed == epochs:
+        return (f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), "
+                f"{total:.2f} s over {epochs} epochs")
+    if timed == 0:
+        return f"time       no epoch ran in this run: all {epochs} came from the checkpoint"
+    return (f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), {total:.2f} s over "
+            f"epochs {epochs - timed + 1}-{epochs} run now ({epochs - timed} earlier epochs came from the checkpoint)")
 
 
 def run_train(args: argparse.Namespace) -> int:

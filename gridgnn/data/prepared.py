@@ -217,3 +217,25 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         norm_adj=norm_adj, features=features, labels=labels,
         train_mask=load("train_mask", np.bool_, (n,)), val_mask=load("val_mask", np.bool_, (n,)),
         test_mask=load("test_mask", np.bool_, (n,)), meta=dict(manifest.get("meta") or {}))
+
+
+def graph_of_prepared(prepared: PreparedGraph) -> Graph:
+    """The preprocessed `Graph` a prepared folder was written from, read back whole (for ``gridgnn info`` and
+    ``gridgnn plan``, which take a prepared folder as ``train`` does).
+
+    Exact: preprocessing leaves A binary and loop-free, and Â = D^-1/2 (A + I) D^-1/2 stores exactly the
+    entries of A + I, so A is Â's pattern without its diagonal. Features, labels and masks are copied as they
+    were written (already row-normalized where the dataset asked for it).
+    """
+    n = prepared.num_nodes
+    norm = prepared.norm_adj[0:n]
+    pattern = sp.csr_matrix((np.ones(norm.nnz, dtype=np.float32), norm.indices, norm.indptr), shape=(n, n))
+    pattern.setdiag(0)
+    pattern.eliminate_zeros()
+    features = prepared.features
+    features = features[0:n] if isinstance(features, RowBlockCSR) else np.array(features)
+    return Graph(adj=pattern, features=features, labels=np.array(prepared.labels),
+                 train_mask=np.array(prepared.train_mask), val_mask=np.array(prepared.val_mask),
+                 test_mask=np.array(prepared.test_mask), num_classes=prepared.num_classes, name=prepared.name,
+                 directed=prepared.directed, meta={**prepared.meta, "prepared_folder": str(prepared.folder)})
+

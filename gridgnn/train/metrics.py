@@ -7,7 +7,8 @@ Layout (all accuracies are fractions in [0, 1], times in seconds)::
                  "split": {"train", "val", "test"}, "meta"},
      "epochs":  [{"epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s"}, ...],
      "final":   {"train_acc", "val_acc", "test_acc", "best_val_acc", "test_acc_at_best_val",
-                 "best_epoch", "mean_epoch_time_s"},
+                 "best_epoch", "mean_epoch_time_s", "timed_epochs",
+                 "history_mean_epoch_time_s" (resumed runs)},   (times: this invocation's epochs)
      "resumed_from": {"checkpoint", "epoch"}}      (only in a run resumed from a checkpoint)
 
 A resumed run's ``epochs`` include the epochs before the checkpoint, as recorded there.
@@ -23,6 +24,7 @@ from pathlib import Path
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import ConfigError
+from gridgnn.files import publish_mode
 from gridgnn.train.trainer import TrainResult
 
 
@@ -50,7 +52,7 @@ def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resume
         "config": config.to_dict(),
         "dataset": dataset_summary(graph),
         "epochs": [record.to_dict() for record in result.epochs],
-        "final": result.final(),
+        "final": result.final(since=resumed_from.epoch if resumed_from is not None else 0),
     }
     if resumed_from is not None:
         metrics["resumed_from"] = {"checkpoint": str(resumed_from.path), "epoch": resumed_from.epoch}
@@ -80,13 +82,15 @@ def check_writable(path: str | os.PathLike) -> Path:
 
 def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
     """Write ``payload`` as JSON to ``path`` via a temporary file in the same folder and `os.replace`,
-    so readers see either the old file or the complete new one, never a partial write."""
+    so readers see either the old file or the complete new one, never a partial write. The file gets the
+    mode the user's umask gives new files (not the temporary file's private 0600)."""
     target = Path(path)
     handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             json.dump(payload, stream, indent=1, allow_nan=False)
             stream.write("\n")
+        publish_mode(temp_name)
         os.replace(temp_name, target)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)

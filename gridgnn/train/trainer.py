@@ -43,19 +43,27 @@ class TrainResult:
     epochs: list[EpochRecord] = field(default_factory=list)
     best_epoch: int = 0
 
-    def final(self) -> dict:
-        """The ``final`` object of the metrics file."""
+    def final(self, since: int = 0) -> dict:
+        """The ``final`` object of the metrics file. Times cover the epochs this invocation ran: those after
+        the first ``since`` (the epoch a resumed run started from, whose earlier epochs may have run on
+        another grid): ``mean_epoch_time_s`` (null when none ran) over ``timed_epochs`` epochs; a resumed
+        run adds ``history_mean_epoch_time_s``, the mean over every epoch."""
         last = self.epochs[-1]
         best = self.epochs[self.best_epoch - 1]
-        return {
+        ran = self.epochs[since:]
+        final = {
             "train_acc": last.train_acc,
             "val_acc": last.val_acc,
             "test_acc": last.test_acc,
             "best_val_acc": best.val_acc,
             "test_acc_at_best_val": best.test_acc,
             "best_epoch": best.epoch,
-            "mean_epoch_time_s": sum(r.time_s for r in self.epochs) / len(self.epochs),
+            "mean_epoch_time_s": sum(r.time_s for r in ran) / len(ran) if ran else None,
+            "timed_epochs": len(ran),
         }
+        if since:
+            final["history_mean_epoch_time_s"] = sum(r.time_s for r in self.epochs) / len(self.epochs)
+        return final
 
 
 @contextmanager
