@@ -384,6 +384,8 @@ FLAG_CASES = [
     ("timeout-inf", ["--timeout", "inf"], "--timeout"),
     ("threads-zero", ["--threads", "0"], "--threads"),
     ("threads-zero-distributed", ["--threads", "0", "--algo", "1d", "--nprocs", "2"], "--threads"),
+    ("grid-algo-on-one-process", ["--algo", "2d"], "needs several processes: add --nprocs P"),
+    ("local-algo-on-several-processes", ["--algo", "local", "--nprocs", "2"], "--algo local trains on one process"),
     ("replication-zero", ["--algo", "1.5d", "--nprocs", "4", "--replication", "0"], "replication must be at least 1"),
     ("seed-negative", ["--seed", "-1"], "seed must be at least 0"),
     ("seed-beyond-64-bits", ["--seed", str(2**70)], "seed must be at most"),
