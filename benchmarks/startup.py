@@ -46,7 +46,7 @@ def run_short(tree: Path, argv: list[str], data_root: str, cwd: str) -> tuple[fl
     total = 0
     for line in done.stderr.splitlines():
         match = _IMPORT_LINE.match(line)
-        if match and len(match.group(3)) == 1:  # one space of indentation: imported at top level
+        if match and not match.group(3):  # no indentation: imported at top level
             total += int(match.group(2))
     return wall, total / 1e6
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def test_the_algorithm_a_user_means(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("RANK", "0")
     args = argparse.Namespace(algo=None, nprocs=1)  # torchrun --nproc-per-node 4 without --algo
-    assert "a launched world of 4" in resolve_algo(args) and args.algo == "auto"
+    assert "torchrun started 4 workers without --algo" in resolve_algo(args) and args.algo == "auto"
 
 
 def test_threads_are_honoured_with_the_local_algorithm(capsys):
@@ -294,3 +295,17 @@ def test_readme_python_example_runs(capsys):
     exec(compile(match.group(1), "README.md", "exec"), {})
     accuracy, epochs = capsys.readouterr().out.split()
     assert 0 <= float(accuracy) <= 1 and epochs == "5"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
+def test_torchrun_without_algo_runs_auto_says_so_once_and_honours_threads(tmp_path):
+    metrics = tmp_path / "m.json"
+    done = subprocess.run(["torchrun", "--nproc-per-node", "2", "-m", "gridgnn", "train", "--dataset", SMALL,
+                           "--epochs", "2", "--threads", "1", "--metrics-out", str(metrics)],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("algo       auto, since torchrun started 2 workers without --algo") == 1
+    document = json.loads(metrics.read_text())
+    assert document["setup"]["threads"] == 1 and document["config"]["world_size"] == 2
+    assert document["config"]["algo"] in ("1d", "1.5d", "2d", "3d")

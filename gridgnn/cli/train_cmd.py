@@ -234,14 +234,15 @@ def resolve_algo(args: argparse.Namespace) -> str | None:
 
     launched = in_launched_worker()
     world = int(os.environ["WORLD_SIZE"]) if launched else args.nprocs
-    where = f"--nprocs {args.nprocs}" if not launched or args.nprocs > 1 else f"a launched world of {world}"
     if args.algo is None:
         args.algo = "auto" if world > 1 else "local"
-        return f"algo       auto, since {where} was given without --algo" if world > 1 else None
+        where = f"--nprocs {args.nprocs} was given" if not launched else f"torchrun started {world} workers"
+        return f"algo       auto, since {where} without --algo" if world > 1 else None
     if args.algo == "local" and world > 1:
+        where = f"--nprocs {args.nprocs} asks for {world}" if not launched else f"torchrun started {world}"
         fix = "drop --nprocs" if not launched else "run it without torchrun"
-        raise ConfigError(f"--algo local trains on one process, but {where} asks for {world}: {fix}, or choose "
-                          "a grid with --algo auto|1d|1.5d|2d|3d")
+        raise ConfigError(f"--algo local trains on one process, but {where}: {fix}, or choose a grid with "
+                          "--algo auto|1d|1.5d|2d|3d")
     return None
 
 
