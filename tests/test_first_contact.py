@@ -65,6 +65,16 @@ def test_readme_cora_summary_and_epoch_line_are_what_the_code_prints(capsys):
     assert printed.rsplit("  ", 1)[0] == epoch_line.rsplit("  ", 1)[0]  # all but the milliseconds
 
 
+def test_readme_quick_start_default_run_has_the_documented_shape(capsys):
+    assert "pip install -c constraints-cpu.txt -e . && gridgnn train\n" in README  # the first command
+    assert main(["train"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["dataset", "split", "model", "final", "best", "time"]
+    assert lines[0].startswith("dataset    csbm: 2000 nodes") and "algo local" in lines[2]
+    assert float(lines[3].split("test ")[1]) >= 0.95  # "test accuracy ≈ 0.99"
+    assert main(["--version"]) == 0 and re.fullmatch(r"gridgnn \d+\.\d+\.\d+\n", capsys.readouterr().out)
+
+
 def test_readme_setup_names_every_extra_and_what_distributed_runs_are_for():
     extras = re.findall(r"^(\w+) = \[", (REPO_ROOT / "pyproject.toml").read_text().split(
         "[project.optional-dependencies]")[1].split("\n[")[0], re.M)
