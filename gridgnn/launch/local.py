@@ -2,11 +2,11 @@
 
 Each worker is ``gridgnn <same arguments>`` run by this Python, importing the very package this launcher
 runs (`worker_command`: never a ``gridgnn`` folder that happens to sit in the current folder), with the
-torchrun environment (RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT a free loopback port), so a worker cannot tell this launcher
-from torchrun. Rank 0 writes to this terminal; the other ranks' stderr is kept and shown if they fail. When
-any worker fails, the others are stopped (SIGTERM, then SIGKILL), one line names the worker at the cause
-(the workers themselves stay quiet about lost peers, `gridgnn.peer_errors`), and its exit status is returned.
+torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT a free loopback
+port), so a worker cannot tell this launcher from torchrun. Rank 0 writes to this terminal; the other ranks'
+stderr is kept and shown if they fail. When any worker fails, the others are stopped (SIGTERM, then
+SIGKILL), one line names the worker at the cause (the workers themselves stay quiet about lost peers,
+`gridgnn.peer_errors`), and its exit status is returned.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ def _silent_workers(procs: list[subprocess.Popen], wait_s: float = 1.0) -> list[
         time.sleep(0.05)
     alive = [rank for rank, proc in enumerate(procs) if proc.poll() is None]
     stopped = [rank for rank in alive if _process_state(procs[rank].pid) in ("T", "t")]
-    return [(rank, "it is stopped (SIGSTOP or a debugger)" if rank in stopped else "it is still running elsewhere")
-            for rank in stopped or alive]
+    return [(rank, "it is stopped (SIGSTOP or a debugger)" if rank in stopped
+             else "it is still running but not answering") for rank in stopped or alive]
 
 
 def _process_state(pid: int) -> str:
