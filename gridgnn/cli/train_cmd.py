@@ -354,9 +354,8 @@ def format_comm_summary(metrics: dict) -> str:
     """Bytes per rank per epoch by phase (mean over epochs, max over ranks) and comm vs compute time."""
     world = metrics["config"]["world_size"]  # epochs restored from a checkpoint may come from another grid
     epochs = [epoch for epoch in metrics["epochs"] if len(epoch.get("comm", {}).get("bytes", [])) == world]
-    world_size = metrics["config"]["world_size"]
     lines = [f"grid       {metrics['config']['algo']} {metrics['config']['grid_shape']} "
-             f"({world_size} process{'es' * (world_size != 1)})"]
+             f"({world} process{'es' * (world != 1)})"]
     phases = epochs[0]["comm"]["by_phase"]
     parts = []
     for phase in phases:
