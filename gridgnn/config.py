@@ -40,6 +40,7 @@ class TrainConfig:
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
+    ``stop_on_nonfinite`` ends training after the first epoch whose loss is NaN or infinite.
     """
 
     dataset: str = "csbm"
@@ -67,6 +68,7 @@ class TrainConfig:
     keep_checkpoints: int = 2
     resume: bool = False
     auto_reason: str | None = None
+    stop_on_nonfinite: bool = False
 
     def __post_init__(self) -> None:
         self.validate()

@@ -18,6 +18,7 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
+from gridgnn.limits import MAX_PLAN_PROCS
 from gridgnn.plan.planner import Plan, _human, _seconds, plan
 
 _DEFAULTS = TrainConfig()
@@ -115,6 +116,9 @@ def run_plan(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn plan``."""
     if any(p < 1 for p in args.nprocs):
         raise ConfigError(f"--nprocs must be positive, got {args.nprocs}")
+    if max(args.nprocs) > MAX_PLAN_PROCS:
+        raise ConfigError(f"--nprocs {max(args.nprocs)} is more than the {MAX_PLAN_PROCS} processes gridgnn "
+                          "plans for (its tables grow with the square of P)")
     for name, value in (("layers", args.layers), ("hidden", args.hidden)):
         if value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")

@@ -15,12 +15,15 @@ import sys
 import tempfile
 import time
 
+from gridgnn.launch.orphans import LAUNCHER_PID_ENV
 from gridgnn.launch.spawn import free_port
 
 EXIT_USAGE = 2
 """A worker's status for bad input (`gridgnn.cli.main.EXIT_USAGE`)."""
 EXIT_PEER_FAILED = 3
 """A worker's status when a collective failed or timed out (`gridgnn.cli.main.EXIT_PEER_FAILED`)."""
+EXIT_BROKEN_PIPE = 141
+"""Rank 0's status when stdout was closed (`gridgnn.cli.main.EXIT_BROKEN_PIPE`): the run stops quietly."""
 
 
 def worker_threads(nprocs: int, requested: int | None = None) -> int:
@@ -34,7 +37,7 @@ def _worker_env(rank: int, nprocs: int, port: int, threads: int) -> dict[str, st
     env = dict(os.environ)
     env.update(RANK=str(rank), WORLD_SIZE=str(nprocs), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nprocs),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GRIDGNN_THREADS=str(threads),
-               OMP_NUM_THREADS=str(threads))
+               OMP_NUM_THREADS=str(threads), **{LAUNCHER_PID_ENV: str(os.getpid())})
     return env
 
 
@@ -70,6 +73,8 @@ def _wait(procs: list[subprocess.Popen], logs) -> int:
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
         if failed and all(codes[r] == EXIT_USAGE for r in failed) and _usage_error_on_rank0(procs[0]):
             return EXIT_USAGE  # every rank rejects the same input; rank 0 has printed the one line
+        if any(codes[r] in (EXIT_BROKEN_PIPE, -signal.SIGPIPE) for r in failed):
+            return EXIT_BROKEN_PIPE  # stdout was closed (piped into head): stop the others quietly
         if failed:
             rank = min(failed, key=lambda r: (codes[r] >= 0, r))
             _report(rank, codes[rank], logs[rank])
