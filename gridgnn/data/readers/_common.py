@@ -29,6 +29,7 @@ _PARSE_ERRORS = (
     AttributeError,
     MemoryError,
     OverflowError,
+    RecursionError,  # JSON nested deeper than the interpreter's stack
     UnicodeDecodeError,
     zipfile.BadZipFile,
     zlib.error,
