@@ -9,6 +9,7 @@ round trip exactly. Not collective.
 
 from __future__ import annotations
 
+import copy
 import math
 
 NONFINITE_KEY = "nonfinite"
@@ -41,14 +42,14 @@ def encode_nonfinite(document: dict) -> dict:
 
 
 def decode_nonfinite(document: dict) -> dict:
-    """``document`` with the values listed under ``nonfinite`` restored to floats (the key removed).
+    """A copy of ``document`` with the values listed under ``nonfinite`` restored to floats (the key removed).
 
     Raises ValueError when the list is malformed or points at a value that is not null.
     """
     listed = document.get(NONFINITE_KEY, {})
     if not isinstance(listed, dict):
         raise ValueError(f"'{NONFINITE_KEY}' must be an object")
-    decoded = {key: value for key, value in document.items() if key != NONFINITE_KEY}
+    decoded = copy.deepcopy({key: value for key, value in document.items() if key != NONFINITE_KEY})
     for pointer, name in listed.items():
         if name not in _NAMES or not isinstance(pointer, str) or not pointer.startswith("/"):
             raise ValueError(f"'{NONFINITE_KEY}' entry {pointer!r}: {name!r}")
