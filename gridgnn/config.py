@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from gridgnn.errors import ConfigError
+from gridgnn.limits import MAX_LAYERS
 
 ORDERS = ("auto", "aggregate-first", "transform-first")
 """Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
@@ -77,7 +78,7 @@ class TrainConfig:
         """Raise `ConfigError` (one line) on the first invalid field."""
         if not isinstance(self.dataset, str) or not self.dataset.strip():
             raise ConfigError("dataset must be a non-empty name, generator spec or path")
-        _check_int("layers", self.layers, minimum=1)
+        _check_int("layers", self.layers, minimum=1, maximum=MAX_LAYERS)
         _check_int("hidden", self.hidden, minimum=1)
         _check_int("epochs", self.epochs, minimum=1)
         _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)

@@ -19,10 +19,15 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0
 """The longest ``--timeout`` (one week): torch keeps timeouts in milliseconds and overflows far beyond."""
 MAX_PLAN_PROCS = 16384
 """The most processes ``gridgnn plan`` plans for: its per-rank tables grow with P² (2 GiB at this bound)."""
+MAX_LAYERS = 1024
+"""The most GCN layers (``--layers``): each is a module of its own, built and stepped one by one."""
 MAX_CLASSES = 1 << 24
 """The most classes a graph may have (labels and ``num_classes``); far beyond any dataset's."""
 MAX_TENSOR_ELEMENTS = 1 << 59
 """The most elements of one tensor: ``elements x 8 bytes`` must stay below 2^63 (torch's storage size)."""
+MAX_PLAN_PRODUCT = 1 << 58
+"""The largest product of a vertex or edge count with a width that `gridgnn plan` accepts: its byte counts
+(x 8 bytes at most, summed over a few terms) stay within numpy's int64."""
 BYTES_PER_PARAMETER = 16
 """float32 weight, gradient and Adam's two moments."""
 
@@ -68,3 +73,14 @@ def check_weight_matrix(rows: int, cols: int, what: str, fix: str) -> None:
         where = f"this machine's {human_bytes(memory)}" if memory is not None else "any machine's memory"
         raise ConfigError(f"not enough memory for the model: the {rows} x {cols} {what} needs {human_bytes(needed)} "
                           f"with its gradient and optimizer state, more than {where}; {fix}")
+
+
+def check_plan_sizes(num_nodes: int, num_entries: int, widths: dict[str, int]) -> None:
+    """Refuse (`ConfigError`) counts whose products with a width (``--hidden``, features, classes) the cost
+    model's int64 byte counts cannot hold: ``num_nodes`` or ``num_entries`` (stored entries of Â) times any
+    width beyond `MAX_PLAN_PRODUCT`."""
+    for name, width in widths.items():
+        for what, count in (("vertices", num_nodes), ("adjacency entries", num_entries)):
+            if count * width > MAX_PLAN_PRODUCT:
+                raise ConfigError(f"{count} {what} x {name} {width} is beyond what the cost model counts "
+                                  f"(at most {MAX_PLAN_PRODUCT} = 2^58 elements); plan a smaller graph or width")

@@ -404,6 +404,7 @@ DATA_CASES = [
 ]
 
 
+PLAN_COUNTS = ["--num-nodes", "1000", "--num-edges", "5000", "--num-features", "8", "--num-classes", "2"]
 SMALL = "csbm:nodes=60,classes=2"
 """A dataset that trains in milliseconds, for flag cases (so a flag that is wrongly accepted fails fast)."""
 
@@ -444,6 +445,13 @@ FLAG_CASES = [
     ("nprocs-2-to-the-40", ["--algo", "1d", "--nprocs", str(2**40)], "more than 64 workers"),
     ("plan-nprocs-65536", ["plan", "--num-nodes", "1000", "--num-edges", "5000", "--num-features", "8",
                            "--num-classes", "2", "--nprocs", "65536"], "more than the 16384 processes"),
+    ("layers-above-limit", ["--layers", "1000000"], "layers must be at most 1024"),
+    ("plan-hidden-2-to-the-62", ["plan", *PLAN_COUNTS, "--hidden", str(2**62)], "beyond what the cost model counts"),
+    ("plan-num-classes-2-to-the-62", ["plan", "--num-nodes", "1000", "--num-edges", "5000", "--num-features", "8",
+                                      "--num-classes", str(2**62)], "classes 4611686018427387904 is beyond"),
+    ("plan-num-nodes-2-to-the-62", ["plan", "--num-nodes", str(2**62), "--num-edges", "5000", "--num-features",
+                                    "8", "--num-classes", "2"], "4611686018427387904 vertices"),
+    ("plan-layers-above-limit", ["plan", *PLAN_COUNTS, "--layers", "1000000"], "--layers must be at most 1024"),
     ("plan-nprocs-2-to-the-40", ["plan", "--num-nodes", "1000", "--num-edges", "5000", "--num-features", "8",
                                  "--num-classes", "2", "--nprocs", "4", str(2**40)], "more than the 16384"),
     # grids that do not fit the process count (rejected before any worker starts)

@@ -18,7 +18,7 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
-from gridgnn.limits import MAX_PLAN_PROCS
+from gridgnn.limits import MAX_LAYERS, MAX_PLAN_PROCS, check_plan_sizes
 from gridgnn.plan.planner import Plan, _human, _seconds, plan
 
 _DEFAULTS = TrainConfig()
@@ -122,7 +122,11 @@ def run_plan(args: argparse.Namespace) -> int:
     for name, value in (("layers", args.layers), ("hidden", args.hidden)):
         if value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
+    if args.layers > MAX_LAYERS:
+        raise ConfigError(f"--layers must be at most {MAX_LAYERS}, got {args.layers}")
     stats = graph_stats_from_args(args)
+    check_plan_sizes(stats.num_nodes, stats.nnz, {"--hidden": args.hidden, "features": stats.num_features,
+                                                   "classes": stats.num_classes})
     profile = load_profile(args.profile)
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order)
     results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo)

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from gridgnn.cost.epoch_cost import resolve_order as _resolve_order
 from gridgnn.errors import ConfigError
-from gridgnn.limits import check_weight_matrix
+from gridgnn.limits import MAX_LAYERS, check_weight_matrix
 from gridgnn.nn.dropout import dropout, relu_dropout
 from gridgnn.nn.features import SparseFeatures, sparse_linear
 from gridgnn.sparse.csr import SparseBlock
@@ -122,6 +122,8 @@ class GCN(nn.Module):
 def check_model_size(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int) -> list[int]:
     """The layer widths ``[in, hidden, ..., hidden, out]`` after checking that every weight matrix fits in a
     tensor and in this machine's memory (`ConfigError` naming it, before any allocation)."""
+    if num_layers > MAX_LAYERS:
+        raise ConfigError(f"num_layers must be at most {MAX_LAYERS}, got {num_layers}")
     widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
     fix = (f"lower --hidden (now {hidden_channels}) or check the dataset's feature and class counts "
            f"({in_channels}, {out_channels})")
