@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from gridgnn.errors import ConfigError
+from gridgnn.limits import MAX_LAYERS
 
 ORDERS = ("auto", "aggregate-first", "transform-first")
 """Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
@@ -40,6 +41,7 @@ class TrainConfig:
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
+    ``stop_on_nonfinite`` ends training after the first epoch whose loss is NaN or infinite.
     """
 
     dataset: str = "csbm"
@@ -67,6 +69,7 @@ class TrainConfig:
     keep_checkpoints: int = 2
     resume: bool = False
     auto_reason: str | None = None
+    stop_on_nonfinite: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -75,7 +78,7 @@ class TrainConfig:
         """Raise `ConfigError` (one line) on the first invalid field."""
         if not isinstance(self.dataset, str) or not self.dataset.strip():
             raise ConfigError("dataset must be a non-empty name, generator spec or path")
-        _check_int("layers", self.layers, minimum=1)
+        _check_int("layers", self.layers, minimum=1, maximum=MAX_LAYERS)
         _check_int("hidden", self.hidden, minimum=1)
         _check_int("epochs", self.epochs, minimum=1)
         _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)

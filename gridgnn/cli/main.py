@@ -11,7 +11,6 @@ and ``plan`` on statistics start fast, and each handler imports what its command
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from collections.abc import Sequence
 from gridgnn import __version__
 from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
+from gridgnn.limits import check_threads, check_timeout
 from gridgnn.peer_errors import collective_error_line
 
 EXIT_USAGE = 2
@@ -54,14 +54,11 @@ def build_parser() -> ArgumentParser:
 
 
 def check_run_flags(args: argparse.Namespace) -> None:
-    """Reject zero, negative or non-finite ``--timeout`` and ``--threads`` below 1 (`UsageError`), whatever
-    the algorithm, so that a bad value fails before any work instead of being ignored or reaching a worker."""
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise UsageError(f"argument --timeout: must be a positive number of seconds, got {timeout:g}")
-    threads = getattr(args, "threads", None)
-    if threads is not None and threads < 1:
-        raise UsageError(f"argument --threads: must be at least 1, got {threads}")
+    """Reject a ``--timeout`` or ``--threads`` outside what the machine and torch can take (`ConfigError`;
+    bounds in `gridgnn.limits`), whatever the algorithm, so that a bad value fails before any work instead
+    of being ignored or reaching a worker."""
+    check_timeout(getattr(args, "timeout", None))
+    check_threads(getattr(args, "threads", None))
 
 
 COMMANDS = ("train", "info", "prepare", "plan", "calibrate")
@@ -78,7 +75,8 @@ def _torch_error(error: BaseException, name: str) -> bool:
 def _out_of_memory(error: BaseException) -> bool:
     """True for allocation failures: `MemoryError` (numpy, Python) and torch's CPU allocator error."""
     return isinstance(error, MemoryError) or _torch_error(error, "cuda.OutOfMemoryError") or (
-        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+        isinstance(error, RuntimeError) and ("can't allocate memory" in str(error)
+                                             or "Storage size calculation overflowed" in str(error))
     )
 
 
@@ -95,8 +93,17 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _printable_output() -> None:
+    """Names that are not valid in the terminal's encoding (a file name in another encoding reaches Python
+    as lone surrogates) print as backslash escapes instead of raising UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    _printable_output()
     parser = build_parser()
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
@@ -110,6 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 0
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly, as SIGPIPE would
         _silence_stdout()
+        if "WORLD_SIZE" in os.environ:  # a worker: exit now, not in the destructors of a live process group
+            sys.stderr.flush()
+            os._exit(EXIT_BROKEN_PIPE)
         return EXIT_BROKEN_PIPE
     except (GridGNNError, OSError) as error:
         print(f"gridgnn: error: {_one_line(error)}", file=sys.stderr)

@@ -18,6 +18,7 @@ from gridgnn.config import ORDERS, TrainConfig
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
+from gridgnn.limits import MAX_LAYERS, MAX_PLAN_PROCS, check_plan_sizes
 
 if TYPE_CHECKING:  # the cost model (numpy, scipy) is imported when a plan is made, not to build the parser
     from gridgnn.cost.graph_stats import GraphStats
@@ -145,10 +146,17 @@ def run_plan(args: argparse.Namespace) -> int:
 
     if any(p < 1 for p in args.nprocs):
         raise ConfigError(f"--nprocs must be positive, got {args.nprocs}")
+    if max(args.nprocs) > MAX_PLAN_PROCS:
+        raise ConfigError(f"--nprocs {max(args.nprocs)} is more than the {MAX_PLAN_PROCS} processes gridgnn "
+                          "plans for (its tables grow with the square of P)")
     for name, value in (("layers", args.layers), ("hidden", args.hidden)):
         if value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
+    if args.layers > MAX_LAYERS:
+        raise ConfigError(f"--layers must be at most {MAX_LAYERS}, got {args.layers}")
     stats = graph_stats_from_args(args)
+    check_plan_sizes(stats.num_nodes, stats.nnz, {"--hidden": args.hidden, "features": stats.num_features,
+                                                   "classes": stats.num_classes})
     profile = load_profile(args.profile)
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order)
     flags = dataset_flags(args)

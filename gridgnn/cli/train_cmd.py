@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import math
 import os
 import signal
 import sys
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 # parser alone must stay light (`gridgnn --help`, `--version`, `info`, `plan` start in a fraction of a second).
 
 _DEFAULTS = TrainConfig()
+EXIT_NONFINITE = 4
+"""Exit status of a run that ``--stop-on-nonfinite`` ended at a NaN or infinite loss (metrics written)."""
 MAX_LOCAL_WORKERS = 64
 """The most workers `--nprocs` starts on one machine (each is a full Python process)."""
 _DEF = " (default: %(default)s)"
@@ -48,6 +51,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                           "best for --nprocs (it says which and why); 1d, 1.5d, 2d, 3d need --nprocs P > 1 or "
                           "torchrun (default: local on one process, auto with --nprocs P > 1 or under torchrun)")
     run.add_argument("--metrics-out", metavar="FILE", default=None, help="write the metrics JSON to FILE")
+    run.add_argument("--stop-on-nonfinite", action="store_true",
+                     help="end training after the first epoch whose loss is NaN or infinite, write the metrics "
+                          f"and exit with status {EXIT_NONFINITE} (default: warn once and go on)")
     ckpt = parser.add_argument_group("checkpoints")
     ckpt.add_argument("--checkpoint-dir", metavar="DIR", default=None,
                       help="save resumable checkpoints in DIR (created if missing)")
@@ -108,6 +114,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
         grid=args.grid, overlap=args.overlap, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
+        stop_on_nonfinite=args.stop_on_nonfinite,
     )
 
 
@@ -205,17 +212,35 @@ def train_here(config: TrainConfig, args: argparse.Namespace, rank0: bool) -> in
             print(reason, flush=True)
     if not rank0:
         config.quiet, config.progress = True, False
-    on_epoch = None
-    if show_progress(config):
-        def on_epoch(record: EpochRecord) -> None:
+    announced: list[int] = []
+    progress = show_progress(config)
+
+    def on_epoch(record: EpochRecord) -> None:
+        if progress:
             print(format_epoch(record, config.epochs), flush=True)
+        if not math.isfinite(record.loss) and not announced:
+            announced.append(record.epoch)
+            print(nonfinite_line(config, record.epoch, record.loss), file=sys.stderr, flush=True)
+
     on_ready = None if config.quiet else print_grid_ready
     run = run_training(config, on_epoch=on_epoch, timeout_s=args.timeout, on_ready=on_ready)
+    first = run.result.first_nonfinite_epoch
+    if rank0 and first is not None and not announced:  # found in the history of a resumed checkpoint
+        loss = run.result.epochs[first - 1].loss
+        print(nonfinite_line(config, first, loss), file=sys.stderr, flush=True)
     if not config.quiet and run.metrics is not None:
         print(format_summary(config, run))
         if any("comm" in epoch for epoch in run.metrics["epochs"]):
             print(format_comm_summary(run.metrics))
-    return 0
+    return EXIT_NONFINITE if run.result.stopped_on_nonfinite else 0
+
+
+def nonfinite_line(config: TrainConfig, epoch: int, loss: float) -> str:
+    """The one line printed (stderr, rank 0) at the first epoch whose training loss is NaN or infinite."""
+    head = f"the training loss is {loss} at epoch {epoch}: training diverged (try a smaller --lr)"
+    if config.stop_on_nonfinite:
+        return f"gridgnn: error: {head}; stopped there by --stop-on-nonfinite (metrics and checkpoints kept)"
+    return f"gridgnn: warning: {head}; training goes on (--stop-on-nonfinite stops there)"
 
 
 def print_grid_ready(label: str, seconds: float) -> None:
@@ -274,6 +299,7 @@ def use_threads(threads: int | None) -> None:
 
 def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     """Validate the grid here (one clear line, before any process starts), then run P local workers."""
+    from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
     from gridgnn.train.metrics import check_writable
     from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
     from gridgnn.train.run_distributed import grid_shape_for
@@ -287,30 +313,43 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
         check_writable(config.metrics_out)
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    check_checkpoint_dir(config)
-    checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
-    # A SIGTERM (Slurm's scancel, kill) must still stop the workers and remove the prepared graph.
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    with hold_checkpoint_dir(config):  # held here for the workers (they find it in LOCK_HELD_ENV)
+        check_checkpoint_dir(config)
+        checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
+        return _launch_with_signals(config, args)
+
+
+def _launch_with_signals(config: TrainConfig, args: argparse.Namespace) -> int:
+    # A SIGTERM (Slurm's scancel, kill) or SIGHUP (the terminal closed) must still stop the workers and
+    # remove the prepared graph; after a SIGKILL the workers die with this process (gridgnn.launch.orphans).
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         return _prepare_and_launch(config, args)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def _exit_on_sigterm(signum: int, frame) -> None:
+def _exit_on_signal(signum: int, frame) -> None:
     raise SystemExit(128 + signum)
 
 
 def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace) -> int:
     from gridgnn.data.prepared import is_prepared
     from gridgnn.launch.local import launch_local, worker_threads
+    from gridgnn.launch.orphans import PREPARED_PREFIX, mark_prepared_folder, remove_orphaned_folders
     from gridgnn.train.auto import auto_flags
+    from gridgnn.train.checkpoint_lock import LOCK_HELD_ENV
     from gridgnn.train.run_distributed import AUTO_REASON_ENV, LAUNCHER_PEAK_ENV, PREPARED_ENV
 
-    with tempfile.TemporaryDirectory(prefix="gridgnn-prepared-") as folder:
+    remove_orphaned_folders()  # left by launchers killed with SIGKILL
+    with tempfile.TemporaryDirectory(prefix=PREPARED_PREFIX) as folder:
+        mark_prepared_folder(folder)
         config, setup_peak = prepare_for_workers(config, folder)
         graph_folder = config.dataset if is_prepared(config.dataset) else folder
         env = {PREPARED_ENV: graph_folder, LAUNCHER_PEAK_ENV: str(setup_peak)}
+        if config.checkpoint_dir is not None:
+            env[LOCK_HELD_ENV] = os.path.realpath(config.checkpoint_dir)
         argv = list(args.argv)
         if config.auto_reason is not None:
             env[AUTO_REASON_ENV] = config.auto_reason
@@ -332,6 +371,7 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     from gridgnn.cost.spmm_cost import partition_stats
     from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
     from gridgnn.grid.process_grid import default_device
+    from gridgnn.nn.gcn import check_model_size
     from gridgnn.train.auto import choose_configuration
     from gridgnn.train.distributed import peak_memory_bytes
     from gridgnn.train.run import load_graph
@@ -341,6 +381,7 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     if config.algo == "auto":
         config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)
         config = dataclasses.replace(config, auto_reason=reason)
+    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before workers start
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
     if not is_prepared(config.dataset):

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.data.graph import Graph
+from gridgnn.data.schemas import check_prepared_manifest
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import DataError
 
@@ -175,15 +176,13 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     where = f"prepared graph '{root}'"
     try:
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"{where}: cannot read {MANIFEST} ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{where}: {MANIFEST} is not a {FORMAT} manifest")
-    try:
-        n, f = int(manifest["num_nodes"]), int(manifest["num_features"])
-        norm_nnz, classes = int(manifest["norm_nnz"]), int(manifest["num_classes"])
-    except (KeyError, TypeError, ValueError):
-        raise DataError(f"{where}: {MANIFEST} lacks the graph sizes") from None
+    check_prepared_manifest(manifest, where, MANIFEST)
+    n, f = manifest["num_nodes"], manifest["num_features"]
+    norm_nnz, classes = manifest["norm_nnz"], manifest["num_classes"]
 
     def load(name: str, dtype, shape: tuple | None = None) -> np.ndarray:
         path = root / f"{name}.npy"

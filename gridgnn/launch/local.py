@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import gridgnn
+from gridgnn.launch.orphans import LAUNCHER_PID_ENV
 from gridgnn.launch.spawn import free_port
 from gridgnn.peer_errors import LAUNCHER_ENV
 
@@ -27,6 +28,10 @@ EXIT_USAGE = 2
 """A worker's status for bad input (`gridgnn.cli.main.EXIT_USAGE`)."""
 EXIT_PEER_FAILED = 3
 """A worker's status when a collective failed or timed out (`gridgnn.cli.main.EXIT_PEER_FAILED`)."""
+EXIT_NONFINITE = 4
+"""Every worker's status when ``--stop-on-nonfinite`` ended the run (`gridgnn.cli.train_cmd.EXIT_NONFINITE`)."""
+EXIT_BROKEN_PIPE = 141
+"""Rank 0's status when stdout was closed (`gridgnn.cli.main.EXIT_BROKEN_PIPE`): the run stops quietly."""
 
 
 def worker_threads(nprocs: int, requested: int | None = None) -> int:
@@ -40,7 +45,7 @@ def _worker_env(rank: int, nprocs: int, port: int, threads: int) -> dict[str, st
     env = dict(os.environ)
     env.update(RANK=str(rank), WORLD_SIZE=str(nprocs), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nprocs),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GRIDGNN_THREADS=str(threads),
-               OMP_NUM_THREADS=str(threads), **{LAUNCHER_ENV: "1"})
+               OMP_NUM_THREADS=str(threads), **{LAUNCHER_ENV: "1", LAUNCHER_PID_ENV: str(os.getpid())})
     return env
 
 
@@ -51,7 +56,8 @@ def worker_command(argv: list[str]) -> list[str]:
     clone of the repository (a ``gridgnn`` folder), a worker would import that instead of this package.
     """
     root = str(Path(gridgnn.__file__).resolve().parent.parent)
-    code = "import sys; sys.path[0] = sys.argv.pop(1); from gridgnn.cli.main import run; run()"
+    code = ("import sys; sys.path[0] = sys.argv.pop(1); from gridgnn.launch.orphans import die_with_launcher; "
+            "die_with_launcher(); from gridgnn.cli.main import run; run()")
     return [sys.executable, "-c", code, root, *argv]
 
 
@@ -85,8 +91,11 @@ def _wait(procs: list[subprocess.Popen], logs) -> int:
     while True:
         codes = [p.poll() for p in procs]
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-        if failed and all(codes[r] == EXIT_USAGE for r in failed) and _usage_error_on_rank0(procs[0]):
-            return EXIT_USAGE  # every rank rejects the same input; rank 0 has printed the one line
+        agreed = {codes[r] for r in failed}
+        if len(agreed) == 1 and agreed <= {EXIT_USAGE, EXIT_NONFINITE} and _same_on_rank0(procs[0], *agreed):
+            return agreed.pop()  # every rank ends alike (bad input, or --stop-on-nonfinite); rank 0 said why
+        if any(codes[r] in (EXIT_BROKEN_PIPE, -signal.SIGPIPE) for r in failed):
+            return EXIT_BROKEN_PIPE  # stdout was closed (piped into head): stop the others quietly
         if failed:  # the cause first: a signal, then a failure of its own, then a lost peer
             rank = min(failed, key=lambda r: (codes[r] >= 0, codes[r] == EXIT_PEER_FAILED, r))
             silent = _silent_workers(procs) if codes[rank] == EXIT_PEER_FAILED else []
@@ -97,11 +106,12 @@ def _wait(procs: list[subprocess.Popen], logs) -> int:
         time.sleep(0.05)
 
 
-def _usage_error_on_rank0(rank0: subprocess.Popen, wait_s: float = 5.0) -> bool:
-    """True when rank 0 ends with the usage status too (waiting up to ``wait_s`` for it): a bad input
-    (say a checkpoint of another model) is found by every rank, and rank 0's line is the one to show."""
+def _same_on_rank0(rank0: subprocess.Popen, code: int, wait_s: float = 5.0) -> bool:
+    """True when rank 0 ends with status ``code`` too (waiting up to ``wait_s`` for it): a bad input (say a
+    checkpoint of another model) is found by every rank, and a NaN loss is global, so rank 0's line is the
+    one to show."""
     try:
-        return rank0.wait(timeout=wait_s) == EXIT_USAGE
+        return rank0.wait(timeout=wait_s) == code
     except subprocess.TimeoutExpired:
         return False
 

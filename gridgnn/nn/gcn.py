@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from gridgnn.cost.epoch_cost import resolve_order as _resolve_order
 from gridgnn.errors import ConfigError
+from gridgnn.limits import MAX_LAYERS, check_weight_matrix
 from gridgnn.nn.dropout import dropout, relu_dropout
 from gridgnn.nn.features import SparseFeatures, sparse_linear
 from gridgnn.sparse.csr import SparseBlock
@@ -84,7 +85,7 @@ class GCN(nn.Module):
         super().__init__()
         if num_layers < 1:
             raise ConfigError(f"num_layers must be at least 1, got {num_layers}")
-        widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+        widths = check_model_size(in_channels, hidden_channels, out_channels, num_layers)
         generator = torch.Generator().manual_seed(seed)
         self.layers = nn.ModuleList(
             GCNLayer(w_in, w_out, order=order, bias=bias, generator=generator)
@@ -116,6 +117,19 @@ class GCN(nn.Module):
     def _dropout(self, h: Tensor, agg: Aggregation, *, layer: int, **stream) -> Tensor:
         rows, cols = global_ids(agg, self.layers[layer].in_channels, h.device)
         return dropout(h, self.dropout, layer=layer, row_ids=rows, col_ids=cols, **stream)
+
+
+def check_model_size(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int) -> list[int]:
+    """The layer widths ``[in, hidden, ..., hidden, out]`` after checking that every weight matrix fits in a
+    tensor and in this machine's memory (`ConfigError` naming it, before any allocation)."""
+    if num_layers > MAX_LAYERS:
+        raise ConfigError(f"num_layers must be at most {MAX_LAYERS}, got {num_layers}")
+    widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+    fix = (f"lower --hidden (now {hidden_channels}) or check the dataset's feature and class counts "
+           f"({in_channels}, {out_channels})")
+    for index, (w_in, w_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        check_weight_matrix(w_in, w_out, f"weight matrix of layer {index + 1}", fix)
+    return widths
 
 
 def _linear(agg: Aggregation, h: Tensor | SparseBlock, weight: Tensor) -> Tensor:

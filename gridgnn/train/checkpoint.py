@@ -6,8 +6,10 @@ Layout of a checkpoint folder ``DIR``::
         .metadata, __0_0.distcp     DCP's files: model weights, Adam state (moments, step, param groups),
                                     torch RNG state
         gridgnn-checkpoint.json     the manifest, written last: format, epoch, run fingerprint, resolved
-                                    configuration, history (epoch records, communication), and the size
-                                    and SHA-256 of every other file
+                                    configuration, history (epoch records, communication; schema in
+                                    `gridgnn.train.history_schema`), and the size and SHA-256 of every
+                                    other file; NaN and infinities of a diverged run are null there,
+                                    listed under "nonfinite" (`gridgnn.train.nonfinite`)
     DIR/.partial-epoch-00000010/   a save in progress; never read, removed by the next save
 
 Atomic: every rank takes part in DCP's collective save into the partial folder (the weights and the
@@ -51,6 +53,8 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, graph_digest
 from gridgnn.errors import CheckpointError, CollectiveError
 from gridgnn.grid.peer_failures import is_peer_failure
+from gridgnn.train.history_schema import history_problem
+from gridgnn.train.nonfinite import decode_nonfinite, encode_nonfinite
 
 MANIFEST = "gridgnn-checkpoint.json"
 FORMAT = "gridgnn-checkpoint/1"
@@ -143,8 +147,13 @@ def read_manifest(path: str | os.PathLike) -> dict:
         raise CheckpointError(f"{where}: {MANIFEST} is larger than {_MAX_MANIFEST_BYTES >> 20} MiB")
     try:
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CheckpointError(f"{where}: {MANIFEST} is not valid JSON ({exc})") from None
+    if isinstance(manifest, dict):
+        try:
+            manifest = decode_nonfinite(manifest)  # NaN and infinities of a diverged run's history
+        except (ValueError, TypeError) as exc:
+            raise CheckpointError(f"{where}: {MANIFEST} is malformed ({exc})") from None
     _check_manifest_shape(manifest, where)
     match = _NAME.match(folder.name)
     if match and int(match.group(1)) != manifest["epoch"]:
@@ -187,18 +196,9 @@ def _check_manifest_shape(manifest: object, where: str) -> None:
             raise bad(f"entry of {name}")
     if not isinstance(manifest.get("fingerprint"), dict):
         raise bad("fingerprint")
-    history = manifest.get("history")
-    numbers = ("loss", "train_acc", "val_acc", "test_acc", "time_s")
-    records = history.get("epochs") if isinstance(history, dict) else None
-    if isinstance(records, list) and not all(
-            isinstance(r, dict) and isinstance(r.get("epoch"), int)
-            and all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) for k in numbers)
-            for r in records):
-        raise bad("epoch records")
-    if (not isinstance(history, dict) or not isinstance(history.get("epochs"), list)
-            or len(history["epochs"]) != epoch or not isinstance(history.get("best_epoch"), int)
-            or not 1 <= history["best_epoch"] <= epoch):
-        raise bad("history")
+    problem = history_problem(manifest.get("history"), epoch)
+    if problem is not None:
+        raise bad(problem)
 
 
 def _sha256(file: Path) -> str:
@@ -361,7 +361,7 @@ def _save(root: Path, final: Path, epoch: int, model: torch.nn.Module, optimizer
         files = {entry.name: {"bytes": entry.stat().st_size, "sha256": _sha256(entry)}
                  for entry in sorted(partial.iterdir()) if entry.is_file()}
         document = {"format": FORMAT, "epoch": epoch, **manifest, "files": files}
-        _write_manifest(partial / MANIFEST, document)
+        _write_manifest(partial / MANIFEST, encode_nonfinite(document))
         replaced = root / f".replaced-{final.name}"
         if final.exists():  # the same epoch saved again (a resumed run): move the old copy aside first,
             shutil.rmtree(replaced, ignore_errors=True)  # so that a complete copy exists at every moment

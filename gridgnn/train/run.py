@@ -15,7 +15,8 @@ from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
+from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
 
@@ -68,6 +69,11 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
         return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph, on_ready=on_ready)
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
+    with hold_checkpoint_dir(config):
+        return _train_local(config, graph, on_epoch)
+
+
+def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     check_checkpoint_dir(config)
     if graph is None:
         graph = load_graph(config)
@@ -75,5 +81,5 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
     result, point = fit_resumable(trainer, config, graph, on_epoch, grid={"algo": "local", "world_size": 1})
     metrics = build_metrics(config, graph, result, resumed_from=point)
     if config.metrics_out is not None:
-        write_json_atomic(config.metrics_out, metrics)
+        write_metrics(config.metrics_out, metrics)
     return Run(graph, result, metrics)

@@ -29,8 +29,9 @@ from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_configuration, predicted_comm
+from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
-from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
 from gridgnn.train.run import Run, load_graph
 from gridgnn.train.trainer import EpochRecord, TrainResult
@@ -206,6 +207,14 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         raise ConfigError(f"--nprocs {config.nprocs} contradicts the launcher's world size {world}")
     if config.metrics_out is not None and rank == 0:
         check_writable(config.metrics_out)
+    with hold_checkpoint_dir(config, agree=True):  # rank 0 holds it, unless the local launcher does
+        return _train_worker(config, rank, on_epoch, graph, on_ready)
+
+
+def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecord], None] | None,
+                  graph: Graph | None, on_ready: Callable[[str, float], None] | None = None) -> Run:
+    """`run_worker` once the process group exists and the checkpoint folder is held."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
     check_checkpoint_dir(config)
     if graph is None:
         prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
@@ -243,5 +252,5 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
                 if key in epoch_comm:  # rank_times_s: absent from epochs saved by older checkpoints
                     epoch[key] = epoch_comm[key]
         if config.metrics_out is not None:
-            write_json_atomic(config.metrics_out, metrics)
+            write_metrics(config.metrics_out, metrics)
     return Run(graph, result, metrics)

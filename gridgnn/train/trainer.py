@@ -8,6 +8,7 @@ parameter group, which every process of a distributed run applies identically.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,10 +39,21 @@ class EpochRecord:
 
 @dataclass
 class TrainResult:
-    """All epoch records plus the best-validation epoch (the first epoch reaching the best val accuracy)."""
+    """All epoch records plus the best-validation epoch (the first epoch reaching the best val accuracy),
+    the first epoch whose loss was NaN or infinite (None while every loss is finite), and whether training
+    stopped there (``config.stop_on_nonfinite``)."""
 
     epochs: list[EpochRecord] = field(default_factory=list)
     best_epoch: int = 0
+    first_nonfinite_epoch: int | None = None
+    stopped_on_nonfinite: bool = False
+
+    def note_nonfinite(self) -> bool:
+        """Record the first epoch with a non-finite loss among the records; True when there is one."""
+        if self.first_nonfinite_epoch is None:
+            self.first_nonfinite_epoch = next(
+                (r.epoch for r in self.epochs if not math.isfinite(r.loss)), None)
+        return self.first_nonfinite_epoch is not None
 
     def final(self, since: int = 0) -> dict:
         """The ``final`` object of the metrics file. Times cover the epochs this invocation ran: those after
@@ -60,6 +72,8 @@ class TrainResult:
             "best_epoch": best.epoch,
             "mean_epoch_time_s": sum(r.time_s for r in ran) / len(ran) if ran else None,
             "timed_epochs": len(ran),
+            "first_nonfinite_epoch": self.first_nonfinite_epoch,
+            "stopped_on_nonfinite": self.stopped_on_nonfinite,
         }
         if since:
             final["history_mean_epoch_time_s"] = sum(r.time_s for r in self.epochs) / len(self.epochs)
@@ -121,9 +135,14 @@ class Trainer:
         ``start`` holds the epochs a checkpoint already trained (the model and optimizer are restored by
         the caller) and ``rng_state`` the torch RNG state saved with them; training goes on from the next
         epoch. ``after_epoch(epoch, result)`` runs after each epoch's record (e.g. to save a checkpoint).
+        With ``config.stop_on_nonfinite`` training ends after the first epoch whose loss is NaN or infinite
+        (at once when ``start`` already holds one); the loss is global, so every rank stops alike.
         """
         result = start if start is not None else TrainResult()
         best_val = result.epochs[result.best_epoch - 1].val_acc if result.epochs else -1.0
+        if result.note_nonfinite() and self.config.stop_on_nonfinite:
+            result.stopped_on_nonfinite = True
+            return result
         with deterministic(self.config.seed):
             if rng_state is not None:
                 torch.set_rng_state(rng_state)
@@ -135,8 +154,12 @@ class Trainer:
                 result.epochs.append(record)
                 if record.val_acc > best_val:
                     best_val, result.best_epoch = record.val_acc, epoch
+                stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
+                result.stopped_on_nonfinite = stop
                 if on_epoch is not None:
                     on_epoch(record)
                 if after_epoch is not None:
                     after_epoch(epoch, result)
+                if stop:
+                    break
         return result
