@@ -16,7 +16,7 @@ import torch
 from torch.distributed import DistError
 
 from gridgnn import __version__
-from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, prepare_cmd, train_cmd
+from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 
 EXIT_USAGE = 2
@@ -44,6 +44,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gridgnn {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     train_cmd.add_parser(commands)
+    predict_cmd.add_parser(commands)
     info_cmd.add_parser(commands)
     prepare_cmd.add_parser(commands)
     plan_cmd.add_parser(commands)

@@ -12,6 +12,7 @@ import tempfile
 
 import torch
 
+from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, ORDERS, TrainConfig
 from gridgnn.cost.spmm_cost import partition_stats
 from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
@@ -21,7 +22,9 @@ from gridgnn.launch.local import launch_local
 from gridgnn.train import EpochRecord, Run, run_training
 from gridgnn.train.auto import auto_flags, choose_configuration
 from gridgnn.train.distributed import peak_memory_bytes
+from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import check_writable
+from gridgnn.train.products import check_products
 from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
 from gridgnn.train.run import load_graph
 from gridgnn.train.run_distributed import (
@@ -88,6 +91,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     verbosity.add_argument("--quiet", action="store_true", help="print nothing but errors")
     verbosity.add_argument("--progress", action="store_true", default=None,
                            help="one line per epoch even when stdout is not a terminal or CI is set")
+    add_output_arguments(parser, training=True)
+    add_memory_arguments(parser)
     parser.set_defaults(handler=run_train)
 
 
@@ -118,6 +123,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
         grid=args.grid, overlap=args.overlap, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
+        **output_config(args),
     )
 
 
@@ -159,7 +165,16 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:
         lines.append(f"metrics    {config.metrics_out}")
+    lines += product_lines(config, run)
     return "\n".join(lines)
+
+
+def product_lines(config: TrainConfig, run: Run) -> list[str]:
+    """Summary lines naming the files of ``--predictions-out``, ``--embeddings-out`` and ``--save-model``."""
+    epoch = run.result.best_epoch if config.weights == "best" else len(run.result.epochs)
+    named = [("predictions", config.predictions_out), ("embeddings", config.embeddings_out),
+             ("model", config.save_model)]
+    return [f"{label:<10} {path} (weights of epoch {epoch}, {config.weights})" for label, path in named if path]
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -198,6 +213,7 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     check_checkpoint_dir(config)
+    check_products(config)
     checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
     # A SIGTERM (Slurm's scancel, kill) must still stop the workers and remove the prepared graph.
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -235,6 +251,7 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
         config = dataclasses.replace(config, auto_reason=reason)
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
+    check_memory(config, graph, config.nprocs, config.nprocs)
     if not is_prepared(config.dataset):
         prepare_graph(graph, folder)
     del graph

@@ -42,6 +42,9 @@ class TrainResult:
 
     epochs: list[EpochRecord] = field(default_factory=list)
     best_epoch: int = 0
+    best_state: dict | None = field(default=None, repr=False, compare=False)
+    """The model's ``state_dict`` after ``best_epoch`` (CPU copies); None when that epoch was trained before
+    a resume."""
 
     def final(self) -> dict:
         """The ``final`` object of the metrics file."""
@@ -127,6 +130,8 @@ class Trainer:
                 result.epochs.append(record)
                 if record.val_acc > best_val:
                     best_val, result.best_epoch = record.val_acc, epoch
+                    result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
+                                         self.model.state_dict().items()}
                 if on_epoch is not None:
                     on_epoch(record)
                 if after_epoch is not None:

@@ -1,0 +1,38 @@
+"""Inference inputs of one process or one rank: the aggregation and the features in its layout.
+
+`grid_inputs` builds what `gridgnn.train.distributed.DistributedTrainer` builds for training (the grid, its
+`GridOps` on Â, this rank's feature block), without labels or an optimizer, so a saved model runs on any
+grid, independent of the one it was trained on.
+"""
+
+from __future__ import annotations
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.prepared import PreparedGraph
+from gridgnn.data.shard import shard_node_data
+from gridgnn.data.transforms import gcn_normalize
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.nn import as_model_input
+from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.spmm.local import LocalSpMM
+from gridgnn.train.distributed import _model_input
+
+
+def local_inputs(graph) -> tuple[object, LocalSpMM]:
+    """(features, aggregation) of the whole graph in one process. Not collective."""
+    return as_model_input(graph.features), LocalSpMM(gcn_normalize(graph.adj))
+
+
+def grid_inputs(config: TrainConfig, graph, world_size: int) -> tuple[object, GridOps]:
+    """(this rank's feature block, `GridOps`) on the grid ``config`` describes (algo, replication, grid).
+
+    Collective on the world (builds the device mesh); without a process group, a 1-process grid.
+    """
+    from gridgnn.train.run_distributed import grid_shape_for
+
+    grid = ProcessGrid.create(grid_shape_for(config, world_size))
+    adj = graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj)
+    ops = GridOps(grid, Communicator(grid, overlap=False), adj)
+    shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), grid.device)
+    return _model_input(shard.features, ops, graph.num_features), ops
