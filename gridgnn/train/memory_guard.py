@@ -78,8 +78,8 @@ def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int
     if needed <= available:
         return None
     where = "one process" if config.algo == "local" else f"--algo {config.algo} on {world_size} processes"
-    return (f"not enough memory: {where} needs {_human(needed)} per process (predicted), {source} is "
-            f"{_human(available)}; {_suggest(config, stats, world_size, available)}, or pass "
+    return (f"not enough memory: predicted {_human(needed)} per process for {where}, but {source} is "
+            f"{_human(available)}; {_suggest(config, stats, world_size, available)}; or pass "
             "--no-memory-check to run anyway")
 
 
@@ -91,7 +91,8 @@ def _suggest(config: TrainConfig, stats, world_size: int, available: int) -> str
             continue
         fitting = [e for e in plan(config, stats, procs, memory_per_proc=available).entries if e.fits][:3]
         if fitting:
-            return "configurations that fit: " + "; ".join(" ".join(e.train_flags()) for e in fitting)
+            return "configurations that fit (gridgnn plan): " + ", ".join(" ".join(e.train_flags())
+                                                                          for e in fitting)
     return f"no configuration fits on up to {world_size * LARGER_GRIDS[-1]} processes (see gridgnn plan)"
 
 
