@@ -10,7 +10,8 @@ _EXPORTS = {
     # train and use (gridgnn.api)
     "fit": "gridgnn.api", "TrainedModel": "gridgnn.api", "Predictions": "gridgnn.api",
     "predict": "gridgnn.api", "embed": "gridgnn.api", "save_model": "gridgnn.api", "load_model": "gridgnn.api",
-    "to_pyg": "gridgnn.api", "graph_to_pyg": "gridgnn.data.interop", "as_graph": "gridgnn.api", "graph_from_arrays": "gridgnn.api",
+    "to_pyg": "gridgnn.api", "graph_to_pyg": "gridgnn.data.interop", "as_graph": "gridgnn.api",
+    "graph_from_arrays": "gridgnn.api",
     # building blocks of a custom loop
     "grid_aggregation": "gridgnn.api", "local_block": "gridgnn.api",
     "GCN": "gridgnn.nn.gcn", "Graph": "gridgnn.data.graph", "load_dataset": "gridgnn.data.registry",
