@@ -79,16 +79,42 @@ def test_embeddings_are_layer_outputs(directed_fit):
         assert torch.allclose(layer3(hidden, agg), logits, atol=1e-6)
 
 
-def test_best_weights_are_the_best_epochs():
-    """--weights best (the default) keeps the weights after the best-validation epoch, bit for bit."""
+def test_best_weights_are_the_best_epochs(tmp_path):
+    """--weights best (the default) keeps the weights after the best-validation epoch, bit for bit, also
+    when the run resumed from a checkpoint taken after that epoch."""
     options = dict(epochs=10, lr=0.5, hidden=8)
     best = gridgnn.fit("csbm:nodes=120", **options)
     epoch = best.metrics["final"]["best_epoch"]
-    assert 1 < epoch < 10, "the test needs a best epoch before the last"
+    assert 1 < epoch < 5, "the test needs a best epoch before the checkpoint"
     short = gridgnn.fit("csbm:nodes=120", **{**options, "epochs": epoch})
     last = gridgnn.fit("csbm:nodes=120", **options, weights="last")
-    for a, b, c in zip(best.model.parameters(), short.model.parameters(), last.model.parameters(), strict=True):
-        assert torch.equal(a, b) and not torch.equal(a, c)
+    ckpt = dict(checkpoint_dir=str(tmp_path / "ck"), checkpoint_every=5)
+    gridgnn.fit("csbm:nodes=120", **{**options, "epochs": 5}, **ckpt)
+    resumed = gridgnn.fit("csbm:nodes=120", **options, **ckpt, resume=True)
+    assert resumed.metrics["resumed_from"]["epoch"] == 5
+    for a, b, c, d in zip(best.model.parameters(), short.model.parameters(), last.model.parameters(),
+                          resumed.model.parameters(), strict=True):
+        assert torch.equal(a, b) and torch.equal(a, d) and not torch.equal(a, c)
+    (tmp_path / "ck" / "best-weights.pt").unlink()  # without it the best weights are gone: said, not guessed
+    with pytest.raises(gridgnn.errors.ConfigError, match="use --weights last"):
+        gridgnn.fit("csbm:nodes=120", **options, **ckpt, resume=True,
+                    save_model=str(tmp_path / "m.pt"))
+    assert not (tmp_path / "m.pt").exists()
+
+
+def test_original_vertex_ids_of_a_renumbered_edge_list(tmp_path, capsys):
+    from gridgnn.data import load_native, save_graph
+    from gridgnn.data.prepared import open_prepared, prepare_graph
+
+    ids = np.array([5, 17, 42, 100, 230, 231, 999, 1234, 2000, 2007])
+    edges = np.column_stack([ids, np.roll(ids, 1)])
+    np.savetxt(tmp_path / "g.edges", edges, fmt="%d")
+    assert main(["train", "--dataset", str(tmp_path / "g.edges"), "--epochs", "1", "--quiet",
+                 "--predictions-out", str(tmp_path / "p.csv")]) == 0
+    assert np.array_equal(_read_csv(tmp_path / "p.csv")[1][:, 0], ids)
+    graph = gridgnn.as_graph(str(tmp_path / "g.edges"))  # the ids survive the prepared graph and native files
+    assert np.array_equal(open_prepared(prepare_graph(graph, tmp_path / "prep")).meta["vertex_ids"], ids)
+    assert np.array_equal(load_native(save_graph(graph, tmp_path / "g.npz")).meta["vertex_ids"], ids)
 
 
 # --- train and predict from the command line (one process) ---------------------------------------------------
