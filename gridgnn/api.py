@@ -46,11 +46,14 @@ class Predictions:
 
 @dataclass
 class TrainedModel:
-    """What `fit` returns: ``model`` (weights of the ``config.weights`` epoch, default best validation),
-    ``history`` (one `EpochRecord` per epoch), ``metrics`` (the metrics document; None on ranks other than
-    0), the ``config`` it ran with and the ``graph`` it trained on (None after a multi-process launch)."""
+    """What `fit` returns: ``model`` (eval mode) with the weights of the ``config.weights`` epoch (default
+    the best validation accuracy's; the last epoch's when that epoch was trained before a resume and its
+    weights are gone), ``epoch`` (the epoch those weights come from), ``history`` (one `EpochRecord` per
+    epoch), ``metrics`` (the metrics document; None on ranks other than 0), the ``config`` it ran with and the
+    ``graph`` it trained on."""
 
     model: nn.Module
+    epoch: int
     history: list[EpochRecord]
     metrics: dict | None
     config: TrainConfig
@@ -69,8 +72,6 @@ class TrainedModel:
         return save_model(self.model, path)
 
     def _data(self, data):
-        if data is None and self.graph is None:
-            raise ConfigError("this result holds no graph (trained by workers): pass the graph to use")
         return self.graph if data is None else data
 
 
@@ -124,11 +125,13 @@ def fit(data, *, nprocs: int = 1, threads: int | None = None, **options) -> Trai
     graph = as_graph(data, **graph_options)
     if nprocs > 1 and "WORLD_SIZE" not in os.environ:
         return _train_on_workers(graph, nprocs, threads, options)
+    from gridgnn.train.products import select_weights
     from gridgnn.train.run import run_training
 
     config = TrainConfig(dataset=graph.name, **options)
     run = run_training(config, graph=graph)
-    return TrainedModel(run.model, run.result.epochs, run.metrics, config, run.graph)
+    epoch = select_weights(run.model, run.result, config.weights, strict=False)
+    return TrainedModel(run.model.eval(), epoch, run.result.epochs, run.metrics, config, run.graph)
 
 
 def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: dict) -> TrainedModel:
@@ -150,11 +153,11 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
         status = main(argv)
         if status != 0:
             raise RuntimeError(f"gridgnn train on {nprocs} workers failed with status {status} (see its stderr)")
-        model, _ = _load_model(config.save_model)
+        model, info = _load_model(config.save_model)
         metrics = json.loads(Path(config.metrics_out).read_text(encoding="utf-8"))
     history = [EpochRecord(**{k: e[k] for k in ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")})
                for e in metrics["epochs"]]
-    return TrainedModel(model, history, metrics, config, graph)
+    return TrainedModel(model, int(info.get("epoch", len(history))), history, metrics, config, graph)
 
 
 _FLAG_SKIP = {"auto_reason", "progress", "quiet"}

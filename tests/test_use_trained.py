@@ -258,3 +258,30 @@ def test_import_is_cheap_and_public_names_resolve():
         assert getattr(gridgnn, name) is not None
         if callable(getattr(gridgnn, name)) and name != "__version__":
             assert getattr(gridgnn, name).__doc__, name
+
+
+def test_predict_from_a_checkpoint_folder(tmp_path, capsys):
+    ckpt = tmp_path / "ck"
+    assert main(["train", "--dataset", SMALL, "--epochs", "2", "--quiet", "--checkpoint-dir", str(ckpt),
+                 "--weights", "last", "--predictions-out", str(tmp_path / "train.npy")]) == 0
+    assert main(["predict", "--model", str(ckpt / "epoch-00000002"), "--dataset", SMALL, "--quiet",
+                 "--predictions-out", str(tmp_path / "pred.npy")]) == 0
+    trained, predicted = np.load(tmp_path / "train.npy"), np.load(tmp_path / "pred.npy")
+    assert np.array_equal(trained["predicted"], predicted["predicted"])
+    np.testing.assert_allclose(trained["probabilities"], predicted["probabilities"], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_cli_train_on_a_grid_then_predict_on_another(tmp_path, capsys):
+    """Through the local launcher: train on 2d 2x2, predict on 1d with 3 workers and on 1.5d 2x2."""
+    data = ["--dataset", "csbm:nodes=200,classes=4,features=9", "--threads", "1", "--quiet"]
+    assert main(["train", *data, "--epochs", "3", "--algo", "2d", "--nprocs", "4", "--save-model",
+                 str(tmp_path / "m.pt"), "--predictions-out", str(tmp_path / "train.csv")]) == 0
+    _, table = _read_csv(tmp_path / "train.csv")
+    for name, grid in (("a", ["--algo", "1d", "--nprocs", "3"]),
+                       ("b", ["--algo", "1.5d", "--nprocs", "4", "--replication", "2"])):
+        assert main(["predict", "--model", str(tmp_path / "m.pt"), *data, *grid, "--predictions-out",
+                     str(tmp_path / f"{name}.npy")]) == 0
+        records = np.load(tmp_path / f"{name}.npy")
+        assert np.array_equal(records["predicted"], table[:, 1])
+        np.testing.assert_allclose(records["probabilities"], table[:, 2:], atol=1e-6)

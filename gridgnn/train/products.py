@@ -56,8 +56,11 @@ def select_weights(model: nn.Module, result: TrainResult, weights: str, *, stric
 
 def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainResult, rank: int = 0) -> None:
     """Write the outputs ``config`` asks for with the chosen weights (collective on the world in a
-    distributed run: every rank writes its own rows). Leaves ``trainer.model`` with the chosen weights."""
-    epoch = select_weights(trainer.model, result, config.weights, strict=wants_products(config))
+    distributed run: every rank writes its own rows). Leaves ``trainer.model`` with the chosen weights when
+    there is anything to write (else untouched: the last epoch's)."""
+    if not wants_products(config):
+        return
+    epoch = select_weights(trainer.model, result, config.weights)
     write_vertex_outputs(trainer.model, trainer.features, trainer.agg, graph, predictions_out=config.predictions_out,
                          embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
     if config.save_model is not None and rank == 0:

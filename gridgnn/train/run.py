@@ -25,7 +25,8 @@ from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
 @dataclass
 class Run:
     """A finished run: the graph it trained on, its records and the metrics document; ``model``: the trained
-    model as the last epoch left it (on every rank)."""
+    model (on every rank), with the weights of the last epoch, or of ``config.weights`` when the run wrote
+    predictions, embeddings or a model file."""
 
     graph: Graph
     result: TrainResult
