@@ -213,7 +213,9 @@ def save_model(model: nn.Module, path: str | os.PathLike) -> Path:
 
 def load_model(path: str | os.PathLike) -> nn.Module:
     """The model of a model file (``--save-model``, `save_model`) or a checkpoint folder, in eval mode."""
-    return _load_model(path)[0]
+    from gridgnn.train.inference import load_trained
+
+    return load_trained(path)[0]
 
 
 def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: int = 1,

@@ -14,7 +14,7 @@ import os
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, TrainConfig
 from gridgnn.errors import ConfigError
-from gridgnn.nn.export import check_fits, load_model
+from gridgnn.nn.export import check_fits
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -61,7 +61,9 @@ def run_predict(args: argparse.Namespace) -> int:
 
     if args.predictions_out is None and args.embeddings_out is None:
         raise ConfigError("nothing to write: give --predictions-out FILE and/or --embeddings-out FILE")
-    model, _ = load_model(args.model)  # a bad model file fails here, before any worker starts
+    from gridgnn.train.inference import load_trained
+
+    model, _ = load_trained(args.model)  # a bad model file fails here, before any worker starts
     config = predict_config(args, MODEL_KINDS[kind_of(model)].config_of(model))
     check_products(config)
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():

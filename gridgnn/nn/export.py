@@ -122,14 +122,13 @@ def save_model(model: nn.Module, path: str | os.PathLike, info: dict | None = No
 
 
 def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
-    """The model of a model file (``--save-model``) or of a checkpoint folder, in eval mode, and its info.
+    """The model of a model file (``--save-model``), in eval mode, and its info (checkpoint folders:
+    `gridgnn.train.inference.load_trained`).
 
     Reads with ``weights_only=True`` (nothing in the file runs). Raises `ModelFileError` (one line) when the
     file is missing, corrupt, not a gridgnn model file, or its weights do not fit its configuration.
     """
     source = Path(path)
-    if source.is_dir():
-        return _load_checkpoint_model(source)
     document = _read_document(source, map_location)
     model = build_model(document["model"], document["config"], where=f"model file '{source}'")
     try:
@@ -169,29 +168,6 @@ def build_model(kind: object, config: dict, *, where: str = "model") -> nn.Modul
         return MODEL_KINDS[kind].build(config)
     except (KeyError, TypeError, ValueError, GridGNNError) as exc:
         raise ModelFileError(f"{where}: malformed {kind} configuration ({exc})") from None
-
-
-def _load_checkpoint_model(folder: Path) -> tuple[nn.Module, dict]:
-    """The weights of a training checkpoint (`gridgnn.train.checkpoint`) as a "gcn" model."""
-    from gridgnn.train.checkpoint import read_manifest, read_weights
-
-    manifest = read_manifest(folder)
-    config, dataset = manifest.get("config") or {}, manifest["fingerprint"].get("dataset") or {}
-    try:
-        model_config = {"in_channels": int(dataset["num_features"]), "hidden_channels": int(config["hidden"]),
-                        "out_channels": int(dataset["num_classes"]), "num_layers": int(config["layers"]),
-                        "order": config["order"], "bias": True, "dropout": float(config["dropout"]),
-                        "seed": int(config["seed"])}
-    except (KeyError, TypeError, ValueError):
-        raise ModelFileError(f"checkpoint '{folder}': its manifest lacks the model configuration") from None
-    model = build_model(config.get("model", "gcn"), model_config, where=f"checkpoint '{folder}'")
-    try:
-        model.load_state_dict(read_weights(folder), strict=True)
-    except RuntimeError as exc:
-        raise ModelFileError(f"checkpoint '{folder}': weights do not fit ({' '.join(str(exc).split())[:160]})") \
-            from None
-    info = {"epoch": manifest["epoch"], "weights": "checkpoint", "dataset": dataset.get("name")}
-    return model.eval(), info
 
 
 def to_pyg(model: nn.Module) -> nn.Module:
