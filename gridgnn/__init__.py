@@ -13,7 +13,7 @@ _EXPORTS = {
     "to_pyg": "gridgnn.api", "graph_to_pyg": "gridgnn.data.interop", "as_graph": "gridgnn.api",
     "graph_from_arrays": "gridgnn.api",
     # building blocks of a custom loop
-    "grid_aggregation": "gridgnn.api", "local_block": "gridgnn.api",
+    "grid_aggregation": "gridgnn.parallel.custom_loop", "local_block": "gridgnn.parallel.custom_loop",
     "GCN": "gridgnn.nn.gcn", "Graph": "gridgnn.data.graph", "load_dataset": "gridgnn.data.registry",
     "TrainConfig": "gridgnn.config", "GridOps": "gridgnn.parallel.grid_ops",
     "ProcessGrid": "gridgnn.grid.process_grid", "resolve_grid": "gridgnn.grid.shape",
