@@ -66,7 +66,8 @@ def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainRe
     if config.save_model is not None and rank == 0:
         info = {"epoch": epoch, "weights": config.weights, "dataset": graph.name,
                 "num_nodes": graph.num_nodes, "num_features": graph.num_features,
-                "num_classes": graph.num_classes}
+                "num_classes": graph.num_classes,
+                "feature_normalization": graph.meta.get("feature_normalization")}
         save_model(trainer.model, config.save_model, info)
 
 
