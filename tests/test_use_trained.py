@@ -147,7 +147,7 @@ def test_distributed_train_and_predict_on_other_grids_match_one_process(tmp_path
                   algo="2d", nprocs=4, predictions_out=str(tmp_path / "train-pred.npy"),
                   embeddings_out=str(tmp_path / "train-emb.npy"), save_model=str(tmp_path / "model.pt"))
     grids = [{"algo": "1.5d", "replication": 2}, {"algo": "1d"}]
-    run_workers(pw.train_then_predict, 4, kwargs, grids, str(tmp_path), timeout_s=240)
+    outs = run_workers(pw.train_then_predict, 4, kwargs, grids, str(tmp_path), timeout_s=240)
     local = {**kwargs, "algo": "local", "nprocs": 1, "predictions_out": None, "embeddings_out": None,
              "save_model": None}
     reference = gridgnn.fit(local.pop("dataset"), **local)
@@ -165,6 +165,11 @@ def test_distributed_train_and_predict_on_other_grids_match_one_process(tmp_path
         assert header[:2] == ["node", "dim_0"] and np.array_equal(table[:, 0], np.arange(90))
         np.testing.assert_allclose(table[:, 1:], np.load(tmp_path / "train-emb.npy"), atol=1e-5)
     assert not list(tmp_path.glob(".*partial*"))
+    # the public building blocks (grid_aggregation, local_block) train as one process does
+    alone = pw.custom_loop(reference.graph, "1d")
+    for weights in outs:
+        for mine, single in zip(weights, alone, strict=True):
+            np.testing.assert_allclose(mine, single, rtol=1e-5, atol=1e-6)
 
 
 # --- bad input: one line, exit 2, nothing written -----------------------------------------------------------
@@ -285,3 +290,13 @@ def test_cli_train_on_a_grid_then_predict_on_another(tmp_path, capsys):
         records = np.load(tmp_path / f"{name}.npy")
         assert np.array_equal(records["predicted"], table[:, 1])
         np.testing.assert_allclose(records["probabilities"], table[:, 2:], atol=1e-6)
+
+
+def test_fit_takes_a_pyg_data_object(directed_fit):
+    pytest.importorskip("torch_geometric")
+    _, graph = directed_fit
+    data = graph_to_pyg(graph)
+    result = gridgnn.fit(data, epochs=2, hidden=4)
+    assert len(result.history) == 2 and result.epoch in (1, 2)
+    assert result.graph.num_nodes == graph.num_nodes and (result.graph.adj != graph.adj).nnz == 0
+    assert result.predict().probabilities.shape == (graph.num_nodes, graph.num_classes)
