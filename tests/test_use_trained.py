@@ -82,7 +82,7 @@ def test_embeddings_are_layer_outputs(directed_fit):
 def test_best_weights_are_the_best_epochs(tmp_path):
     """--weights best (the default) keeps the weights after the best-validation epoch, bit for bit, also
     when the run resumed from a checkpoint taken after that epoch."""
-    options = dict(epochs=10, lr=0.5, hidden=8)
+    options = dict(epochs=6, lr=0.5, hidden=8)
     best = gridgnn.fit("csbm:nodes=120", **options)
     epoch = best.metrics["final"]["best_epoch"]
     assert 1 < epoch < 5, "the test needs a best epoch before the checkpoint"
