@@ -22,6 +22,9 @@ ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
 ``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
 
+WEIGHTS = ("best", "last")
+"""Which epoch's weights a run's products use: the best validation accuracy's (first reached) or the last."""
+
 MAX_SEED = 2**64 - 1
 """The largest seed (torch.manual_seed takes 64-bit seeds)."""
 
@@ -42,6 +45,10 @@ class TrainConfig:
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
     ``stop_on_nonfinite`` ends training after the first epoch whose loss is NaN or infinite.
+    ``predictions_out``, ``embeddings_out`` (of layer ``embedding_layer``, default the last hidden one) and
+    ``save_model`` name the run's products (`gridgnn.train.products`), made with the weights of the
+    ``weights`` epoch: ``best`` validation accuracy or ``last``. ``memory_per_proc`` (bytes; default: what the
+    machine has) and ``memory_check`` drive the memory guard (`gridgnn.train.memory_guard`).
     """
 
     dataset: str = "csbm"
@@ -70,6 +77,13 @@ class TrainConfig:
     resume: bool = False
     auto_reason: str | None = None
     stop_on_nonfinite: bool = False
+    predictions_out: str | None = None
+    embeddings_out: str | None = None
+    embedding_layer: int | None = None
+    save_model: str | None = None
+    weights: str = "best"
+    memory_per_proc: int | None = None
+    memory_check: bool = True
 
     def __post_init__(self) -> None:
         self.validate()
@@ -97,6 +111,11 @@ class TrainConfig:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):
             raise ConfigError("--algo auto chooses the grid and replication itself; drop --grid and --replication")
+        _check_choice("weights", self.weights, WEIGHTS)
+        if self.embedding_layer is not None:
+            _check_int("embedding_layer", self.embedding_layer, minimum=1, maximum=self.layers)
+        if self.memory_per_proc is not None:
+            _check_int("memory_per_proc", self.memory_per_proc, minimum=1)
         if self.grid is not None and not _GRID_RE.match(self.grid):
             raise ConfigError(f"grid must look like '4', '2x3' or '2x2x2', got {self.grid!r}")
 

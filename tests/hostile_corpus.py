@@ -508,4 +508,18 @@ CHECKPOINT_CASES = [
     ("checkpoint-keep-zero", ["--checkpoint-dir", "{tmp}/ck", "--keep-checkpoints", "0"], "keep_checkpoints"),
     ("checkpoint-every-not-a-number", ["--checkpoint-every", "often"], "invalid int value"),
 ]
-FLAG_CASES = FLAG_CASES + CHECKPOINT_CASES
+# Outputs and the memory guard (issue 16); bad model files for `gridgnn predict` are in tests/test_use_trained.py.
+OUTPUT_CASES = [
+    ("predictions-out-unknown-suffix", ["--predictions-out", "{tmp}/p.txt"], "must end in .npy"),
+    ("predictions-out-folder-missing", ["--predictions-out", "{tmp}/missing/p.npy"], "does not exist"),
+    ("embeddings-out-parent-is-a-file", ["--embeddings-out", f"{REPO_ROOT / 'README.md'}/e.csv"], "is not a folder"),
+    ("embedding-layer-beyond-the-model", ["--embedding-layer", "3"], "embedding_layer must be at most 2"),
+    ("embedding-layer-zero", ["--embedding-layer", "0"], "embedding_layer must be at least 1"),
+    ("save-model-folder-missing", ["--save-model", "{tmp}/missing/m.pt"], "does not exist"),
+    ("weights-unknown", ["--weights", "middle"], "argument --weights: invalid choice"),
+    ("memory-per-proc-too-small", ["--memory-per-proc", "1KiB"], "not enough memory"),
+    ("memory-per-proc-not-a-size", ["--memory-per-proc", "lots"], "memory size 'lots'"),
+    ("memory-per-proc-too-small-distributed", ["--memory-per-proc", "1KiB", "--algo", "1d", "--nprocs", "2"],
+     "not enough memory"),
+]
+FLAG_CASES = FLAG_CASES + CHECKPOINT_CASES + OUTPUT_CASES

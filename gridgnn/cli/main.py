@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from gridgnn import __version__
-from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, prepare_cmd, train_cmd
+from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 from gridgnn.limits import check_threads, check_timeout
 from gridgnn.peer_errors import collective_error_line
@@ -46,6 +46,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gridgnn {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     train_cmd.add_parser(commands)
+    predict_cmd.add_parser(commands)
     info_cmd.add_parser(commands)
     prepare_cmd.add_parser(commands)
     plan_cmd.add_parser(commands)

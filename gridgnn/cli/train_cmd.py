@@ -12,6 +12,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
+from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, ORDERS, TrainConfig
 from gridgnn.errors import ConfigError
 
@@ -84,6 +85,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     verbosity.add_argument("--quiet", action="store_true", help="print nothing but errors")
     verbosity.add_argument("--progress", action="store_true", default=None,
                            help="one line per epoch even when stdout is not a terminal or CI is set")
+    add_output_arguments(parser, training=True)
+    add_memory_arguments(parser)
     parser.set_defaults(handler=run_train)
 
 
@@ -115,6 +118,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         grid=args.grid, overlap=args.overlap, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         stop_on_nonfinite=args.stop_on_nonfinite,
+        **output_config(args),
     )
 
 
@@ -154,6 +158,7 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:
         lines.append(f"metrics    {config.metrics_out}")
+    lines += product_lines(config, run)
     return "\n".join(lines)
 
 
@@ -181,6 +186,14 @@ def format_time_line(final: dict, epochs: int, records) -> str:
         return f"time       no epoch ran in this run: all {epochs} came from the checkpoint"
     return (f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), {total:.2f} s over "
             f"epochs {epochs - timed + 1}-{epochs} run now ({epochs - timed} earlier epochs came from the checkpoint)")
+
+
+def product_lines(config: TrainConfig, run: Run) -> list[str]:
+    """Summary lines naming the files of ``--predictions-out``, ``--embeddings-out`` and ``--save-model``."""
+    epoch = run.result.best_epoch if config.weights == "best" else len(run.result.epochs)
+    named = [("predictions", config.predictions_out), ("embeddings", config.embeddings_out),
+             ("model", config.save_model)]
+    return [f"{label:<10} {path} (weights of epoch {epoch}, {config.weights})" for label, path in named if path]
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -301,6 +314,7 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     """Validate the grid here (one clear line, before any process starts), then run P local workers."""
     from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
     from gridgnn.train.metrics import check_writable
+    from gridgnn.train.products import check_products
     from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
     from gridgnn.train.run_distributed import grid_shape_for
 
@@ -315,6 +329,7 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     with hold_checkpoint_dir(config):  # held here for the workers (they find it in LOCK_HELD_ENV)
         check_checkpoint_dir(config)
+        check_products(config)
         checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
         return _launch_with_signals(config, args)
 
@@ -374,6 +389,7 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     from gridgnn.nn.gcn import check_model_size
     from gridgnn.train.auto import choose_configuration
     from gridgnn.train.distributed import peak_memory_bytes
+    from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.run import load_graph
     from gridgnn.train.run_distributed import grid_shape_for
 
@@ -384,6 +400,7 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before workers start
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
+    check_memory(config, graph, config.nprocs, config.nprocs)
     if not is_prepared(config.dataset):
         prepare_graph(graph, folder)
     del graph

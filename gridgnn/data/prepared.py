@@ -153,6 +153,8 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike) -> Path:
     _save(target, "labels", graph.labels.astype(np.int64, copy=False))
     for name in ("train_mask", "val_mask", "test_mask"):
         _save(target, name, getattr(graph, name).astype(bool, copy=False))
+    if graph.meta.get("vertex_ids") is not None:  # original ids of renumbered vertices (per-vertex outputs)
+        _save(target, "vertex_ids", np.asarray(graph.meta["vertex_ids"], dtype=np.int64))
     meta = {key: value for key, value in graph.meta.items() if isinstance(value, (str, int, float, bool))}
     manifest = {"format": FORMAT, "name": graph.name, "num_nodes": graph.num_nodes,
                 "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
@@ -207,6 +209,9 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     else:
         features = load("features", np.float32, (n, f))
     labels = load("labels", np.int64, (n,))
+    meta = dict(manifest.get("meta") or {})
+    if (root / "vertex_ids.npy").exists():
+        meta["vertex_ids"] = load("vertex_ids", np.int64, (n,))
     if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
         raise DataError(f"{where}: labels outside [0, {classes})")
     return PreparedGraph(
@@ -215,7 +220,7 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         directed=bool(manifest.get("directed", False)), digest=str(manifest.get("digest", "")),
         norm_adj=norm_adj, features=features, labels=labels,
         train_mask=load("train_mask", np.bool_, (n,)), val_mask=load("val_mask", np.bool_, (n,)),
-        test_mask=load("test_mask", np.bool_, (n,)), meta=dict(manifest.get("meta") or {}))
+        test_mask=load("test_mask", np.bool_, (n,)), meta=meta)
 
 
 def graph_of_prepared(prepared: PreparedGraph) -> Graph:

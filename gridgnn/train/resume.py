@@ -103,8 +103,39 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
         raise CheckpointError(f"checkpoint '{path}': malformed epoch history ({exc})") from None
     _, rng_state = _store().load_checkpoint(path, trainer.model, trainer.optimizer, manifest)
     comm = history.get("comm")
-    return ResumePoint(path, manifest["epoch"], TrainResult(records, history["best_epoch"]), rng_state,
-                       comm if isinstance(comm, list) else None)
+    result = TrainResult(records, history["best_epoch"])
+    result.best_state = read_best_weights(config.checkpoint_dir, result.best_epoch)
+    return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None)
+
+
+BEST_WEIGHTS = "best-weights.pt"
+"""``DIR/best-weights.pt``: the best-validation weights as of the newest checkpoint (a model-state file read
+with ``weights_only=True``), so that ``--weights best`` survives a resume."""
+
+
+def save_best_weights(directory: str, result: TrainResult) -> None:
+    """Write ``result.best_state`` with its epoch atomically into ``directory`` (rank 0). Not collective."""
+    if result.best_state is None or (dist.is_initialized() and dist.get_rank() != 0):
+        return
+    target = Path(directory) / BEST_WEIGHTS
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{BEST_WEIGHTS}.partial")
+    torch.save({"epoch": result.best_epoch, "state": result.best_state}, partial)
+    os.replace(partial, target)
+
+
+def read_best_weights(directory: str | None, epoch: int) -> dict | None:
+    """The best-validation weights saved for ``epoch``, or None (no file, another epoch, unreadable)."""
+    path = Path(directory) / BEST_WEIGHTS if directory is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - a damaged copy only costs the best weights, which the error then names
+        return None
+    if not isinstance(saved, dict) or saved.get("epoch") != epoch or not isinstance(saved.get("state"), dict):
+        return None
+    return saved["state"]
 
 
 class EpochSaver:
@@ -126,8 +157,9 @@ class EpochSaver:
                    "comm": self.comm_so_far()}
         manifest = {"fingerprint": self.fingerprint, "config": self.config.to_dict(), "grid": self.grid,
                     "history": history}
+        save_best_weights(self.config.checkpoint_dir, result)  # first: a checkpoint never outruns it
         _store().save_checkpoint(self.config.checkpoint_dir, epoch, self.trainer.model, self.trainer.optimizer,
-                        manifest, self.config.keep_checkpoints)
+                                 manifest, self.config.keep_checkpoints)
 
 
 def _agreed(choose: Callable[[TrainConfig], Path | None], config: TrainConfig) -> Path | None:

@@ -16,18 +16,23 @@ from gridgnn.errors import ConfigError
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
+from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
+from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
 
 
 @dataclass
 class Run:
-    """A finished run: the graph it trained on, its records and the metrics document."""
+    """A finished run: the graph it trained on, its records and the metrics document; ``model``: the trained
+    model (on every rank), with the weights of the last epoch, or of ``config.weights`` when the run wrote
+    predictions, embeddings or a model file."""
 
     graph: Graph
     result: TrainResult
     metrics: dict
+    model: object = None
 
 
 def load_graph(config: TrainConfig) -> Graph:
@@ -75,11 +80,14 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
 
 def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     check_checkpoint_dir(config)
+    check_products(config)
     if graph is None:
         graph = load_graph(config)
+    check_memory(config, graph, 1)
     trainer = Trainer(config, graph, build_aggregation(config, graph))
     result, point = fit_resumable(trainer, config, graph, on_epoch, grid={"algo": "local", "world_size": 1})
+    write_products(config, trainer, graph, result)
     metrics = build_metrics(config, graph, result, resumed_from=point)
     if config.metrics_out is not None:
         write_metrics(config.metrics_out, metrics)
-    return Run(graph, result, metrics)
+    return Run(graph, result, metrics, trainer.model)

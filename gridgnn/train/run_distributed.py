@@ -31,7 +31,9 @@ from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_configuration, predicted_comm
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
+from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
+from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
 from gridgnn.train.run import Run, load_graph
 from gridgnn.train.trainer import EpochRecord, TrainResult
@@ -143,6 +145,7 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     result, point = fit_resumable(trainer, config, graph, on_epoch if grid.rank == 0 else None, grid=grid_info,
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
+    write_products(config, trainer, graph, result, rank=grid.rank)
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak))
     return (outcome, trainer.model) if return_model else outcome
 
@@ -216,6 +219,7 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
     """`run_worker` once the process group exists and the checkpoint folder is held."""
     world = dist.get_world_size() if dist.is_initialized() else 1
     check_checkpoint_dir(config)
+    check_products(config, rank)
     if graph is None:
         prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
         graph = open_prepared(prepared) if prepared else load_graph(config)
@@ -226,7 +230,9 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
             print(reason, flush=True)
     elif os.environ.get(AUTO_REASON_ENV):
         config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
-    trained = train_on_grid(config, graph, on_epoch if rank == 0 else None, on_ready=on_ready)
+    check_memory(config, graph, world)
+    trained, model = train_on_grid(config, graph, on_epoch if rank == 0 else None, return_model=True,
+                                   on_ready=on_ready)
     result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
         dist.destroy_process_group()
@@ -253,4 +259,4 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
                     epoch[key] = epoch_comm[key]
         if config.metrics_out is not None:
             write_metrics(config.metrics_out, metrics)
-    return Run(graph, result, metrics)
+    return Run(graph, result, metrics, model)

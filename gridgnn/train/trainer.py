@@ -47,6 +47,9 @@ class TrainResult:
     best_epoch: int = 0
     first_nonfinite_epoch: int | None = None
     stopped_on_nonfinite: bool = False
+    best_state: dict | None = field(default=None, repr=False, compare=False)
+    """The model's ``state_dict`` after ``best_epoch`` (CPU copies); None when that epoch was trained before
+    a resume."""
 
     def note_nonfinite(self) -> bool:
         """Record the first epoch with a non-finite loss among the records; True when there is one."""
@@ -154,6 +157,8 @@ class Trainer:
                 result.epochs.append(record)
                 if record.val_acc > best_val:
                     best_val, result.best_epoch = record.val_acc, epoch
+                    result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
+                                         self.model.state_dict().items()}
                 stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
                 result.stopped_on_nonfinite = stop
                 if on_epoch is not None:

@@ -39,8 +39,9 @@ def _csr_arrays(prefix: str, matrix: sp.csr_matrix) -> dict[str, np.ndarray]:
 def save_graph(graph: Graph, path: Path | str) -> Path:
     """Write `graph` to `path` (conventionally ``*.npz``) atomically; returns the path written."""
     path = Path(path)
+    meta = {key: value for key, value in graph.meta.items() if key != "vertex_ids"}  # an array: stored apart
     try:
-        meta_json = json.dumps(graph.meta, sort_keys=True)
+        meta_json = json.dumps(meta, sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise DataError(f"{path}: graph meta is not JSON-serializable ({exc})") from None
     arrays = {
@@ -54,6 +55,8 @@ def save_graph(graph: Graph, path: Path | str) -> Path:
         **{mask: getattr(graph, mask) for mask in _MASKS},
         **_csr_arrays("adj", graph.adj),
     }
+    if graph.meta.get("vertex_ids") is not None:
+        arrays["vertex_ids"] = np.asarray(graph.meta["vertex_ids"], dtype=np.int64)
     if sp.issparse(graph.features):
         arrays.update(_csr_arrays("features", sp.csr_matrix(graph.features)))
     else:
@@ -99,6 +102,8 @@ def graph_from_native(arrays: Mapping[str, np.ndarray], where: Path | str) -> Gr
         raise DataError(f"{where}: format version {version} is not supported (this gridgnn reads {FORMAT_VERSION})")
     with reading(where, "graph meta"):
         meta = check_meta(json.loads(_scalar(arrays, "meta_json", where, "U")), where)
+    if "vertex_ids" in arrays and arrays["vertex_ids"].shape == arrays["labels"].shape:
+        meta["vertex_ids"] = np.asarray(arrays["vertex_ids"], dtype=np.int64)
     if "features_data" in arrays:
         features = _csr(arrays, "features", where)
     else:
