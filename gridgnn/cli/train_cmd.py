@@ -22,9 +22,7 @@ from gridgnn.launch.local import launch_local
 from gridgnn.train import EpochRecord, Run, run_training
 from gridgnn.train.auto import auto_flags, choose_configuration
 from gridgnn.train.distributed import peak_memory_bytes
-from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import check_writable
-from gridgnn.train.products import check_products
 from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
 from gridgnn.train.run import load_graph
 from gridgnn.train.run_distributed import (
@@ -213,6 +211,8 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     check_checkpoint_dir(config)
+    from gridgnn.train.products import check_products
+
     check_products(config)
     checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
     # A SIGTERM (Slurm's scancel, kill) must still stop the workers and remove the prepared graph.
@@ -251,6 +251,8 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
         config = dataclasses.replace(config, auto_reason=reason)
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
+    from gridgnn.train.memory_guard import check_memory
+
     check_memory(config, graph, config.nprocs, config.nprocs)
     if not is_prepared(config.dataset):
         prepare_graph(graph, folder)
