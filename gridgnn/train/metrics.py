@@ -57,12 +57,12 @@ def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resume
     return metrics
 
 
-def check_writable(path: str | os.PathLike) -> Path:
+def check_writable(path: str | os.PathLike, what: str = "metrics file") -> Path:
     """Fail early (`ConfigError`, one line) when ``path`` cannot be written: no parent folder, a folder, a
     read-only file system. Probes by creating and removing a temporary file beside it (`os.access` says
-    yes to root even on read-only and pseudo file systems)."""
+    yes to root even on read-only and pseudo file systems). ``what`` names the file in the message."""
     target = Path(path)
-    where = f"cannot write metrics file '{target}'"
+    where = f"cannot write {what} '{target}'"
     if target.is_dir():
         raise ConfigError(f"{where}: it is a directory")
     if target.parent.exists() and not target.parent.is_dir():
