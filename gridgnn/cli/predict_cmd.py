@@ -14,7 +14,6 @@ import os
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, TrainConfig
 from gridgnn.errors import ConfigError
-from gridgnn.nn.export import check_fits
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -82,6 +81,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
 
 def _predict_local(config: TrainConfig, model, source: str) -> None:
+    from gridgnn.nn.export import check_fits
     from gridgnn.train.inference import local_inputs
     from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.products import write_vertex_outputs
@@ -100,6 +100,7 @@ def _predict_on_grid(config: TrainConfig, model, source: str, timeout_s: float) 
     import torch.distributed as dist
 
     from gridgnn.data.prepared import is_prepared, open_prepared
+    from gridgnn.nn.export import check_fits
     from gridgnn.train.inference import grid_inputs
     from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.products import write_vertex_outputs

@@ -60,14 +60,15 @@ def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resume
     return metrics
 
 
-def check_writable(path: str | os.PathLike) -> Path:
+def check_writable(path: str | os.PathLike, what: str = "metrics file") -> Path:
     """Fail early (`ConfigError`, one line) when ``path`` cannot be written: no parent folder, a folder, a
     read-only file system. Probes by creating and removing a short-named temporary file beside it
-    (`os.access` says yes to root even on read-only and pseudo file systems). An existing path that is not
+    (`os.access` says yes to root even on read-only and pseudo file systems). ``what`` names the file in
+    the message. An existing path that is not
     a regular file (a character device such as /dev/null, a FIFO, a symbolic link) is written through, so
     only its permission is checked (opening a FIFO here would wait for a reader)."""
     target = Path(path)
-    where = f"cannot write metrics file '{path}'"
+    where = f"cannot write {what} '{path}'"
     if target.is_dir():
         raise ConfigError(f"{where}: it is a directory")
     if target.parent.exists() and not target.parent.is_dir():

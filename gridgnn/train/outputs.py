@@ -42,7 +42,7 @@ def check_output_path(path: str | os.PathLike, flag: str) -> None:
     if Path(path).suffix.lower() not in SUFFIXES:
         raise ConfigError(f"{flag} '{path}': the file name must end in .npy (for programs) or .csv (for "
                           "spreadsheets)")
-    check_writable(str(path))
+    check_writable(str(path), f"{flag} file")
 
 
 def default_embedding_layer(model: nn.Module) -> int:

@@ -30,7 +30,7 @@ def check_products(config: TrainConfig, rank: int = 0) -> None:
         if path is not None:
             check_output_path(path, flag)
     if config.save_model is not None and rank == 0:
-        check_writable(config.save_model)
+        check_writable(config.save_model, "--save-model file")
     check_embedding_layer(config.embedding_layer, config.layers)
 
 
