@@ -248,7 +248,8 @@ def test_memory_guard_names_sizes_and_what_fits(tmp_path, capsys):
             "--metrics-out", str(tmp_path / "m.json")]
     line = _one_error(main([*argv, "--memory-per-proc", "1MiB"]), capsys, "not enough memory")
     assert "per process for one process, but --memory-per-proc is 1.0 MiB" in line
-    assert "configurations that fit (gridgnn plan): --algo" in line and "--no-memory-check" in line
+    assert "configurations that fit (gridgnn plan): --layers 2 --hidden 64 --order auto --algo" in line
+    assert "--no-memory-check" in line
     line = _one_error(main([*argv, "--memory-per-proc", "1KiB"]), capsys, "no configuration fits")
     assert not (tmp_path / "m.json").exists()
     assert main([*argv, "--memory-per-proc", "1KiB", "--no-memory-check", "--quiet"]) == 0
