@@ -194,9 +194,10 @@ def test_a_second_run_on_a_held_checkpoint_folder_is_refused_with_the_holders_pi
         with pytest.raises(ConfigError, match="in use by another run"):  # the library says the same
             with hold_checkpoint_dir(holder):
                 pass
+        assert [p.name for p in folder.iterdir()] == [".gridgnn-lock"]  # nothing saved, nothing pruned
     assert status == 2 and out == "" and len(err.splitlines()) == 1
     assert f"in use by another run (pid {os.getpid()} on {socket.gethostname()})" in err
-    assert [p.name for p in folder.iterdir()] == [".gridgnn-lock"]  # nothing saved, nothing pruned
+    assert not folder.exists()  # the holder made the folder and saved nothing in it: it leaves nothing behind
     # released with its holder: the run goes ahead now
     assert main(["train", "--dataset", SMALL, "--epochs", "2", "--checkpoint-dir", str(folder), "--quiet"]) == 0
     assert latest_checkpoint(folder).name == "epoch-00000002"

@@ -1,8 +1,8 @@
 """Schemas of the small structured (JSON) parts of dataset files, checked before anything uses them.
 
-``meta``: the `Graph.meta` object of a native ``.npz`` (``meta_json``) or a prepared folder's manifest: an
-object with string keys whose values are JSON scalars (string, finite number, true/false, null); the
-entries gridgnn itself reads have fixed types (`META_TYPES`). The prepared-graph manifest: the counts are
+``meta``: the `Graph.meta` object of a native ``.npz`` (``meta_json``) or a prepared folder's manifest: a
+JSON object (its entries round-trip as they are) whose entries that gridgnn itself reads have fixed scalar
+types (`META_TYPES`). The prepared-graph manifest: the counts are
 non-negative integers (never booleans or strings), ``name`` and ``digest`` strings, ``directed`` and
 ``sparse_features`` booleans. A file that breaks its schema is a `DataError` naming the file and the field.
 Not collective.
@@ -37,9 +37,9 @@ def check_meta(meta: object, where: object) -> dict:
     if not isinstance(meta, dict):
         raise DataError(f"{where}: graph meta must be a JSON object, got {type(meta).__name__}")
     for key, value in meta.items():
-        if not isinstance(key, str) or not _scalar(value):
-            raise DataError(f"{where}: graph meta entry {key!r} must be a string, number, boolean or null")
         expected = META_TYPES.get(key)
+        if expected is not None and not _scalar(value):
+            raise DataError(f"{where}: graph meta entry {key!r} must be a string, number, boolean or null")
         if expected is not None and value is not None and (
                 not isinstance(value, expected) or (bool not in expected and isinstance(value, bool))):
             names = " or ".join(t.__name__ for t in expected)

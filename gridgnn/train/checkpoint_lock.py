@@ -50,10 +50,11 @@ def hold_checkpoint_dir(config: TrainConfig, *, agree: bool = False) -> Iterator
         yield
         return
     distributed = agree and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    handle, refusal = None, None
+    folder = Path(config.checkpoint_dir)
+    handle, refusal, created = None, None, not folder.exists()
     if not distributed or dist.get_rank() == 0:
         try:
-            handle = _acquire(Path(config.checkpoint_dir))
+            handle = _acquire(folder)
         except ConfigError as error:
             refusal = str(error)
     if distributed:
@@ -67,7 +68,20 @@ def hold_checkpoint_dir(config: TrainConfig, *, agree: bool = False) -> Iterator
         yield
     finally:
         if handle is not None:
+            if created:
+                _remove_if_unused(folder)
             os.close(handle)  # releases the lock
+
+
+def _remove_if_unused(folder: Path) -> None:
+    """Remove a folder this run created when it holds nothing but the lock file (a run that failed before
+    its first save leaves nothing behind)."""
+    try:
+        if [entry.name for entry in folder.iterdir()] == [LOCK_FILE]:
+            (folder / LOCK_FILE).unlink()
+            folder.rmdir()
+    except OSError:
+        pass
 
 
 def _acquire(folder: Path) -> int | None:
