@@ -87,7 +87,7 @@ def as_graph(data, **options) -> Graph:
     if hasattr(data, "edge_index"):
         from gridgnn.data.interop import graph_from_pyg
 
-        return graph_from_pyg(data, seed=options.get("seed", 0))
+        return graph_from_pyg(data, seed=options.get("seed", 0), directed=bool(options.get("directed", False)))
     raise ConfigError(f"cannot use a {type(data).__name__} as a graph: give a gridgnn Graph, a PyG Data, a "
                       "dataset name or path, or build one with gridgnn.graph_from_arrays")
 

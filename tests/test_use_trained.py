@@ -297,7 +297,7 @@ def test_fit_takes_a_pyg_data_object(directed_fit):
     pytest.importorskip("torch_geometric")
     _, graph = directed_fit
     data = graph_to_pyg(graph)
-    result = gridgnn.fit(data, epochs=2, hidden=4)
+    result = gridgnn.fit(data, epochs=2, hidden=4, directed=True)
     assert len(result.history) == 2 and result.epoch in (1, 2)
     assert result.graph.num_nodes == graph.num_nodes and (result.graph.adj != graph.adj).nnz == 0
     assert result.predict().probabilities.shape == (graph.num_nodes, graph.num_classes)

@@ -87,7 +87,8 @@ def load_native(path: Path | str) -> Graph:
 
 def _used(key: str) -> bool:
     """True for the members this format reads (any other member stays unread, however large)."""
-    return key in _SCALARS or key in ("labels", "features", "vertex_ids", *_MASKS) or key.startswith(("adj_", "features_"))
+    return (key in _SCALARS or key in ("labels", "features", "vertex_ids", *_MASKS)
+            or key.startswith(("adj_", "features_")))
 
 
 _SCALARS = (FORMAT_KEY, "format_version", "name", "directed", "num_classes", "meta_json")
