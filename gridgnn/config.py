@@ -22,6 +22,10 @@ ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
 ``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
 
+COMMS = ("dense", "sparse", "auto")
+"""How the SpMMs move X: ``dense`` whole blocks (CAGNET), ``sparse`` only the rows each receiver's Â block
+touches (index sets exchanged once at set-up), ``auto`` whichever the cost model prices lower."""
+
 WEIGHTS = ("best", "last")
 """Which epoch's weights a run's products use: the best validation accuracy's (first reached) or the last."""
 
@@ -40,7 +44,8 @@ class TrainConfig:
     features for the real datasets). ``progress=None`` means automatic: one line per epoch when stdout is a
     terminal and the ``CI`` environment variable is unset. ``nprocs``, ``replication`` and ``grid`` describe
     the process grid of the distributed algorithms; the ``local`` algorithm ignores them; ``overlap`` lets
-    the next SpMM stage's communication run behind the current stage's product (same numbers). With
+    the next SpMM stage's communication run behind the current stage's product (same numbers); ``comm``
+(`COMMS`) picks dense or sparse SpMM communication. With
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
@@ -71,6 +76,7 @@ class TrainConfig:
     replication: int = 1
     grid: str | None = None
     overlap: bool = True
+    comm: str = "dense"
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
@@ -107,6 +113,7 @@ class TrainConfig:
         _check_float("weight_decay", self.weight_decay, low=0.0, high=math.inf)
         _check_choice("order", self.order, ORDERS)
         _check_choice("algo", self.algo, ALGOS)
+        _check_choice("comm", self.comm, COMMS)
         if self.quiet and self.progress:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):

@@ -479,6 +479,7 @@ FLAG_CASES = [
     ("seed-not-a-number", ["--seed", "x"], "argument --seed: invalid int value"),
     ("algo-unknown", ["--algo", "9d"], "argument --algo: invalid choice"),
     ("order-unknown", ["--order", "sideways"], "argument --order: invalid choice"),
+    ("comm-unknown", ["--comm", "sparsest"], "argument --comm: invalid choice"),
     ("unknown-flag", ["--bogus"], "unrecognized arguments: --bogus"),
     ("dataset-without-value", ["--dataset"], "expected one argument"),
     ("quiet-and-progress", ["--quiet", "--progress"], "not allowed with argument"),

@@ -13,7 +13,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
-from gridgnn.config import ALGOS, ORDERS, TrainConfig
+from gridgnn.config import ALGOS, COMMS, ORDERS, TrainConfig
 from gridgnn.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -76,6 +76,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=_DEFAULTS.overlap,
                       help="run the next SpMM stage's communication behind the current stage's product "
                            "(same numbers)" + _DEF)
+    grid.add_argument("--comm", choices=COMMS, default=_DEFAULTS.comm,
+                      help="SpMM communication: dense moves whole blocks of X; sparse only the rows each "
+                           "process's Â block touches (index sets exchanged once at set-up); auto the one the "
+                           "cost model prices lower" + _DEF)
     grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                       help="limit on any one collective before the run fails" + _DEF)
     grid.add_argument("--threads", type=int, default=None,
@@ -115,7 +119,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
-        grid=args.grid, overlap=args.overlap, checkpoint_dir=args.checkpoint_dir,
+        grid=args.grid, overlap=args.overlap, comm=args.comm, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),

@@ -146,13 +146,14 @@ class EpochPrediction:
 
 
 def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | None = None,
-                  sizes: SizeInfo = FLOAT32, blocks: ShapeBlocks | None = None) -> EpochPrediction:
+                  sizes: SizeInfo = FLOAT32, blocks: ShapeBlocks | None = None,
+                  comm: str = "dense") -> EpochPrediction:
     """Communication, memory and time of one training step on every rank of ``shape``.
 
     ``model``: a `ModelSpec`, or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
     ``graph``: a `GraphStats`, or a loaded `Graph` (exact block nnz; pass the preprocessed graph that
     training uses). ``profile``: prices the time (default: `gridgnn.cost.profile.GPU_CLUSTER`).
-    Pure: no process group, any P.
+    ``comm``: ``dense`` or ``sparse`` (the SpMM variant of ``--comm``). Pure: no process group, any P.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -160,7 +161,7 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     spec = ModelSpec.of(model, stats)
     blocks = shape_blocks(shape, stats) if blocks is None else blocks
     steps = layer_steps(spec)
-    terms = step_terms(blocks, spec, steps, sizes)
+    terms = step_terms(blocks, spec, steps, sizes, comm)
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
     compute_s = compute_seconds(blocks, spec, steps, stats, profile)
@@ -168,14 +169,15 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name)
 
 
-def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo) -> list[Term]:
+def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo,
+               comm: str = "dense") -> list[Term]:
     """Every collective of the training step, grouped into terms (see the module table)."""
     shape = blocks.shape
     terms: list[Term] = []
     for step in steps:
-        terms += spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes)
+        terms += spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm)
         if step.spmm_backward:
-            terms += spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes)
+            terms += spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm)
         terms += _dense_terms(blocks, step, sizes)
     terms += _weight_grad_terms(shape, spec, sizes)
     terms += _loss_terms(blocks, spec, sizes)

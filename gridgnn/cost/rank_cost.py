@@ -60,6 +60,7 @@ class ShapeBlocks:
     mult_nnz: np.ndarray
     segments: list[int] | None = None
     sub: np.ndarray | None = None  # 3D: (q, d) rows of each sub-block S[k][l]
+    stats: GraphStats | None = field(default=None, repr=False)  # for the sparse variants' touched rows
     cache: dict = field(default_factory=dict, repr=False)  # width-independent Â panel terms
 
 
@@ -89,7 +90,7 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
         c = shape.sizes[1] if shape.algo == "1.5d" else 1
         nnz = stats.grouped_nnz(rows, cols, np.arange(num_rows) % c, num_groups=c)
         i, k = coords["row"], coords.get("rep", np.zeros_like(coords["row"]))
-        return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k])
+        return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k], stats=stats)
     if shape.algo == "2d":
         pc = shape.sizes[1]
         col_blocks = block_bounds(n, pc)
@@ -99,13 +100,14 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
         owner = _segment_owner(stages, col_blocks) if pc > 1 else np.zeros(1, dtype=np.int64)
         own = np.add.reduceat(nnz, np.searchsorted(owner, np.arange(pc)), axis=1) if pc > 1 else nnz
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
-                           segments=stages)
+                           segments=stages, stats=stats)
     q, _, d = shape.sizes
     sub = np.array([np.diff(sub_bounds(rows[k], rows[k + 1], d)) for k in range(q)], dtype=np.int64)
     nnz = stats.grouped_nnz(rows, cols)
     i, j, m = coords["row"], coords["col"], coords["depth"]
     z = nnz.reshape(q, q, d)
-    return ShapeBlocks(shape, n, coords, rows, nnz, sub[i, m], z[i, j, m], z.sum(axis=1)[i, m], sub=sub)
+    return ShapeBlocks(shape, n, coords, rows, nnz, sub[i, m], z[i, j, m], z.sum(axis=1)[i, m], sub=sub,
+                       stats=stats)
 
 
 def _segment_owner(stages: list[int], bounds: list[int]) -> np.ndarray:
@@ -128,9 +130,15 @@ def _packed(rows, nnz, sz: SizeInfo) -> np.ndarray:
     return np.where(nnz > 0, (rows + 1 + nnz) * sz.index + nnz * sz.sparse_value, 0)
 
 
-def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32) -> list[Term]:
-    """Terms of one SpMM of width ``width``: its forward (``Â X``) or its backward (``Âᵀ G``) half."""
+def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32,
+               comm: str = "dense") -> list[Term]:
+    """Terms of one SpMM of width ``width``: its forward (``Â X``) or its backward (``Âᵀ G``) half;
+    ``comm="sparse"`` prices the sparse variant (`gridgnn.cost.sparse_cost`)."""
     algo = blocks.shape.algo
+    if comm == "sparse":
+        from gridgnn.cost.sparse_cost import sparse_spmm_terms
+
+        return sparse_spmm_terms(blocks, width, backward, sizes)
     if algo in ("1d", "1.5d"):
         return _terms_15d(blocks, width, backward, sizes)
     if algo == "2d":

@@ -9,6 +9,7 @@ reduce (sum)      ``m`` to each non-root (the transpose of a broadcast), 0 to th
 all-reduce        ``2 * m * (p - 1) // p`` to every process
 all-gather        ``(p - 1) * chunk`` to every process, ``chunk`` the (padded) per-process part
 reduce-scatter    ``(p - 1) * chunk`` to every process
+all-to-all        the bytes this process receives from the others (its own part is never sent)
 ================  =========================================================================
 
 All-gather and reduce-scatter pad every part to the largest one (NCCL and gloo need equal parts), and the
@@ -212,6 +213,28 @@ class Communicator:
         nbytes = 0 if self.grid.index(axis) == root else _nbytes(tensor)
         return self._issue("reduce", axis, nbytes, tensor,
                            lambda g: dist.reduce(tensor, group=g, group_dst=root, async_op=True))
+
+    def all_to_all_async(self, send: torch.Tensor, send_rows: list[int], recv_rows: list[int], axis: str,
+                         then: Callable[[torch.Tensor], object] | None = None) -> Pending:
+        """Asynchronous all-to-all with uneven parts (`dist.all_to_all_single`), collective on ``axis``.
+
+        ``send`` holds ``send_rows[p]`` rows for process p of the group, concatenated in group order; the
+        `Pending` delivers ``then(received)`` where ``received`` holds ``recv_rows[p]`` rows from each p in
+        group order. The own parts must be empty (a process keeps what it holds). Counted: the bytes received.
+        """
+        me = self.grid.index(axis)
+        if send_rows[me] or recv_rows[me]:
+            raise ValueError("all_to_all_async: a process does not send rows to itself")
+        row_shape = tuple(send.shape[1:])
+        received = send.new_empty((sum(recv_rows),) + row_shape)
+        nbytes = _nbytes(received)
+        return self._issue("all_to_all", axis, nbytes, received,
+                           lambda g: dist.all_to_all_single(received, send.contiguous(), list(recv_rows),
+                                                            list(send_rows), group=g, async_op=True), then)
+
+    def all_to_all(self, send: torch.Tensor, send_rows: list[int], recv_rows: list[int], axis: str) -> torch.Tensor:
+        """Blocking `all_to_all_async`; returns the received rows. Collective on ``axis``."""
+        return self.all_to_all_async(send, send_rows, recv_rows, axis).wait()
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:

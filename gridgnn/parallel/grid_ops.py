@@ -31,9 +31,9 @@ class GridOps:
     """The aggregation, dense products, logits and reductions of one rank. Built once per run."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, comm_mode: str = "dense"):
         self.grid, self.comm = grid, comm
-        self.spmm = build_spmm(grid, comm, adj, dtype=dtype)
+        self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode)
         self.col_axis = self.spmm.num_col_blocks_axis
         self.grad_axis = "row" if self.col_axis is None else WORLD
         self.row_replicas = 1 if self.col_axis is None else grid.size(self.col_axis)

@@ -1,4 +1,4 @@
-"""Algorithm names -> SpMM classes: ``"1d"``, ``"1.5d"``, ``"2d"``, ``"3d"``."""
+"""Algorithm names -> SpMM classes: ``"1d"``, ``"1.5d"``, ``"2d"``, ``"3d"``, each dense or sparse (``--comm``)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,20 @@ from gridgnn.data.prepared import RowBlockCSR
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.sparse_15d import SparseSpMM15D
 from gridgnn.spmm.spmm_2d import SpMM2D
 from gridgnn.spmm.spmm_3d import SpMM3D
 from gridgnn.spmm.spmm_15d import SpMM15D
 
 SPMM_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SpMM15D, "1.5d": SpMM15D, "2d": SpMM2D, "3d": SpMM3D}
+SPARSE_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SparseSpMM15D, "1.5d": SparseSpMM15D}
+"""``--comm sparse``: the variants that move only the rows of X each receiver's Â block touches."""
 
 
 def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-               dtype: torch.dtype = torch.float32) -> DistributedSpMM:
-    """The SpMM of ``grid.algo`` for the global normalized adjacency ``adj`` (n x n, CSR).
+               dtype: torch.dtype = torch.float32, comm_mode: str = "dense") -> DistributedSpMM:
+    """The SpMM of ``grid.algo`` for the global normalized adjacency ``adj`` (n x n, CSR); ``comm_mode``
+    ``"sparse"`` picks the sparse variant (its set-up exchanges index sets: collective on the grid).
 
     Every rank passes the same global ``adj`` and keeps only its own blocks. Not collective. A
     `gridgnn.data.prepared.RowBlockCSR` (memory-mapped) is used as is: the algorithms only cut their
@@ -26,4 +30,7 @@ def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
     """
     if not isinstance(adj, RowBlockCSR):
         adj = sp.csr_matrix(adj)
-    return SPMM_CLASSES[grid.algo](grid, comm, adj, dtype=dtype)
+    if comm_mode not in ("dense", "sparse"):
+        raise ValueError(f"comm_mode must be 'dense' or 'sparse' (resolve 'auto' first), got {comm_mode!r}")
+    classes = SPARSE_CLASSES if comm_mode == "sparse" else SPMM_CLASSES
+    return classes[grid.algo](grid, comm, adj, dtype=dtype)

@@ -46,6 +46,17 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
     return chosen, f"--algo auto chose {ranked.reason}"
 
 
+def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> tuple[TrainConfig, str]:
+    """Resolve ``comm="auto"`` on ``shape``: ``sparse`` when the cost model says its busiest rank receives
+    fewer bytes per training step than dense's, else ``dense``; and one line saying so. Deterministic."""
+    stats = graph_stats(graph)
+    most = {mode: int(predict_epoch(config, stats, shape, comm=mode).bytes.max()) for mode in ("dense", "sparse")}
+    choice = "sparse" if most["sparse"] < most["dense"] else "dense"
+    reason = (f"--comm auto chose {choice}: busiest rank receives {most['sparse']:,} bytes per step sparse vs "
+              f"{most['dense']:,} dense on {shape.algo} {shape.label()}")
+    return dataclasses.replace(config, comm=choice), reason
+
+
 def auto_flags(config: TrainConfig) -> list[str]:
     """Command-line flags that pin the configuration `choose_configuration` returned (appended to argv,
     where the last occurrence of a flag wins)."""
@@ -56,4 +67,4 @@ def auto_flags(config: TrainConfig) -> list[str]:
 def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> dict:
     """The model's bytes and calls of one training step on every rank, by phase (the keys
     ``predicted_bytes``, ``predicted_calls``, ``predicted_by_phase``, ``predicted_calls_by_phase``)."""
-    return predict_epoch(config, graph_stats(graph), shape).comm_dict()
+    return predict_epoch(config, graph_stats(graph), shape, comm=config.comm).comm_dict()

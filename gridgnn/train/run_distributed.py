@@ -28,7 +28,7 @@ from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
-from gridgnn.train.auto import choose_configuration, predicted_comm
+from gridgnn.train.auto import choose_comm, choose_configuration, predicted_comm
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
 from gridgnn.train.memory_guard import check_memory
@@ -101,7 +101,8 @@ class TrainedGrid:
     ``comm``: the per-epoch communication of every rank merged (rank 0; None elsewhere), one entry per
     epoch of ``result`` (None for epochs a resumed checkpoint recorded without it); ``resumed_from``: the
     checkpoint the run continued from, if any; ``setup_peak_memory_bytes``: every rank's peak resident
-    memory once its blocks were built, before the first epoch (rank 0; None elsewhere).
+    memory once its blocks were built, before the first epoch (rank 0; None elsewhere); ``spmm_setup``: every
+rank's SpMM set-up (comm mode, index-exchange bytes and calls, seconds; rank 0).
     """
 
     result: TrainResult
@@ -109,6 +110,7 @@ class TrainedGrid:
     shape: GridShape
     resumed_from: ResumePoint | None = None
     setup_peak_memory_bytes: list[int] | None = None
+    spmm_setup: list[dict] | None = None
 
 
 def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
@@ -118,9 +120,15 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     ``on_ready(label, seconds)`` runs on rank 0 once every rank has built its blocks (after the set-up
     barrier; seconds since this process started)."""
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
+    if config.comm == "auto":
+        config, _ = choose_comm(config, graph, shape)
     grid = ProcessGrid.create(shape)
     comm = Communicator(grid, overlap=config.overlap)
-    ops = GridOps(grid, comm, graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj))
+    adj = graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj)
+    setup_start = time.perf_counter()
+    ops = GridOps(grid, comm, adj, comm_mode=config.comm)
+    setup = {"comm": config.comm, "index_exchange_bytes": sum(r.bytes for r in comm.records),
+             "index_exchange_calls": len(comm.records), "spmm_setup_s": time.perf_counter() - setup_start}
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
@@ -146,8 +154,20 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
     write_products(config, trainer, graph, result, rank=grid.rank)
-    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak))
+    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup))
     return (outcome, trainer.model) if return_model else outcome
+
+
+def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
+    """The ``setup`` keys of the SpMM set-up: ``comm`` (dense or sparse), ``index_exchange_bytes`` and
+    ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm sparse``, 0 for dense) and
+    ``spmm_setup_s`` (the slowest rank's seconds building its blocks and index sets)."""
+    if not per_rank:
+        return {}
+    return {"comm": per_rank[0]["comm"],
+            "index_exchange_bytes": [r["index_exchange_bytes"] for r in per_rank],
+            "index_exchange_calls": [r["index_exchange_calls"] for r in per_rank],
+            "spmm_setup_s": max(r["spmm_setup_s"] for r in per_rank)}
 
 
 def gather_to_rank0(value: object) -> list | None:
@@ -230,6 +250,11 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
             print(reason, flush=True)
     elif os.environ.get(AUTO_REASON_ENV):
         config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
+    if config.comm == "auto":  # every worker reaches the same choice on the same graph
+        config, reason = choose_comm(config, graph, grid_shape_for(config, world))
+        config = dataclasses.replace(config, auto_reason="; ".join(filter(None, [config.auto_reason, reason])))
+        if rank == 0 and not config.quiet:
+            print(reason, flush=True)
     check_memory(config, graph, world)
     trained, model = train_on_grid(config, graph, on_epoch if rank == 0 else None, return_model=True,
                                    on_ready=on_ready)
@@ -245,6 +270,7 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
                             "launcher_peak_memory_bytes": int(launcher_peak) if launcher_peak else None,
                             "prepared_graph": bool(os.environ.get(PREPARED_ENV)),
                             "threads": torch.get_num_threads()}
+        metrics["setup"].update(spmm_setup_metrics(trained.spmm_setup))
         predicted = predicted_comm(config, graph, shape)
         first_new = trained.resumed_from.epoch if trained.resumed_from is not None else 0
         for index, (epoch, epoch_comm) in enumerate(zip(metrics["epochs"], comm, strict=True)):

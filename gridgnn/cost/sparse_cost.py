@@ -1,0 +1,76 @@
+"""Per-rank communication of the sparse SpMM variants (``--comm sparse``), every rank at once (pure).
+
+The dense terms of `gridgnn.cost.rank_cost` stay for what the sparse variants leave as it was (the Â panel
+broadcasts of 2D/3D, the replica all-reduce of 1.5D, the depth collectives of 3D); the X exchange on ``row``
+becomes all-to-alls that carry the touched rows of `gridgnn.cost.sparse_stages`:
+
+====  ===========================================  =================================================
+algo  forward (rows received by process at row i)  backward (rows received by the root of segment s)
+====  ===========================================  =================================================
+1.5d  Σ_{j in share, j≠i} U[i, j]; 1 call            Σ_{i≠j} U[i, j] on replica j % c; 1 call
+2d    Σ_{s: root(s)≠i} U[i, s]; one call per stage   Σ_{i≠root(s)} U[i, s]; one call per stage
+3d    Σ_{k≠i} U[i, (k, l)]; one call per stage       Σ_{i≠k} U[i, (k, l)]; one call per stage
+====  ===========================================  =================================================
+
+U[i, s] = distinct columns of Â's row block i inside segment s (exact from the graph, or the uniform
+expectation for statistics from counts). Bytes = rows x (the rank's feature columns) x value size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gridgnn.cost.rank_cost import ShapeBlocks, Term, _terms_2d, _terms_3d, _terms_15d, feature_widths
+from gridgnn.cost.sparse_stages import StageLayout, expected_touched, stage_layout, touched_counts
+from gridgnn.cost.spmm_cost import SizeInfo
+
+
+def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:
+    """The shape's `StageLayout` and U (R, S): touched columns per (row block, segment); cached per shape."""
+    if "touched" not in blocks.cache:
+        shape, stats = blocks.shape, blocks.stats
+        layout = stage_layout(shape.algo, shape.sizes, blocks.n)
+        if stats is not None and stats.exact:
+            u = touched_counts(stats.indptr, stats.indices, layout.row_bounds, layout.segments)
+        else:
+            u = expected_touched(stats.grouped_nnz(layout.row_bounds, layout.segments), layout.segments)
+        blocks.cache["touched"] = (layout, u)
+    return blocks.cache["touched"]
+
+
+def _row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) rows each rank receives in forward and in backward, over the segments its group handles."""
+    layout, u = touched_rows(blocks)
+    coords = blocks.coords
+    group_axis = {"1d": None, "1.5d": "rep", "2d": None, "3d": "depth"}[blocks.shape.algo]
+    group = coords[group_axis] if group_axis else np.zeros(blocks.shape.world_size, dtype=np.int64)
+    num_groups = int(layout.group.max()) + 1
+    remote = np.where(layout.root[None, :] != np.arange(u.shape[0])[:, None], u, 0)  # (R, S)
+    onehot = (layout.group[:, None] == np.arange(num_groups)[None, :]).astype(np.int64)  # (S, G)
+    forward = (remote @ onehot)[coords["row"], group]  # rows block i receives from its group's segments
+    sent = remote.sum(axis=0)  # (S,) rows the root of s gets back in backward
+    per_root = np.zeros((u.shape[0], num_groups), dtype=np.int64)
+    np.add.at(per_root, (layout.root, layout.group), sent)
+    backward = per_root[coords["row"], group]
+    return forward, backward
+
+
+def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -> list[Term]:
+    """Terms of one sparse SpMM half: the dense terms with the X exchange on ``row`` made all-to-alls."""
+    algo, p = blocks.shape.algo, blocks.shape.world_size
+    dense = {"1d": _terms_15d, "1.5d": _terms_15d, "2d": _terms_2d, "3d": _terms_3d}[algo]
+    terms = [t for t in dense(blocks, width, backward, sz) if t.axis != "row"]
+    num_rows = blocks.shape.sizes[0]
+    if num_rows == 1:
+        return terms
+    phase = "spmm_backward" if backward else "spmm_forward"
+    rows = _row_counts(blocks)[1 if backward else 0]
+    if algo in ("1d", "1.5d"):
+        fw, calls = np.full(p, width, dtype=np.int64), np.ones(p, dtype=np.int64)
+    else:
+        layout, _ = touched_rows(blocks)
+        fw = feature_widths(width, blocks.shape.sizes[1])[blocks.coords["col"]]
+        stages = len(layout.segments) - 1 if algo == "2d" else num_rows
+        calls = np.where(fw > 0, stages, 0).astype(np.int64)
+    nbytes = np.where(calls > 0, rows * fw * sz.value, 0).astype(np.int64)
+    return terms + [Term(phase, "all_to_all", "row", num_rows, calls, nbytes)]

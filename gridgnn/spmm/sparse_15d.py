@@ -1,0 +1,93 @@
+"""Sparse 1D and 1.5D SpMM (``--comm sparse``): each process receives only the rows of X its Â block touches.
+
+Same grid, layout and Â blocks as `gridgnn.spmm.spmm_15d` (read its table). What changes is how the rows of
+X[j] reach process (i, k) for the column blocks j of replica k's share:
+
+- set-up: (i, k) computes the columns of Â[i, j] with a stored entry (`gridgnn.cost.sparse_stages`) and
+  tells (j, k) which rows it needs (`gridgnn.spmm.row_exchange.exchange_wanted`, integers, on ``row``).
+  The blocks Â[i, j], j != i, are kept as one compact matrix whose columns are those rows, in group order.
+- forward: one all-to-all on ``row`` (uneven parts) carries exactly those rows; the own block's product runs
+  while it is in flight (overlap); then the replica all-reduce on ``rep`` as in dense 1.5D (kept dense: the
+  partial sums T[i] are dense rows, nothing to skip).
+- backward (Âᵀ): the compact matrix's transpose times G[i] gives one row per received row; one all-to-all
+  on ``row`` returns them to their holders, which add them into dX[j] (``index_add``); the broadcast on
+  ``rep`` completes dX on every replica, as in dense 1.5D.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from gridgnn.cost.sparse_stages import stage_layout, touched_columns
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.sparse.csr import SparseBlock, index_dtype_for
+from gridgnn.spmm.row_exchange import exchange_wanted, gather_index
+from gridgnn.spmm.spmm_15d import SpMM15D
+
+
+class SparseSpMM15D(SpMM15D):
+    """1.5D (and 1D) SpMM that moves only touched rows. Built once from the global Â; collective on ``row``
+    at set-up (the index exchange)."""
+
+    def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
+                 dtype: torch.dtype = torch.float32):
+        super().__init__(grid, comm, adj, dtype=dtype)
+        layout = stage_layout(grid.algo, grid.shape.sizes, self.num_nodes)
+        remote = [j for j in layout.handled_by(self.k) if j != self.i]
+        touched = touched_columns(adj, self.row_range, layout.segments, remote)
+        wanted = [touched.get(j, np.zeros(0, dtype=np.int64)) for j in range(grid.size("row"))]
+        self.recv_rows = [len(w) for w in wanted]
+        index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
+        self.remote = self._compact(remote, touched, index_dtype, dtype)
+        self.own = self.blocks.pop(self.i, None)
+        self.blocks = {}
+        with comm.phase("other"):
+            asked = exchange_wanted(comm, "row", wanted)
+        self.send_rows = [len(a) for a in asked]
+        self.send_index = gather_index(asked, self.row_range[0], grid.device)
+
+    def _compact(self, remote: list[int], touched: dict, index_dtype, dtype) -> SparseBlock | None:
+        """Â[i, j] for the remote j, columns restricted to the touched ones, side by side in group order."""
+        if not remote:
+            return None
+        parts = [self.blocks.pop(j).csr for j in remote]  # the torch CSR tensors cut by the dense set-up
+        pieces = []
+        for j, csr in zip(remote, parts, strict=True):
+            block = sp.csr_matrix((csr.values().cpu().numpy(), csr.col_indices().cpu().numpy(),
+                                   csr.crow_indices().cpu().numpy()), shape=tuple(csr.shape))
+            pieces.append(block[:, touched[j] - self.bounds[j]])
+        return SparseBlock.from_scipy(sp.hstack(pieces, format="csr"), index_dtype=index_dtype, dtype=dtype,
+                                      device=self.grid.device)
+
+    @property
+    def stored_nnz(self) -> int:
+        return sum(b.nnz for b in (self.own, self.remote) if b is not None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """X[i] (n_i x f) -> Y[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (all-reduce)."""
+        pending = self.comm.all_to_all_async(x[self.send_index], self.send_rows, self.recv_rows, "row")
+        if not self.comm.overlap:
+            pending.wait()
+        out = self.own.matmul(x) if self.own is not None else x.new_zeros(x.shape)
+        received = pending.wait()
+        if self.remote is not None:
+            self.remote.matmul_add(received, out)
+        if self.replication > 1:
+            self.comm.all_reduce(out, "rep")
+        return out
+
+    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
+        """G[i] (n_i x f) -> dX[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (broadcast)."""
+        f = grad_y.shape[1]
+        part = self.remote.t_matmul(grad_y) if self.remote is not None else grad_y.new_zeros((0, f))
+        pending = self.comm.all_to_all_async(part, self.recv_rows, self.send_rows, "row")
+        if not self.comm.overlap:
+            pending.wait()
+        grad_x = self.own.t_matmul(grad_y) if self.own is not None else grad_y.new_zeros(grad_y.shape)
+        grad_x.index_add_(0, self.send_index, pending.wait())
+        if self.replication > 1:
+            self.comm.broadcast(grad_x, "rep", root=self.i % self.replication)
+        return grad_x

@@ -1,0 +1,55 @@
+"""Worker-side code of the sparse-communication tests (imported by forked processes)."""
+
+from __future__ import annotations
+
+import spmm_workers as w
+import torch
+
+from gridgnn.config import TrainConfig
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.grid.shape import resolve_grid
+from gridgnn.spmm.registry import build_spmm
+from gridgnn.train.run import load_graph
+from gridgnn.train.run_distributed import train_on_grid
+
+
+def spmm_case(algo: str, replication: int | None, grid_text: str | None, n: int, seed: int,
+              overlap: bool) -> list[dict]:
+    """Sparse forward + backward at every width on this rank: blocks, ranges, records."""
+    adj = w.random_directed(n, seed=seed)
+    shape = resolve_grid(algo, torch.distributed.get_world_size(), replication=replication, grid=grid_text)
+    grid = ProcessGrid.create(shape, w.test_device())
+    comm = Communicator(grid, overlap=overlap)
+    op = build_spmm(grid, comm, adj, comm_mode="sparse")
+    setup = comm.reset()
+    out = []
+    for width in w.WIDTHS:
+        x_global, g_global = w.dense_inputs(n, width, seed)
+        x = op.local_slice(x_global).to(grid.device).requires_grad_(True)
+        y = op(x)
+        forward = comm.reset()
+        y.backward(op.local_slice(g_global).to(grid.device))
+        backward = comm.reset()
+        out.append({"width": width, "rows": op.row_range, "cols": op.col_range(width),
+                    "y": y.detach().cpu().numpy(), "grad": x.grad.cpu().numpy(), "stored_nnz": op.stored_nnz,
+                    "forward": [(r.op, r.axis, r.bytes) for r in forward],
+                    "backward": [(r.op, r.axis, r.bytes) for r in backward],
+                    "setup_ops": sorted({(r.op, r.phase) for r in setup})})
+    return out
+
+
+def run_all(rank: int, world_size: int, spmm_cases: list[tuple], train_cases: list[dict], n: int,
+            seed: int) -> dict:
+    """Every SpMM case (with and without overlap), then every training case; one process group for all."""
+    spmm = [(spmm_case(*case, n, seed, overlap=False), spmm_case(*case, n, seed, overlap=True))
+            for case in spmm_cases]
+    trains = []
+    for kwargs in train_cases:
+        config = TrainConfig(**kwargs)
+        trained = train_on_grid(config, load_graph(config))
+        if rank == 0:
+            trains.append({"loss": [r.loss for r in trained.result.epochs],
+                           "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
+                           "comm": trained.comm, "setup": trained.spmm_setup})
+    return {"spmm": spmm, "train": trains}

@@ -1,0 +1,91 @@
+"""``--comm sparse``: every algorithm equals the single-process product and training, and moves exactly the
+bytes and calls the cost model predicts, per rank and phase (one process group for every configuration)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sparse_workers as sw
+import spmm_workers as w
+from test_spmm_distributed import _check_blocks
+
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
+from gridgnn.grid.shape import resolve_grid
+from gridgnn.launch.spawn import run_workers
+from gridgnn.train.run import build_aggregation, load_graph
+from gridgnn.train.trainer import Trainer
+
+N, SEED, WORLD = 61, 5, 4
+SPMM_CASES = [("1d", None, None), ("1.5d", 2, None)]
+TRAIN = dict(dataset="csbm:nodes=300,classes=5,features=13", directed=True, epochs=4, dropout=0.5)
+TRAIN_CASES = [dict(TRAIN, algo="1d", nprocs=WORLD, comm="sparse")]
+
+
+def _stats(adj) -> GraphStats:
+    return GraphStats("test", adj.shape[0], adj.nnz, 1, 1, None, adj.indptr, adj.indices)
+
+
+def _model(shape, adj, width: int, backward: bool) -> list[list[tuple]]:
+    """Per rank: the sorted (op, axis, bytes per call summed) the model predicts for one SpMM half."""
+    terms = spmm_terms(shape_blocks(shape, _stats(adj)), width, backward=backward, comm="sparse")
+    return [[(t.op, t.axis, int(t.calls[r]), int(t.bytes[r])) for t in terms if t.calls[r]]
+            for r in range(shape.world_size)]
+
+
+def _measured(records: list[tuple]) -> list[tuple]:
+    grouped: dict[tuple, list[int]] = {}
+    for op, axis, nbytes in records:
+        grouped.setdefault((op, axis), []).append(nbytes)
+    return [(op, axis, len(b), sum(b)) for (op, axis), b in grouped.items()]
+
+
+@pytest.fixture(scope="module")
+def results():
+    return run_workers(sw.run_all, WORLD, SPMM_CASES, TRAIN_CASES, N, SEED, timeout_s=300)
+
+
+def test_sparse_spmm_matches_single_process_and_model(results):
+    adj = w.random_directed(N, seed=SEED)
+    dense = adj.toarray().astype(np.float64)
+    for case_index, (algo, c, grid_text) in enumerate(SPMM_CASES):
+        shape = resolve_grid(algo, WORLD, replication=c, grid=grid_text)
+        blocking = [results[r]["spmm"][case_index][0] for r in range(WORLD)]
+        overlapped = [results[r]["spmm"][case_index][1] for r in range(WORLD)]
+        for width_index, width in enumerate(w.WIDTHS):
+            per_rank = [b[width_index] for b in blocking]
+            x, g = (t.double().numpy() for t in w.dense_inputs(N, width, SEED))
+            _check_blocks(per_rank, "y", dense @ x)
+            _check_blocks(per_rank, "grad", dense.T @ g)
+            assert sum(res["stored_nnz"] for res in per_rank) == adj.nnz
+            for half, backward in (("forward", False), ("backward", True)):
+                model = _model(shape, adj, width, backward)
+                for rank, res in enumerate(per_rank):
+                    assert sorted(_measured(res[half])) == sorted(model[rank]), (algo, width, half, rank)
+            for plain, fast in zip(per_rank, (o[width_index] for o in overlapped), strict=True):
+                np.testing.assert_array_equal(plain["y"], fast["y"])
+                np.testing.assert_array_equal(plain["grad"], fast["grad"])
+                assert plain["forward"] == fast["forward"] and plain["backward"] == fast["backward"]
+        assert all(b[0]["setup_ops"] == [("all_to_all", "other")] for b in blocking)
+
+
+def test_sparse_training_equals_local_and_model(results):
+    config = TrainConfig(**TRAIN)
+    graph = load_graph(config)
+    assert (graph.adj != graph.adj.T).nnz > 0, "the test graph must be directed"
+    reference = Trainer(config, graph, build_aggregation(config, graph)).fit()
+    for kwargs, out in zip(TRAIN_CASES, results[0]["train"], strict=True):
+        np.testing.assert_allclose(out["loss"], [r.loss for r in reference.epochs], rtol=1e-4)
+        assert out["acc"] == [(r.train_acc, r.val_acc, r.test_acc) for r in reference.epochs]
+        run = TrainConfig(**kwargs)
+        shape = resolve_grid(run.algo, WORLD, replication=run.replication, grid=run.grid)
+        predicted = predict_epoch(run, graph, shape, comm=run.comm)
+        for epoch in out["comm"]:
+            for phase, values in epoch["by_phase"].items():
+                assert values == predicted.bytes_by_phase[phase].tolist(), (kwargs, phase)
+                assert epoch["calls_by_phase"][phase] == predicted.calls_by_phase[phase].tolist(), (kwargs, phase)
+        dense = predict_epoch(run, graph, shape, comm="dense")
+        assert predicted.bytes_by_phase["spmm_forward"].max() < dense.bytes_by_phase["spmm_forward"].max()
+        assert out["setup"][0]["comm"] == "sparse" and sum(s["index_exchange_bytes"] for s in out["setup"]) > 0
