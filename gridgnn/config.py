@@ -21,6 +21,9 @@ ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
 ``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
 
+MODELS = ("gcn", "sage", "gin")
+"""Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN (`gridgnn.nn.models`)."""
+
 MAX_SEED = 2**64 - 1
 """The largest seed (torch.manual_seed takes 64-bit seeds)."""
 
@@ -40,6 +43,8 @@ class TrainConfig:
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
+    ``model`` is the model kind (`MODELS`); ``sage_normalize`` L2-normalizes every SAGE layer's output rows;
+    ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps`` makes it trainable).
     """
 
     dataset: str = "csbm"
@@ -67,6 +72,10 @@ class TrainConfig:
     keep_checkpoints: int = 2
     resume: bool = False
     auto_reason: str | None = None
+    model: str = "gcn"
+    sage_normalize: bool = False
+    gin_eps: float = 0.0
+    gin_train_eps: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -94,8 +103,20 @@ class TrainConfig:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):
             raise ConfigError("--algo auto chooses the grid and replication itself; drop --grid and --replication")
+        self._validate_model()
         if self.grid is not None and not _GRID_RE.match(self.grid):
             raise ConfigError(f"grid must look like '4', '2x3' or '2x2x2', got {self.grid!r}")
+
+    def _validate_model(self) -> None:
+        """``model`` and the options of the other kinds: a SAGE or GIN option needs its model."""
+        _check_choice("model", self.model, MODELS)
+        if self.sage_normalize and self.model != "sage":
+            raise ConfigError(f"--sage-normalize applies to --model sage, not {self.model}")
+        if isinstance(self.gin_eps, bool) or not isinstance(self.gin_eps, (int, float)) \
+                or not math.isfinite(self.gin_eps):
+            raise ConfigError(f"gin_eps must be a finite number, got {self.gin_eps!r}")
+        if (self.gin_eps != 0.0 or self.gin_train_eps) and self.model != "gin":
+            raise ConfigError(f"--gin-eps and --gin-train-eps apply to --model gin, not {self.model}")
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field (the ``config`` object of the metrics file)."""

@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 
+from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
 from gridgnn.config import ORDERS, TrainConfig
 from gridgnn.cost.epoch_model import ModelSpec
 from gridgnn.cost.graph_stats import GraphStats
@@ -56,6 +57,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--feature-density", type=float, default=None,
                       help="share of non-zero input features (sparse features; default dense)")
     model = parser.add_argument_group("model (as gridgnn train)")
+    add_model_arguments(model, eps_value=False)
     model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="GCN layers (default: %(default)s)")
     model.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="hidden width (default: %(default)s)")
     model.add_argument("--order", choices=ORDERS, default=_DEFAULTS.order, help="product order (default: auto)")
@@ -82,7 +84,7 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
         from gridgnn.data.registry import load_dataset
 
         graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
-        return GraphStats.from_graph(graph)
+        return GraphStats.from_graph(graph, self_loops=args.model == "gcn")
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
                                         strict=True) if c is None]
     if missing:
@@ -90,7 +92,8 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
     if args.feature_density is not None and not 0 < args.feature_density <= 1:
         raise ConfigError(f"--feature-density must be in (0, 1], got {args.feature_density}")
     try:
-        return GraphStats.from_counts(*counts, feature_density=args.feature_density)
+        return GraphStats.from_counts(*counts, feature_density=args.feature_density,
+                                      self_loops=args.model == "gcn")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -120,7 +123,12 @@ def run_plan(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
     stats = graph_stats_from_args(args)
     profile = load_profile(args.profile)
-    spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order)
+    if args.sage_normalize and args.model != "sage":
+        raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
+    if args.gin_train_eps and args.model != "gin":
+        raise ConfigError(f"--gin-train-eps applies to --model gin, not {args.model}")
+    spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
+                     model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps)
     results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo)
                for p in args.nprocs]
     if args.json:
@@ -128,11 +136,11 @@ def run_plan(args: argparse.Namespace) -> int:
         return 0
     limit = results[0].memory_limit
     print(f"graph      {stats.describe()}")
-    print(f"model      GCN widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
+    print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
     for result in results:
         print(f"\nP = {result.best.shape.world_size}: best {result.reason}")
         print(format_plan(result))
-        print("train with: gridgnn train " + " ".join(result.best.train_flags()))
+        print("train with: gridgnn train " + " ".join(result.best.train_flags() + model_flags(spec)))
     return 0

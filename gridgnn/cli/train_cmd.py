@@ -12,12 +12,14 @@ import tempfile
 
 import torch
 
+from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
 from gridgnn.config import ALGOS, ORDERS, TrainConfig
 from gridgnn.cost.spmm_cost import partition_stats
 from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.process_grid import default_device
 from gridgnn.launch.local import launch_local
+from gridgnn.nn.models import operator_of
 from gridgnn.train import EpochRecord, Run, run_training
 from gridgnn.train.auto import auto_flags, choose_configuration
 from gridgnn.train.distributed import peak_memory_bytes
@@ -30,6 +32,7 @@ from gridgnn.train.run_distributed import (
     PREPARED_ENV,
     grid_shape_for,
     in_launched_worker,
+    model_operator,
 )
 
 _DEFAULTS = TrainConfig()
@@ -40,11 +43,12 @@ _DEF = " (default: %(default)s)"
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Register ``train`` and its flags (defaults come from `TrainConfig`)."""
-    parser = commands.add_parser("train", help="train a GCN on one dataset",
-                                 description="Train a GCN full-graph on one dataset.")
+    parser = commands.add_parser("train", help="train a GCN, GraphSAGE or GIN on one dataset",
+                                 description="Train a GCN, GraphSAGE-mean or GIN full-graph on one dataset.")
     add_dataset_arguments(parser)
     model = parser.add_argument_group("model and optimizer")
-    model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="number of GCN layers" + _DEF)
+    add_model_arguments(model)
+    model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="number of layers" + _DEF)
     model.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="hidden width" + _DEF)
     model.add_argument("--dropout", type=float, default=_DEFAULTS.dropout, help="dropout probability" + _DEF)
     model.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="Adam learning rate" + _DEF)
@@ -118,6 +122,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
         grid=args.grid, overlap=args.overlap, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
+        model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
+        gin_train_eps=args.gin_train_eps,
     )
 
 
@@ -143,7 +149,7 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         f"{data['num_features']} features, {data['num_classes']} classes",
         "split      " + "  ".join(f"{name} {count}" for name, count in data["split"].items())
         + ("  (an empty split's accuracy reads 0)" if 0 in data["split"].values() else ""),
-        f"model      GCN {config.layers} layers, hidden {config.hidden}, order {config.order}, "
+        f"model      {MODEL_NAMES[config.model]} {config.layers} layers, hidden {config.hidden}, order {config.order}, "
         f"algo {config.algo}, seed {config.seed}",
         f"final      train {final['train_acc']:.4f}  val {final['val_acc']:.4f}  "
         f"test {final['test_acc']:.4f}",
@@ -233,10 +239,12 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     if config.algo == "auto":
         config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)
         config = dataclasses.replace(config, auto_reason=reason)
+    if is_prepared(config.dataset):
+        model_operator(config, graph)  # a folder prepared for another model is refused here, in one line
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
     if not is_prepared(config.dataset):
-        prepare_graph(graph, folder)
+        prepare_graph(graph, folder, operator=operator_of(config.model))
     del graph
     gc.collect()
     return config, peak_memory_bytes(torch.device("cpu"))
