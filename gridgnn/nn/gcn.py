@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from gridgnn.nn.layout import Layout, global_ids
+from gridgnn.nn.layout import Layout, as_layout, global_ids
 from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
 from gridgnn.sparse.csr import SparseBlock
 
@@ -28,6 +28,8 @@ class GCNLayer(nn.Module):
     ``generator``; zero bias. Autograd keeps ``Â H`` (aggregate-first) for the weight gradient.
     """
 
+    operator = "gcn"
+
     def __init__(self, in_channels: int, out_channels: int, *, order: str = "auto", bias: bool = True,
                  generator: torch.Generator | None = None):
         super().__init__()
@@ -37,7 +39,9 @@ class GCNLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_channels)) if bias else None
 
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
-        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block)."""
+        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
+        ``layout``: a `Layout`, or a plain single-process callable ``x -> M x``."""
+        layout = as_layout(layout, self.operator)
         if self.order == "transform-first":
             z = layout.aggregate(layout.linear(h, self.weight))
         else:

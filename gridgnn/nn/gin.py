@@ -12,13 +12,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from gridgnn.nn.layout import Layout
+from gridgnn.nn.layout import Layout, as_layout
 from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
 from gridgnn.sparse.csr import SparseBlock
 
 
 class GINLayer(nn.Module):
     """One GIN layer; ``eps`` the initial ε, trainable with ``train_eps``."""
+
+    operator = "sum"
 
     def __init__(self, in_channels: int, out_channels: int, *, order: str = "auto", eps: float = 0.0,
                  train_eps: bool = False, generator: torch.Generator | None = None):
@@ -35,7 +37,9 @@ class GINLayer(nn.Module):
             self.register_buffer("eps", torch.tensor([float(eps)]))
 
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
-        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block)."""
+        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
+        ``layout``: a `Layout`, or a plain single-process callable ``x -> M x``."""
+        layout = as_layout(layout, self.operator)
         if self.order == "transform-first":
             t = layout.linear(h, self.weight1)
             z = layout.aggregate(t) + (1 + self.eps) * t

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from gridgnn.nn.layout import Layout
+from gridgnn.nn.layout import Layout, as_layout
 from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
 from gridgnn.sparse.csr import SparseBlock
 
@@ -26,6 +26,8 @@ class SAGELayer(nn.Module):
     rounding, chosen by width as for GCN.
     """
 
+    operator = "mean"
+
     def __init__(self, in_channels: int, out_channels: int, *, order: str = "auto", normalize: bool = False,
                  generator: torch.Generator | None = None):
         super().__init__()
@@ -36,7 +38,9 @@ class SAGELayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_channels))
 
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
-        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block)."""
+        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
+        ``layout``: a `Layout`, or a plain single-process callable ``x -> M x``."""
+        layout = as_layout(layout, self.operator)
         if self.order == "transform-first":
             neigh = layout.aggregate(layout.linear(h, self.weight_neigh))
         else:
