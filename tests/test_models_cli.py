@@ -1,0 +1,63 @@
+"""End to end for model kinds: a graph prepared for one model trains that model on a grid from the CLI
+(losses = the local run's, predicted communication = measured in the metrics file); the same folder is
+refused, in one line and before any worker starts, by a model that needs another operator; ``plan --model``
+prices the model's own products."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gridgnn.cli.main import main
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import ModelSpec, predict_epoch
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.data.operators import operator_matrix
+from gridgnn.data.prepared import open_prepared
+from gridgnn.grid.shape import resolve_grid
+from gridgnn.train.run import build_aggregation, load_graph
+from gridgnn.train.trainer import Trainer
+
+DATA = ["--dataset", "csbm:nodes=90,classes=3,features=11", "--directed"]
+
+
+def test_prepared_operator_trains_its_model_and_refuses_another(tmp_path, capsys):
+    folder = tmp_path / "prepared"
+    assert main(["prepare", DATA[1], "--directed", "--model", "gin", "--out", str(folder)]) == 0
+    prepared = open_prepared(folder)
+    config = TrainConfig(dataset=DATA[1], directed=True, model="gin", epochs=3, gin_train_eps=True)
+    graph = load_graph(config)
+    assert prepared.operator == "sum" and prepared.norm_adj.nnz == graph.adj.nnz  # A itself, no self-loops
+    np.testing.assert_array_equal(prepared.norm_adj[0:90].toarray(), operator_matrix("sum", graph.adj).toarray())
+    metrics = tmp_path / "m.json"
+    argv = ["train", "--dataset", str(folder), "--model", "gin", "--gin-train-eps", "--epochs", "3", "--algo",
+            "2d", "--nprocs", "2", "--quiet", "--metrics-out", str(metrics)]
+    assert main(argv) == 0
+    recorded = json.loads(metrics.read_text())
+    assert recorded["config"]["model"] == "gin" and recorded["config"]["gin_train_eps"] is True
+    for epoch in recorded["epochs"]:
+        assert epoch["comm"]["predicted_by_phase"] == epoch["comm"]["by_phase"]
+    reference = Trainer(config, graph, build_aggregation(config, graph)).fit()
+    assert [e["loss"] for e in recorded["epochs"]] == pytest.approx([r.loss for r in reference.epochs], rel=1e-4)
+    capsys.readouterr()
+    assert main(["train", "--dataset", str(folder), "--model", "sage", "--algo", "1d", "--nprocs", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds the 'sum' operator" in err[0] and "--model sage" in err[0], err
+
+
+def test_plan_prices_each_models_products(capsys):
+    args = ["plan", "--num-nodes", "1000", "--num-edges", "8000", "--num-features", "64", "--num-classes", "5",
+            "--nprocs", "4", "--algo", "2d", "--json"]
+    bytes_by_model = {}
+    for flags in ([], ["--model", "sage"], ["--model", "sage", "--sage-normalize"], ["--model", "gin"]):
+        assert main(args + flags) == 0
+        entry = json.loads(capsys.readouterr().out)[0]
+        bytes_by_model[" ".join(flags) or "gcn"] = entry["bytes_per_rank"]
+    stats = GraphStats.from_counts(1000, 8000, 64, 5, self_loops=False)
+    expected = predict_epoch(ModelSpec(64, 5, model="sage"), stats, resolve_grid("2d", 4)).bytes.max()
+    assert bytes_by_model["--model sage"] == expected
+    # SAGE adds the root product's column exchange, normalize the row-norm all-reduces, GIN the MLP's second
+    assert bytes_by_model["gcn"] < bytes_by_model["--model sage"] < bytes_by_model["--model sage --sage-normalize"]
+    assert bytes_by_model["--model gin"] > bytes_by_model["gcn"]
