@@ -183,7 +183,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--json")
     parser.add_argument("--markdown")
     args = parser.parse_args(argv)
+    previous_threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        return _run(args, argv)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run(args: argparse.Namespace, argv: list[str] | None) -> list[dict]:
     command = "python benchmarks/accuracy_models.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     records = []
     for model in args.models:

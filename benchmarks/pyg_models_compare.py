@@ -138,7 +138,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--json", default=None)
     parser.add_argument("--markdown", default=None)
     args = parser.parse_args(argv)
+    previous_threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
+    try:
+        return _run(args, argv)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run(args: argparse.Namespace, argv: list[str] | None) -> list[dict]:
     command = "python " + " ".join(sys.argv if argv is None else ["benchmarks/pyg_models_compare.py", *argv])
     records = []
     for dataset in args.dataset:

@@ -1,4 +1,18 @@
-"""Model kinds by name (``--model``): which class, which aggregation operator, built from a `TrainConfig`."""
+"""Model kinds by name (``--model``): which class, which aggregation operator, built from a `TrainConfig`.
+
+What each kind asks of its `gridgnn.nn.layout.Layout` per layer (the same on every algorithm; the layout and
+`gridgnn.cost.epoch_model.LayerStep.products` say what that costs on each grid):
+
+=====  ========  ====================================  ==================================================
+kind   operator  products with a replicated weight     parameters (gradients summed over ``row`` on
+                                                       1d/1.5d, over the world on 2d/3d)
+=====  ========  ====================================  ==================================================
+gcn    gcn (Â)   H W                                   W, b
+sage   mean      H W_neigh (or mean(H) W_neigh), H     W_neigh, W_root, b (``row_sum`` for normalize)
+                 W_root
+gin    sum (A)   H W1 (or ((1+ε)H + A H) W1), Z W2     W1, b1, W2, b2, and ε when trained
+=====  ========  ====================================  ==================================================
+"""
 
 from __future__ import annotations
 
