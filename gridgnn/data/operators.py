@@ -53,16 +53,3 @@ def operator_matrix(operator: str, adj: sp.spmatrix) -> sp.csr_matrix:
         return pattern(adj)
     raise ValueError(f"operator must be one of {', '.join(OPERATORS)}; got {operator!r}")
 
-
-def operator_pattern(operator: str, adj: sp.spmatrix) -> sp.csr_matrix:
-    """The sparsity pattern (int8 CSR) of ``operator_matrix(operator, adj)``, without computing its values:
-    A's pattern, plus every missing diagonal entry for ``gcn``."""
-    a = sp.csr_matrix(adj)
-    a.eliminate_zeros()
-    ones = (a != 0).astype(np.int8)
-    if operator == "gcn":
-        ones = sp.csr_matrix(ones + sp.identity(a.shape[0], dtype=np.int8, format="csr"))
-        ones.data[:] = 1
-    elif operator not in OPERATORS:
-        raise ValueError(f"operator must be one of {', '.join(OPERATORS)}; got {operator!r}")
-    return sp.csr_matrix(ones)
