@@ -75,3 +75,17 @@ def test_plan_prices_each_models_products(capsys):
     # SAGE adds the root product's column exchange, normalize the row-norm all-reduces, GIN the MLP's second
     assert bytes_by_model["gcn"] < bytes_by_model["--model sage"] < bytes_by_model["--model sage --sage-normalize"]
     assert bytes_by_model["--model gin"] > bytes_by_model["gcn"]
+
+
+def test_statistics_count_each_models_operator():
+    graph = load_graph(TrainConfig(dataset=DATA[1], directed=True))
+    for operator, self_loops in (("gcn", True), ("mean", False), ("sum", False)):
+        matrix = operator_matrix(operator, graph.adj)
+        stats = GraphStats.from_graph(graph, self_loops=self_loops)
+        assert stats.nnz == matrix.nnz
+        np.testing.assert_array_equal(stats.indptr, matrix.indptr)
+    mean = operator_matrix("mean", graph.adj)
+    rows = np.asarray(mean.sum(axis=1)).ravel()
+    empty = np.diff(mean.indptr) == 0
+    np.testing.assert_allclose(rows[~empty], 1.0, rtol=1e-6)  # a mean; an isolated row aggregates zeros
+    assert GraphStats.from_counts(10, 30, 4, 2, self_loops=False).nnz == 30
