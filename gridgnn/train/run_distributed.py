@@ -20,13 +20,14 @@ import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
 from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
+from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_configuration, predicted_comm
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
@@ -120,7 +121,7 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
     grid = ProcessGrid.create(shape)
     comm = Communicator(grid, overlap=config.overlap)
-    ops = GridOps(grid, comm, graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj))
+    ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model))
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
@@ -148,6 +149,18 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     write_products(config, trainer, graph, result, rank=grid.rank)
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak))
     return (outcome, trainer.model) if return_model else outcome
+
+
+def model_operator(config: TrainConfig, graph: Graph | PreparedGraph):
+    """The global matrix of ``config.model``'s operator: a prepared graph's (memory-mapped; it must have been
+    prepared for that operator), else built from ``graph.adj``. Raises `ConfigError` on a mismatch."""
+    operator = operator_of(config.model)
+    if not isinstance(graph, PreparedGraph):
+        return operator_matrix(operator, graph.adj)
+    if graph.operator != operator:
+        raise ConfigError(f"prepared graph '{graph.folder}' holds the {graph.operator!r} operator, but --model "
+                          f"{config.model} needs {operator!r}: prepare it again with --model {config.model}")
+    return graph.norm_adj
 
 
 def gather_to_rank0(value: object) -> list | None:
