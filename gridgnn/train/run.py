@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import is_prepared
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
-from gridgnn.nn.gcn import Aggregation
+from gridgnn.nn.layout import LocalLayout
+from gridgnn.nn.models import operator_of
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.memory_guard import check_memory
@@ -44,11 +45,13 @@ def load_graph(config: TrainConfig) -> Graph:
                         normalize_features=config.normalize_features, seed=config.seed)
 
 
-def build_aggregation(config: TrainConfig, graph: Graph) -> Aggregation:
-    """The aggregation ``x -> Â x`` for ``config.algo``, Â = D^-1/2 (A + I) D^-1/2 of the global graph."""
+def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
+    """The single-process layout of ``config.model``: ``x -> M x`` with M its operator of the global graph
+    (`gridgnn.data.operators`; Â = D^-1/2 (A + I) D^-1/2 for GCN)."""
     if config.algo != "local":
         raise ConfigError(f"algorithm {config.algo!r} is not available in a single process; use --algo local")
-    return LocalSpMM(gcn_normalize(graph.adj))
+    operator = operator_of(config.model)
+    return LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj)), operator)
 
 
 def run_training(config: TrainConfig, *, graph: Graph | None = None,

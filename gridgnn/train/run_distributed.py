@@ -20,13 +20,14 @@ import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
 from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
+from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_comm, choose_configuration, predicted_comm
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
@@ -124,9 +125,9 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
         config, _ = choose_comm(config, graph, shape)
     grid = ProcessGrid.create(shape)
     comm = Communicator(grid, overlap=config.overlap)
-    adj = graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj)
     setup_start = time.perf_counter()
-    ops = GridOps(grid, comm, adj, comm_mode=config.comm)
+    ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model),
+                  comm_mode=config.comm)
     setup = {"comm": config.comm, "index_exchange_bytes": sum(r.bytes for r in comm.records),
              "index_exchange_calls": len(comm.records), "spmm_setup_s": time.perf_counter() - setup_start}
     trainer = DistributedTrainer(config, graph, ops)
@@ -168,6 +169,18 @@ def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
             "index_exchange_bytes": [r["index_exchange_bytes"] for r in per_rank],
             "index_exchange_calls": [r["index_exchange_calls"] for r in per_rank],
             "spmm_setup_s": max(r["spmm_setup_s"] for r in per_rank)}
+
+
+def model_operator(config: TrainConfig, graph: Graph | PreparedGraph):
+    """The global matrix of ``config.model``'s operator: a prepared graph's (memory-mapped; it must have been
+    prepared for that operator), else built from ``graph.adj``. Raises `ConfigError` on a mismatch."""
+    operator = operator_of(config.model)
+    if not isinstance(graph, PreparedGraph):
+        return operator_matrix(operator, graph.adj)
+    if graph.operator != operator:
+        raise ConfigError(f"prepared graph '{graph.folder}' holds the {graph.operator!r} operator, but --model "
+                          f"{config.model} needs {operator!r}: prepare it again with --model {config.model}")
+    return graph.norm_adj
 
 
 def gather_to_rank0(value: object) -> list | None:
