@@ -26,6 +26,9 @@ COMMS = ("dense", "sparse", "auto")
 """How the SpMMs move X: ``dense`` whole blocks (CAGNET), ``sparse`` only the rows each receiver's Â block
 touches (index sets exchanged once at set-up), ``auto`` whichever the cost model prices lower."""
 
+REORDERS = ("none", "random", "rcm", "metis")
+"""Vertex reorderings applied before sharding (`gridgnn.data.reorder`)."""
+
 WEIGHTS = ("best", "last")
 """Which epoch's weights a run's products use: the best validation accuracy's (first reached) or the last."""
 
@@ -48,7 +51,8 @@ class TrainConfig:
     terminal and the ``CI`` environment variable is unset. ``nprocs``, ``replication`` and ``grid`` describe
     the process grid of the distributed algorithms; the ``local`` algorithm ignores them; ``overlap`` lets
     the next SpMM stage's communication run behind the current stage's product (same numbers); ``comm``
-(`COMMS`) picks dense or sparse SpMM communication. With
+(`COMMS`) picks dense or sparse SpMM communication; ``reorder`` (`REORDERS`) renumbers the vertices before
+sharding (distributed algorithms only; everything reported stays in original ids). With
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
@@ -82,6 +86,7 @@ class TrainConfig:
     grid: str | None = None
     overlap: bool = True
     comm: str = "dense"
+    reorder: str = "none"
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
@@ -123,6 +128,7 @@ class TrainConfig:
         _check_choice("order", self.order, ORDERS)
         _check_choice("algo", self.algo, ALGOS)
         _check_choice("comm", self.comm, COMMS)
+        _check_choice("reorder", self.reorder, REORDERS)
         if self.quiet and self.progress:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):

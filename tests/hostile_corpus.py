@@ -480,6 +480,7 @@ FLAG_CASES = [
     ("algo-unknown", ["--algo", "9d"], "argument --algo: invalid choice"),
     ("order-unknown", ["--order", "sideways"], "argument --order: invalid choice"),
     ("comm-unknown", ["--comm", "sparsest"], "argument --comm: invalid choice"),
+    ("reorder-unknown", ["--reorder", "hilbert"], "argument --reorder: invalid choice"),
     ("unknown-flag", ["--bogus"], "unrecognized arguments: --bogus"),
     ("dataset-without-value", ["--dataset"], "expected one argument"),
     ("quiet-and-progress", ["--quiet", "--progress"], "not allowed with argument"),

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from gridgnn.cli.train_cmd import add_dataset_arguments
-from gridgnn.config import MODELS
+from gridgnn.config import MODELS, REORDERS
 from gridgnn.errors import ConfigError
 from gridgnn.files import publish_mode
 
@@ -27,6 +27,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", choices=MODELS, default="gcn",
                         help="the model the folder is for: it stores that model's aggregation operator "
                              "(gcn: Â, sage: D⁻¹A, gin: A) (default: %(default)s)")
+    parser.add_argument("--reorder", choices=REORDERS, default="none",
+                        help="renumber the vertices once, here (train with the same --reorder) "
+                             "(default: %(default)s)")
+    parser.add_argument("--parts", type=int, default=None, metavar="K",
+                        help="the row blocks of the grid the folder is for (P for 1d, P/c for 1.5d, PR for 2d, "
+                             "Q for 3d): METIS cuts into K parts; needed by --reorder metis")
     parser.set_defaults(handler=run_prepare)
 
 
@@ -41,8 +47,17 @@ def run_prepare(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out '{target}' exists; choose a new folder")
     if not target.parent.is_dir():
         raise ConfigError(f"--out '{target}': folder '{target.parent}' does not exist")
+    if args.parts is not None and args.parts < 1:
+        raise ConfigError(f"--parts must be at least 1, got {args.parts}")
+    if args.reorder == "metis" and args.parts is None:
+        raise ConfigError("--reorder metis needs --parts K: the grid's row blocks (P for 1d, P/c for 1.5d, PR for "
+                          "2d, Q for 3d)")
     graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
                          normalize_features=args.normalize_features, seed=args.seed)
+    if args.reorder != "none":
+        from gridgnn.data.reorder import reorder_graph
+
+        graph = reorder_graph(graph, args.reorder, args.parts or 1, args.seed)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     publish_mode(partial, folder=True)  # mkdtemp makes it private; follow the umask like mkdir
     try:

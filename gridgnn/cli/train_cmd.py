@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
-from gridgnn.config import ALGOS, COMMS, ORDERS, TrainConfig
+from gridgnn.config import ALGOS, COMMS, ORDERS, REORDERS, TrainConfig
 from gridgnn.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -82,6 +82,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="SpMM communication: dense moves whole blocks of X; sparse only the rows each "
                            "process's Â block touches (index sets exchanged once at set-up); auto the one the "
                            "cost model prices lower" + _DEF)
+    grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,
+                      help="renumber the vertices before sharding: random (balance), rcm (band), metis (k-way "
+                           "cut into the grid's row blocks); results stay in original ids" + _DEF)
     grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                       help="limit on any one collective before the run fails" + _DEF)
     grid.add_argument("--threads", type=int, default=None,
@@ -121,7 +124,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
-        grid=args.grid, overlap=args.overlap, comm=args.comm, checkpoint_dir=args.checkpoint_dir,
+        grid=args.grid, overlap=args.overlap, comm=args.comm, reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),
@@ -400,7 +403,7 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     from gridgnn.train.distributed import peak_memory_bytes
     from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.run import load_graph
-    from gridgnn.train.run_distributed import grid_shape_for, model_operator
+    from gridgnn.train.run_distributed import grid_shape_for, model_operator, reordered_for_grid
 
     graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
     if config.algo == "auto":
@@ -411,6 +414,7 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
         model_operator(config, graph)  # a folder prepared for another model is refused here, in one line
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
+    graph = reordered_for_grid(config, graph, shape)  # once, here; a prepared folder of another order is refused
     check_memory(config, graph, config.nprocs, config.nprocs)
     if not is_prepared(config.dataset):
         prepare_graph(graph, folder, operator=operator_of(config.model))

@@ -161,6 +161,8 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
         _save(target, name, getattr(graph, name).astype(bool, copy=False))
     if graph.meta.get("vertex_ids") is not None:  # original ids of renumbered vertices (per-vertex outputs)
         _save(target, "vertex_ids", np.asarray(graph.meta["vertex_ids"], dtype=np.int64))
+    if graph.meta.get("reorder_order") is not None:  # a reordered graph's original rows (`gridgnn.data.reorder`)
+        _save(target, "reorder_order", np.asarray(graph.meta["reorder_order"], dtype=np.int64))
     meta = {key: value for key, value in graph.meta.items() if isinstance(value, (str, int, float, bool))}
     manifest = {"format": FORMAT, "name": graph.name, "num_nodes": graph.num_nodes,
                 "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
@@ -221,6 +223,8 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     meta = dict(manifest.get("meta") or {})
     if (root / "vertex_ids.npy").exists():
         meta["vertex_ids"] = load("vertex_ids", np.int64, (n,))
+    if (root / "reorder_order.npy").exists():
+        meta["reorder_order"] = load("reorder_order", np.int64, (n,))
     if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
         raise DataError(f"{where}: labels outside [0, {classes})")
     return PreparedGraph(

@@ -100,8 +100,12 @@ def as_layout(agg: Layout | Callable[[Tensor], Tensor], operator: str) -> Layout
 
 
 def global_ids(layout: Layout, width: int, device: torch.device) -> tuple[Tensor | None, Tensor | None]:
-    """Global row and column ids of the block ``layout`` holds of a matrix of global width ``width``;
-    None for rows means "all" (a `LocalLayout` without a row count)."""
+    """Global row and column ids of the block ``layout`` holds of a matrix of global width ``width`` (rows: the
+    layout's ``row_ids`` when it has them, the original ids of a reordered graph); None for rows means "all"
+    (a `LocalLayout` without a row count)."""
+    ids = getattr(layout, "row_ids", None)  # a reordered graph's original row ids (dropout stays the same)
+    if ids is not None:
+        return ids.to(device), torch.arange(*layout.col_range(width), device=device)
     try:
         rows = torch.arange(*layout.row_range, device=device)
     except AttributeError:

@@ -35,6 +35,7 @@ class GridOps:
                  dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense"):
         self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode)
+        self.row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
         self.col_axis = self.spmm.num_col_blocks_axis
         self.grad_axis = "row" if self.col_axis is None else WORLD
         self.row_replicas = 1 if self.col_axis is None else grid.size(self.col_axis)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import resource
 import time
 
+import numpy as np
 import torch
 
 from gridgnn.config import TrainConfig
@@ -29,6 +30,9 @@ class DistributedTrainer(Trainer):
     def __init__(self, config: TrainConfig, graph: Graph, ops: GridOps):
         self.config, self.graph, self.agg, self.ops = config, graph, ops, ops
         shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), ops.grid.device)
+        order = graph.meta.get("reorder_order")
+        if order is not None:  # a reordered graph: dropout draws from the original rows (`gridgnn.data.reorder`)
+            ops.row_ids = torch.from_numpy(np.array(order[slice(*ops.row_range)], dtype=np.int64))
         self.features = _model_input(shard.features, ops, graph.num_features)
         self.labels, self.masks = shard.labels, shard.masks
         self.mask_totals = shard.mask_totals
@@ -80,7 +84,7 @@ def _model_input(block, ops: GridOps, width: int):
         return torch.from_numpy(block.toarray()).to(ops.grid.device)
     if isinstance(block, torch.Tensor):
         return block
-    rows = torch.arange(*ops.row_range)
+    rows = ops.row_ids if ops.row_ids is not None else torch.arange(*ops.row_range)
     cols = torch.arange(*ops.col_range(width))
     return as_model_input(block, row_ids=rows, col_ids=cols)
 

@@ -109,9 +109,11 @@ def prediction_dtype(num_classes: int) -> np.dtype:
 
 
 def write_rows(path: str | os.PathLike, rows: tuple[int, int], num_rows: int, block: np.ndarray,
-               ids: np.ndarray) -> None:
+               ids: np.ndarray, positions: np.ndarray | None = None) -> None:
     """Write this rank's ``block`` (rows ``rows`` of an (n, ...) output) into ``path``, every rank its own
     rows (see the module docstring). ``block`` is structured prediction records or a float32 matrix.
+    ``positions``: the rows of the .npy file the block's rows go to (a reordered graph's original positions;
+    default ``rows``); CSV parts keep the grid's order, each line naming its original vertex.
     Collective on the world when a process group exists (every rank calls it, writer or not).
     """
     target = Path(path)
@@ -126,7 +128,7 @@ def write_rows(path: str | os.PathLike, rows: tuple[int, int], num_rows: int, bl
         _write_csv_part(_part(partial, rows[0]), block, ids)
     elif writer and rows[1] > rows[0]:
         mapped = np.lib.format.open_memmap(partial, mode="r+")
-        mapped[rows[0]:rows[1]] = block
+        mapped[slice(*rows) if positions is None else positions] = block
         mapped.flush()
         del mapped
     _barrier()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -83,8 +84,10 @@ def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_
     log_probs, embedding = infer(model, features, agg, layer)
     rows = tuple(getattr(agg, "row_range", (0, graph.num_nodes)))
     ids = vertex_ids(graph, rows)
+    order = getattr(graph, "meta", {}).get("reorder_order")  # a reordered graph: write at original positions
+    at = None if order is None else np.asarray(order[rows[0]:rows[1]], dtype=np.int64)
     if predictions_out is not None:
-        write_rows(predictions_out, rows, graph.num_nodes, prediction_records(log_probs, ids), ids)
+        write_rows(predictions_out, rows, graph.num_nodes, prediction_records(log_probs, ids), ids, positions=at)
     if embeddings_out is not None:
         block = embedding.detach().to(device="cpu", dtype=torch.float32).numpy()
-        write_rows(embeddings_out, rows, graph.num_nodes, block, ids)
+        write_rows(embeddings_out, rows, graph.num_nodes, block, ids, positions=at)

@@ -22,6 +22,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
+from gridgnn.data.reorder import reorder_info
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
 from gridgnn.grid.peer_failures import peer_failures_explained
@@ -112,6 +113,8 @@ rank's SpMM set-up (comm mode, index-exchange bytes and calls, seconds; rank 0).
     resumed_from: ResumePoint | None = None
     setup_peak_memory_bytes: list[int] | None = None
     spmm_setup: list[dict] | None = None
+    reorder_meta: dict | None = None
+    graph: Graph | None = None  # the graph trained on (reordered when ``--reorder`` asked)
 
 
 def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
@@ -121,6 +124,7 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     ``on_ready(label, seconds)`` runs on rank 0 once every rank has built its blocks (after the set-up
     barrier; seconds since this process started)."""
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
+    graph = reordered_for_grid(config, graph, shape)
     if config.comm == "auto":
         config, _ = choose_comm(config, graph, shape)
     grid = ProcessGrid.create(shape)
@@ -155,8 +159,26 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
     write_products(config, trainer, graph, result, rank=grid.rank)
-    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup))
+    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup),
+                          {k: v for k, v in graph.meta.items() if k.startswith(("reorder", "nnz_imbalance"))},
+                          graph)
     return (outcome, trainer.model) if return_model else outcome
+
+
+def reordered_for_grid(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape):
+    """``graph`` in the vertex order ``config.reorder`` asks (`gridgnn.data.reorder`), METIS cutting it into the
+    grid's row blocks; as is when it already has that order. A prepared folder made with another reordering is
+    refused (`ConfigError`, one line): it cannot be reordered in place. Not collective (deterministic)."""
+    have = graph.meta.get("reorder", "none")
+    if have == config.reorder:
+        return graph
+    if isinstance(graph, PreparedGraph):
+        raise ConfigError(f"prepared graph '{graph.folder}' was made with --reorder {have}, but --reorder "
+                          f"{config.reorder} was asked: train with --reorder {have}, or prepare it again with "
+                          f"--reorder {config.reorder}")
+    from gridgnn.data.reorder import reorder_graph
+
+    return reorder_graph(graph, config.reorder, shape.sizes[0], config.seed)
 
 
 def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
@@ -284,7 +306,8 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
                             "prepared_graph": bool(os.environ.get(PREPARED_ENV)),
                             "threads": torch.get_num_threads()}
         metrics["setup"].update(spmm_setup_metrics(trained.spmm_setup))
-        predicted = predicted_comm(config, graph, shape)
+        metrics["setup"]["reorder"] = reorder_info(trained.reorder_meta or {})
+        predicted = predicted_comm(config, trained.graph, shape)
         first_new = trained.resumed_from.epoch if trained.resumed_from is not None else 0
         for index, (epoch, epoch_comm) in enumerate(zip(metrics["epochs"], comm, strict=True)):
             if epoch_comm is None:
