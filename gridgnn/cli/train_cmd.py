@@ -16,6 +16,7 @@ from gridgnn.config import ALGOS, ORDERS, TrainConfig
 from gridgnn.cost.spmm_cost import partition_stats
 from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
 from gridgnn.errors import ConfigError
+from gridgnn.grid.network import INTERFACE_ENV, check_interface
 from gridgnn.grid.process_grid import default_device
 from gridgnn.launch.local import launch_local
 from gridgnn.train import EpochRecord, Run, run_training
@@ -82,6 +83,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "(same numbers)" + _DEF)
     grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                       help="limit on any one collective before the run fails" + _DEF)
+    grid.add_argument("--interface", default=None, metavar="NAME",
+                      help="network interface the workers talk on across hosts (sets GLOO_SOCKET_IFNAME; "
+                           "default: GLOO_SOCKET_IFNAME, else the interface that reaches the rendezvous host)")
     grid.add_argument("--threads", type=int, default=None,
                       help="compute threads per worker (default: cores / workers)")
     verbosity = run.add_mutually_exclusive_group()
@@ -165,6 +169,9 @@ def format_summary(config: TrainConfig, run: Run) -> str:
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn train``; returns 0 on success (errors propagate to `main`)."""
     config = config_from_args(args)
+    if args.interface is not None:  # checked here (one line, exit 2); workers read it from the environment
+        check_interface(args.interface)
+        os.environ[INTERFACE_ENV] = args.interface
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
         return launch_workers(config, args)
     if config.algo == "auto" and not in_launched_worker():  # one process: nothing to distribute

@@ -21,8 +21,11 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
 from gridgnn.data.transforms import gcn_normalize
-from gridgnn.errors import ConfigError
+from gridgnn.errors import CollectiveError, ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
+from gridgnn.grid.hosts import gather_host_map
+from gridgnn.grid.liveness import Liveness, with_lost_peers
+from gridgnn.grid.network import port_taken_error, prepare_worker_network
 from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
@@ -55,16 +58,22 @@ def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
     return resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
 
 
-def init_from_env(timeout_s: float) -> tuple[int, int]:
-    """Join the process group described by the torchrun environment; returns (rank, world size)."""
+def init_from_env(timeout_s: float, interface: str | None = None) -> tuple[int, int]:
+    """Join the process group described by the torchrun environment; returns (rank, world size).
+
+    ``interface``: the network interface gloo uses (`gridgnn.grid.network.choose_interface`)."""
     if not dist.is_initialized():
+        prepare_worker_network(timeout_s, interface)  # gloo's interface; a rendezvous that answers
         backend, timeout = backend_for(default_device()), timedelta(seconds=timeout_s)
-        store = _restart_safe_agent_store(timeout)
-        if store is None:
-            dist.init_process_group(backend, init_method="env://", timeout=timeout)
-        else:
-            dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
-                                    world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+        try:
+            store = _restart_safe_agent_store(timeout)
+            if store is None:
+                dist.init_process_group(backend, init_method="env://", timeout=timeout)
+            else:
+                dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                        world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+        except RuntimeError as error:  # DistNetworkError included
+            raise (port_taken_error(error) or error) from None
     threads = os.environ.get("GRIDGNN_THREADS")
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     # torchrun leaves OMP_NUM_THREADS=1; share the machine's cores among its local workers instead.
@@ -198,7 +207,15 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
             print(reason, flush=True)
     elif os.environ.get(AUTO_REASON_ENV):
         config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
-    trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
+    hosts = gather_host_map()
+    liveness = Liveness(hosts, rank).start() if hosts.spans_hosts and "MASTER_ADDR" in os.environ else None
+    try:
+        trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
+    except CollectiveError as error:  # a peer was lost: say which ranks and hosts, if it can be told
+        raise with_lost_peers(error, liveness) from error
+    finally:
+        if liveness is not None:
+            liveness.stop()
     result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
         dist.destroy_process_group()

@@ -1,0 +1,171 @@
+"""Many hosts for real: torchrun across network namespaces joined by a bridge (`tests/netns_cluster.py`).
+
+Every rank of these runs reaches the others over a veth interface (10.200.0.0/24, only inside the
+namespaces), through torchrun's c10d rendezvous on host 0, and reads one prepared graph from a folder every
+host sees. The results must equal the single-process run's. Needs root (CI runs as root); skips otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.prepared import prepare_graph
+from gridgnn.launch.spawn import free_port
+from gridgnn.train.run import build_aggregation, load_graph
+from gridgnn.train.trainer import Trainer
+from tests.netns_cluster import NetnsCluster, namespaces_unavailable
+
+_WHY = namespaces_unavailable()
+pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"multi-host tests: {_WHY}")
+
+CORA = TrainConfig(dataset="cora", data_root=str(Path(__file__).resolve().parent.parent.parent / "shared"
+                                                 / "datasets"), epochs=3)
+
+
+@pytest.fixture(scope="module")
+def cora_prepared(tmp_path_factory) -> Path:
+    if not Path(CORA.data_root, "cora").exists() and not Path(CORA.data_root).exists():
+        pytest.skip("../shared/datasets is absent")
+    folder = tmp_path_factory.mktemp("shared") / "cora"
+    prepare_graph(load_graph(CORA), folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cora_reference() -> list:
+    graph = load_graph(CORA)
+    return Trainer(CORA, graph, build_aggregation(CORA, graph)).fit().epochs
+
+
+def _finish(procs, timeout_s: float) -> list[tuple[int, str, str]]:
+    deadline = time.monotonic() + timeout_s
+    out = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        out.append((proc.returncode, stdout, stderr))
+    return out
+
+
+def _check_exact(metrics: dict, reference: list, world: int) -> None:
+    epochs = metrics["epochs"]
+    assert [e["loss"] for e in epochs] == pytest.approx([r.loss for r in reference], abs=1e-4)
+    for mine, ref in zip(epochs, reference, strict=True):
+        assert (mine["train_acc"], mine["val_acc"], mine["test_acc"]) == (ref.train_acc, ref.val_acc, ref.test_acc)
+        comm = mine["comm"]
+        assert len(comm["bytes"]) == world and min(comm["bytes"]) > 0
+        assert comm["bytes"] == comm["predicted_bytes"] and comm["by_phase"] == comm["predicted_by_phase"]
+
+
+def _train_across(hosts: int, per_host: int, flags: list[str], prepared: Path, out: Path) -> dict:
+    """One torchrun per namespaced host; returns rank 0's metrics."""
+    args = ["--dataset", str(prepared), "--epochs", "3", "--quiet", "--timeout", "60", "--metrics-out", str(out),
+            *flags]
+    with NetnsCluster(hosts) as cluster:
+        port = free_port()
+        procs = [cluster.torchrun(host, per_host, port, args) for host in range(hosts)]
+        results = _finish(procs, 300)
+    for code, _, stderr in results:
+        assert code == 0, stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_2d_across_two_hosts_equals_one_process(tmp_path, cora_prepared, cora_reference):
+    document = _train_across(2, 2, ["--algo", "2d"], cora_prepared, tmp_path / "m.json")
+    assert document["config"]["grid_shape"] == "2x2" and document["config"]["world_size"] == 4
+    _check_exact(document, cora_reference, 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flags", "shape"), [
+    (["--algo", "1d"], "8"), (["--algo", "1.5d", "--replication", "2"], "4x2"), (["--algo", "2d"], "2x4"),
+    (["--algo", "3d"], "2x2x2")])
+def test_every_algorithm_across_two_hosts_of_four(tmp_path, cora_prepared, cora_reference, flags, shape):
+    document = _train_across(2, 4, flags, cora_prepared, tmp_path / "m.json")
+    assert document["config"]["grid_shape"] == shape
+    _check_exact(document, cora_reference, 8)
+
+
+def _wait_for_checkpoint(folder: Path, procs, timeout_s: float) -> int:
+    from gridgnn.train.checkpoint import latest_checkpoint
+
+    deadline = time.monotonic() + timeout_s
+    while latest_checkpoint(folder) is None:
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            for proc in procs:
+                proc.kill()
+            raise AssertionError("no checkpoint: " + " | ".join(p.communicate()[1][-2000:] for p in procs))
+        time.sleep(0.1)
+    return int(latest_checkpoint(folder).name.split("-")[1])
+
+
+def _worker_stderr(log_dir: Path) -> list[str]:
+    return [path.read_text() for path in sorted(log_dir.glob("**/stderr.log"))]
+
+
+def _lose_host_then_resume(tmp_path: Path, prepared: Path, lose, timeout_s: int) -> tuple[str, float, int]:
+    """Train 1d on two hosts (one worker each, a checkpoint every epoch), ``lose(cluster)`` host 1 mid-run;
+    returns host 0's worker stderr, the seconds host 0 took to end, its torchrun's status."""
+    ckpt, logs = tmp_path / "shared-ckpt", tmp_path / "logs"
+    args = ["--dataset", str(prepared), "--epochs", "100000", "--algo", "1d", "--quiet", "--timeout", str(timeout_s),
+            "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
+    with NetnsCluster(2) as cluster:
+        port = free_port()
+        procs = [cluster.torchrun(host, 1, port, args, log_dir=logs) for host in (0, 1)]
+        _wait_for_checkpoint(ckpt, procs, 180)
+        lose(cluster)
+        start = time.monotonic()
+        procs[0].communicate(timeout=timeout_s + 60)
+        elapsed = time.monotonic() - start
+        left = cluster.pids(0)
+        assert not left, f"processes left running on the surviving host: {left}"
+        _resume_on_host_zero(cluster, prepared, ckpt, tmp_path / "resumed.json")
+    (stderr,) = _worker_stderr(logs / "h0")
+    return stderr, elapsed, procs[0].returncode
+
+
+def _resume_on_host_zero(cluster: NetnsCluster, prepared: Path, ckpt: Path, out: Path) -> None:
+    """Resume on host 0 alone, on another grid (2d 1x2, two local workers), two epochs past the newest
+    checkpoint: every epoch equals an uninterrupted single-process run's."""
+    from gridgnn.train.checkpoint import latest_checkpoint
+
+    saved = int(latest_checkpoint(ckpt).name.split("-")[1])
+    proc = cluster.run(0, [sys.executable, "-m", "gridgnn", "train", "--dataset", str(prepared), "--algo", "2d",
+                           "--grid", "1x2", "--nprocs", "2", "--epochs", str(saved + 2), "--checkpoint-dir",
+                           str(ckpt), "--resume", "--quiet", "--metrics-out", str(out)])
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-3000:]
+    document = json.loads(out.read_text())
+    assert document["resumed_from"]["epoch"] == saved
+    config = dataclasses.replace(CORA, epochs=saved + 2)
+    graph = load_graph(config)
+    reference = Trainer(config, graph, build_aggregation(config, graph)).fit().epochs
+    epochs = document["epochs"]
+    assert [e["loss"] for e in epochs] == pytest.approx([r.loss for r in reference], abs=1e-4)
+    assert [(e["train_acc"], e["val_acc"], e["test_acc"]) for e in epochs] == \
+        [(r.train_acc, r.val_acc, r.test_acc) for r in reference]
+
+
+def _kill_host_one(cluster: NetnsCluster) -> None:
+    import os
+    import signal
+
+    for pid in cluster.pids(1):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_killed_host_is_named_and_the_job_resumes_on_the_other(tmp_path, cora_prepared):
+    timeout_s = 20
+    stderr, elapsed, status = _lose_host_then_resume(tmp_path, cora_prepared, _kill_host_one, timeout_s)
+    assert status != 0
+    assert elapsed < timeout_s + 15
+    errors = [line for line in stderr.splitlines() if line.startswith("gridgnn: error:")]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert "lost rank " in errors[0] and "(10.200.0.2)" in errors[0] and "(10.200.0.1)" not in errors[0], errors
+    print(errors[0], f"({elapsed:.1f} s)")
