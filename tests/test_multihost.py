@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from gridgnn.data.prepared import prepare_graph
 from gridgnn.launch.spawn import free_port
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.trainer import Trainer
-from tests.netns_cluster import NetnsCluster, namespaces_unavailable
+from tests.netns_cluster import SCRIPT, NetnsCluster, namespaces_unavailable
 
 _WHY = namespaces_unavailable()
 pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"multi-host tests: {_WHY}")
@@ -167,5 +168,22 @@ def test_a_killed_host_is_named_and_the_job_resumes_on_the_other(tmp_path, cora_
     assert elapsed < timeout_s + 15
     errors = [line for line in stderr.splitlines() if line.startswith("gridgnn: error:")]
     assert len(errors) == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert "lost rank " in errors[0] and "(10.200.0.2)" in errors[0] and "(10.200.0.1)" not in errors[0], errors
+    print(errors[0], f"({elapsed:.1f} s)")
+
+
+def _cut_host_one(cluster: NetnsCluster) -> None:
+    subprocess.run([str(SCRIPT), "cut", cluster.prefix, "1"], check=True, capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_host_whose_network_goes_down_is_named_after_the_timeout_and_the_job_resumes(tmp_path, cora_prepared):
+    timeout_s = 10
+    stderr, elapsed, status = _lose_host_then_resume(tmp_path, cora_prepared, _cut_host_one, timeout_s)
+    assert status != 0
+    assert timeout_s - 1 < elapsed < timeout_s + 15
+    errors = [line for line in stderr.splitlines() if line.startswith("gridgnn: error:")]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert "did not answer in time" in errors[0]
     assert "lost rank " in errors[0] and "(10.200.0.2)" in errors[0] and "(10.200.0.1)" not in errors[0], errors
     print(errors[0], f"({elapsed:.1f} s)")

@@ -157,6 +157,9 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike) -> Path:
                 "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
                 "num_classes": graph.num_classes, "directed": graph.directed, "digest": graph_digest(graph),
                 "sparse_features": sparse_features, "meta": meta}
+    from gridgnn.data.prepared_check import describe_files  # every host checks its copy against these
+
+    manifest["files"] = describe_files(target, [p.name for p in target.glob("*.npy")])
     (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return target
 

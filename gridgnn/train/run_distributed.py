@@ -20,6 +20,7 @@ import torch.distributed as dist
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
+from gridgnn.data.prepared_check import check_same_prepared_graph
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import CollectiveError, ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
@@ -208,6 +209,8 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
     elif os.environ.get(AUTO_REASON_ENV):
         config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
     hosts = gather_host_map()
+    if isinstance(graph, PreparedGraph) and not os.environ.get(PREPARED_ENV):  # a folder of the user's
+        check_same_prepared_graph(graph.folder, hosts.labels)  # every host reads the same prepared graph
     liveness = Liveness(hosts, rank).start() if hosts.spans_hosts and "MASTER_ADDR" in os.environ else None
     try:
         trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
