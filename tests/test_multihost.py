@@ -77,10 +77,29 @@ def _train_across(hosts: int, per_host: int, flags: list[str], prepared: Path, o
     return json.loads(out.read_text())
 
 
-def test_2d_across_two_hosts_equals_one_process(tmp_path, cora_prepared, cora_reference):
-    document = _train_across(2, 2, ["--algo", "2d"], cora_prepared, tmp_path / "m.json")
+def _check_hosts(document: dict, per_host: int) -> None:
+    """Ranks placed so that the heaviest axis stays within a host; bytes split within / across hosts."""
+    hosts, world = document["hosts"], document["config"]["world_size"]
+    assert [label.split(" ")[-1] for label in hosts["labels"]] == ["(10.200.0.1)", "(10.200.0.2)"]
+    assert sorted(hosts["host_of_rank"]) == [h for h in (0, 1) for _ in range(per_host)]
+    heaviest = hosts["axis_order"][-1]
+    for epoch in document["epochs"]:
+        comm = epoch["comm"]
+        by_axis, within, across = comm["by_axis"], comm["by_axis_within_host"], comm["by_axis_across_hosts"]
+        assert max(by_axis[heaviest]) == max(max(v) for v in by_axis.values())  # it is the heaviest
+        assert across[heaviest] == [0] * world and within[heaviest] == by_axis[heaviest] != [0] * world
+        assert any(v != [0] * world for v in across.values())  # something crossed hosts
+        for axis in by_axis:
+            assert [w + a for w, a in zip(within[axis], across[axis], strict=True)] == by_axis[axis]
+        assert [sum(v[r] for v in by_axis.values()) for r in range(world)] == comm["bytes"]
+
+
+def test_15d_across_two_hosts_equals_one_process(tmp_path, cora_prepared, cora_reference):
+    document = _train_across(2, 2, ["--algo", "1.5d", "--replication", "2"], cora_prepared, tmp_path / "m.json")
     assert document["config"]["grid_shape"] == "2x2" and document["config"]["world_size"] == 4
     _check_exact(document, cora_reference, 4)
+    _check_hosts(document, 2)
+    assert document["hosts"]["axis_order"] == ["rep", "row"]  # row (the block-row broadcasts) within a host
 
 
 @pytest.mark.slow
@@ -91,6 +110,8 @@ def test_every_algorithm_across_two_hosts_of_four(tmp_path, cora_prepared, cora_
     document = _train_across(2, 4, flags, cora_prepared, tmp_path / "m.json")
     assert document["config"]["grid_shape"] == shape
     _check_exact(document, cora_reference, 8)
+    if flags[1] != "1d":
+        _check_hosts(document, 4)
 
 
 def _wait_for_checkpoint(folder: Path, procs, timeout_s: float) -> int:

@@ -24,15 +24,17 @@ from gridgnn.data.prepared_check import check_same_prepared_graph
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import CollectiveError, ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
-from gridgnn.grid.hosts import gather_host_map
+from gridgnn.grid.hosts import HostMap, gather_host_map
 from gridgnn.grid.liveness import Liveness, with_lost_peers
 from gridgnn.grid.network import port_taken_error, prepare_worker_network
 from gridgnn.grid.peer_failures import peer_failures_explained
+from gridgnn.grid.placement import Placement
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_configuration, predicted_comm
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
+from gridgnn.train.host_placement import hosts_metrics, place_ranks, split_by_host
 from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
 from gridgnn.train.run import Run, load_graph
@@ -47,7 +49,8 @@ LAUNCHER_PEAK_ENV = "GRIDGNN_LAUNCHER_PEAK_MEMORY"
 
 
 COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "predicted_bytes", "predicted_calls",
-             "predicted_by_phase", "predicted_calls_by_phase")
+             "predicted_by_phase", "predicted_calls_by_phase", "by_axis", "by_axis_within_host",
+             "by_axis_across_hosts")
 """The keys of each epoch's ``comm`` object in the metrics file (the predicted ones: `gridgnn.train.auto`)."""
 
 
@@ -113,14 +116,17 @@ class TrainedGrid:
     shape: GridShape
     resumed_from: ResumePoint | None = None
     setup_peak_memory_bytes: list[int] | None = None
+    placement: Placement | None = None
 
 
 def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
-                  *, return_model: bool = False):
+                  *, return_model: bool = False, hosts: HostMap | None = None):
     """Train on the grid of ``config`` (collective on the world), resuming and saving checkpoints as
-    ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model."""
+    ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model.
+    ``hosts``: where each rank runs; on several hosts the ranks are placed so that the heaviest axis stays
+    within a host when it fits (`gridgnn.train.host_placement`)."""
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
-    grid = ProcessGrid.create(shape)
+    grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
     comm = Communicator(grid, overlap=config.overlap)
     ops = GridOps(grid, comm, graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj))
     trainer = DistributedTrainer(config, graph, ops)
@@ -145,7 +151,7 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     result, point = fit_resumable(trainer, config, graph, on_epoch if grid.rank == 0 else None, grid=grid_info,
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
-    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak))
+    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), grid.placement)
     return (outcome, trainer.model) if return_model else outcome
 
 
@@ -177,6 +183,8 @@ def merge_epoch_comm(per_rank: list[list[dict]]) -> list[dict]:
             "rank_times_s": {key: [r[f"{key}_time_s"] for r in ranks]
                              for key in ("comm", "exposed_comm", "compute")},
             "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],
+            "by_axis": {axis: [r.get("by_axis", {}).get(axis, 0) for r in ranks]
+                        for axis in dict.fromkeys(a for r in ranks for a in r.get("by_axis", {}))},
         })
     return merged
 
@@ -213,7 +221,7 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         check_same_prepared_graph(graph.folder, hosts.labels)  # every host reads the same prepared graph
     liveness = Liveness(hosts, rank).start() if hosts.spans_hosts and "MASTER_ADDR" in os.environ else None
     try:
-        trained = train_on_grid(config, graph, on_epoch if rank == 0 else None)
+        trained = train_on_grid(config, graph, on_epoch if rank == 0 else None, hosts=hosts)
     except CollectiveError as error:  # a peer was lost: say which ranks and hosts, if it can be told
         raise with_lost_peers(error, liveness) from error
     finally:
@@ -231,12 +239,21 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
                             "launcher_peak_memory_bytes": int(launcher_peak) if launcher_peak else None,
                             "prepared_graph": bool(os.environ.get(PREPARED_ENV))}
         predicted = predicted_comm(config, graph, shape)
+        placement = trained.placement or Placement.default(shape)
+        if not placement.is_default:  # the model lists ranks in the grid's row-major order
+            predicted = {key: (placement.to_rank_order(value) if isinstance(value, list) else
+                               {k: placement.to_rank_order(v) for k, v in value.items()})
+                         for key, value in predicted.items()}
+        if hosts.spans_hosts:
+            metrics["hosts"] = hosts_metrics(hosts, placement)
         first_new = trained.resumed_from.epoch if trained.resumed_from is not None else 0
         for index, (epoch, epoch_comm) in enumerate(zip(metrics["epochs"], comm, strict=True)):
             if epoch_comm is None:
                 continue
             if index >= first_new:  # epochs restored from a checkpoint keep what was recorded then
                 epoch_comm = {**epoch_comm, **predicted}
+                if hosts.spans_hosts and "by_axis" in epoch_comm:
+                    epoch_comm.update(split_by_host(epoch_comm["by_axis"], placement, hosts))
             epoch["comm"] = {key: epoch_comm[key] for key in COMM_KEYS if key in epoch_comm}
             for key in ("comm_time_s", "exposed_comm_time_s", "compute_time_s", "rank_times_s",
                         "peak_memory_bytes"):
