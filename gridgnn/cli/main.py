@@ -16,7 +16,7 @@ import torch
 from torch.distributed import DistError
 
 from gridgnn import __version__
-from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, prepare_cmd, train_cmd
+from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 
 EXIT_USAGE = 2
@@ -48,6 +48,7 @@ def build_parser() -> ArgumentParser:
     prepare_cmd.add_parser(commands)
     plan_cmd.add_parser(commands)
     calibrate_cmd.add_parser(commands)
+    netcheck_cmd.add_parser(commands)
     return parser
 
 

@@ -128,14 +128,17 @@ def choose_interface(requested: str | None = None) -> str | None:
     return name
 
 
-def check_reachable(host: str, port: int, timeout_s: float, *, refused_ok: bool = False) -> None:
-    """Open (and close) a TCP connection to ``host:port``; `ConfigError` naming the problem when the host
-    cannot be reached in ``timeout_s`` seconds. With ``refused_ok``, a refused connection passes (the host
-    answered; nothing listens there yet)."""
+def check_reachable(host: str, port: int, timeout_s: float, *, refused_ok: bool = False,
+                    source: str | None = None) -> None:
+    """Open (and close) a TCP connection to ``host:port``, from address ``source`` when given (the
+    interface's: gloo talks from there); `ConfigError` naming the problem when the host cannot be reached in
+    ``timeout_s`` seconds. With ``refused_ok``, a refused connection passes (the host answered; nothing
+    listens there yet)."""
     address = resolve_host(host)
     where = f"{host}:{port}" if host == address else f"{host}:{port} ({address})"
     try:
-        with socket.create_connection((address, port), timeout=timeout_s):
+        with socket.create_connection((address, port), timeout=timeout_s,
+                                      source_address=(source, 0) if source else None):
             return
     except ConnectionRefusedError:
         if refused_ok:
@@ -145,9 +148,11 @@ def check_reachable(host: str, port: int, timeout_s: float, *, refused_ok: bool 
         reason = f"no answer within {timeout_s:g} s"
     except OSError as exc:
         reason = exc.strerror or str(exc)
-    via = os.environ.get("GLOO_SOCKET_IFNAME")
+    via = f" from {source}" if source else ""
+    if not source and os.environ.get("GLOO_SOCKET_IFNAME"):
+        via = f" (interface {os.environ['GLOO_SOCKET_IFNAME']})"
     raise ConfigError(f"the rendezvous address {where} is unreachable from host {socket.gethostname()}"
-                      f"{f' (interface {via})' if via else ''}: {reason}; check the address, the port, "
+                      f"{via}: {reason}; check the address, the port, "
                       "--interface and any firewall between the hosts")
 
 
