@@ -3,15 +3,22 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
-import shutil
 import subprocess
+import sys
+import time
 
 import pytest
 
 from gridgnn.cli.main import build_parser
+from gridgnn.config import TrainConfig
+from gridgnn.launch.spawn import free_port
+from gridgnn.train.run import build_aggregation, load_graph
+from gridgnn.train.trainer import Trainer
 from tests.netns_cluster import REPO
+from tests.slurm_local import LocalSlurm, slurm_unavailable
 
 SBATCH = REPO / "scripts" / "slurm_train.sbatch"
 
@@ -71,6 +78,29 @@ def test_outside_slurm_the_script_says_how_to_run_it(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("sbatch") is None, reason="Slurm (sbatch) is not installed")
-def test_sbatch_on_a_one_machine_cluster(tmp_path):
-    pytest.skip("see tests/slurm_local.py")
+@pytest.mark.skipif(slurm_unavailable() is not None, reason=f"{slurm_unavailable()}")
+def test_sbatch_runs_the_script_on_a_one_machine_cluster(tmp_path):
+    metrics = tmp_path / "m.json"
+    with LocalSlurm(tmp_path / "slurm") as slurm:
+        env = slurm.env(GRIDGNN_PYTHON=sys.executable, GRIDGNN_NPROC_PER_NODE="2", GRIDGNN_PORT=str(free_port()),
+                        GRIDGNN_PREPARE_TO=str(tmp_path / "prepared"), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+        submitted = subprocess.run(["sbatch", "--parsable", "--nodes", "1", "--chdir", str(tmp_path), "--output",
+                                    str(tmp_path / "job.out"), str(SBATCH), "csbm:nodes=300", "--algo", "1d",
+                                    "--epochs", "3", "--quiet", "--metrics-out", str(metrics)],
+                                   env=env, capture_output=True, text=True, timeout=60)
+        assert submitted.returncode == 0, submitted.stderr
+        job = submitted.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + 300
+        while slurm.job_state(job) in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "UNKNOWN"):
+            assert time.monotonic() < deadline, "the Slurm job did not finish"
+            time.sleep(1)
+        state = slurm.job_state(job)
+    output = (tmp_path / "job.out").read_text()
+    assert state == "COMPLETED", output[-3000:]
+    assert "prepared   csbm" in output and "netcheck   " in output and "rendezvous host" in output
+    document = json.loads(metrics.read_text())
+    assert document["config"]["world_size"] == 2 and document["setup"]["prepared_graph"] is False
+    config = TrainConfig(dataset="csbm:nodes=300", epochs=3)
+    graph = load_graph(config)
+    reference = Trainer(config, graph, build_aggregation(config, graph)).fit().epochs
+    assert [e["loss"] for e in document["epochs"]] == pytest.approx([r.loss for r in reference], abs=1e-4)
