@@ -18,8 +18,9 @@ import pytest
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.prepared import prepare_graph
-from gridgnn.launch.spawn import free_port
+from gridgnn.launch.spawn import free_port, run_workers
 from gridgnn.train.run import build_aggregation, load_graph
+from gridgnn.train.run_distributed import run_worker
 from gridgnn.train.trainer import Trainer
 from tests.netns_cluster import SCRIPT, NetnsCluster, namespaces_unavailable
 
@@ -131,9 +132,11 @@ def _worker_stderr(log_dir: Path) -> list[str]:
     return [path.read_text() for path in sorted(log_dir.glob("**/stderr.log"))]
 
 
-def _lose_host_then_resume(tmp_path: Path, prepared: Path, lose, timeout_s: int) -> tuple[str, float, int]:
-    """Train 1d on two hosts (one worker each, a checkpoint every epoch), ``lose(cluster)`` host 1 mid-run;
-    returns host 0's worker stderr, the seconds host 0 took to end, its torchrun's status."""
+def _lose_host_then_resume(tmp_path: Path, prepared: Path, lose, timeout_s: int,
+                           resume_with_cli: bool = False) -> tuple[str, float, int]:
+    """Train 1d on two hosts (one worker each, a checkpoint every epoch), ``lose(cluster)`` host 1 mid-run,
+    then resume on host 0 from the checkpoint folder both hosts saw (`_resume_on_host_zero`); returns host
+    0's worker stderr, the seconds host 0 took to end, its torchrun's status."""
     ckpt, logs = tmp_path / "shared-ckpt", tmp_path / "logs"
     args = ["--dataset", str(prepared), "--epochs", "100000", "--algo", "1d", "--quiet", "--timeout", str(timeout_s),
             "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
@@ -147,22 +150,32 @@ def _lose_host_then_resume(tmp_path: Path, prepared: Path, lose, timeout_s: int)
         elapsed = time.monotonic() - start
         left = cluster.pids(0)
         assert not left, f"processes left running on the surviving host: {left}"
-        _resume_on_host_zero(cluster, prepared, ckpt, tmp_path / "resumed.json")
+        _resume_on_host_zero(cluster if resume_with_cli else None, prepared, ckpt, tmp_path / "resumed.json")
     (stderr,) = _worker_stderr(logs / "h0")
     return stderr, elapsed, procs[0].returncode
 
 
-def _resume_on_host_zero(cluster: NetnsCluster, prepared: Path, ckpt: Path, out: Path) -> None:
-    """Resume on host 0 alone, on another grid (2d 1x2, two local workers), two epochs past the newest
-    checkpoint: every epoch equals an uninterrupted single-process run's."""
+def _resume_worker(rank: int, world: int, config: TrainConfig) -> None:
+    run_worker(config)  # what `gridgnn train` runs in each worker
+
+
+def _resume_on_host_zero(cluster: NetnsCluster | None, prepared: Path, ckpt: Path, out: Path) -> None:
+    """Resume on host 0 alone, on another grid (2d 1x2, two workers), two epochs past the newest checkpoint:
+    every epoch equals an uninterrupted single-process run's. With ``cluster``: ``gridgnn train --nprocs 2``
+    inside host 0's namespace; without: the same workers forked from this process (no interpreter starts)."""
     from gridgnn.train.checkpoint import latest_checkpoint
 
     saved = int(latest_checkpoint(ckpt).name.split("-")[1])
-    proc = cluster.run(0, [sys.executable, "-m", "gridgnn", "train", "--dataset", str(prepared), "--algo", "2d",
-                           "--grid", "1x2", "--nprocs", "2", "--epochs", str(saved + 2), "--checkpoint-dir",
-                           str(ckpt), "--resume", "--quiet", "--metrics-out", str(out)])
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr[-3000:]
+    if cluster is None:
+        config = TrainConfig(dataset=str(prepared), algo="2d", grid="1x2", nprocs=2, epochs=saved + 2,
+                             checkpoint_dir=str(ckpt), resume=True, quiet=True, metrics_out=str(out))
+        run_workers(_resume_worker, 2, config, timeout_s=300)
+    else:
+        proc = cluster.run(0, [sys.executable, "-m", "gridgnn", "train", "--dataset", str(prepared), "--algo",
+                               "2d", "--grid", "1x2", "--nprocs", "2", "--epochs", str(saved + 2),
+                               "--checkpoint-dir", str(ckpt), "--resume", "--quiet", "--metrics-out", str(out)])
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-3000:]
     document = json.loads(out.read_text())
     assert document["resumed_from"]["epoch"] == saved
     config = dataclasses.replace(CORA, epochs=saved + 2)
@@ -200,7 +213,8 @@ def _cut_host_one(cluster: NetnsCluster) -> None:
 @pytest.mark.slow
 def test_a_host_whose_network_goes_down_is_named_after_the_timeout_and_the_job_resumes(tmp_path, cora_prepared):
     timeout_s = 10
-    stderr, elapsed, status = _lose_host_then_resume(tmp_path, cora_prepared, _cut_host_one, timeout_s)
+    stderr, elapsed, status = _lose_host_then_resume(tmp_path, cora_prepared, _cut_host_one, timeout_s,
+                                                     resume_with_cli=True)
     assert status != 0
     assert timeout_s - 1 < elapsed < timeout_s + 15
     errors = [line for line in stderr.splitlines() if line.startswith("gridgnn: error:")]
