@@ -222,3 +222,34 @@ def test_a_host_whose_network_goes_down_is_named_after_the_timeout_and_the_job_r
     assert "did not answer in time" in errors[0]
     assert "lost rank " in errors[0] and "(10.200.0.2)" in errors[0] and "(10.200.0.1)" not in errors[0], errors
     print(errors[0], f"({elapsed:.1f} s)")
+
+
+@pytest.mark.slow
+def test_three_hosts_lose_one_the_others_name_it_and_nothing_is_left(tmp_path, cora_prepared):
+    """Three hosts of two workers (1.5D 3x2); every process of host 2 is killed mid-run: the survivors on
+    hosts 0 and 1 end within the timeout + 15 s, every line printed names host 2's ranks and no other."""
+    import os
+    import signal
+
+    timeout_s, ckpt, logs = 20, tmp_path / "ckpt", tmp_path / "logs"
+    args = ["--dataset", str(cora_prepared), "--epochs", "100000", "--algo", "1.5d", "--replication", "2",
+            "--quiet", "--timeout", str(timeout_s), "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
+    with NetnsCluster(3) as cluster:
+        port = free_port()
+        procs = [cluster.torchrun(host, 2, port, args, log_dir=logs) for host in range(3)]
+        _wait_for_checkpoint(ckpt, procs, 240)
+        for pid in cluster.pids(2):
+            os.kill(pid, signal.SIGKILL)
+        start = time.monotonic()
+        for proc in procs[:2]:
+            proc.communicate(timeout=timeout_s + 60)
+        elapsed = time.monotonic() - start
+        assert not cluster.pids(0) and not cluster.pids(1), "processes left on the surviving hosts"
+    assert all(proc.returncode != 0 for proc in procs[:2]) and elapsed < timeout_s + 15
+    lines = [line for host in (0, 1) for text in _worker_stderr(logs / f"h{host}") for line in text.splitlines()
+             if line.startswith("gridgnn: error:")]
+    assert lines, "no survivor said what was lost"
+    for line in lines:
+        assert "lost ranks " in line and "(10.200.0.3)" in line, line
+        assert "(10.200.0.1)" not in line.split("lost")[-1] and "(10.200.0.2)" not in line.split("lost")[-1], line
+    print(len(lines), "lines, e.g.", lines[0], f"({elapsed:.1f} s)")
