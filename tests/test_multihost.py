@@ -162,14 +162,15 @@ def _resume_worker(rank: int, world: int, config: TrainConfig) -> None:
 def _resume_on_host_zero(cluster: NetnsCluster | None, prepared: Path, ckpt: Path, out: Path) -> None:
     """Resume on host 0 alone, on another grid (2d 1x2, two workers), two epochs past the newest checkpoint:
     every epoch equals an uninterrupted single-process run's. With ``cluster``: ``gridgnn train --nprocs 2``
-    inside host 0's namespace; without: the same workers forked from this process (no interpreter starts)."""
+    inside host 0's namespace; without: the same workers started by `run_workers` (no launcher process)."""
     from gridgnn.train.checkpoint import latest_checkpoint
 
     saved = int(latest_checkpoint(ckpt).name.split("-")[1])
     if cluster is None:
         config = TrainConfig(dataset=str(prepared), algo="2d", grid="1x2", nprocs=2, epochs=saved + 2,
                              checkpoint_dir=str(ckpt), resume=True, quiet=True, metrics_out=str(out))
-        run_workers(_resume_worker, 2, config, timeout_s=300)
+        # spawned, not forked: this process has trained already, and a forked child can hang in its OpenMP pool
+        run_workers(_resume_worker, 2, config, timeout_s=300, start_method="spawn")
     else:
         proc = cluster.run(0, [sys.executable, "-m", "gridgnn", "train", "--dataset", str(prepared), "--algo",
                                "2d", "--grid", "1x2", "--nprocs", "2", "--epochs", str(saved + 2),

@@ -216,17 +216,7 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
             print(reason, flush=True)
     elif os.environ.get(AUTO_REASON_ENV):
         config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
-    hosts = gather_host_map()
-    if isinstance(graph, PreparedGraph) and not os.environ.get(PREPARED_ENV):  # a folder of the user's
-        check_same_prepared_graph(graph.folder, hosts.labels)  # every host reads the same prepared graph
-    liveness = Liveness(hosts, rank).start() if hosts.spans_hosts and "MASTER_ADDR" in os.environ else None
-    try:
-        trained = train_on_grid(config, graph, on_epoch if rank == 0 else None, hosts=hosts)
-    except CollectiveError as error:  # a peer was lost: say which ranks and hosts, if it can be told
-        raise with_lost_peers(error, liveness) from error
-    finally:
-        if liveness is not None:
-            liveness.stop()
+    trained, hosts = _train_watched(config, graph, on_epoch if rank == 0 else None, rank)
     result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
         dist.destroy_process_group()
@@ -238,12 +228,8 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         metrics["setup"] = {"peak_memory_bytes": trained.setup_peak_memory_bytes,
                             "launcher_peak_memory_bytes": int(launcher_peak) if launcher_peak else None,
                             "prepared_graph": bool(os.environ.get(PREPARED_ENV))}
-        predicted = predicted_comm(config, graph, shape)
         placement = trained.placement or Placement.default(shape)
-        if not placement.is_default:  # the model lists ranks in the grid's row-major order
-            predicted = {key: (placement.to_rank_order(value) if isinstance(value, list) else
-                               {k: placement.to_rank_order(v) for k, v in value.items()})
-                         for key, value in predicted.items()}
+        predicted = _in_rank_order(predicted_comm(config, graph, shape), placement)
         if hosts.spans_hosts:
             metrics["hosts"] = hosts_metrics(hosts, placement)
         first_new = trained.resumed_from.epoch if trained.resumed_from is not None else 0
@@ -262,3 +248,28 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         if config.metrics_out is not None:
             write_json_atomic(config.metrics_out, metrics)
     return Run(graph, result, metrics)
+
+
+def _train_watched(config: TrainConfig, graph, on_epoch, rank: int) -> tuple[TrainedGrid, HostMap]:
+    """`train_on_grid` after gathering where each rank runs and checking that every host reads the same
+    prepared folder (a user's; not the local launcher's own); on a run that spans hosts, with heartbeats,
+    so that a lost peer's one-line error names the lost ranks and hosts. Collective on the world."""
+    hosts = gather_host_map()
+    if isinstance(graph, PreparedGraph) and not os.environ.get(PREPARED_ENV):
+        check_same_prepared_graph(graph.folder, hosts.labels)
+    liveness = Liveness(hosts, rank).start() if hosts.spans_hosts and "MASTER_ADDR" in os.environ else None
+    try:
+        return train_on_grid(config, graph, on_epoch, hosts=hosts), hosts
+    except CollectiveError as error:  # a peer was lost: say which ranks and hosts, if it can be told
+        raise with_lost_peers(error, liveness) from error
+    finally:
+        if liveness is not None:
+            liveness.stop()
+
+
+def _in_rank_order(predicted: dict, placement: Placement) -> dict:
+    """The model's per-rank lists (grid row-major order) listed by rank under ``placement``."""
+    if placement.is_default:
+        return predicted
+    return {key: (placement.to_rank_order(value) if isinstance(value, list) else
+                  {k: placement.to_rank_order(v) for k, v in value.items()}) for key, value in predicted.items()}
