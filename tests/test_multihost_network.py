@@ -67,6 +67,7 @@ def test_a_job_across_hosts_with_a_loopback_rendezvous_is_refused(monkeypatch):
     assert network.choose_interface("lo") == "lo" and os.environ["GLOO_SOCKET_IFNAME"] == "lo"
 
 
+@pytest.mark.slow  # ~6 s; the default suite checks a taken port through netcheck above
 def test_a_worker_whose_rendezvous_port_is_taken_says_so_in_one_line(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
