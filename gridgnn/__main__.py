@@ -1,7 +1,9 @@
 """``python -m gridgnn`` runs the command line."""
 
-import sys
+from gridgnn.launch.orphans import die_with_launcher
 
-from gridgnn.cli.main import main
+die_with_launcher()  # a worker of `gridgnn train --nprocs`: never outlive the launcher
 
-sys.exit(main())
+from gridgnn.cli.main import run  # noqa: E402 - after the check above, before torch's slow import
+
+run()

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from gridgnn.errors import ConfigError
+from gridgnn.limits import MAX_LAYERS
 
 ORDERS = ("auto", "aggregate-first", "transform-first")
 """Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
@@ -20,6 +21,12 @@ ORDERS = ("auto", "aggregate-first", "transform-first")
 ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
 ``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
+
+WEIGHTS = ("best", "last")
+"""Which epoch's weights a run's products use: the best validation accuracy's (first reached) or the last."""
+
+MODELS = ("gcn", "sage", "gin")
+"""Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN (`gridgnn.nn.models`)."""
 
 MAX_SEED = 2**64 - 1
 """The largest seed (torch.manual_seed takes 64-bit seeds)."""
@@ -40,6 +47,13 @@ class TrainConfig:
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
+    ``stop_on_nonfinite`` ends training after the first epoch whose loss is NaN or infinite.
+    ``predictions_out``, ``embeddings_out`` (of layer ``embedding_layer``, default the last hidden one) and
+    ``save_model`` name the run's products (`gridgnn.train.products`), made with the weights of the
+    ``weights`` epoch: ``best`` validation accuracy or ``last``. ``memory_per_proc`` (bytes; default: what the
+    machine has) and ``memory_check`` drive the memory guard (`gridgnn.train.memory_guard`).
+    ``model`` is the model kind (`MODELS`); ``sage_normalize`` L2-normalizes every SAGE layer's output rows;
+    ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps`` makes it trainable).
     """
 
     dataset: str = "csbm"
@@ -67,6 +81,18 @@ class TrainConfig:
     keep_checkpoints: int = 2
     resume: bool = False
     auto_reason: str | None = None
+    stop_on_nonfinite: bool = False
+    predictions_out: str | None = None
+    embeddings_out: str | None = None
+    embedding_layer: int | None = None
+    save_model: str | None = None
+    weights: str = "best"
+    memory_per_proc: int | None = None
+    memory_check: bool = True
+    model: str = "gcn"
+    sage_normalize: bool = False
+    gin_eps: float = 0.0
+    gin_train_eps: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -75,7 +101,7 @@ class TrainConfig:
         """Raise `ConfigError` (one line) on the first invalid field."""
         if not isinstance(self.dataset, str) or not self.dataset.strip():
             raise ConfigError("dataset must be a non-empty name, generator spec or path")
-        _check_int("layers", self.layers, minimum=1)
+        _check_int("layers", self.layers, minimum=1, maximum=MAX_LAYERS)
         _check_int("hidden", self.hidden, minimum=1)
         _check_int("epochs", self.epochs, minimum=1)
         _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
@@ -94,8 +120,25 @@ class TrainConfig:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):
             raise ConfigError("--algo auto chooses the grid and replication itself; drop --grid and --replication")
+        _check_choice("weights", self.weights, WEIGHTS)
+        if self.embedding_layer is not None:
+            _check_int("embedding_layer", self.embedding_layer, minimum=1, maximum=self.layers)
+        if self.memory_per_proc is not None:
+            _check_int("memory_per_proc", self.memory_per_proc, minimum=1)
+        self._validate_model()
         if self.grid is not None and not _GRID_RE.match(self.grid):
             raise ConfigError(f"grid must look like '4', '2x3' or '2x2x2', got {self.grid!r}")
+
+    def _validate_model(self) -> None:
+        """``model`` and the options of the other kinds: a SAGE or GIN option needs its model."""
+        _check_choice("model", self.model, MODELS)
+        if self.sage_normalize and self.model != "sage":
+            raise ConfigError(f"--sage-normalize applies to --model sage, not {self.model}")
+        if isinstance(self.gin_eps, bool) or not isinstance(self.gin_eps, (int, float)) \
+                or not math.isfinite(self.gin_eps):
+            raise ConfigError(f"gin_eps must be a finite number, got {self.gin_eps!r}")
+        if (self.gin_eps != 0.0 or self.gin_train_eps) and self.model != "gin":
+            raise ConfigError(f"--gin-eps and --gin-train-eps apply to --model gin, not {self.model}")
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field (the ``config`` object of the metrics file)."""

@@ -226,6 +226,24 @@ def _unrelated_npz(tmp: Path) -> tuple[str, str]:
     return str(tmp / "other.npz"), "other.npz"
 
 
+def _fifo(tmp: Path) -> tuple[str, str]:
+    os.mkfifo(tmp / "pipe.edges")
+    return str(tmp / "pipe.edges"), "pipe.edges"
+
+
+def _shared_lists(tmp: Path) -> dict:
+    """A Planetoid graph dict whose 505 keys all name one list (the pickle memo): 505 x 400 entries from a
+    file of a few KB."""
+    shared = [i % 505 for i in range(400)]
+    return {i: shared for i in range(505)}
+
+
+def _object_labels_with_none(tmp: Path) -> np.ndarray:
+    labels = np.empty((502, 2), dtype=object)
+    labels[:] = None
+    return labels
+
+
 def _spec(spec: str) -> Callable[[Path], tuple[str, str]]:
     """A generator spec or name; the error names it (``csbm:`` ...; a bare name in quotes)."""
     return lambda tmp: (spec, spec.split(":")[0] + ":" if ":" in spec else f"'{spec}'")
@@ -260,6 +278,12 @@ DATA_CASES = [
     ("planetoid-labels-not-an-array", _planetoid("ind.tiny.y", y="labels"), "expected a 2-D numpy array"),
     ("planetoid-graph-not-a-dict", _planetoid("ind.tiny.graph", graph=[1, 2]), "expected a dict"),
     ("planetoid-features-not-a-matrix", _planetoid("ind.tiny.tx", tx=np.zeros(4)), "expected a sparse matrix"),
+    # issue 15: structured parts validated before use, and no amplification
+    ("planetoid-object-labels-holding-none", _planetoid("ind.tiny.ally", ally=_object_labels_with_none),
+     "expected a numeric (one-hot) array"),
+    ("planetoid-float-labels-with-nan", _planetoid("ind.tiny.y", y=np.full((2, 2), np.nan)), "NaN or inf"),
+    ("planetoid-shared-adjacency-lists", _planetoid("ind.tiny.graph", graph=_shared_lists),
+     "share one adjacency list"),
     # gnn-benchmark .npz / .zip
     ("npz-truncated", _benchmark_damaged("truncated"), "cannot read npz"),
     ("npz-wrong-magic", _benchmark_damaged("wrong magic"), "cannot read npz"),
@@ -280,6 +304,7 @@ DATA_CASES = [
                                    attr_matrix=np.zeros((0, 2), np.float32), labels=np.zeros(0, np.int64)),
      "empty"),
     ("npz-pickled-object-labels", _benchmark(labels=_object_array), "holds Python objects"),
+    ("npz-label-2-to-the-62", _benchmark(labels=np.array([0, 2**62, 0])), "beyond the 16777216 classes"),
     ("npz-empty-file", _text("empty.npz", b""), "cannot read npz"),
     ("npz-unrelated-arrays", _unrelated_npz, "neither a gridgnn graph nor a gnn-benchmark"),
     # Matrix Market
@@ -296,6 +321,8 @@ DATA_CASES = [
     ("mtx-empty-graph", _text("g.mtx", MTX + "0 0 0\n"), "empty"),
     ("mtx-huge-declared-size", _text("g.mtx", MTX + "1000000000000000 1000000000000000 1\n1 1\n"), "allocate"),
     ("mtx-binary-garbage", _text("g.mtx", bytes(range(256)) * 4), "cannot read Matrix Market"),
+    ("mtx-integer-value-overflows", _text("g.mtx", "%%MatrixMarket matrix coordinate integer general\n2 2 1\n"
+                                              "1 2 100000000000000000000000\n"), "out of range"),
     # text edge lists
     ("edgelist-empty-file", _text("g.edges", ""), "edge list is empty"),
     ("edgelist-only-comments", _text("g.txt", "# nothing\n% here\n"), "edge list is empty"),
@@ -316,6 +343,8 @@ DATA_CASES = [
     ("ogb-labels-shorter-than-nodes", _ogb("node-label.csv.gz", **{"node-label": "0\n1\n"}), "2 labels for 3 nodes"),
     ("ogb-negative-label", _ogb("node-label.csv.gz", **{"node-label": "0\n-3\n1\n"}), "negative label -3"),
     ("ogb-nan-label", _ogb("node-label.csv.gz", **{"node-label": "0\nnan\n1\n"}), "labels contain NaN"),
+    ("ogb-label-2-to-the-62", _ogb("node-label.csv.gz", **{"node-label": f"0\n{2**62}\n1\n"}),
+     "beyond the 16777216 classes"),
     ("ogb-multi-task-labels", _ogb("node-label.csv.gz", **{"node-label": "0,1\n1,0\n0,0\n"}), "one integer per node"),
     ("ogb-zero-node-count", _ogb("num-node-list.csv.gz", **{"num-node-list": "0\n"}), "one positive node count"),
     ("ogb-huge-node-count", _ogb("edge.csv.gz", **{"num-node-list": "1000000000000000\n", "node-feat": None,
@@ -340,6 +369,17 @@ DATA_CASES = [
     ("native-bad-meta-json", _native(meta_json=np.asarray("{not json")), "cannot read graph meta"),
     ("native-empty-graph", _native(EMPTY_NATIVE), "empty"),
     ("native-pickled-object-labels", _native_pickled_labels, "holds Python objects"),
+    ("native-meta-json-is-a-list", _native(meta_json=np.asarray("[]")), "graph meta must be a JSON object"),
+    ("native-meta-format-is-a-list", _native(meta_json=np.asarray('{"format": [1]}')), "entry 'format'"),
+    ("native-meta-seed-is-a-string", _native(meta_json=np.asarray('{"seed": "0"}')), "entry 'seed' must be a int"),
+    ("native-meta-too-deep", _native(meta_json=np.asarray("[" * 100000 + "]" * 100000)), "graph meta"),
+    ("native-num-classes-2-to-the-62", _native(num_classes=np.asarray(2**62)), "16777216 classes"),
+    ("native-labels-2-to-the-62", _native(labels=np.full(20, 2**62), num_classes=np.asarray(2**62 + 1)),
+     "16777216 classes"),
+    ("native-num-classes-is-a-list", _native(num_classes=np.arange(3)), "'num_classes' must be a single integer"),
+    ("native-format-is-a-list", _native(gridgnn_format=np.asarray(["gridgnn-graph", "x"])),
+     "'gridgnn_format' must be a single string"),
+    ("native-directed-is-a-float", _native(directed=np.asarray(0.5)), "'directed' must be a single boolean"),
     # generator specs, names and paths
     ("csbm-zero-nodes", _spec("csbm:nodes=0"), "classes <= nodes"),
     ("csbm-negative-nodes", _spec("csbm:nodes=-5"), "classes <= nodes"),
@@ -360,9 +400,11 @@ DATA_CASES = [
     ("unknown-dataset-name", _spec("pubmedd"), "not a known name"),
     ("unknown-file-format", _text("graph.xyz", "1 2\n"), "unknown dataset format"),
     ("folder-without-dataset", _empty_folder, "no dataset found in folder"),
+    ("dataset-is-a-fifo", _fifo, "a FIFO"),
 ]
 
 
+PLAN_COUNTS = ["--num-nodes", "1000", "--num-edges", "5000", "--num-features", "8", "--num-classes", "2"]
 SMALL = "csbm:nodes=60,classes=2"
 """A dataset that trains in milliseconds, for flag cases (so a flag that is wrongly accepted fails fast)."""
 
@@ -384,6 +426,8 @@ FLAG_CASES = [
     ("timeout-inf", ["--timeout", "inf"], "--timeout"),
     ("threads-zero", ["--threads", "0"], "--threads"),
     ("threads-zero-distributed", ["--threads", "0", "--algo", "1d", "--nprocs", "2"], "--threads"),
+    ("grid-algo-on-one-process", ["--algo", "2d"], "needs several processes: add --nprocs P"),
+    ("local-algo-on-several-processes", ["--algo", "local", "--nprocs", "2"], "--algo local trains on one process"),
     ("replication-zero", ["--algo", "1.5d", "--nprocs", "4", "--replication", "0"], "replication must be at least 1"),
     ("seed-negative", ["--seed", "-1"], "seed must be at least 0"),
     ("seed-beyond-64-bits", ["--seed", str(2**70)], "seed must be at most"),
@@ -392,6 +436,26 @@ FLAG_CASES = [
     ("lr-zero", ["--lr", "0"], "lr must be in (0, inf]"),
     ("lr-inf", ["--lr", "inf"], "lr must be a finite number"),
     ("weight-decay-negative", ["--weight-decay", "-1"], "weight_decay must be in"),
+    # issue 15: sizes checked against what the machine and the libraries can represent, before allocating
+    ("hidden-2-to-the-62", ["--hidden", str(2**62)], "not enough memory for the model"),
+    ("hidden-2-to-the-62-distributed", ["--hidden", str(2**62), "--algo", "1d", "--nprocs", "2"],
+     "not enough memory for the model"),
+    ("threads-above-limit", ["--threads", "100000", "--algo", "1d", "--nprocs", "2"], "between 1 and 1024"),
+    ("threads-above-limit-local", ["--threads", "1025"], "between 1 and 1024"),
+    ("timeout-1e300", ["--timeout", "1e300", "--algo", "1d", "--nprocs", "2"], "between 1 and 604800"),
+    ("timeout-microsecond", ["--timeout", "0.000001", "--algo", "1d", "--nprocs", "2"], "between 1 and 604800"),
+    ("nprocs-2-to-the-40", ["--algo", "1d", "--nprocs", str(2**40)], "more than 64 workers"),
+    ("plan-nprocs-65536", ["plan", "--num-nodes", "1000", "--num-edges", "5000", "--num-features", "8",
+                           "--num-classes", "2", "--nprocs", "65536"], "more than the 16384 processes"),
+    ("layers-above-limit", ["--layers", "1000000"], "layers must be at most 1024"),
+    ("plan-hidden-2-to-the-62", ["plan", *PLAN_COUNTS, "--hidden", str(2**62)], "beyond what the cost model counts"),
+    ("plan-num-classes-2-to-the-62", ["plan", "--num-nodes", "1000", "--num-edges", "5000", "--num-features", "8",
+                                      "--num-classes", str(2**62)], "classes 4611686018427387904 is beyond"),
+    ("plan-num-nodes-2-to-the-62", ["plan", "--num-nodes", str(2**62), "--num-edges", "5000", "--num-features",
+                                    "8", "--num-classes", "2"], "4611686018427387904 vertices"),
+    ("plan-layers-above-limit", ["plan", *PLAN_COUNTS, "--layers", "1000000"], "--layers must be at most 1024"),
+    ("plan-nprocs-2-to-the-40", ["plan", "--num-nodes", "1000", "--num-edges", "5000", "--num-features", "8",
+                                 "--num-classes", "2", "--nprocs", "4", str(2**40)], "more than the 16384"),
     # grids that do not fit the process count (rejected before any worker starts)
     ("grid-2d-3x3-on-4-procs", ["--algo", "2d", "--nprocs", "4", "--grid", "3x3"], "needs 9 processes"),
     ("grid-1.5d-replication-3-on-4-procs", ["--algo", "1.5d", "--replication", "3", "--nprocs", "4"],
@@ -454,4 +518,29 @@ CHECKPOINT_CASES = [
     ("checkpoint-keep-zero", ["--checkpoint-dir", "{tmp}/ck", "--keep-checkpoints", "0"], "keep_checkpoints"),
     ("checkpoint-every-not-a-number", ["--checkpoint-every", "often"], "invalid int value"),
 ]
-FLAG_CASES = FLAG_CASES + CHECKPOINT_CASES
+# Outputs and the memory guard (issue 16); bad model files for `gridgnn predict` are in tests/test_use_trained.py.
+OUTPUT_CASES = [
+    ("predictions-out-unknown-suffix", ["--predictions-out", "{tmp}/p.txt"], "must end in .npy"),
+    ("predictions-out-folder-missing", ["--predictions-out", "{tmp}/missing/p.npy"], "does not exist"),
+    ("embeddings-out-parent-is-a-file", ["--embeddings-out", f"{REPO_ROOT / 'README.md'}/e.csv"], "is not a folder"),
+    ("embedding-layer-beyond-the-model", ["--embedding-layer", "3"], "embedding_layer must be at most 2"),
+    ("embedding-layer-zero", ["--embedding-layer", "0"], "embedding_layer must be at least 1"),
+    ("save-model-folder-missing", ["--save-model", "{tmp}/missing/m.pt"], "does not exist"),
+    ("weights-unknown", ["--weights", "middle"], "argument --weights: invalid choice"),
+    ("memory-per-proc-too-small", ["--memory-per-proc", "1KiB"], "not enough memory"),
+    ("memory-per-proc-not-a-size", ["--memory-per-proc", "lots"], "memory size 'lots'"),
+    ("memory-per-proc-too-small-distributed", ["--memory-per-proc", "1KiB", "--algo", "1d", "--nprocs", "2"],
+     "not enough memory"),
+]
+FLAG_CASES = FLAG_CASES + CHECKPOINT_CASES + OUTPUT_CASES
+
+# Model kinds (issue 17): an unknown kind, and each kind's options given to another kind.
+MODEL_CASES = [
+    ("model-unknown", ["--model", "gat"], "argument --model: invalid choice"),
+    ("sage-normalize-without-sage", ["--sage-normalize"], "applies to --model sage"),
+    ("gin-eps-without-gin", ["--model", "sage", "--gin-eps", "0.5"], "apply to --model gin"),
+    ("gin-train-eps-without-gin", ["--gin-train-eps"], "apply to --model gin"),
+    ("gin-eps-nan", ["--model", "gin", "--gin-eps", "nan"], "gin_eps must be a finite number"),
+    ("gin-eps-not-a-number", ["--model", "gin", "--gin-eps", "x"], "argument --gin-eps: invalid float value"),
+]
+FLAG_CASES = FLAG_CASES + MODEL_CASES

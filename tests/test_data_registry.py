@@ -89,8 +89,10 @@ def test_pyg_round_trip() -> None:
     pytest.importorskip("torch_geometric")
     graph = csbm(nodes=200, classes=4, features=6, seed=3, directed=True)
     data = graph_to_pyg(graph)
-    back = graph_from_pyg(data, name="back")
+    back = graph_from_pyg(data, name="back", directed=True)
     assert (back.adj != graph.adj).nnz == 0 and back.directed
+    raw = graph_from_pyg(data, name="raw", preprocess=False)
+    assert (raw.adj != graph.adj).nnz == 0 and raw.directed and "symmetrized" not in raw.meta
     assert np.array_equal(back.features, graph.features) and np.array_equal(back.labels, graph.labels)
     assert np.array_equal(back.test_mask, graph.test_mask) and back.num_classes == 4
 

@@ -71,7 +71,7 @@ def test_plan_table_on_a_loaded_dataset_marks_best_and_memory_limit(capsys):
     rows = [line for line in out.splitlines() if line.startswith(("*", "   1", "   2", "   3"))]
     assert sum(line.startswith("*") for line in rows) == 2
     assert any(line.rstrip().endswith("no") for line in rows)  # some grids need more than 1 MiB
-    assert "train with: gridgnn train --algo" in out
+    assert "train with: gridgnn train --dataset cora --data-root " in out and " --algo " in out
 
 
 def test_plan_from_counts_says_it_estimates(capsys):
@@ -105,7 +105,8 @@ def test_reason_names_the_choice_and_the_runner_up():
     result = plan(ModelSpec(602, 41), stats, 64)
     assert result.reason.startswith(f"{result.best.algo} grid {result.best.grid} on 64 processes")
     assert "faster than the next" in result.reason and "uniform-nnz estimate" in result.reason
-    assert result.best.train_flags()[:2] == ["--algo", result.best.algo]
+    assert result.best.train_flags()[:8] == ["--layers", "2", "--hidden", "16", "--order", "auto", "--algo",
+                                             result.best.algo]
 
 
 def test_more_bandwidth_per_byte_favours_less_traffic():

@@ -6,8 +6,6 @@ import argparse
 import json
 
 from gridgnn.cli.train_cmd import add_dataset_arguments
-from gridgnn.data.registry import load_dataset
-from gridgnn.data.stats import graph_statistics
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -49,7 +47,10 @@ def format_stats(stats: dict) -> str:
 
 def run_info(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn info``."""
-    graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
+    from gridgnn.data.any_source import load_any
+    from gridgnn.data.stats import graph_statistics
+
+    graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed,
                          normalize_features=args.normalize_features, seed=args.seed)
     stats = graph_statistics(graph)
     print(json.dumps(stats, indent=1, default=str) if args.json else format_stats(stats))

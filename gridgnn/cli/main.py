@@ -1,23 +1,25 @@
-"""`gridgnn` command line: subcommands ``train`` and ``info`` (DESIGN.md §4, layer 7).
+"""`gridgnn` command line: subcommands ``train``, ``info``, ``prepare``, ``plan``, ``calibrate`` (DESIGN.md §4,
+layer 7).
 
 Every error the user can fix (`GridGNNError`, a bad flag, an unreadable or unwritable path) ends the
 command with one line ``gridgnn: error: ...`` on stderr and exit status 2, never a traceback.
+
+Only what builds the parser is imported here (no torch, numpy or scipy): ``--version``, ``--help``, ``info``
+and ``plan`` on statistics start fast, and each handler imports what its command needs when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
 
-import torch
-from torch.distributed import DistError
-
 from gridgnn import __version__
-from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, prepare_cmd, train_cmd
+from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
+from gridgnn.limits import check_threads, check_timeout
+from gridgnn.peer_errors import collective_error_line
 
 EXIT_USAGE = 2
 EXIT_PEER_FAILED = 3
@@ -44,6 +46,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gridgnn {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     train_cmd.add_parser(commands)
+    predict_cmd.add_parser(commands)
     info_cmd.add_parser(commands)
     prepare_cmd.add_parser(commands)
     plan_cmd.add_parser(commands)
@@ -53,20 +56,29 @@ def build_parser() -> ArgumentParser:
 
 
 def check_run_flags(args: argparse.Namespace) -> None:
-    """Reject zero, negative or non-finite ``--timeout`` and ``--threads`` below 1 (`UsageError`), whatever
-    the algorithm, so that a bad value fails before any work instead of being ignored or reaching a worker."""
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise UsageError(f"argument --timeout: must be a positive number of seconds, got {timeout:g}")
-    threads = getattr(args, "threads", None)
-    if threads is not None and threads < 1:
-        raise UsageError(f"argument --threads: must be at least 1, got {threads}")
+    """Reject a ``--timeout`` or ``--threads`` outside what the machine and torch can take (`ConfigError`;
+    bounds in `gridgnn.limits`), whatever the algorithm, so that a bad value fails before any work instead
+    of being ignored or reaching a worker."""
+    check_timeout(getattr(args, "timeout", None))
+    check_threads(getattr(args, "threads", None))
+
+
+COMMANDS = ("train", "info", "prepare", "plan", "calibrate")
+
+
+def _torch_error(error: BaseException, name: str) -> bool:
+    """True when ``error`` is torch's ``name`` (``distributed.DistError``, ``cuda.OutOfMemoryError``); torch is
+    not imported for this: an error of a module that was never imported cannot have been raised."""
+    module, _, cls = f"torch.{name}".rpartition(".")
+    owner = sys.modules.get(module)
+    return owner is not None and isinstance(error, getattr(owner, cls, ()))
 
 
 def _out_of_memory(error: BaseException) -> bool:
     """True for allocation failures: `MemoryError` (numpy, Python) and torch's CPU allocator error."""
-    return isinstance(error, (MemoryError, torch.cuda.OutOfMemoryError)) or (
-        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    return isinstance(error, MemoryError) or _torch_error(error, "cuda.OutOfMemoryError") or (
+        isinstance(error, RuntimeError) and ("can't allocate memory" in str(error)
+                                             or "Storage size calculation overflowed" in str(error))
     )
 
 
@@ -83,34 +95,40 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _printable_output() -> None:
+    """Names that are not valid in the terminal's encoding (a file name in another encoding reaches Python
+    as lone surrogates) print as backslash escapes instead of raising UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    _printable_output()
     parser = build_parser()
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
         args.argv = argv  # the local launcher hands the same arguments to its workers
         if args.command is None:
-            raise UsageError("choose a command: train or info (see 'gridgnn --help')")
+            raise UsageError(f"choose a command: {', '.join(COMMANDS)} (see 'gridgnn --help')")
         check_run_flags(args)
         return args.handler(args)
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly, as SIGPIPE would
         _silence_stdout()
+        if "WORLD_SIZE" in os.environ:  # a worker: exit now, not in the destructors of a live process group
+            sys.stderr.flush()
+            os._exit(EXIT_BROKEN_PIPE)
         return EXIT_BROKEN_PIPE
     except (GridGNNError, OSError) as error:
         print(f"gridgnn: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
-    except (CollectiveError, DistError) as error:  # a peer died or stopped answering: one line
-        text = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        print(f"gridgnn: error: {text}", file=sys.stderr)
-        if "WORLD_SIZE" in os.environ:  # a worker: skip the destructors of the broken process group,
-            sys.stdout.flush()  # which may abort the process instead of letting it exit with our status
-            sys.stderr.flush()
-            os._exit(EXIT_PEER_FAILED)
-        return EXIT_PEER_FAILED
-    except (MemoryError, RuntimeError) as error:  # after DistError and CollectiveError, RuntimeErrors too
+    except (MemoryError, RuntimeError) as error:  # CollectiveError and torch's DistError are RuntimeErrors
+        if isinstance(error, CollectiveError) or _torch_error(error, "distributed.DistError"):
+            return _peer_failed(error)
         if not _out_of_memory(error):
             raise
         # sizes too large for this machine (--hidden, a generator spec, a declared node count): one line
@@ -121,5 +139,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _peer_failed(error: BaseException) -> int:
+    """A peer died or stopped answering: one line from one process (`collective_error_line`), the library's
+    full text only in the debug log; a worker skips the destructors of the broken process group, which may
+    abort the process instead of letting it exit with our status."""
+    line = collective_error_line(error)
+    if line is not None:
+        print(f"gridgnn: error: {line}", file=sys.stderr)
+    if "WORLD_SIZE" not in os.environ:
+        return EXIT_PEER_FAILED
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_PEER_FAILED)
+
+
+def run() -> None:
+    """The console script and ``python -m gridgnn``: `main`, then exit at once with its status.
+
+    Once torch is loaded, the interpreter's own shutdown (unloading torch's modules and C++ libraries) takes
+    one to several seconds per process after the last line is printed; everything of ours is closed by then
+    (files written and renamed, temporary folders removed, workers reaped), so the streams are flushed and
+    the process ends without it. Without torch (``--help``, ``info``, ``plan``) the ordinary exit is kept.
+    """
+    status = main()
+    if "torch" not in sys.modules:
+        sys.exit(status)
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # stdout closed meanwhile: nothing more can reach it
+        pass
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

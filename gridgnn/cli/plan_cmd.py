@@ -11,14 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
+from typing import TYPE_CHECKING
 
+from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
 from gridgnn.config import ORDERS, TrainConfig
-from gridgnn.cost.epoch_model import ModelSpec
-from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
-from gridgnn.plan.planner import Plan, _human, _seconds, plan
+from gridgnn.limits import MAX_LAYERS, MAX_PLAN_PROCS, check_plan_sizes
+
+if TYPE_CHECKING:  # the cost model (numpy, scipy) is imported when a plan is made, not to build the parser
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.plan.planner import Plan
 
 _DEFAULTS = TrainConfig()
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
@@ -56,6 +61,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--feature-density", type=float, default=None,
                       help="share of non-zero input features (sparse features; default dense)")
     model = parser.add_argument_group("model (as gridgnn train)")
+    add_model_arguments(model, eps_value=False)
     model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="GCN layers (default: %(default)s)")
     model.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="hidden width (default: %(default)s)")
     model.add_argument("--order", choices=ORDERS, default=_DEFAULTS.order, help="product order (default: auto)")
@@ -75,14 +81,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
     """Exact statistics of ``--dataset``, else uniform statistics from the counts (raises `ConfigError`)."""
+    from gridgnn.cost.graph_stats import GraphStats
+
     counts = (args.num_nodes, args.num_edges, args.num_features, args.num_classes)
     if args.dataset is not None:
         if any(c is not None for c in counts):
             raise ConfigError("give either --dataset or --num-nodes/--num-edges/--num-features/--num-classes")
-        from gridgnn.data.registry import load_dataset
+        from gridgnn.data.any_source import load_any
 
-        graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
-        return GraphStats.from_graph(graph)
+        graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
+        return GraphStats.from_graph(graph, self_loops=args.model == "gcn")
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
                                         strict=True) if c is None]
     if missing:
@@ -90,13 +98,36 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
     if args.feature_density is not None and not 0 < args.feature_density <= 1:
         raise ConfigError(f"--feature-density must be in (0, 1], got {args.feature_density}")
     try:
-        return GraphStats.from_counts(*counts, feature_density=args.feature_density)
+        return GraphStats.from_counts(*counts, feature_density=args.feature_density,
+                                      self_loops=args.model == "gcn")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
 
+def dataset_flags(args: argparse.Namespace) -> list[str]:
+    """The ``gridgnn train`` flags that load the graph this plan priced: the dataset, the data root a name was
+    looked up in (resolved here, so the hint works from any folder), ``--directed`` and a non-default seed
+    (generators and random splits depend on it). Empty for a plan on counts."""
+    if args.dataset is None:
+        return []
+    from pathlib import Path
+
+    from gridgnn.data.registry import KNOWN_DATASETS, resolve_data_root
+
+    flags = ["--dataset", args.dataset]
+    if args.dataset.strip().lower().replace("_", "-") in KNOWN_DATASETS and not Path(args.dataset).exists():
+        flags += ["--data-root", str(resolve_data_root(args.data_root).resolve())]
+    if args.directed:
+        flags.append("--directed")
+    if args.seed != _DEFAULTS.seed:
+        flags += ["--seed", str(args.seed)]
+    return flags
+
+
 def format_plan(result: Plan) -> str:
     """The aligned table of one plan (one process count)."""
+    from gridgnn.plan.planner import _human, _seconds
+
     head = ["", "algo", "grid", "c", "bytes/rank", "calls/rank", "memory/rank", "comm", "compute", "epoch", "fits"]
     rows = [head]
     for entry in result.entries:
@@ -113,26 +144,43 @@ def format_plan(result: Plan) -> str:
 
 def run_plan(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn plan``."""
+    from gridgnn.cost.epoch_model import ModelSpec
+    from gridgnn.plan.planner import _human, plan
+
     if any(p < 1 for p in args.nprocs):
         raise ConfigError(f"--nprocs must be positive, got {args.nprocs}")
+    if max(args.nprocs) > MAX_PLAN_PROCS:
+        raise ConfigError(f"--nprocs {max(args.nprocs)} is more than the {MAX_PLAN_PROCS} processes gridgnn "
+                          "plans for (its tables grow with the square of P)")
     for name, value in (("layers", args.layers), ("hidden", args.hidden)):
         if value < 1:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
+    if args.layers > MAX_LAYERS:
+        raise ConfigError(f"--layers must be at most {MAX_LAYERS}, got {args.layers}")
     stats = graph_stats_from_args(args)
+    check_plan_sizes(stats.num_nodes, stats.nnz, {"--hidden": args.hidden, "features": stats.num_features,
+                                                   "classes": stats.num_classes})
     profile = load_profile(args.profile)
-    spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order)
-    results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo)
-               for p in args.nprocs]
+    if args.sage_normalize and args.model != "sage":
+        raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
+    if args.gin_train_eps and args.model != "gin":
+        raise ConfigError(f"--gin-train-eps applies to --model gin, not {args.model}")
+    spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
+                     model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps)
+    flags = dataset_flags(args)
+    results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
+                    run_flags=flags) for p in args.nprocs]
     if args.json:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0
     limit = results[0].memory_limit
     print(f"graph      {stats.describe()}")
-    print(f"model      GCN widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
+    print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
     for result in results:
         print(f"\nP = {result.best.shape.world_size}: best {result.reason}")
         print(format_plan(result))
-        print("train with: gridgnn train " + " ".join(result.best.train_flags()))
+        missing = [] if args.dataset is not None else ["--dataset", "YOUR_GRAPH"]  # priced on counts alone
+        print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
     return 0

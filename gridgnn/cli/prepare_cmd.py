@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 
 from gridgnn.cli.train_cmd import add_dataset_arguments
-from gridgnn.data.prepared import prepare_graph
-from gridgnn.data.registry import load_dataset
+from gridgnn.config import MODELS
 from gridgnn.errors import ConfigError
+from gridgnn.files import publish_mode
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -24,11 +24,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                              "distributed workers memory-map (--dataset DIR).")
     add_dataset_arguments(parser, positional=True)
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to create (must not exist)")
+    parser.add_argument("--model", choices=MODELS, default="gcn",
+                        help="the model the folder is for: it stores that model's aggregation operator "
+                             "(gcn: Â, sage: D⁻¹A, gin: A) (default: %(default)s)")
     parser.set_defaults(handler=run_prepare)
 
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Write the prepared folder atomically: into a temporary sibling, renamed into place when complete."""
+    from gridgnn.data.prepared import prepare_graph
+    from gridgnn.data.registry import load_dataset
+    from gridgnn.nn.models import operator_of
+
     target = Path(args.out)
     if target.exists():
         raise ConfigError(f"--out '{target}' exists; choose a new folder")
@@ -37,9 +44,9 @@ def run_prepare(args: argparse.Namespace) -> int:
     graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
                          normalize_features=args.normalize_features, seed=args.seed)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    partial.chmod(0o755)  # mkdtemp makes it private; other users' jobs may read a prepared graph
+    publish_mode(partial, folder=True)  # mkdtemp makes it private; follow the umask like mkdir
     try:
-        prepare_graph(graph, partial)
+        prepare_graph(graph, partial, operator=operator_of(args.model))
         partial.rename(target)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

@@ -5,35 +5,27 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
+import math
 import os
 import signal
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
-import torch
-
+from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
+from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, ORDERS, TrainConfig
-from gridgnn.cost.spmm_cost import partition_stats
-from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
 from gridgnn.errors import ConfigError
-from gridgnn.grid.network import INTERFACE_ENV, check_interface
-from gridgnn.grid.process_grid import default_device
-from gridgnn.launch.local import launch_local
-from gridgnn.train import EpochRecord, Run, run_training
-from gridgnn.train.auto import auto_flags, choose_configuration
-from gridgnn.train.distributed import peak_memory_bytes
-from gridgnn.train.metrics import check_writable
-from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
-from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import (
-    AUTO_REASON_ENV,
-    LAUNCHER_PEAK_ENV,
-    PREPARED_ENV,
-    grid_shape_for,
-    in_launched_worker,
-)
+
+if TYPE_CHECKING:
+    from gridgnn.train import EpochRecord, Run
+
+# torch, the data readers and the training stack are imported by the handlers, when a run needs them: the
+# parser alone must stay light (`gridgnn --help`, `--version`, `info`, `plan` start in a fraction of a second).
 
 _DEFAULTS = TrainConfig()
+EXIT_NONFINITE = 4
+"""Exit status of a run that ``--stop-on-nonfinite`` ended at a NaN or infinite loss (metrics written)."""
 MAX_LOCAL_WORKERS = 64
 """The most workers `--nprocs` starts on one machine (each is a full Python process)."""
 _DEF = " (default: %(default)s)"
@@ -41,11 +33,12 @@ _DEF = " (default: %(default)s)"
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Register ``train`` and its flags (defaults come from `TrainConfig`)."""
-    parser = commands.add_parser("train", help="train a GCN on one dataset",
-                                 description="Train a GCN full-graph on one dataset.")
+    parser = commands.add_parser("train", help="train a GCN, GraphSAGE or GIN on one dataset",
+                                 description="Train a GCN, GraphSAGE-mean or GIN full-graph on one dataset.")
     add_dataset_arguments(parser)
     model = parser.add_argument_group("model and optimizer")
-    model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="number of GCN layers" + _DEF)
+    add_model_arguments(model)
+    model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="number of layers" + _DEF)
     model.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="hidden width" + _DEF)
     model.add_argument("--dropout", type=float, default=_DEFAULTS.dropout, help="dropout probability" + _DEF)
     model.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="Adam learning rate" + _DEF)
@@ -56,10 +49,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        help="product order of every layer: aggregate-first (ÂH)W as CAGNET, transform-first "
                             "Â(HW), or auto: the narrower width goes through Â" + _DEF)
     run = parser.add_argument_group("run")
-    run.add_argument("--algo", choices=ALGOS, default=_DEFAULTS.algo,
+    run.add_argument("--algo", choices=ALGOS, default=None,
                      help="aggregation algorithm; local = one process; auto = the grid `gridgnn plan` ranks "
-                          "best for --nprocs (it says which and why)" + _DEF)
+                          "best for --nprocs (it says which and why); 1d, 1.5d, 2d, 3d need --nprocs P > 1 or "
+                          "torchrun (default: local on one process, auto with --nprocs P > 1 or under torchrun)")
     run.add_argument("--metrics-out", metavar="FILE", default=None, help="write the metrics JSON to FILE")
+    run.add_argument("--stop-on-nonfinite", action="store_true",
+                     help="end training after the first epoch whose loss is NaN or infinite, write the metrics "
+                          f"and exit with status {EXIT_NONFINITE} (default: warn once and go on)")
     ckpt = parser.add_argument_group("checkpoints")
     ckpt.add_argument("--checkpoint-dir", metavar="DIR", default=None,
                       help="save resumable checkpoints in DIR (created if missing)")
@@ -87,11 +84,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="network interface the workers talk on across hosts (sets GLOO_SOCKET_IFNAME; "
                            "default: GLOO_SOCKET_IFNAME, else the interface that reaches the rendezvous host)")
     grid.add_argument("--threads", type=int, default=None,
-                      help="compute threads per worker (default: cores / workers)")
+                      help="compute threads of each process, with any --algo, under torchrun too (default: "
+                           "torch's own on one process, cores / workers on a grid)")
     verbosity = run.add_mutually_exclusive_group()
     verbosity.add_argument("--quiet", action="store_true", help="print nothing but errors")
     verbosity.add_argument("--progress", action="store_true", default=None,
                            help="one line per epoch even when stdout is not a terminal or CI is set")
+    add_output_arguments(parser, training=True)
+    add_memory_arguments(parser)
     parser.set_defaults(handler=run_train)
 
 
@@ -122,6 +122,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
         grid=args.grid, overlap=args.overlap, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
+        stop_on_nonfinite=args.stop_on_nonfinite,
+        **output_config(args),
+        model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
+        gin_train_eps=args.gin_train_eps,
     )
 
 
@@ -141,20 +145,18 @@ def format_epoch(record: EpochRecord, epochs: int) -> str:
 def format_summary(config: TrainConfig, run: Run) -> str:
     """The closing lines: dataset, final and best-validation accuracies, mean epoch time."""
     data, final = run.metrics["dataset"], run.metrics["final"]
-    total = sum(record.time_s for record in run.result.epochs)
     lines = [
         f"dataset    {data['name']}: {data['num_nodes']} nodes, {data['num_edges']} stored edges, "
         f"{data['num_features']} features, {data['num_classes']} classes",
         "split      " + "  ".join(f"{name} {count}" for name, count in data["split"].items())
         + ("  (an empty split's accuracy reads 0)" if 0 in data["split"].values() else ""),
-        f"model      GCN {config.layers} layers, hidden {config.hidden}, order {config.order}, "
+        f"model      {MODEL_NAMES[config.model]} {config.layers} layers, hidden {config.hidden}, order {config.order}, "
         f"algo {config.algo}, seed {config.seed}",
         f"final      train {final['train_acc']:.4f}  val {final['val_acc']:.4f}  "
-        f"test {final['test_acc']:.4f}",
+        f"test {final['test_acc']:.4f}" + _placeholder_note(data),
         f"best val   {final['best_val_acc']:.4f} at epoch {final['best_epoch']}, "
         f"test there {final['test_acc_at_best_val']:.4f}",
-        f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), "
-        f"{total:.2f} s over {len(run.result.epochs)} epochs",
+        format_time_line(final, len(run.result.epochs), run.result.epochs),
     ]
     if "resumed_from" in run.metrics:
         point = run.metrics["resumed_from"]
@@ -163,38 +165,171 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:
         lines.append(f"metrics    {config.metrics_out}")
+    lines += product_lines(config, run)
     return "\n".join(lines)
+
+
+GRID_ALGOS = ("1d", "1.5d", "2d", "3d")
+"""The algorithms that run on a process grid (`--nprocs P` or torchrun)."""
+
+
+def _placeholder_note(data: dict) -> str:
+    """A note on the ``final`` line when the accuracies say nothing: one class (as the placeholder labels of
+    a graph read without labels), so every prediction is right."""
+    if data["num_classes"] != 1:
+        return ""
+    what = "placeholder labels, " if data["meta"].get("labels") == "none" else ""
+    return f"  ({what}one class: accuracy is 1 by construction)"
+
+
+def format_time_line(final: dict, epochs: int, records) -> str:
+    """The ``time`` line: this invocation's epochs (a resumed run names them and the earlier ones apart)."""
+    timed = final.get("timed_epochs", epochs)
+    total = sum(record.time_s for record in records[epochs - timed:])
+    if timed == epochs:
+        return (f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), "
+                f"{total:.2f} s over {epochs} epochs")
+    if timed == 0:
+        return f"time       no epoch ran in this run: all {epochs} came from the checkpoint"
+    return (f"time       {1000 * final['mean_epoch_time_s']:.2f} ms per epoch (training step), {total:.2f} s over "
+            f"epochs {epochs - timed + 1}-{epochs} run now ({epochs - timed} earlier epochs came from the checkpoint)")
+
+
+def product_lines(config: TrainConfig, run: Run) -> list[str]:
+    """Summary lines naming the files of ``--predictions-out``, ``--embeddings-out`` and ``--save-model``."""
+    epoch = run.result.best_epoch if config.weights == "best" else len(run.result.epochs)
+    named = [("predictions", config.predictions_out), ("embeddings", config.embeddings_out),
+             ("model", config.save_model)]
+    return [f"{label:<10} {path} (weights of epoch {epoch}, {config.weights})" for label, path in named if path]
 
 
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn train``; returns 0 on success (errors propagate to `main`)."""
+    from gridgnn.train.run_distributed import in_launched_worker
+
+    note = resolve_algo(args)
+    use_threads(args.threads)
     config = config_from_args(args)
     if args.interface is not None:  # checked here (one line, exit 2); workers read it from the environment
+        from gridgnn.grid.network import INTERFACE_ENV, check_interface
+
         check_interface(args.interface)
         os.environ[INTERFACE_ENV] = args.interface
+    check_process_count(config)
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    if note is not None and rank0 and not config.quiet:
+        print(note, flush=True)
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
         return launch_workers(config, args)
+    return train_here(config, args, rank0)
+
+
+def train_here(config: TrainConfig, args: argparse.Namespace, rank0: bool) -> int:
+    """Train in this process (alone, or as one worker of a grid); rank 0 prints the progress and summary."""
+    from gridgnn.train import run_training
+    from gridgnn.train.auto import choose_configuration
+    from gridgnn.train.run_distributed import in_launched_worker
+
     if config.algo == "auto" and not in_launched_worker():  # one process: nothing to distribute
         config, reason = choose_configuration(config, None, 1)
         config = dataclasses.replace(config, auto_reason=reason)
         if not config.quiet:
             print(reason, flush=True)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if not rank0:
         config.quiet, config.progress = True, False
-    on_epoch = None
-    if show_progress(config):
-        def on_epoch(record: EpochRecord) -> None:
+    announced: list[int] = []
+    progress = show_progress(config)
+
+    def on_epoch(record: EpochRecord) -> None:
+        if progress:
             print(format_epoch(record, config.epochs), flush=True)
-    run = run_training(config, on_epoch=on_epoch, timeout_s=args.timeout)
+        if not math.isfinite(record.loss) and not announced:
+            announced.append(record.epoch)
+            print(nonfinite_line(config, record.epoch, record.loss), file=sys.stderr, flush=True)
+
+    on_ready = None if config.quiet else print_grid_ready
+    run = run_training(config, on_epoch=on_epoch, timeout_s=args.timeout, on_ready=on_ready)
+    first = run.result.first_nonfinite_epoch
+    if rank0 and first is not None and not announced:  # found in the history of a resumed checkpoint
+        loss = run.result.epochs[first - 1].loss
+        print(nonfinite_line(config, first, loss), file=sys.stderr, flush=True)
     if not config.quiet and run.metrics is not None:
         print(format_summary(config, run))
         if any("comm" in epoch for epoch in run.metrics["epochs"]):
             print(format_comm_summary(run.metrics))
-    return 0
+    return EXIT_NONFINITE if run.result.stopped_on_nonfinite else 0
+
+
+def nonfinite_line(config: TrainConfig, epoch: int, loss: float) -> str:
+    """The one line printed (stderr, rank 0) at the first epoch whose training loss is NaN or infinite."""
+    head = f"the training loss is {loss} at epoch {epoch}: training diverged (try a smaller --lr)"
+    if config.stop_on_nonfinite:
+        return f"gridgnn: error: {head}; stopped there by --stop-on-nonfinite (metrics and checkpoints kept)"
+    return f"gridgnn: warning: {head}; training goes on (--stop-on-nonfinite stops there)"
+
+
+def print_grid_ready(label: str, seconds: float) -> None:
+    """The line rank 0 prints once every rank has built its blocks (``label``: e.g. ``2d 2x2 on 4 processes``)."""
+    print(f"ready      {label}: set-up took {seconds:.1f} s", flush=True)
+
+
+def resolve_algo(args: argparse.Namespace) -> str | None:
+    """Settle ``--algo`` (sets ``args.algo``) and return the one line that says what was implied, or None.
+
+    Without ``--algo``: ``local`` on one process, ``auto`` on several (``--nprocs P > 1``, or a world of
+    P > 1 launched by torchrun). ``--algo local`` on several processes is refused (`ConfigError`): it would
+    train P independent copies.
+    """
+    from gridgnn.train.run_distributed import in_launched_worker
+
+    launched = in_launched_worker()
+    world = int(os.environ["WORLD_SIZE"]) if launched else args.nprocs
+    if args.algo is None:
+        args.algo = "auto" if world > 1 else "local"
+        where = f"--nprocs {args.nprocs} was given" if not launched else f"torchrun started {world} workers"
+        return f"algo       auto, since {where} without --algo" if world > 1 else None
+    if args.algo == "local" and world > 1:
+        where = f"--nprocs {args.nprocs} asks for {world}" if not launched else f"torchrun started {world}"
+        fix = "drop --nprocs" if not launched else "run it without torchrun"
+        raise ConfigError(f"--algo local trains on one process, but {where}: {fix}, or choose a grid with "
+                          "--algo auto|1d|1.5d|2d|3d")
+    return None
+
+
+def check_process_count(config: TrainConfig) -> None:
+    """A grid algorithm on one process (no ``--nprocs``, no torchrun) is refused with the fix (`ConfigError`);
+    a ``--grid`` that needs more processes is named first."""
+    from gridgnn.train.run_distributed import grid_shape_for, in_launched_worker
+
+    if config.algo in GRID_ALGOS and config.nprocs == 1 and not in_launched_worker():
+        grid_shape_for(config, 1)
+        raise ConfigError(f"--algo {config.algo} runs on a process grid and needs several processes: add "
+                          "--nprocs P (P > 1) or run under torchrun, or use --algo local")
+
+
+def use_threads(threads: int | None) -> None:
+    """Honour ``--threads`` in this process, whatever the algorithm: set torch's thread count (a worker
+    under torchrun also passes it on to `init_from_env` through GRIDGNN_THREADS; the local launcher hands
+    it to its workers itself)."""
+    if threads is None:
+        return
+    import torch
+
+    from gridgnn.train.run_distributed import in_launched_worker
+
+    torch.set_num_threads(threads)
+    if in_launched_worker():
+        os.environ["GRIDGNN_THREADS"] = str(threads)
 
 
 def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     """Validate the grid here (one clear line, before any process starts), then run P local workers."""
+    from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
+    from gridgnn.train.metrics import check_writable
+    from gridgnn.train.products import check_products
+    from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
+    from gridgnn.train.run_distributed import grid_shape_for
+
     if config.algo != "auto":
         grid_shape_for(config, config.nprocs)
     if config.nprocs > MAX_LOCAL_WORKERS:
@@ -204,31 +339,53 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
         check_writable(config.metrics_out)
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    check_checkpoint_dir(config)
-    checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
-    # A SIGTERM (Slurm's scancel, kill) must still stop the workers and remove the prepared graph.
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    with hold_checkpoint_dir(config):  # held here for the workers (they find it in LOCK_HELD_ENV)
+        check_checkpoint_dir(config)
+        check_products(config)
+        checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
+        return _launch_with_signals(config, args)
+
+
+def _launch_with_signals(config: TrainConfig, args: argparse.Namespace) -> int:
+    # A SIGTERM (Slurm's scancel, kill) or SIGHUP (the terminal closed) must still stop the workers and
+    # remove the prepared graph; after a SIGKILL the workers die with this process (gridgnn.launch.orphans).
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         return _prepare_and_launch(config, args)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def _exit_on_sigterm(signum: int, frame) -> None:
+def _exit_on_signal(signum: int, frame) -> None:
     raise SystemExit(128 + signum)
 
 
 def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="gridgnn-prepared-") as folder:
+    from gridgnn.data.prepared import is_prepared
+    from gridgnn.launch.local import launch_local, worker_threads
+    from gridgnn.launch.orphans import PREPARED_PREFIX, mark_prepared_folder, remove_orphaned_folders
+    from gridgnn.train.auto import auto_flags
+    from gridgnn.train.checkpoint_lock import LOCK_HELD_ENV
+    from gridgnn.train.run_distributed import AUTO_REASON_ENV, LAUNCHER_PEAK_ENV, PREPARED_ENV
+
+    remove_orphaned_folders()  # left by launchers killed with SIGKILL
+    with tempfile.TemporaryDirectory(prefix=PREPARED_PREFIX) as folder:
+        mark_prepared_folder(folder)
         config, setup_peak = prepare_for_workers(config, folder)
         graph_folder = config.dataset if is_prepared(config.dataset) else folder
         env = {PREPARED_ENV: graph_folder, LAUNCHER_PEAK_ENV: str(setup_peak)}
+        if config.checkpoint_dir is not None:
+            env[LOCK_HELD_ENV] = os.path.realpath(config.checkpoint_dir)
         argv = list(args.argv)
         if config.auto_reason is not None:
             env[AUTO_REASON_ENV] = config.auto_reason
             argv += auto_flags(config)  # the workers run the chosen configuration (last flags win)
             if not config.quiet:
                 print(config.auto_reason, flush=True)
+        if not config.quiet:
+            threads = worker_threads(config.nprocs, args.threads)
+            print(f"starting   {config.nprocs} workers, {threads} thread{'s' * (threads > 1)} each", flush=True)
         return launch_local(argv, config.nprocs, args.threads, extra_env=env)
 
 
@@ -236,14 +393,31 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     """Load, check and normalize the graph once, into ``folder`` for the workers to memory-map (unless it is
     a folder from ``gridgnn prepare``); resolve ``--algo auto`` on it. Returns the configuration to run and
     this process's peak resident memory in bytes. The graph is freed before any worker starts."""
+    import torch
+
+    from gridgnn.cost.spmm_cost import partition_stats
+    from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
+    from gridgnn.grid.process_grid import default_device
+    from gridgnn.nn.models import operator_of
+    from gridgnn.nn.stack import check_model_size
+    from gridgnn.train.auto import choose_configuration
+    from gridgnn.train.distributed import peak_memory_bytes
+    from gridgnn.train.memory_guard import check_memory
+    from gridgnn.train.run import load_graph
+    from gridgnn.train.run_distributed import grid_shape_for, model_operator
+
     graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
     if config.algo == "auto":
         config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)
         config = dataclasses.replace(config, auto_reason=reason)
+    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before workers start
+    if is_prepared(config.dataset):
+        model_operator(config, graph)  # a folder prepared for another model is refused here, in one line
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
+    check_memory(config, graph, config.nprocs, config.nprocs)
     if not is_prepared(config.dataset):
-        prepare_graph(graph, folder)
+        prepare_graph(graph, folder, operator=operator_of(config.model))
     del graph
     gc.collect()
     return config, peak_memory_bytes(torch.device("cpu"))
@@ -254,7 +428,7 @@ def format_comm_summary(metrics: dict) -> str:
     world = metrics["config"]["world_size"]  # epochs restored from a checkpoint may come from another grid
     epochs = [epoch for epoch in metrics["epochs"] if len(epoch.get("comm", {}).get("bytes", [])) == world]
     lines = [f"grid       {metrics['config']['algo']} {metrics['config']['grid_shape']} "
-             f"({metrics['config']['world_size']} processes)"]
+             f"({world} process{'es' * (world != 1)})"]
     phases = epochs[0]["comm"]["by_phase"]
     parts = []
     for phase in phases:

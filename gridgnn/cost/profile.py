@@ -61,7 +61,9 @@ class MachineProfile:
 
     @classmethod
     def from_dict(cls, data: dict) -> MachineProfile:
-        """Inverse of `to_dict` (the JSON file format of ``gridgnn calibrate``)."""
+        """Inverse of `to_dict` (the JSON file format of ``gridgnn calibrate``); ValueError naming the first
+        field that breaks the schema (`check_profile_dict`)."""
+        check_profile_dict(data)
         data = dict(data)
         for key in ("intra_node", "inter_node"):
             if data.get(key) is not None:
@@ -71,6 +73,46 @@ class MachineProfile:
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+
+_RATES = ("sparse_flops", "dense_flops", "elementwise_per_s")
+
+
+def _positive(value: object, *, integer: bool = False, zero: bool = False) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        return False
+    return math.isfinite(value) and (value >= 0 if zero else value > 0)
+
+
+def check_profile_dict(data: object) -> None:
+    """The schema of a profile file: ``name`` a string; ``intra_node`` (and ``inter_node`` unless null) an
+    object of operations from `OPS` that holds at least ``broadcast`` (the fallback of the others), each
+    ``{"alpha_s", "beta_s_per_byte"}`` finite numbers >= 0; the rates finite and positive;
+    ``procs_per_node`` and ``memory_per_proc_bytes`` positive integers or null. ValueError otherwise."""
+    if not isinstance(data, dict):
+        raise ValueError("a profile is a JSON object")
+    if not isinstance(data.get("name"), str) or not isinstance(data.get("description", ""), str):
+        raise ValueError("'name' and 'description' must be strings")
+    for key in ("intra_node", "inter_node"):
+        table = data.get(key)
+        if table is None and key == "inter_node":
+            continue
+        if not isinstance(table, dict) or "broadcast" not in table:
+            raise ValueError(f"'{key}' must be an object with at least a 'broadcast' entry")
+        for op, cost in table.items():
+            if op not in OPS or not isinstance(cost, dict) or set(cost) != {"alpha_s", "beta_s_per_byte"} \
+                    or not all(_positive(v, zero=True) for v in cost.values()):
+                raise ValueError(f"'{key}' entry {op!r} must be one of {', '.join(OPS)} with finite numbers "
+                                 "alpha_s and beta_s_per_byte >= 0")
+    for key in _RATES:
+        if key in data and not _positive(data[key]):
+            raise ValueError(f"'{key}' must be a finite positive number, got {data[key]!r}")
+    for key in ("procs_per_node", "memory_per_proc_bytes"):
+        if data.get(key) is not None and not _positive(data[key], integer=True):
+            raise ValueError(f"'{key}' must be a positive integer or null, got {data[key]!r}")
+    sources = data.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(item, str) for item in sources):
+        raise ValueError("'sources' must be a list of strings")
 
 
 def _uniform(alpha: float, bandwidth: float) -> dict[str, LinkCost]:
@@ -137,7 +179,7 @@ def load_profile(name_or_path: str | Path) -> MachineProfile:
         raise ConfigError(f"no profile '{key}': not one of {', '.join(profile_names())} nor a file")
     try:
         return MachineProfile.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError, RecursionError, UnicodeDecodeError) as exc:
         raise ConfigError(f"profile file '{path}' is not a gridgnn profile: {exc}") from None
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from gridgnn.grid.shape import GridShape
 from gridgnn.partition import block_bounds, owner, refine, sub_bounds
-from gridgnn.sparse.csr import packed_nbytes
+from gridgnn.sparse.layout import packed_nbytes
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,15 @@ def _suffix(path: Path) -> str:
     return Path(name).suffix
 
 
+def _kind(path: Path) -> str:
+    """What a path that is neither a file nor a folder is: a FIFO, a socket, a device."""
+    for test, name in ((Path.is_fifo, "a FIFO"), (Path.is_socket, "a socket"), (Path.is_char_device,
+                        "a character device"), (Path.is_block_device, "a block device")):
+        if test(path):
+            return name
+    return "a special file"
+
+
 def detect_format(path: Path) -> str:
     """One of "planetoid", "ogb", "archive", "mtx", "edge-list", or raise `DataError`."""
     if path.is_dir():
@@ -43,8 +52,10 @@ def detect_format(path: Path) -> str:
         if is_ogb_folder(path):
             return "ogb"
         raise DataError(f"{path}: folder is neither a Planetoid nor an OGB dataset")
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"{path}: no such file or folder")
+    if not path.is_file():
+        raise DataError(f"{path}: not a regular file or folder ({_kind(path)}); give a dataset file or folder")
     suffix = _suffix(path)
     if suffix in ARCHIVE_SUFFIXES:
         return "archive"

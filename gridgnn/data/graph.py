@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.errors import DataError
+from gridgnn.limits import MAX_CLASSES
 
 
 @dataclass
@@ -87,6 +88,9 @@ class Graph:
             raise DataError(f"{where}: labels must be integers, got {self.labels.dtype}")
         if self.num_classes < 1:
             raise DataError(f"{where}: num_classes must be positive, got {self.num_classes}")
+        if self.num_classes > MAX_CLASSES:
+            raise DataError(f"{where}: num_classes {self.num_classes} is more than the {MAX_CLASSES} classes "
+                            "gridgnn supports (labels or num_classes damaged?)")
         if n and (self.labels.min() < 0 or self.labels.max() >= self.num_classes):
             raise DataError(f"{where}: labels outside [0, {self.num_classes})")
         for mask_name in ("train_mask", "val_mask", "test_mask"):

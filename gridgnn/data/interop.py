@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.data import registry
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import adjacency_from_edges, build_graph, check_labels, is_symmetric
 from gridgnn.data.splits import random_split
@@ -25,8 +26,13 @@ def _numpy(tensor: Any) -> np.ndarray:
     return np.asarray(tensor)
 
 
-def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0) -> Graph:
-    """Build a `Graph` from a torch_geometric ``Data``.
+def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, *, directed: bool = False,
+                   normalize_features: bool | None = None, preprocess: bool = True) -> Graph:
+    """Build a `Graph` from a torch_geometric ``Data``, preprocessed as ``gridgnn train`` preprocesses every
+    dataset (`gridgnn.data.registry.preprocess`: symmetrized unless ``directed``, duplicate edges and
+    self-loops dropped, features row-normalized only when ``normalize_features`` is True, as for any format
+    without a default). ``preprocess=False`` returns the graph as read (``directed`` then says whether its
+    adjacency is symmetric).
 
     ``edge_index`` (2, E) gives edges src -> dst (``adj[dst, src] = 1``; edge weights are ignored, the
     adjacency is binary and duplicates collapse). ``x`` (n, f) becomes dense float32 (placeholder features
@@ -43,7 +49,7 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0) 
     features = placeholder_features(adj, seed=seed) if x is None else _numpy(x).astype(np.float32)
     y = getattr(data, "y", None)
     labels = np.zeros(num_nodes, dtype=np.int64) if y is None else check_labels(_numpy(y), num_nodes, where)
-    return build_graph(
+    graph = build_graph(
         where,
         adj=adj,
         features=features,
@@ -52,8 +58,9 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0) 
         num_classes=int(labels.max()) + 1,
         name=name,
         directed=not is_symmetric(adj),
-        meta={"format": "pyg"},
+        meta={"format": "pyg", **({"labels": "none"} if y is None else {})},
     )
+    return registry.preprocess(graph, directed, normalize_features) if preprocess else graph
 
 
 def _masks(data: Any, num_nodes: int, split: int, seed: int, where: str) -> dict[str, np.ndarray]:

@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from gridgnn.errors import CollectiveError
 from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.peer_errors import clean_text
 
 # torch 2.13 renamed the equal-part collectives; older releases (>= 2.4) only have the first names.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -184,7 +185,7 @@ class Communicator:
         return InFlight(self.overlap)
 
     def _lost_peer(self, op: str, axis: str, error: RuntimeError) -> CollectiveError:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        first = clean_text((str(error).strip().splitlines() or [type(error).__name__])[0])
         return CollectiveError(f"{op} on axis '{axis}' (rank {self.grid.rank}) failed: another worker "
                                f"stopped or did not answer in time ({first[:200]})")
 

@@ -1,9 +1,12 @@
 """`gridgnn train --nprocs P`: start P local workers, stream rank 0, fail fast, reap everything.
 
-Each worker is ``python -m gridgnn <same arguments>`` with the torchrun environment (RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT a free loopback port), so a worker cannot tell this launcher
-from torchrun. Rank 0 writes to this terminal; the other ranks' stderr is kept and shown if they fail. When
-any worker fails, the others are stopped (SIGTERM, then SIGKILL) and its exit status is returned.
+Each worker is ``gridgnn <same arguments>`` run by this Python, importing the very package this launcher
+runs (`worker_command`: never a ``gridgnn`` folder that happens to sit in the current folder), with the
+torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT a free loopback
+port), so a worker cannot tell this launcher from torchrun. Rank 0 writes to this terminal; the other ranks'
+stderr is kept and shown if they fail. When any worker fails, the others are stopped (SIGTERM, then
+SIGKILL), one line names the worker at the cause (the workers themselves stay quiet about lost peers,
+`gridgnn.peer_errors`), and its exit status is returned.
 """
 
 from __future__ import annotations
@@ -14,13 +17,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+import gridgnn
+from gridgnn.launch.orphans import LAUNCHER_PID_ENV
 from gridgnn.launch.spawn import free_port
+from gridgnn.peer_errors import LAUNCHER_ENV
 
 EXIT_USAGE = 2
 """A worker's status for bad input (`gridgnn.cli.main.EXIT_USAGE`)."""
 EXIT_PEER_FAILED = 3
 """A worker's status when a collective failed or timed out (`gridgnn.cli.main.EXIT_PEER_FAILED`)."""
+EXIT_NONFINITE = 4
+"""Every worker's status when ``--stop-on-nonfinite`` ended the run (`gridgnn.cli.train_cmd.EXIT_NONFINITE`)."""
+EXIT_BROKEN_PIPE = 141
+"""Rank 0's status when stdout was closed (`gridgnn.cli.main.EXIT_BROKEN_PIPE`): the run stops quietly."""
 
 
 def worker_threads(nprocs: int, requested: int | None = None) -> int:
@@ -34,8 +45,20 @@ def _worker_env(rank: int, nprocs: int, port: int, threads: int) -> dict[str, st
     env = dict(os.environ)
     env.update(RANK=str(rank), WORLD_SIZE=str(nprocs), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nprocs),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GRIDGNN_THREADS=str(threads),
-               OMP_NUM_THREADS=str(threads))
+               OMP_NUM_THREADS=str(threads), **{LAUNCHER_ENV: "1", LAUNCHER_PID_ENV: str(os.getpid())})
     return env
+
+
+def worker_command(argv: list[str]) -> list[str]:
+    """``python -c ...`` running ``gridgnn <argv>`` from the folder that holds this launcher's package.
+
+    ``python -m gridgnn`` would put the current folder first on ``sys.path``: run from a folder holding a
+    clone of the repository (a ``gridgnn`` folder), a worker would import that instead of this package.
+    """
+    root = str(Path(gridgnn.__file__).resolve().parent.parent)
+    code = ("import sys; sys.path[0] = sys.argv.pop(1); from gridgnn.launch.orphans import die_with_launcher; "
+            "die_with_launcher(); from gridgnn.cli.main import run; run()")
+    return [sys.executable, "-c", code, root, *argv]
 
 
 def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
@@ -49,7 +72,7 @@ def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
         for rank in range(nprocs):
             out = None if rank == 0 else subprocess.DEVNULL
             err = None if rank == 0 else logs[rank]
-            procs.append(subprocess.Popen([sys.executable, "-m", "gridgnn", *argv], stdout=out, stderr=err,
+            procs.append(subprocess.Popen(worker_command(argv), stdout=out, stderr=err,
                                           env={**_worker_env(rank, nprocs, port, threads),
                                                **(extra_env or {})}))
         return _wait(procs, logs)
@@ -68,30 +91,33 @@ def _wait(procs: list[subprocess.Popen], logs) -> int:
     while True:
         codes = [p.poll() for p in procs]
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-        if failed and all(codes[r] == EXIT_USAGE for r in failed) and _usage_error_on_rank0(procs[0]):
-            return EXIT_USAGE  # every rank rejects the same input; rank 0 has printed the one line
-        if failed:
-            rank = min(failed, key=lambda r: (codes[r] >= 0, r))
-            _report(rank, codes[rank], logs[rank])
-            if codes[rank] == EXIT_PEER_FAILED:
-                _name_silent_workers(procs)
+        agreed = {codes[r] for r in failed}
+        if len(agreed) == 1 and agreed <= {EXIT_USAGE, EXIT_NONFINITE} and _same_on_rank0(procs[0], *agreed):
+            return agreed.pop()  # every rank ends alike (bad input, or --stop-on-nonfinite); rank 0 said why
+        if any(codes[r] in (EXIT_BROKEN_PIPE, -signal.SIGPIPE) for r in failed):
+            return EXIT_BROKEN_PIPE  # stdout was closed (piped into head): stop the others quietly
+        if failed:  # the cause first: a signal, then a failure of its own, then a lost peer
+            rank = min(failed, key=lambda r: (codes[r] >= 0, codes[r] == EXIT_PEER_FAILED, r))
+            silent = _silent_workers(procs) if codes[rank] == EXIT_PEER_FAILED else []
+            _report(rank, codes[rank], logs[rank], silent)
             return codes[rank] if codes[rank] > 0 else 128 - codes[rank]
         if all(c == 0 for c in codes):
             return 0
         time.sleep(0.05)
 
 
-def _usage_error_on_rank0(rank0: subprocess.Popen, wait_s: float = 5.0) -> bool:
-    """True when rank 0 ends with the usage status too (waiting up to ``wait_s`` for it): a bad input
-    (say a checkpoint of another model) is found by every rank, and rank 0's line is the one to show."""
+def _same_on_rank0(rank0: subprocess.Popen, code: int, wait_s: float = 5.0) -> bool:
+    """True when rank 0 ends with status ``code`` too (waiting up to ``wait_s`` for it): a bad input (say a
+    checkpoint of another model) is found by every rank, and a NaN loss is global, so rank 0's line is the
+    one to show."""
     try:
-        return rank0.wait(timeout=wait_s) == EXIT_USAGE
+        return rank0.wait(timeout=wait_s) == code
     except subprocess.TimeoutExpired:
         return False
 
 
-def _name_silent_workers(procs: list[subprocess.Popen], wait_s: float = 1.0) -> None:
-    """After a peer timed out: name the workers that never answered (stopped, or still busy elsewhere).
+def _silent_workers(procs: list[subprocess.Popen], wait_s: float = 1.0) -> list[tuple[int, str]]:
+    """After a peer timed out: the workers that never answered (stopped, or still busy elsewhere), with how.
 
     Healthy peers end with the same timeout within moments, so whoever is still alive after ``wait_s``
     (a stopped process first) is the one the others were waiting for.
@@ -101,9 +127,8 @@ def _name_silent_workers(procs: list[subprocess.Popen], wait_s: float = 1.0) -> 
         time.sleep(0.05)
     alive = [rank for rank, proc in enumerate(procs) if proc.poll() is None]
     stopped = [rank for rank in alive if _process_state(procs[rank].pid) in ("T", "t")]
-    for rank in stopped or alive:
-        how = "is stopped (SIGSTOP or a debugger)" if rank in stopped else "is still running but not answering"
-        print(f"gridgnn: error: worker rank {rank} stopped answering: it {how}", file=sys.stderr)
+    return [(rank, "it is stopped (SIGSTOP or a debugger)" if rank in stopped
+             else "it is still running but not answering") for rank in stopped or alive]
 
 
 def _process_state(pid: int) -> str:
@@ -115,8 +140,20 @@ def _process_state(pid: int) -> str:
         return ""
 
 
-def _report(rank: int, code: int, log) -> None:
-    how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"failed with status {code}"
+def _report(rank: int, code: int, log, silent: list[tuple[int, str]]) -> None:
+    """One line for the run: the worker at the cause and what happened to it (plus, for a worker that failed
+    on its own, the tail of its stderr)."""
+    if silent:
+        named = "; ".join(f"worker rank {r} stopped answering: {how}" for r, how in silent)
+        print(f"gridgnn: error: {named}; the others' collectives did not answer in time (--timeout); stopping "
+              "the other workers", file=sys.stderr)
+        return
+    if code < 0:
+        how = f"was killed by {signal.Signals(-code).name}"
+    elif code == EXIT_PEER_FAILED:
+        how = "lost contact with another worker (a collective failed: another worker stopped or did not answer)"
+    else:
+        how = f"failed with status {code}"
     print(f"gridgnn: error: worker rank {rank} {how}; stopping the other workers", file=sys.stderr)
     if rank != 0:
         log.seek(0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import socket
 import sys
 import time
@@ -17,6 +18,8 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import torch.multiprocessing as mp
+
+from gridgnn.launch.orphans import set_parent_death_signal
 
 
 class WorkerError(RuntimeError):
@@ -35,6 +38,7 @@ def _worker(fn: Callable, rank: int, world_size: int, port: int, backend: str, t
     import torch
     import torch.distributed as dist
 
+    set_parent_death_signal(signal.SIGKILL)  # a killed test run leaves no worker behind
     torch.set_num_threads(threads)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch
+from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch, stats_for
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import nnz_bounds
@@ -48,6 +48,8 @@ class PlanEntry:
     prediction: EpochPrediction
     fits: bool
     best: bool = False
+    run_flags: tuple[str, ...] = ()
+    """The ``gridgnn train`` flags of the data and model that were priced (`plan`'s ``run_flags``)."""
 
     @property
     def algo(self) -> str:
@@ -77,8 +79,10 @@ class PlanEntry:
         }
 
     def train_flags(self) -> list[str]:
-        """The ``gridgnn train`` flags that select this configuration."""
-        flags = ["--algo", self.algo, "--nprocs", str(self.shape.world_size)]
+        """The ``gridgnn train`` flags that run exactly what was priced: the data and model flags given to
+        `plan` (``run_flags``: dataset, data root, direction, seed; layers, hidden width, order), then this
+        configuration. A plan made on statistics names no dataset: add ``--dataset``."""
+        flags = [*self.run_flags, "--algo", self.algo, "--nprocs", str(self.shape.world_size)]
         if self.algo == "1.5d":
             flags += ["--replication", str(self.replication)]
         elif self.algo in ("2d", "3d"):
@@ -110,10 +114,7 @@ class Plan:
                 f"{_human(int(pred.bytes.max()))} per rank)")
         rivals = [e for e in self.entries[1:] if e.fits]
         if rivals:
-            other = rivals[0]
-            ratio = other.prediction.epoch_s / pred.epoch_s if pred.epoch_s > 0 else 1.0
-            text += (f", {ratio:.2f}x faster than the next, {other.algo} {other.grid} "
-                     f"({_seconds(other.prediction.epoch_s)})")
+            text += ", " + _against(best, rivals[0])
         if not best.fits:
             text += "; no configuration fits the memory per process, this one needs the least"
         source = "exact block nnz" if self.stats.exact else "uniform-nnz estimate"
@@ -123,21 +124,37 @@ class Plan:
         return [e.to_dict() for e in self.entries]
 
 
+def _against(best: PlanEntry, other: PlanEntry) -> str:
+    """How ``best`` compares with the runner-up ``other``: a speed-up, or for a tie (within 0.5 %) what
+    broke it (fewer bytes per rank, else the fixed order of algorithms and shapes)."""
+    mine, theirs = best.prediction.epoch_s, other.prediction.epoch_s
+    rival = f"{other.algo} {other.grid} ({_seconds(theirs)})"
+    if theirs > 1.005 * mine and mine > 0:
+        return f"{theirs / mine:.2f}x faster than the next, {rival}"
+    mine_bytes, their_bytes = int(best.prediction.bytes.max()), int(other.prediction.bytes.max())
+    why = (f"fewer bytes per rank ({_human(mine_bytes)} against {_human(their_bytes)})"
+           if mine_bytes < their_bytes else "the fixed order of algorithms and shapes (same time and bytes)")
+    return f"tied with {rival}, chosen for {why}"
+
+
 def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None,
          memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
-         sizes: SizeInfo = FLOAT32) -> Plan:
+         sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None) -> Plan:
     """Price every configuration for ``world_size`` processes and rank them (best first).
 
     ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
     ``graph``: `GraphStats` or a loaded `Graph`. ``memory_per_proc``: bytes available per process (default:
-    the profile's; None means unlimited). Exactly one entry has ``best`` set: the first.
+    the profile's; None means unlimited). Exactly one entry has ``best`` set: the first. ``run_flags``: the
+    ``gridgnn train`` flags naming the graph (``--dataset``, ...), which every entry's `PlanEntry.train_flags`
+    puts before the model's (``--layers``, ``--hidden``, ``--order``: always written out) and its own.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
-    stats = graph if isinstance(graph, GraphStats) else GraphStats.from_graph(graph)
+    stats = stats_for(model, graph)
     spec = ModelSpec.of(model, stats)
     profile = GPU_CLUSTER if profile is None else profile
     limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes
+    flags = (*(run_flags or ()), "--layers", str(spec.layers), "--hidden", str(spec.hidden), "--order", spec.order)
     shapes = [shape for shape in candidate_shapes(world_size, algos)
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
     stats.count_once(nnz_bounds(shape, stats.num_nodes) for shape in shapes)  # one pass over Â for all
@@ -145,7 +162,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     for shape in shapes:
         pred = predict_epoch(spec, stats, shape, profile=profile, sizes=sizes)
         fits = limit is None or int(pred.memory_bytes.max()) <= limit
-        entries.append(PlanEntry(shape, pred, fits))
+        entries.append(PlanEntry(shape, pred, fits, run_flags=flags))
     entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
                                 int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes))
     if entries:

@@ -97,11 +97,6 @@ class PackedLayout:
         return sum(dt.itemsize * count for _, dt, count in self.sections())
 
 
-def packed_nbytes(rows: int, nnz: int, index_size: int, value_size: int) -> int:
-    """Bytes of a packed CSR block with ``rows`` rows and ``nnz`` stored values (sizes in bytes)."""
-    return (rows + 1 + nnz) * index_size + nnz * value_size
-
-
 class SparseBlock:
     """A sparse tile ``A`` (rows x cols) with ``A @ X`` and ``Aᵀ @ G`` kernels. Not collective."""
 

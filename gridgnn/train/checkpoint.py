@@ -6,8 +6,10 @@ Layout of a checkpoint folder ``DIR``::
         .metadata, __0_0.distcp     DCP's files: model weights, Adam state (moments, step, param groups),
                                     torch RNG state
         gridgnn-checkpoint.json     the manifest, written last: format, epoch, run fingerprint, resolved
-                                    configuration, history (epoch records, communication), and the size
-                                    and SHA-256 of every other file
+                                    configuration, history (epoch records, communication; schema in
+                                    `gridgnn.train.history_schema`), and the size and SHA-256 of every
+                                    other file; NaN and infinities of a diverged run are null there,
+                                    listed under "nonfinite" (`gridgnn.train.nonfinite`)
     DIR/.partial-epoch-00000010/   a save in progress; never read, removed by the next save
 
 Atomic: every rank takes part in DCP's collective save into the partial folder (the weights and the
@@ -51,6 +53,8 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, graph_digest
 from gridgnn.errors import CheckpointError, CollectiveError
 from gridgnn.grid.peer_failures import is_peer_failure
+from gridgnn.train.history_schema import history_problem
+from gridgnn.train.nonfinite import decode_nonfinite, encode_nonfinite
 
 MANIFEST = "gridgnn-checkpoint.json"
 FORMAT = "gridgnn-checkpoint/1"
@@ -86,7 +90,8 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
 
 def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     """What a checkpoint must share with the run that resumes it: the dataset (sizes and a digest of the
-    adjacency structure, labels and feature shape), the model widths and the optimizer settings.
+    adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``, its widths
+    and options) and the optimizer settings.
 
     The grid (algorithm, P, replication, shape), the product order and the number of epochs may change.
     """
@@ -96,10 +101,16 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                     "num_features": graph.num_features, "num_classes": graph.num_classes,
                     "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
                     "digest": digest},
-        "model": {"layers": config.layers, "hidden": config.hidden, "dropout": config.dropout,
-                  "seed": config.seed},
+        "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
+                  "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
+                  "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps},
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay},
     }
+
+
+_BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
+                       ("model", "gin_train_eps"): False}
+"""What a checkpoint written before model kinds existed (no such fields) holds: a GCN."""
 
 
 def check_compatible(manifest: dict, current: dict, path: Path) -> None:
@@ -110,7 +121,7 @@ def check_compatible(manifest: dict, current: dict, path: Path) -> None:
         if not isinstance(recorded, dict):
             raise CheckpointError(f"checkpoint '{path}': {MANIFEST} is malformed (fingerprint {group})")
         for name, value in fields.items():
-            before = recorded.get(name)
+            before = recorded.get(name, _BEFORE_MODEL_KINDS.get((group, name)))
             if before != value:
                 what = "content" if name == "digest" else name
                 raise CheckpointError(
@@ -143,8 +154,13 @@ def read_manifest(path: str | os.PathLike) -> dict:
         raise CheckpointError(f"{where}: {MANIFEST} is larger than {_MAX_MANIFEST_BYTES >> 20} MiB")
     try:
         manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CheckpointError(f"{where}: {MANIFEST} is not valid JSON ({exc})") from None
+    if isinstance(manifest, dict):
+        try:
+            manifest = decode_nonfinite(manifest)  # NaN and infinities of a diverged run's history
+        except (ValueError, TypeError) as exc:
+            raise CheckpointError(f"{where}: {MANIFEST} is malformed ({exc})") from None
     _check_manifest_shape(manifest, where)
     match = _NAME.match(folder.name)
     if match and int(match.group(1)) != manifest["epoch"]:
@@ -187,18 +203,9 @@ def _check_manifest_shape(manifest: object, where: str) -> None:
             raise bad(f"entry of {name}")
     if not isinstance(manifest.get("fingerprint"), dict):
         raise bad("fingerprint")
-    history = manifest.get("history")
-    numbers = ("loss", "train_acc", "val_acc", "test_acc", "time_s")
-    records = history.get("epochs") if isinstance(history, dict) else None
-    if isinstance(records, list) and not all(
-            isinstance(r, dict) and isinstance(r.get("epoch"), int)
-            and all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool) for k in numbers)
-            for r in records):
-        raise bad("epoch records")
-    if (not isinstance(history, dict) or not isinstance(history.get("epochs"), list)
-            or len(history["epochs"]) != epoch or not isinstance(history.get("best_epoch"), int)
-            or not 1 <= history["best_epoch"] <= epoch):
-        raise bad("history")
+    problem = history_problem(manifest.get("history"), epoch)
+    if problem is not None:
+        raise bad(problem)
 
 
 def _sha256(file: Path) -> str:
@@ -361,7 +368,7 @@ def _save(root: Path, final: Path, epoch: int, model: torch.nn.Module, optimizer
         files = {entry.name: {"bytes": entry.stat().st_size, "sha256": _sha256(entry)}
                  for entry in sorted(partial.iterdir()) if entry.is_file()}
         document = {"format": FORMAT, "epoch": epoch, **manifest, "files": files}
-        _write_manifest(partial / MANIFEST, document)
+        _write_manifest(partial / MANIFEST, encode_nonfinite(document))
         replaced = root / f".replaced-{final.name}"
         if final.exists():  # the same epoch saved again (a resumed run): move the old copy aside first,
             shutil.rmtree(replaced, ignore_errors=True)  # so that a complete copy exists at every moment

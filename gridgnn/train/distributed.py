@@ -18,7 +18,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.shard import shard_node_data
 from gridgnn.grid.comm import CommTotals
-from gridgnn.nn import GCN, as_model_input, masked_cross_entropy
+from gridgnn.nn import as_model_input, build_model, masked_cross_entropy
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.trainer import Trainer
 
@@ -32,8 +32,7 @@ class DistributedTrainer(Trainer):
         self.features = _model_input(shard.features, ops, graph.num_features)
         self.labels, self.masks = shard.labels, shard.masks
         self.mask_totals = shard.mask_totals
-        self.model = GCN(graph.num_features, config.hidden, graph.num_classes, num_layers=config.layers,
-                         dropout=config.dropout, order=config.order, seed=config.seed).to(ops.grid.device)
+        self.model = build_model(config, graph.num_features, graph.num_classes).to(ops.grid.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
                                           weight_decay=config.weight_decay)
         self.epoch_comm: list[dict] = []

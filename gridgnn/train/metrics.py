@@ -7,7 +7,8 @@ Layout (all accuracies are fractions in [0, 1], times in seconds)::
                  "split": {"train", "val", "test"}, "meta"},
      "epochs":  [{"epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s"}, ...],
      "final":   {"train_acc", "val_acc", "test_acc", "best_val_acc", "test_acc_at_best_val",
-                 "best_epoch", "mean_epoch_time_s"},
+                 "best_epoch", "mean_epoch_time_s", "timed_epochs",
+                 "history_mean_epoch_time_s" (resumed runs)},   (times: this invocation's epochs)
      "resumed_from": {"checkpoint", "epoch"}}      (only in a run resumed from a checkpoint)
 
 A resumed run's ``epochs`` include the epochs before the checkpoint, as recorded there.
@@ -23,6 +24,8 @@ from pathlib import Path
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import ConfigError
+from gridgnn.files import publish_mode
+from gridgnn.train.nonfinite import encode_nonfinite
 from gridgnn.train.trainer import TrainResult
 
 
@@ -50,27 +53,34 @@ def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resume
         "config": config.to_dict(),
         "dataset": dataset_summary(graph),
         "epochs": [record.to_dict() for record in result.epochs],
-        "final": result.final(),
+        "final": result.final(since=resumed_from.epoch if resumed_from is not None else 0),
     }
     if resumed_from is not None:
         metrics["resumed_from"] = {"checkpoint": str(resumed_from.path), "epoch": resumed_from.epoch}
     return metrics
 
 
-def check_writable(path: str | os.PathLike) -> Path:
+def check_writable(path: str | os.PathLike, what: str = "metrics file") -> Path:
     """Fail early (`ConfigError`, one line) when ``path`` cannot be written: no parent folder, a folder, a
-    read-only file system. Probes by creating and removing a temporary file beside it (`os.access` says
-    yes to root even on read-only and pseudo file systems)."""
+    read-only file system. Probes by creating and removing a short-named temporary file beside it
+    (`os.access` says yes to root even on read-only and pseudo file systems). ``what`` names the file in
+    the message. An existing path that is not
+    a regular file (a character device such as /dev/null, a FIFO, a symbolic link) is written through, so
+    only its permission is checked (opening a FIFO here would wait for a reader)."""
     target = Path(path)
-    where = f"cannot write metrics file '{target}'"
+    where = f"cannot write {what} '{path}'"
     if target.is_dir():
         raise ConfigError(f"{where}: it is a directory")
     if target.parent.exists() and not target.parent.is_dir():
         raise ConfigError(f"{where}: '{target.parent}' is not a folder")
     if not target.parent.is_dir():
         raise ConfigError(f"{where}: folder '{target.parent}' does not exist")
+    if _is_special(target):
+        if not os.access(target, os.W_OK):
+            raise ConfigError(f"{where}: it is not writable")
+        return target
     try:
-        handle, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=target.parent)
+        handle, probe = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".probe", dir=target.parent)
     except OSError as exc:
         raise ConfigError(f"{where}: folder '{target.parent}' is not writable ({exc.strerror})") from None
     os.close(handle)
@@ -78,16 +88,49 @@ def check_writable(path: str | os.PathLike) -> Path:
     return target
 
 
+_TEMP_PREFIX = ".gridgnn-"
+"""Temporary files beside an output get a short fixed prefix, so that any legal output name (up to the
+file system's 255 bytes) still leaves room for them."""
+
+
+def _is_special(target: Path) -> bool:
+    """True when ``target`` exists and is not a regular file that may be replaced: a device, a FIFO, a
+    socket, or a symbolic link (to anything: /dev/stdout is one)."""
+    return target.is_symlink() or (target.exists() and not target.is_file() and not target.is_dir())
+
+
 def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
     """Write ``payload`` as JSON to ``path`` via a temporary file in the same folder and `os.replace`,
-    so readers see either the old file or the complete new one, never a partial write."""
+    so readers see either the old file or the complete new one, never a partial write. The file gets the
+    mode the user's umask gives new files (not the temporary file's private 0600). A ``path`` that
+    exists and is not a regular file (/dev/null, a FIFO, a symbolic link such as /dev/stdout) is written
+    through instead: it is never replaced. A failed write (say "No space left on device") raises
+    `ConfigError` naming ``path``; non-finite numbers raise ValueError (see `write_metrics`)."""
+    text = json.dumps(payload, indent=1, allow_nan=False) + "\n"
     target = Path(path)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        if _is_special(target):
+            with open(target, "w", encoding="utf-8") as stream:
+                stream.write(text)
+            return
+        _replace_with(target, text)
+    except OSError as exc:
+        raise ConfigError(f"cannot write '{path}': {exc.strerror or exc}") from None
+
+
+def _replace_with(target: Path, text: str) -> None:
+    handle, temp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(payload, stream, indent=1, allow_nan=False)
-            stream.write("\n")
+            stream.write(text)
+        publish_mode(temp_name)
         os.replace(temp_name, target)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)
         raise
+
+
+def write_metrics(path: str | os.PathLike, metrics: dict) -> None:
+    """`write_json_atomic` of the metrics document with non-finite numbers encoded as
+    `gridgnn.train.nonfinite` documents (null, listed under ``nonfinite``)."""
+    write_json_atomic(path, encode_nonfinite(metrics))

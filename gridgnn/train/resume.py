@@ -21,16 +21,15 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
-from gridgnn.train.checkpoint import (
-    check_compatible,
-    latest_checkpoint,
-    list_checkpoints,
-    load_checkpoint,
-    read_manifest,
-    run_fingerprint,
-    save_checkpoint,
-)
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
+
+
+def _store():
+    """`gridgnn.train.checkpoint`, imported on first use: it loads ``torch.distributed.checkpoint`` (about a
+    second per process), which a run without ``checkpoint_dir`` never needs."""
+    from gridgnn.train import checkpoint
+
+    return checkpoint
 
 
 @dataclass
@@ -66,7 +65,7 @@ def check_checkpoint_dir(config: TrainConfig) -> None:
         raise ConfigError(f"{where}: '{existing}' is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{where}: '{existing}' is not writable")
-    found = list_checkpoints(target)
+    found = _store().list_checkpoints(target)
     if found and not (config.resume or restarted_by_torchrun()):
         raise ConfigError(f"{where}: it holds checkpoints of another run (newest: epoch {found[-1][0]}); pass "
                           "--resume to continue that run, or choose an empty folder")
@@ -81,9 +80,9 @@ def checkpoint_to_resume(config: TrainConfig) -> Path | None:
     """
     if config.checkpoint_dir is None or not (config.resume or restarted_by_torchrun()):
         return None
-    path = latest_checkpoint(config.checkpoint_dir)
+    path = _store().latest_checkpoint(config.checkpoint_dir)
     if path is not None:
-        read_manifest(path)
+        _store().read_manifest(path)
     return path
 
 
@@ -92,8 +91,8 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
 
     Collective on the world when a process group exists (every rank loads the replicated state).
     """
-    manifest = read_manifest(path)
-    check_compatible(manifest, run_fingerprint(config, graph), path)
+    manifest = _store().read_manifest(path)
+    _store().check_compatible(manifest, _store().run_fingerprint(config, graph), path)
     if manifest["epoch"] > config.epochs:
         raise CheckpointError(f"checkpoint '{path}' is at epoch {manifest['epoch']}, past --epochs "
                               f"{config.epochs}; ask for at least {manifest['epoch']} epochs")
@@ -102,10 +101,41 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
         records = [EpochRecord(**record) for record in history["epochs"]]
     except TypeError as exc:
         raise CheckpointError(f"checkpoint '{path}': malformed epoch history ({exc})") from None
-    _, rng_state = load_checkpoint(path, trainer.model, trainer.optimizer, manifest)
+    _, rng_state = _store().load_checkpoint(path, trainer.model, trainer.optimizer, manifest)
     comm = history.get("comm")
-    return ResumePoint(path, manifest["epoch"], TrainResult(records, history["best_epoch"]), rng_state,
-                       comm if isinstance(comm, list) else None)
+    result = TrainResult(records, history["best_epoch"])
+    result.best_state = read_best_weights(config.checkpoint_dir, result.best_epoch)
+    return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None)
+
+
+BEST_WEIGHTS = "best-weights.pt"
+"""``DIR/best-weights.pt``: the best-validation weights as of the newest checkpoint (a model-state file read
+with ``weights_only=True``), so that ``--weights best`` survives a resume."""
+
+
+def save_best_weights(directory: str, result: TrainResult) -> None:
+    """Write ``result.best_state`` with its epoch atomically into ``directory`` (rank 0). Not collective."""
+    if result.best_state is None or (dist.is_initialized() and dist.get_rank() != 0):
+        return
+    target = Path(directory) / BEST_WEIGHTS
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{BEST_WEIGHTS}.partial")
+    torch.save({"epoch": result.best_epoch, "state": result.best_state}, partial)
+    os.replace(partial, target)
+
+
+def read_best_weights(directory: str | None, epoch: int) -> dict | None:
+    """The best-validation weights saved for ``epoch``, or None (no file, another epoch, unreadable)."""
+    path = Path(directory) / BEST_WEIGHTS if directory is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - a damaged copy only costs the best weights, which the error then names
+        return None
+    if not isinstance(saved, dict) or saved.get("epoch") != epoch or not isinstance(saved.get("state"), dict):
+        return None
+    return saved["state"]
 
 
 class EpochSaver:
@@ -118,7 +148,7 @@ class EpochSaver:
     def __init__(self, config: TrainConfig, graph: Graph, trainer: Trainer, grid: dict,
                  comm_so_far: Callable[[], list[dict] | None] = lambda: None):
         self.config, self.trainer, self.grid, self.comm_so_far = config, trainer, grid, comm_so_far
-        self.fingerprint = run_fingerprint(config, graph)
+        self.fingerprint = _store().run_fingerprint(config, graph)
 
     def __call__(self, epoch: int, result: TrainResult) -> None:
         if epoch % self.config.checkpoint_every and epoch != self.config.epochs:
@@ -127,8 +157,9 @@ class EpochSaver:
                    "comm": self.comm_so_far()}
         manifest = {"fingerprint": self.fingerprint, "config": self.config.to_dict(), "grid": self.grid,
                     "history": history}
-        save_checkpoint(self.config.checkpoint_dir, epoch, self.trainer.model, self.trainer.optimizer,
-                        manifest, self.config.keep_checkpoints)
+        save_best_weights(self.config.checkpoint_dir, result)  # first: a checkpoint never outruns it
+        _store().save_checkpoint(self.config.checkpoint_dir, epoch, self.trainer.model, self.trainer.optimizer,
+                                 manifest, self.config.keep_checkpoints)
 
 
 def _agreed(choose: Callable[[TrainConfig], Path | None], config: TrainConfig) -> Path | None:

@@ -9,24 +9,31 @@ from dataclasses import dataclass
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import is_prepared
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
-from gridgnn.nn.gcn import Aggregation
+from gridgnn.nn.layout import LocalLayout
+from gridgnn.nn.models import operator_of
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
+from gridgnn.train.memory_guard import check_memory
+from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
+from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
 
 
 @dataclass
 class Run:
-    """A finished run: the graph it trained on, its records and the metrics document."""
+    """A finished run: the graph it trained on, its records and the metrics document; ``model``: the trained
+    model (on every rank), with the weights of the last epoch, or of ``config.weights`` when the run wrote
+    predictions, embeddings or a model file."""
 
     graph: Graph
     result: TrainResult
     metrics: dict
+    model: object = None
 
 
 def load_graph(config: TrainConfig) -> Graph:
@@ -38,20 +45,24 @@ def load_graph(config: TrainConfig) -> Graph:
                         normalize_features=config.normalize_features, seed=config.seed)
 
 
-def build_aggregation(config: TrainConfig, graph: Graph) -> Aggregation:
-    """The aggregation ``x -> Â x`` for ``config.algo``, Â = D^-1/2 (A + I) D^-1/2 of the global graph."""
+def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
+    """The single-process layout of ``config.model``: ``x -> M x`` with M its operator of the global graph
+    (`gridgnn.data.operators`; Â = D^-1/2 (A + I) D^-1/2 for GCN)."""
     if config.algo != "local":
         raise ConfigError(f"algorithm {config.algo!r} is not available in a single process; use --algo local")
-    return LocalSpMM(gcn_normalize(graph.adj))
+    operator = operator_of(config.model)
+    return LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj)), operator)
 
 
 def run_training(config: TrainConfig, *, graph: Graph | None = None,
-                 on_epoch: Callable[[EpochRecord], None] | None = None, timeout_s: float = 300.0) -> Run:
+                 on_epoch: Callable[[EpochRecord], None] | None = None, timeout_s: float = 300.0,
+                 on_ready: Callable[[str, float], None] | None = None) -> Run:
     """Train as ``config`` says; writes ``config.metrics_out`` (atomically) when set.
 
     A distributed ``config.algo`` makes this process one worker of the grid (`run_worker`): alone when no
     launcher started it (a 1-process grid), else rank RANK of WORLD_SIZE; ``timeout_s`` bounds every
-    collective there. Only rank 0's `Run` carries metrics.
+    collective there. Only rank 0's `Run` carries metrics. ``on_ready(label, seconds)`` is called on rank 0
+    once every rank of a grid has built its blocks (label e.g. ``"2d 2x2 on 4 processes"``).
 
     The output path is checked before any work, so a bad path fails in a second, not after training.
     """
@@ -63,15 +74,23 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
     if config.algo != "local":
         from gridgnn.train.run_distributed import run_worker
 
-        return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph)
+        return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph, on_ready=on_ready)
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
+    with hold_checkpoint_dir(config):
+        return _train_local(config, graph, on_epoch)
+
+
+def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     check_checkpoint_dir(config)
+    check_products(config)
     if graph is None:
         graph = load_graph(config)
+    check_memory(config, graph, 1)
     trainer = Trainer(config, graph, build_aggregation(config, graph))
     result, point = fit_resumable(trainer, config, graph, on_epoch, grid={"algo": "local", "world_size": 1})
+    write_products(config, trainer, graph, result)
     metrics = build_metrics(config, graph, result, resumed_from=point)
     if config.metrics_out is not None:
-        write_json_atomic(config.metrics_out, metrics)
-    return Run(graph, result, metrics)
+        write_metrics(config.metrics_out, metrics)
+    return Run(graph, result, metrics, trainer.model)

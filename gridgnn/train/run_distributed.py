@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,9 +20,9 @@ import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
 from gridgnn.data.prepared_check import check_same_prepared_graph
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import CollectiveError, ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
 from gridgnn.grid.hosts import HostMap, gather_host_map
@@ -31,11 +32,15 @@ from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.grid.placement import Placement
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
+from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_configuration, predicted_comm
+from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
 from gridgnn.train.host_placement import hosts_metrics, place_ranks, split_by_host
-from gridgnn.train.metrics import build_metrics, check_writable, write_json_atomic
+from gridgnn.train.memory_guard import check_memory
+from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
+from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
 from gridgnn.train.run import Run, load_graph
 from gridgnn.train.trainer import EpochRecord, TrainResult
@@ -47,6 +52,8 @@ AUTO_REASON_ENV = "GRIDGNN_AUTO_REASON"
 LAUNCHER_PEAK_ENV = "GRIDGNN_LAUNCHER_PEAK_MEMORY"
 """Set by the local launcher: its peak resident memory (bytes) while preparing the graph."""
 
+
+_IMPORTED_AT = time.monotonic()
 
 COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "predicted_bytes", "predicted_calls",
              "predicted_by_phase", "predicted_calls_by_phase", "by_axis", "by_axis_within_host",
@@ -120,15 +127,17 @@ class TrainedGrid:
 
 
 def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
-                  *, return_model: bool = False, hosts: HostMap | None = None):
+                  *, return_model: bool = False, hosts: HostMap | None = None,
+                  on_ready: Callable[[str, float], None] | None = None):
     """Train on the grid of ``config`` (collective on the world), resuming and saving checkpoints as
     ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model.
     ``hosts``: where each rank runs; on several hosts the ranks are placed so that the heaviest axis stays
-    within a host when it fits (`gridgnn.train.host_placement`)."""
+    within a host when it fits (`gridgnn.train.host_placement`). ``on_ready(label, seconds)`` runs on rank 0
+    once every rank has built its blocks (after the set-up barrier; seconds since this process started)."""
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
     grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
     comm = Communicator(grid, overlap=config.overlap)
-    ops = GridOps(grid, comm, graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj))
+    ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model))
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
@@ -137,6 +146,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     if dist.is_initialized():
         with peer_failures_explained("the barrier after set-up"):
             dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
+    if on_ready is not None and grid.rank == 0:
+        on_ready(f"{shape.algo} {shape.label()} on {shape.world_size} processes", process_age_s())
 
     def comm_so_far(point: ResumePoint | None) -> list[dict] | None:
         """Every epoch's merged communication on rank 0 (collective); epochs a checkpoint recorded without
@@ -151,8 +162,21 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     result, point = fit_resumable(trainer, config, graph, on_epoch if grid.rank == 0 else None, grid=grid_info,
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
+    write_products(config, trainer, graph, result, rank=grid.rank)
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), grid.placement)
     return (outcome, trainer.model) if return_model else outcome
+
+
+def model_operator(config: TrainConfig, graph: Graph | PreparedGraph):
+    """The global matrix of ``config.model``'s operator: a prepared graph's (memory-mapped; it must have been
+    prepared for that operator), else built from ``graph.adj``. Raises `ConfigError` on a mismatch."""
+    operator = operator_of(config.model)
+    if not isinstance(graph, PreparedGraph):
+        return operator_matrix(operator, graph.adj)
+    if graph.operator != operator:
+        raise ConfigError(f"prepared graph '{graph.folder}' holds the {graph.operator!r} operator, but --model "
+                          f"{config.model} needs {operator!r}: prepare it again with --model {config.model}")
+    return graph.norm_adj
 
 
 def gather_to_rank0(value: object) -> list | None:
@@ -194,8 +218,20 @@ def in_launched_worker() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ
 
 
+def process_age_s() -> float:
+    """Seconds since this process started (from /proc; the time since this module was imported elsewhere)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            return float(uptime.read().split()[0]) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic() - _IMPORTED_AT
+
+
 def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | None = None,
-               timeout_s: float = 300.0, graph: Graph | None = None):
+               timeout_s: float = 300.0, graph: Graph | None = None,
+               on_ready: Callable[[str, float], None] | None = None):
     """One worker's whole run: join the group, train on the grid, rank 0 writes the metrics.
 
     Returns the `Run` (its ``metrics`` is None on ranks other than 0). Collective on the world.
@@ -205,7 +241,16 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         raise ConfigError(f"--nprocs {config.nprocs} contradicts the launcher's world size {world}")
     if config.metrics_out is not None and rank == 0:
         check_writable(config.metrics_out)
+    with hold_checkpoint_dir(config, agree=True):  # rank 0 holds it, unless the local launcher does
+        return _train_worker(config, rank, on_epoch, graph, on_ready)
+
+
+def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecord], None] | None,
+                  graph: Graph | None, on_ready: Callable[[str, float], None] | None = None) -> Run:
+    """`run_worker` once the process group exists and the checkpoint folder is held."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
     check_checkpoint_dir(config)
+    check_products(config, rank)
     if graph is None:
         prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
         graph = open_prepared(prepared) if prepared else load_graph(config)
@@ -216,7 +261,8 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
             print(reason, flush=True)
     elif os.environ.get(AUTO_REASON_ENV):
         config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
-    trained, hosts = _train_watched(config, graph, on_epoch if rank == 0 else None, rank)
+    check_memory(config, graph, world)
+    trained, model, hosts = _train_watched(config, graph, on_epoch if rank == 0 else None, rank, on_ready)
     result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
         dist.destroy_process_group()
@@ -227,7 +273,8 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         launcher_peak = os.environ.get(LAUNCHER_PEAK_ENV)
         metrics["setup"] = {"peak_memory_bytes": trained.setup_peak_memory_bytes,
                             "launcher_peak_memory_bytes": int(launcher_peak) if launcher_peak else None,
-                            "prepared_graph": bool(os.environ.get(PREPARED_ENV))}
+                            "prepared_graph": bool(os.environ.get(PREPARED_ENV)),
+                            "threads": torch.get_num_threads()}
         placement = trained.placement or Placement.default(shape)
         predicted = _in_rank_order(predicted_comm(config, graph, shape), placement)
         if hosts.spans_hosts:
@@ -246,20 +293,23 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
                 if key in epoch_comm:  # rank_times_s: absent from epochs saved by older checkpoints
                     epoch[key] = epoch_comm[key]
         if config.metrics_out is not None:
-            write_json_atomic(config.metrics_out, metrics)
-    return Run(graph, result, metrics)
+            write_metrics(config.metrics_out, metrics)
+    return Run(graph, result, metrics, model)
 
 
-def _train_watched(config: TrainConfig, graph, on_epoch, rank: int) -> tuple[TrainedGrid, HostMap]:
-    """`train_on_grid` after gathering where each rank runs and checking that every host reads the same
-    prepared folder (a user's; not the local launcher's own); on a run that spans hosts, with heartbeats,
-    so that a lost peer's one-line error names the lost ranks and hosts. Collective on the world."""
+def _train_watched(config: TrainConfig, graph, on_epoch, rank: int,
+                   on_ready: Callable[[str, float], None] | None = None):
+    """`train_on_grid` (returning this rank's model) after gathering where each rank runs and checking that
+    every host reads the same prepared folder (a user's; not the local launcher's own); on a run that spans
+    hosts, with heartbeats, so that a lost peer's one-line error names the lost ranks and hosts. Returns
+    (`TrainedGrid`, model, `HostMap`). Collective on the world."""
     hosts = gather_host_map()
     if isinstance(graph, PreparedGraph) and not os.environ.get(PREPARED_ENV):
         check_same_prepared_graph(graph.folder, hosts.labels)
     liveness = Liveness(hosts, rank).start() if hosts.spans_hosts and "MASTER_ADDR" in os.environ else None
     try:
-        return train_on_grid(config, graph, on_epoch, hosts=hosts), hosts
+        trained, model = train_on_grid(config, graph, on_epoch, return_model=True, hosts=hosts, on_ready=on_ready)
+        return trained, model, hosts
     except CollectiveError as error:  # a peer was lost: say which ranks and hosts, if it can be told
         raise with_lost_peers(error, liveness) from error
     finally:

@@ -8,6 +8,7 @@ parameter group, which every process of a distributed run applies identically.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ import torch
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.nn import GCN, as_model_input, masked_accuracy, masked_cross_entropy
+from gridgnn.nn import as_model_input, build_model, masked_accuracy, masked_cross_entropy
 from gridgnn.nn.gcn import Aggregation
 
 
@@ -38,24 +39,48 @@ class EpochRecord:
 
 @dataclass
 class TrainResult:
-    """All epoch records plus the best-validation epoch (the first epoch reaching the best val accuracy)."""
+    """All epoch records plus the best-validation epoch (the first epoch reaching the best val accuracy),
+    the first epoch whose loss was NaN or infinite (None while every loss is finite), and whether training
+    stopped there (``config.stop_on_nonfinite``)."""
 
     epochs: list[EpochRecord] = field(default_factory=list)
     best_epoch: int = 0
+    first_nonfinite_epoch: int | None = None
+    stopped_on_nonfinite: bool = False
+    best_state: dict | None = field(default=None, repr=False, compare=False)
+    """The model's ``state_dict`` after ``best_epoch`` (CPU copies); None when that epoch was trained before
+    a resume."""
 
-    def final(self) -> dict:
-        """The ``final`` object of the metrics file."""
+    def note_nonfinite(self) -> bool:
+        """Record the first epoch with a non-finite loss among the records; True when there is one."""
+        if self.first_nonfinite_epoch is None:
+            self.first_nonfinite_epoch = next(
+                (r.epoch for r in self.epochs if not math.isfinite(r.loss)), None)
+        return self.first_nonfinite_epoch is not None
+
+    def final(self, since: int = 0) -> dict:
+        """The ``final`` object of the metrics file. Times cover the epochs this invocation ran: those after
+        the first ``since`` (the epoch a resumed run started from, whose earlier epochs may have run on
+        another grid): ``mean_epoch_time_s`` (null when none ran) over ``timed_epochs`` epochs; a resumed
+        run adds ``history_mean_epoch_time_s``, the mean over every epoch."""
         last = self.epochs[-1]
         best = self.epochs[self.best_epoch - 1]
-        return {
+        ran = self.epochs[since:]
+        final = {
             "train_acc": last.train_acc,
             "val_acc": last.val_acc,
             "test_acc": last.test_acc,
             "best_val_acc": best.val_acc,
             "test_acc_at_best_val": best.test_acc,
             "best_epoch": best.epoch,
-            "mean_epoch_time_s": sum(r.time_s for r in self.epochs) / len(self.epochs),
+            "mean_epoch_time_s": sum(r.time_s for r in ran) / len(ran) if ran else None,
+            "timed_epochs": len(ran),
+            "first_nonfinite_epoch": self.first_nonfinite_epoch,
+            "stopped_on_nonfinite": self.stopped_on_nonfinite,
         }
+        if since:
+            final["history_mean_epoch_time_s"] = sum(r.time_s for r in self.epochs) / len(self.epochs)
+        return final
 
 
 @contextmanager
@@ -72,9 +97,10 @@ def deterministic(seed: int) -> Iterator[None]:
 
 
 class Trainer:
-    """Trains a `GCN` on ``graph`` with the aggregation ``agg`` (``x -> Â x``, shape (n, f) -> (n, f)).
+    """Trains the model ``config.model`` on ``graph`` with the layout ``agg`` (a `gridgnn.nn.layout.Layout`,
+    or a plain ``x -> M x`` with M the model's operator, shape (n, f) -> (n, f)).
 
-    The caller builds ``agg`` from the normalized adjacency (see `gridgnn.train.build_aggregation`). Epochs
+    The caller builds ``agg`` from the model's operator (see `gridgnn.train.build_aggregation`). Epochs
     are numbered from 1; the epoch number also selects the dropout masks.
     """
 
@@ -83,8 +109,7 @@ class Trainer:
         self.features = as_model_input(graph.features)
         self.labels = torch.from_numpy(graph.labels).long()
         self.masks = [torch.from_numpy(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
-        self.model = GCN(graph.num_features, config.hidden, graph.num_classes, num_layers=config.layers,
-                         dropout=config.dropout, order=config.order, seed=config.seed)
+        self.model = build_model(config, graph.num_features, graph.num_classes)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
                                           weight_decay=config.weight_decay)
 
@@ -113,9 +138,14 @@ class Trainer:
         ``start`` holds the epochs a checkpoint already trained (the model and optimizer are restored by
         the caller) and ``rng_state`` the torch RNG state saved with them; training goes on from the next
         epoch. ``after_epoch(epoch, result)`` runs after each epoch's record (e.g. to save a checkpoint).
+        With ``config.stop_on_nonfinite`` training ends after the first epoch whose loss is NaN or infinite
+        (at once when ``start`` already holds one); the loss is global, so every rank stops alike.
         """
         result = start if start is not None else TrainResult()
         best_val = result.epochs[result.best_epoch - 1].val_acc if result.epochs else -1.0
+        if result.note_nonfinite() and self.config.stop_on_nonfinite:
+            result.stopped_on_nonfinite = True
+            return result
         with deterministic(self.config.seed):
             if rng_state is not None:
                 torch.set_rng_state(rng_state)
@@ -127,8 +157,14 @@ class Trainer:
                 result.epochs.append(record)
                 if record.val_acc > best_val:
                     best_val, result.best_epoch = record.val_acc, epoch
+                    result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
+                                         self.model.state_dict().items()}
+                stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
+                result.stopped_on_nonfinite = stop
                 if on_epoch is not None:
                     on_epoch(record)
                 if after_epoch is not None:
                     after_epoch(epoch, result)
+                if stop:
+                    break
         return result

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from gridgnn.data.graph import Graph
 from gridgnn.errors import DataError
+from gridgnn.limits import MAX_CLASSES
 
 # Exceptions that numpy, scipy, zipfile, gzip and pickle raise on malformed or truncated input.
 _PARSE_ERRORS = (
@@ -27,6 +28,8 @@ _PARSE_ERRORS = (
     TypeError,
     AttributeError,
     MemoryError,
+    OverflowError,
+    RecursionError,  # JSON nested deeper than the interpreter's stack
     UnicodeDecodeError,
     zipfile.BadZipFile,
     zlib.error,
@@ -125,6 +128,8 @@ def check_labels(labels: np.ndarray, num_nodes: int, where: Path | str) -> np.nd
             raise DataError(f"{where}: labels contain NaN, inf or non-integer values")
     elif labels.dtype.kind not in "iu":
         raise DataError(f"{where}: labels must be integers, got dtype {labels.dtype}")
+    if labels.size and labels.max() >= MAX_CLASSES:  # before any per-class table is allocated
+        raise DataError(f"{where}: label {labels.max()} is beyond the {MAX_CLASSES} classes gridgnn supports")
     labels = labels.astype(np.int64)
     if labels.size and labels.min() < 0:
         raise DataError(f"{where}: negative label {int(labels.min())}")

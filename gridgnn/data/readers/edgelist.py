@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import IO
 
 import numpy as np
-import scipy.sparse as sp
 
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import adjacency_from_edges, is_symmetric, load_table, reading, require_file
@@ -65,11 +64,13 @@ def read_edge_array(path: Path | str) -> np.ndarray:
     return edges
 
 
-def read_edgelist_adjacency(path: Path | str, id_base: int | None = None) -> sp.csr_matrix:
-    """Binary CSR float32 adjacency (n, n) with ``adj[v, u] = 1`` for each line ``u v``."""
+def read_edgelist_adjacency(path: Path | str, id_base: int | None = None, *, with_ids: bool = False):
+    """Binary CSR float32 adjacency (n, n) with ``adj[v, u] = 1`` for each line ``u v``; with ``with_ids``
+    also the file's id of each row (int64 (n,), sorted) when ids were renumbered (``id_base=None``), else None."""
     edges = read_edge_array(path)
     if edges.min() < 0:
         raise DataError(f"{path}: negative vertex id {int(edges.min())}")
+    ids = None
     if id_base is None:
         ids, compact = np.unique(edges, return_inverse=True)
         edges = compact.reshape(edges.shape)
@@ -81,12 +82,15 @@ def read_edgelist_adjacency(path: Path | str, id_base: int | None = None) -> sp.
         if edges.min() < 0:
             raise DataError(f"{path}: vertex id {int(edges.min()) + id_base} is below the id base {id_base}")
         num_nodes = int(edges.max()) + 1
-    return adjacency_from_edges(edges[:, 0], edges[:, 1], num_nodes, path)
+    adj = adjacency_from_edges(edges[:, 0], edges[:, 1], num_nodes, path)
+    return (adj, ids) if with_ids else adj
 
 
 def read_edgelist(path: Path | str, seed: int = 0, id_base: int | None = None) -> Graph:
     """Read an edge list into a `Graph` with placeholder features, one class and a 60/20/20 split."""
-    adj = read_edgelist_adjacency(path, id_base=id_base)
+    adj, ids = read_edgelist_adjacency(path, id_base=id_base, with_ids=True)
     meta = {"source": str(path), "format": "edge-list", "id_base": "compact" if id_base is None else id_base}
+    if ids is not None:
+        meta["vertex_ids"] = ids.astype(np.int64)  # the file's id of each row, for per-vertex outputs
     name = Path(path).name.split(".")[0]
     return structure_only_graph(adj, path, name, seed=seed, meta=meta, directed=not is_symmetric(adj))

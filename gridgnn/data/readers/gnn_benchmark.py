@@ -44,7 +44,7 @@ def open_npz(path: Path) -> Mapping[str, np.ndarray]:
 
 
 _DATA_KEYS = ("gridgnn_format", "format_version", "name", "directed", "num_classes", "meta_json", "train_mask",
-              "val_mask", "test_mask")
+              "val_mask", "test_mask", "vertex_ids")
 _DATA_PREFIXES = ("adj_", "attr_", "features", "labels")
 
 
@@ -54,11 +54,15 @@ def _is_data_key(key: str) -> bool:
 
 
 def _load_arrays(source: Path | io.BytesIO, where: str) -> dict[str, np.ndarray]:
-    """All non-object arrays of an npz. Object arrays are pickles and never loaded: name lists such as
-    ``class_names`` are skipped unread; a key the readers use (``labels``, ``adj_data``, ...) raises `DataError`."""
+    """The arrays of an npz that the gnn-benchmark and native readers use (`_is_data_key`); any other member
+    (name lists such as ``class_names``, or anything else however large) is skipped unread. Object arrays are
+    pickles and never loaded: one under a key the readers use (``labels``, ``adj_data``, ...) raises
+    `DataError`."""
     with reading(where, "npz archive"), np.load(source, allow_pickle=False) as npz:
         arrays = {}
         for key in npz.files:
+            if not _is_data_key(key):
+                continue
             try:
                 arrays[key] = npz[key]
             except ValueError as exc:

@@ -35,6 +35,8 @@ def read_mtx_adjacency(path: Path | str) -> sp.csr_matrix:
         raise DataError(f"{path}: the graph is empty (0 nodes)")
     if not np.all(np.isfinite(matrix.data)):
         raise DataError(f"{path}: edge weights contain NaN or inf")
+    matrix = sp.coo_matrix(matrix)
+    matrix.data = (matrix.data != 0).astype(np.float32)  # the pattern only: a weight beyond float32 is fine
     with reading(path, "Matrix Market file"):  # a declared size too large for memory: MemoryError
         adj = sp.csr_matrix(matrix.T, dtype=np.float32)
     adj.eliminate_zeros()

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import build_graph, one_line, reading
+from gridgnn.data.schemas import check_meta
 from gridgnn.errors import DataError
 
 FORMAT_KEY = "gridgnn_format"
@@ -38,8 +39,9 @@ def _csr_arrays(prefix: str, matrix: sp.csr_matrix) -> dict[str, np.ndarray]:
 def save_graph(graph: Graph, path: Path | str) -> Path:
     """Write `graph` to `path` (conventionally ``*.npz``) atomically; returns the path written."""
     path = Path(path)
+    meta = {key: value for key, value in graph.meta.items() if key != "vertex_ids"}  # an array: stored apart
     try:
-        meta_json = json.dumps(graph.meta, sort_keys=True)
+        meta_json = json.dumps(meta, sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise DataError(f"{path}: graph meta is not JSON-serializable ({exc})") from None
     arrays = {
@@ -53,6 +55,8 @@ def save_graph(graph: Graph, path: Path | str) -> Path:
         **{mask: getattr(graph, mask) for mask in _MASKS},
         **_csr_arrays("adj", graph.adj),
     }
+    if graph.meta.get("vertex_ids") is not None:
+        arrays["vertex_ids"] = np.asarray(graph.meta["vertex_ids"], dtype=np.int64)
     if sp.issparse(graph.features):
         arrays.update(_csr_arrays("features", sp.csr_matrix(graph.features)))
     else:
@@ -78,18 +82,29 @@ def load_native(path: Path | str) -> Graph:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     with reading(path, "gridgnn graph file"), np.load(path, allow_pickle=False) as npz:
-        return graph_from_native({key: npz[key] for key in npz.files}, path)
+        return graph_from_native({key: npz[key] for key in npz.files if _used(key)}, path)
+
+
+def _used(key: str) -> bool:
+    """True for the members this format reads (any other member stays unread, however large)."""
+    return (key in _SCALARS or key in ("labels", "features", "vertex_ids", *_MASKS)
+            or key.startswith(("adj_", "features_")))
+
+
+_SCALARS = (FORMAT_KEY, "format_version", "name", "directed", "num_classes", "meta_json")
 
 
 def graph_from_native(arrays: Mapping[str, np.ndarray], where: Path | str) -> Graph:
     """Build a `Graph` from the arrays of a native file (see the module docstring for the keys)."""
-    if not is_native(arrays) or str(arrays[FORMAT_KEY]) != FORMAT_MARKER:
+    if not is_native(arrays) or _scalar(arrays, FORMAT_KEY, where, "U") != FORMAT_MARKER:
         raise DataError(f"{where}: not a gridgnn graph file (no '{FORMAT_KEY}' marker)")
-    version = int(_get(arrays, "format_version", where))
+    version = _scalar(arrays, "format_version", where, "iu")
     if version != FORMAT_VERSION:
         raise DataError(f"{where}: format version {version} is not supported (this gridgnn reads {FORMAT_VERSION})")
     with reading(where, "graph meta"):
-        meta = json.loads(str(_get(arrays, "meta_json", where)))
+        meta = check_meta(json.loads(_scalar(arrays, "meta_json", where, "U")), where)
+    if "vertex_ids" in arrays and arrays["vertex_ids"].shape == arrays["labels"].shape:
+        meta["vertex_ids"] = np.asarray(arrays["vertex_ids"], dtype=np.int64)
     if "features_data" in arrays:
         features = _csr(arrays, "features", where)
     else:
@@ -100,9 +115,9 @@ def graph_from_native(arrays: Mapping[str, np.ndarray], where: Path | str) -> Gr
         features=features,
         labels=_get(arrays, "labels", where),
         **{mask: _get(arrays, mask, where) for mask in _MASKS},
-        num_classes=int(_get(arrays, "num_classes", where)),
-        name=str(_get(arrays, "name", where)),
-        directed=bool(_get(arrays, "directed", where)),
+        num_classes=_scalar(arrays, "num_classes", where, "iu"),
+        name=_scalar(arrays, "name", where, "U"),
+        directed=_scalar(arrays, "directed", where, "b"),
         meta=meta,
     )
 
@@ -111,6 +126,19 @@ def _get(arrays: Mapping[str, np.ndarray], key: str, where: Path | str) -> np.nd
     if key not in arrays:
         raise DataError(f"{where}: missing key '{key}'")
     return arrays[key]
+
+
+def _scalar(arrays: Mapping[str, np.ndarray], key: str, where: Path | str, kinds: str) -> str | int | bool:
+    """The 0-d array ``key`` as a Python str, int or bool, its dtype kind one of ``kinds`` (`DataError`
+    otherwise: a list where a number belongs, a float count)."""
+    value = _get(arrays, key, where)
+    if value.ndim != 0 or value.dtype.kind not in kinds:
+        raise DataError(f"{where}: '{key}' must be a single {_KIND_NAMES[kinds]}, got {value.dtype} of shape "
+                        f"{value.shape}")
+    return value.item()
+
+
+_KIND_NAMES = {"U": "string", "iu": "integer", "b": "boolean"}
 
 
 def _csr(arrays: Mapping[str, np.ndarray], prefix: str, where: Path | str) -> sp.csr_matrix:

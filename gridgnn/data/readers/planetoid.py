@@ -122,6 +122,17 @@ def _check_rows(paths: dict, **parts: object) -> None:
             )
 
 
+def _check_expansion(graph: dict, entries: int, path: Path) -> None:
+    """Refuse adjacency lists that are larger than the pickle that holds them could write out: a pickle
+    can name one list from many keys (its memo), so a small file could expand to gigabytes here. Every
+    neighbour of a list of its own costs at least one byte of the file."""
+    if len({id(neighbours) for neighbours in graph.values()}) != len(graph):
+        raise DataError(f"{path}: several nodes share one adjacency list object (a pickle that expands far "
+                        "beyond its size); not a Planetoid graph")
+    if entries > path.stat().st_size:
+        raise DataError(f"{path}: {entries} neighbour entries cannot come from a {path.stat().st_size}-byte file")
+
+
 def _adjacency(graph: object, num_nodes: int, path: Path) -> sp.csr_matrix:
     """CSR adjacency (n, n) from the ``{node: [neighbours]}`` dict, one edge node -> neighbour per entry."""
     if not isinstance(graph, dict):
@@ -129,6 +140,7 @@ def _adjacency(graph: object, num_nodes: int, path: Path) -> sp.csr_matrix:
     with reading(path, "adjacency lists"):
         keys = np.fromiter(graph.keys(), dtype=np.int64, count=len(graph))
         lengths = np.fromiter((len(v) for v in graph.values()), dtype=np.int64, count=len(graph))
+        _check_expansion(graph, int(lengths.sum()), path)
         flat = [int(j) for neighbours in graph.values() for j in neighbours]
         targets = np.asarray(flat, dtype=np.int64)
     return adjacency_from_edges(np.repeat(keys, lengths), targets, num_nodes, path)

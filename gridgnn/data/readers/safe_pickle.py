@@ -81,7 +81,12 @@ def as_csr(obj: object, path: Path) -> sp.csr_matrix:
 
 
 def as_array(obj: object, path: Path) -> np.ndarray:
-    """Return `obj` as a 2-D numpy array (Planetoid one-hot labels), else raise `DataError`."""
+    """Return `obj` as a 2-D numeric numpy array of finite values (Planetoid one-hot labels), else raise
+    `DataError` (an object array, holding None or anything else, included)."""
     if not isinstance(obj, np.ndarray) or obj.ndim != 2:
         raise DataError(f"{path}: expected a 2-D numpy array, got {type(obj).__name__}")
+    if obj.dtype.kind not in "biuf":
+        raise DataError(f"{path}: expected a numeric (one-hot) array, got dtype {obj.dtype}")
+    if obj.dtype.kind == "f" and not np.all(np.isfinite(obj)):
+        raise DataError(f"{path}: labels contain NaN or inf")
     return obj

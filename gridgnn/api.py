@@ -1,0 +1,229 @@
+"""The public Python API (``import gridgnn``): fit (train), predict, embed, save and load, and the building
+blocks of a custom training loop. Every name here is re-exported lazily by `gridgnn.__init__`. Training is
+called `fit` because ``gridgnn.train`` is the subpackage of the training loop.
+
+Train and use::
+
+    result = gridgnn.fit(data, epochs=100)              # data: Graph, PyG Data, dataset name/spec/path
+    result.predict().predicted                         # (n,) classes; .probabilities (n, C)
+    result.embed()                                     # (n, hidden) last hidden layer
+    result.save("model.pt"); model = gridgnn.load_model("model.pt")
+
+Custom loop (one process, or one rank under torchrun): `grid_aggregation` gives ``Â x`` with autograd on
+this rank's block, `local_block` cuts a global array to the rows and columns the rank holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import scipy.sparse as sp
+from torch import Tensor, nn
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.errors import ConfigError
+from gridgnn.nn.export import check_fits
+from gridgnn.nn.export import load_model as _load_model
+from gridgnn.nn.export import save_model as _save_model
+from gridgnn.train.trainer import EpochRecord
+
+
+@dataclass
+class Predictions:
+    """Per-vertex predictions: ``probabilities`` (n, C) float32 and ``predicted`` (n,) int64 (the argmax)."""
+
+    probabilities: Tensor
+    predicted: Tensor
+
+
+@dataclass
+class TrainedModel:
+    """What `fit` returns: ``model`` (eval mode) with the weights of the ``config.weights`` epoch (default
+    the best validation accuracy's; the last epoch's when that epoch was trained before a resume and its
+    weights are gone), ``epoch`` (the epoch those weights come from), ``history`` (one `EpochRecord` per
+    epoch), ``metrics`` (the metrics document; None on ranks other than 0), the ``config`` it ran with and the
+    ``graph`` it trained on."""
+
+    model: nn.Module
+    epoch: int
+    history: list[EpochRecord]
+    metrics: dict | None
+    config: TrainConfig
+    graph: Graph | None
+
+    def predict(self, data=None) -> Predictions:
+        """`predict` with this model on ``data`` (default: the training graph). Not collective."""
+        return predict(self.model, self._data(data))
+
+    def embed(self, data=None, layer: int | None = None) -> Tensor:
+        """`embed` with this model on ``data`` (default: the training graph). Not collective."""
+        return embed(self.model, self._data(data), layer)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write a model file (see `save_model`)."""
+        return save_model(self.model, path)
+
+    def _data(self, data):
+        return self.graph if data is None else data
+
+
+def as_graph(data, **options) -> Graph:
+    """A `Graph` from a `Graph` (returned as is), a PyG ``Data`` (`graph_from_pyg`), or a dataset name,
+    generator spec or path (loaded as ``gridgnn train --dataset`` does; ``options``: data_root, directed,
+    normalize_features, seed)."""
+    if isinstance(data, Graph):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        from gridgnn.train.run import load_graph
+
+        return load_graph(TrainConfig(dataset=str(data), **options))
+    if hasattr(data, "edge_index"):
+        from gridgnn.data.interop import graph_from_pyg
+
+        return graph_from_pyg(data, seed=options.get("seed", 0), directed=bool(options.get("directed", False)))
+    raise ConfigError(f"cannot use a {type(data).__name__} as a graph: give a gridgnn Graph, a PyG Data, a "
+                      "dataset name or path, or build one with gridgnn.graph_from_arrays")
+
+
+def graph_from_arrays(adjacency, features=None, labels=None, *, train_mask=None, val_mask=None,
+                      test_mask=None, name: str = "arrays", seed: int = 0) -> Graph:
+    """A `Graph` from arrays: ``adjacency`` a scipy sparse (n, n) matrix with ``adj[dst, src] != 0`` or an
+    edge index (2, E) of (source, target) rows; ``features`` (n, f) (placeholders when None); ``labels`` (n,)
+    int (one class when None); bool masks (n,) (a seeded 60/20/20 split when any is None)."""
+    from gridgnn.data.interop import graph_from_pyg
+
+    if sp.issparse(adjacency):
+        coo = sp.coo_matrix(adjacency)
+        edge_index, num_nodes = np.vstack([coo.col, coo.row]), adjacency.shape[0]
+    else:
+        edge_index = np.asarray(adjacency)
+        num_nodes = features.shape[0] if features is not None else int(edge_index.max()) + 1
+    data = SimpleNamespace(edge_index=edge_index, num_nodes=num_nodes, x=features, y=labels,
+                           train_mask=train_mask, val_mask=val_mask, test_mask=test_mask)
+    return graph_from_pyg(data, name=name, seed=seed)
+
+
+def fit(data, *, nprocs: int = 1, threads: int | None = None, **options) -> TrainedModel:
+    """Train a model (``model="gcn"``, ``"sage"`` or ``"gin"``) full-graph on ``data`` (see `as_graph`) and
+    return a `TrainedModel`.
+
+    ``options``: any `TrainConfig` field (epochs, hidden, layers, dropout, lr, weight_decay, seed, order,
+    algo, weights, predictions_out, embeddings_out, save_model, metrics_out, ...). In one process the
+    default ``algo`` is ``local``; under torchrun give a distributed ``algo`` (1d, 1.5d, 2d, 3d, auto) and
+    every rank calls `fit` (collective on the world; every rank gets the model). With ``nprocs`` > 1
+    outside torchrun, gridgnn starts ``nprocs`` local workers (``threads`` compute threads each) on the grid
+    ``algo`` names (default ``auto``) and reads their model back.
+    """
+    graph_options = {k: options[k] for k in ("data_root", "directed", "normalize_features", "seed") if k in options}
+    graph = as_graph(data, **graph_options)
+    if nprocs > 1 and "WORLD_SIZE" not in os.environ:
+        return _train_on_workers(graph, nprocs, threads, options)
+    from gridgnn.train.products import select_weights
+    from gridgnn.train.run import run_training
+
+    config = TrainConfig(dataset=graph.name, **options)
+    run = run_training(config, graph=graph)
+    epoch = select_weights(run.model, run.result, config.weights, strict=False)
+    return TrainedModel(run.model.eval(), epoch, run.result.epochs, run.metrics, config, run.graph)
+
+
+def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: dict) -> TrainedModel:
+    """Prepare ``graph`` once, run ``gridgnn train`` on ``nprocs`` workers, read the model and metrics back."""
+    import json
+
+    from gridgnn.cli.main import main
+    from gridgnn.data.prepared import prepare_graph
+    from gridgnn.nn.models import operator_of
+
+    options = {"algo": "auto", **options, "nprocs": nprocs}
+    if options["algo"] == "local":
+        raise ConfigError(f"algo 'local' runs in one process; choose a grid for {nprocs} processes")
+    with tempfile.TemporaryDirectory(prefix="gridgnn-api-") as folder:
+        prepare_graph(graph, Path(folder) / "graph", operator=operator_of(options.get("model", "gcn")))
+        options.setdefault("save_model", str(Path(folder) / "model.pt"))
+        options.setdefault("metrics_out", str(Path(folder) / "metrics.json"))
+        config = TrainConfig(dataset=str(Path(folder) / "graph"), quiet=True, **options)
+        argv = ["train", *config_flags(config)] + (["--threads", str(threads)] if threads else [])
+        status = main(argv)
+        if status != 0:
+            raise RuntimeError(f"gridgnn train on {nprocs} workers failed with status {status} (see its stderr)")
+        model, info = _load_model(config.save_model)
+        metrics = json.loads(Path(config.metrics_out).read_text(encoding="utf-8"))
+    history = [EpochRecord(**{k: e[k] for k in ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")})
+               for e in metrics["epochs"]]
+    return TrainedModel(model, int(info.get("epoch", len(history))), history, metrics, config, graph)
+
+
+_FLAG_SKIP = {"auto_reason", "progress", "quiet"}
+
+
+def config_flags(config: TrainConfig) -> list[str]:
+    """``gridgnn train`` flags that reproduce ``config`` (fields at their default are left out)."""
+    flags, defaults = [], TrainConfig()
+    for field in dataclasses.fields(TrainConfig):
+        value, name = getattr(config, field.name), field.name
+        if name in _FLAG_SKIP or value == getattr(defaults, name) or value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else ("--no-memory-check" if name == "memory_check" else "--no-" + flag[2:]))
+        else:
+            flags += [flag, str(value)]
+    return flags + (["--quiet"] if config.quiet else [])
+
+
+def _inputs(model: nn.Module, data) -> tuple:
+    from gridgnn.nn.export import kind_of
+    from gridgnn.nn.models import operator_of
+    from gridgnn.train.inference import local_inputs
+
+    graph = as_graph(data)
+    check_fits(model, graph.num_features, "the model")
+    return local_inputs(graph, operator_of(kind_of(model)))
+
+
+def predict(model: nn.Module, data) -> Predictions:
+    """Eval-mode predictions of ``model`` on every vertex of ``data`` (`as_graph`), in one process."""
+    from gridgnn.train.outputs import infer
+
+    features, agg = _inputs(model, data)
+    log_probs, _ = infer(model, features, agg)
+    return Predictions(log_probs.exp(), log_probs.argmax(dim=1))
+
+
+def embed(model: nn.Module, data, layer: int | None = None) -> Tensor:
+    """(n, width) output of layer ``layer`` (1 = first; default the last hidden layer; ReLU applied for
+    hidden layers, the logits for the last) on every vertex of ``data``, in one process."""
+    from gridgnn.train.outputs import check_embedding_layer, default_embedding_layer, infer
+
+    check_embedding_layer(layer, len(model.layers))
+    features, agg = _inputs(model, data)
+    _, embedding = infer(model, features, agg, layer or default_embedding_layer(model))
+    return embedding
+
+
+def save_model(model: nn.Module, path: str | os.PathLike) -> Path:
+    """Write ``model`` as a model file (`gridgnn.nn.export`): ``torch.load(path, weights_only=True)`` reads it."""
+    return _save_model(model, path)
+
+
+def load_model(path: str | os.PathLike) -> nn.Module:
+    """The model of a model file (``--save-model``, `save_model`) or a checkpoint folder, in eval mode."""
+    from gridgnn.train.inference import load_trained
+
+    return load_trained(path)[0]
+
+
+def to_pyg(model: nn.Module) -> nn.Module:
+    """The PyTorch Geometric layers (``GCNConv``, ``SAGEConv`` or ``GINConv``) holding ``model``'s weights:
+    ``to_pyg(model)(x, edge_index)`` gives gridgnn's log-probabilities within 1e-5 (see `gridgnn.nn.export`)."""
+    from gridgnn.nn.export import to_pyg as _to_pyg
+
+    return _to_pyg(model)

@@ -1,0 +1,124 @@
+"""``gridgnn predict``: full-graph inference with a saved model on a dataset, in one process or on a grid.
+
+The model comes from ``--save-model`` or a training checkpoint folder; the dataset may be the one it was
+trained on or any other with the same feature width. The grid (any algorithm and process count) is
+independent of the one it was trained on; the outputs are those of ``gridgnn train`` (`gridgnn.train.outputs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
+from gridgnn.config import ALGOS, TrainConfig
+from gridgnn.errors import ConfigError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``predict`` and its flags."""
+    from gridgnn.cli.train_cmd import add_dataset_arguments
+
+    parser = commands.add_parser("predict", help="predictions and embeddings of a saved model on a dataset",
+                                 description="Full-graph inference with a model file (gridgnn train "
+                                             "--save-model) or a checkpoint folder, on one process or a grid.")
+    parser.add_argument("--model", required=True, metavar="FILE|DIR",
+                        help="a model file (--save-model) or a checkpoint folder (epoch-NNNNNNNN)")
+    add_dataset_arguments(parser)
+    run = parser.add_argument_group("run")
+    run.add_argument("--algo", choices=ALGOS, default="local",
+                     help="aggregation algorithm, independent of the one used in training (default: local)")
+    run.add_argument("--nprocs", type=int, default=1, help="local workers (under torchrun: its world size)")
+    run.add_argument("--replication", type=int, default=1, help="1.5d replication factor c")
+    run.add_argument("--grid", default=None, metavar="SHAPE", help="grid shape, as in gridgnn train")
+    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                     help="limit on any one collective (default: %(default)s)")
+    run.add_argument("--threads", type=int, default=None, help="compute threads per worker")
+    run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_output_arguments(parser, training=False)
+    add_memory_arguments(parser)
+    parser.set_defaults(handler=run_predict)
+
+
+def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> TrainConfig:
+    """The `TrainConfig` that describes this inference run (model kind, sizes and options from the model
+    file)."""
+    return TrainConfig(
+        model=kind, sage_normalize=bool(model_config.get("normalize", False)),
+        gin_eps=float(model_config.get("eps", 0.0)), gin_train_eps=bool(model_config.get("train_eps", False)),
+        dataset=args.dataset, data_root=args.data_root, directed=args.directed,
+        normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),
+        hidden=int(model_config["hidden_channels"]), order=str(model_config["order"]), epochs=1,
+        seed=args.seed, algo=args.algo, nprocs=args.nprocs, replication=args.replication, grid=args.grid,
+        quiet=args.quiet, progress=False, **output_config(args))
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """Handler of ``gridgnn predict``; returns 0 on success."""
+    from gridgnn.cli.train_cmd import launch_workers
+    from gridgnn.nn.export import MODEL_KINDS, kind_of
+    from gridgnn.train.products import check_products
+    from gridgnn.train.run_distributed import in_launched_worker
+
+    if args.predictions_out is None and args.embeddings_out is None:
+        raise ConfigError("nothing to write: give --predictions-out FILE and/or --embeddings-out FILE")
+    from gridgnn.train.inference import load_trained
+
+    model, _ = load_trained(args.model)  # a bad model file fails here, before any worker starts
+    kind = kind_of(model)
+    config = predict_config(args, kind, MODEL_KINDS[kind].config_of(model))
+    check_products(config)
+    if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
+        return launch_workers(config, args)
+    if config.algo == "auto":
+        config = dataclasses.replace(config, algo="1d" if in_launched_worker() else "local")
+    if config.algo == "local":
+        _predict_local(config, model, args.model)
+    else:
+        _predict_on_grid(config, model, args.model, args.timeout)
+    if not config.quiet and int(os.environ.get("RANK", "0")) == 0:
+        for label, path in (("predictions", config.predictions_out), ("embeddings", config.embeddings_out)):
+            if path is not None:
+                print(f"{label:<11} {path}")
+    return 0
+
+
+def _predict_local(config: TrainConfig, model, source: str) -> None:
+    from gridgnn.nn.export import check_fits
+    from gridgnn.nn.models import operator_of
+    from gridgnn.train.inference import local_inputs
+    from gridgnn.train.memory_guard import check_memory
+    from gridgnn.train.products import write_vertex_outputs
+    from gridgnn.train.run import load_graph
+
+    graph = load_graph(config)
+    check_fits(model, graph.num_features, f"model '{source}'")
+    check_memory(config, graph, 1)
+    features, agg = local_inputs(graph, operator_of(config.model))
+    write_vertex_outputs(model, features, agg, graph, predictions_out=config.predictions_out,
+                         embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
+
+
+def _predict_on_grid(config: TrainConfig, model, source: str, timeout_s: float) -> None:
+    """One worker of a distributed inference (collective on the world)."""
+    import torch.distributed as dist
+
+    from gridgnn.data.prepared import is_prepared, open_prepared
+    from gridgnn.nn.export import check_fits
+    from gridgnn.train.inference import grid_inputs
+    from gridgnn.train.memory_guard import check_memory
+    from gridgnn.train.products import write_vertex_outputs
+    from gridgnn.train.run import load_graph
+    from gridgnn.train.run_distributed import PREPARED_ENV, in_launched_worker, init_from_env
+
+    _, world = init_from_env(timeout_s) if in_launched_worker() else (0, 1)
+    prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
+    graph = open_prepared(prepared) if prepared else load_graph(config)
+    check_fits(model, graph.num_features, f"model '{source}'")
+    check_memory(config, graph, world)
+    features, ops = grid_inputs(config, graph, world)
+    write_vertex_outputs(model.to(ops.grid.device), features, ops, graph, predictions_out=config.predictions_out,
+                         embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,26 @@
+"""One loader for the commands that read a dataset whole (``info``, ``plan``): a name, a generator spec, a
+path, or a folder written by ``gridgnn prepare`` (read back as the `Graph` it was prepared from)."""
+
+from __future__ import annotations
+
+from gridgnn.data.graph import Graph
+from gridgnn.data.prepared import graph_of_prepared, is_prepared, open_prepared
+from gridgnn.data.registry import load_dataset
+from gridgnn.errors import ConfigError
+
+
+def load_any(spec: str, data_root: str | None = None, directed: bool = False,
+             normalize_features: bool | None = None, seed: int = 0) -> Graph:
+    """`load_dataset`, or the graph of a prepared folder; flags a prepared folder fixed differently when it
+    was written (``directed``, ``normalize_features``) are refused (`ConfigError`) rather than ignored."""
+    if not is_prepared(spec):
+        return load_dataset(spec, data_root=data_root, directed=directed, normalize_features=normalize_features,
+                            seed=seed)
+    graph = graph_of_prepared(open_prepared(spec))
+    where = f"'{spec}' is a prepared graph (gridgnn prepare)"
+    if directed and not graph.directed:
+        raise ConfigError(f"{where}, prepared undirected: drop --directed, or prepare it again with --directed")
+    if normalize_features is not None:
+        raise ConfigError(f"{where}: its features were normalized (or not) when it was prepared; drop "
+                          "--normalize-features/--no-normalize-features, or prepare it again with it")
+    return graph

@@ -1,0 +1,86 @@
+"""What this machine and the libraries can represent: the bounds every size and count is checked against
+before anything is allocated (layer 0 of DESIGN.md §4; pure code, not collective).
+
+A count beyond these is refused with one line (`ConfigError` or `DataError`, exit status 2) instead of an
+overflow deep inside torch or numpy, a process killed for memory, or a worker dying of SIGSEGV.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gridgnn.errors import ConfigError
+
+MAX_THREADS = 1024
+"""The most compute threads per worker (``--threads``): torch's thread pool crashes (SIGSEGV) near 10^5."""
+MIN_TIMEOUT_S = 1.0
+"""The shortest ``--timeout``: joining the process group alone takes about that long."""
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+"""The longest ``--timeout`` (one week): torch keeps timeouts in milliseconds and overflows far beyond."""
+MAX_PLAN_PROCS = 16384
+"""The most processes ``gridgnn plan`` plans for: its per-rank tables grow with P² (2 GiB at this bound)."""
+MAX_LAYERS = 1024
+"""The most GCN layers (``--layers``): each is a module of its own, built and stepped one by one."""
+MAX_CLASSES = 1 << 24
+"""The most classes a graph may have (labels and ``num_classes``); far beyond any dataset's."""
+MAX_TENSOR_ELEMENTS = 1 << 59
+"""The most elements of one tensor: ``elements x 8 bytes`` must stay below 2^63 (torch's storage size)."""
+MAX_PLAN_PRODUCT = 1 << 58
+"""The largest product of a vertex or edge count with a width that `gridgnn plan` accepts: its byte counts
+(x 8 bytes at most, summed over a few terms) stay within numpy's int64."""
+BYTES_PER_PARAMETER = 16
+"""float32 weight, gradient and Adam's two moments."""
+
+
+def machine_memory_bytes() -> int | None:
+    """This machine's physical memory in bytes, or None where the system does not tell."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def human_bytes(value: float) -> str:
+    """``value`` bytes as B, KiB, ... EiB with one decimal."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{value:.1f} EiB"
+
+
+def check_threads(threads: int | None) -> None:
+    """``--threads`` in [1, MAX_THREADS] (`ConfigError`)."""
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise ConfigError(f"argument --threads: must be between 1 and {MAX_THREADS} threads per worker, "
+                          f"got {threads}")
+
+
+def check_timeout(timeout_s: float | None) -> None:
+    """``--timeout`` a finite number of seconds in [MIN_TIMEOUT_S, MAX_TIMEOUT_S] (`ConfigError`)."""
+    if timeout_s is not None and not MIN_TIMEOUT_S <= timeout_s <= MAX_TIMEOUT_S:  # NaN fails too
+        raise ConfigError(f"argument --timeout: must be a positive number of seconds between {MIN_TIMEOUT_S:g} "
+                          f"and {MAX_TIMEOUT_S:g} (one week), got {timeout_s:g}")
+
+
+def check_weight_matrix(rows: int, cols: int, what: str, fix: str) -> None:
+    """Refuse (`ConfigError`) a ``rows x cols`` float32 parameter that no tensor or this machine's memory
+    can hold (with its gradient and Adam state), before torch tries; ``what`` names it, ``fix`` the remedy."""
+    elements = rows * cols
+    needed = elements * BYTES_PER_PARAMETER
+    memory = machine_memory_bytes()
+    if elements > MAX_TENSOR_ELEMENTS or (memory is not None and needed > memory):
+        where = f"this machine's {human_bytes(memory)}" if memory is not None else "any machine's memory"
+        raise ConfigError(f"not enough memory for the model: the {rows} x {cols} {what} needs {human_bytes(needed)} "
+                          f"with its gradient and optimizer state, more than {where}; {fix}")
+
+
+def check_plan_sizes(num_nodes: int, num_entries: int, widths: dict[str, int]) -> None:
+    """Refuse (`ConfigError`) counts whose products with a width (``--hidden``, features, classes) the cost
+    model's int64 byte counts cannot hold: ``num_nodes`` or ``num_entries`` (stored entries of Â) times any
+    width beyond `MAX_PLAN_PRODUCT`."""
+    for name, width in widths.items():
+        for what, count in (("vertices", num_nodes), ("adjacency entries", num_entries)):
+            if count * width > MAX_PLAN_PRODUCT:
+                raise ConfigError(f"{count} {what} x {name} {width} is beyond what the cost model counts "
+                                  f"(at most {MAX_PLAN_PRODUCT} = 2^58 elements); plan a smaller graph or width")

@@ -1,0 +1,48 @@
+"""Building blocks of a custom training loop: the distributed aggregation on the current process group and
+the block of a global array a rank holds (public as ``gridgnn.grid_aggregation`` and ``gridgnn.local_block``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from torch import Tensor
+
+from gridgnn.parallel.grid_ops import GridOps
+
+
+def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: int = 1,
+                     grid: str | None = None, normalize: bool = True) -> GridOps:
+    """The aggregation ``x -> Â x`` on this rank's block, with autograd (backward: Âᵀ), as a `GridOps`.
+
+    ``adjacency``: the global (n, n) scipy matrix (``adj[dst, src] != 0``), normalized to
+    D^-1/2 (A + I) D^-1/2 unless ``normalize`` is False. The grid spans the current process group (every
+    rank calls this: collective on the world), or one process when there is none. The result's
+    ``row_range`` and ``col_range(width)`` say which rows and feature columns this rank holds (see
+    `local_block`); pass it to `gridgnn.GCN` as ``agg``, and after ``backward()`` call its
+    ``reduce_gradients(params)`` so every rank applies the same update.
+    """
+    import torch.distributed as dist
+
+    from gridgnn.data.transforms import gcn_normalize
+    from gridgnn.grid.comm import Communicator
+    from gridgnn.grid.process_grid import ProcessGrid
+    from gridgnn.grid.shape import resolve_grid
+
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    shape = resolve_grid(algo, world, replication=replication if algo == "1.5d" else None, grid=grid)
+    process_grid = ProcessGrid.create(shape)
+    adj = gcn_normalize(adjacency) if normalize else sp.csr_matrix(adjacency)
+    return GridOps(process_grid, Communicator(process_grid), adj)
+
+
+def local_block(array, agg) -> Tensor:
+    """The block of a global array (n,) or (n, f) that this rank holds under ``agg`` (rows ``agg.row_range``
+    and, for 2-D arrays, columns ``agg.col_range(f)``), as a tensor. Not collective."""
+    r0, r1 = agg.row_range
+    tensor = torch.as_tensor(np.asarray(array)[r0:r1])
+    if tensor.ndim == 2:
+        c0, c1 = agg.col_range(tensor.shape[1])
+        tensor = tensor[:, c0:c1]
+    return tensor.contiguous()

@@ -1,0 +1,59 @@
+"""What a worker says when a peer died or stopped answering: one line, from one process (not collective).
+
+A failed collective ends every surviving worker, and each would print its own copy of torch's text, which
+embeds gloo's source paths (``[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534]``).
+`collective_error_line` keeps what the user can act on and decides who prints it:
+
+- started by ``gridgnn train --nprocs P`` (`LAUNCHER_ENV` set): nobody; the launcher, which sees which worker
+  died or stopped, prints the run's one line;
+- under torchrun: rank 0 only (torchrun itself reports a rank that died);
+- a single process: itself.
+
+The library's full text (torch's message and its chain) goes to the debug log: stderr, tagged with the rank,
+when ``GRIDGNN_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+
+LAUNCHER_ENV = "GRIDGNN_LOCAL_LAUNCHER"
+"""Set to 1 in the workers of ``gridgnn train --nprocs P`` (`gridgnn.launch.local`)."""
+DEBUG_ENV = "GRIDGNN_DEBUG"
+"""Set to 1 to have every process write the library's full error text to stderr (the debug log)."""
+
+_SOURCE_PATH = re.compile(r"\[[^\[\]\s]*\.(?:cc|cpp|cu|h|hpp|c):\d+\]\s*")
+"""A C++ source location as torch and gloo print them: ``[/path/to/file.cc:123]``."""
+
+
+def clean_text(text: str) -> str:
+    """``text`` without C++ source locations, on one line (whitespace collapsed)."""
+    return " ".join(_SOURCE_PATH.sub("", text).split())
+
+
+def debug_enabled() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def debug_log(error: BaseException) -> None:
+    """With ``GRIDGNN_DEBUG=1``: ``error`` with its cause chain and traceback on stderr, tagged with the rank."""
+    if not debug_enabled():
+        return
+    rank = os.environ.get("RANK", "-")
+    text = "".join(traceback.format_exception(error)).rstrip()
+    print("\n".join(f"gridgnn debug [rank {rank}]: {line}" for line in text.splitlines()), file=sys.stderr)
+
+
+def collective_error_line(error: BaseException) -> str | None:
+    """The one line to print for a failed collective, or None when another process reports this run.
+
+    Collective on nothing: the decision uses only this process's environment (RANK, `LAUNCHER_ENV`).
+    """
+    debug_log(error)
+    if os.environ.get(LAUNCHER_ENV) == "1" or os.environ.get("RANK", "0") != "0":
+        return None
+    first = next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return clean_text(first)

@@ -1,0 +1,76 @@
+"""Inference: a trained model from a model file or a checkpoint, and the inputs of one process or one rank
+(the aggregation and the features in its layout).
+
+`grid_inputs` builds what `gridgnn.train.distributed.DistributedTrainer` builds for training (the grid, its
+`GridOps` on Â, this rank's feature block), without labels or an optimizer, so a saved model runs on any
+grid, independent of the one it was trained on.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from torch import nn
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.operators import operator_matrix
+from gridgnn.data.shard import shard_node_data
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.nn import as_model_input
+from gridgnn.nn.export import ModelFileError, build_model, load_model
+from gridgnn.nn.models import operator_of
+from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.spmm.local import LocalSpMM
+from gridgnn.train.checkpoint import read_manifest, read_weights
+from gridgnn.train.distributed import _model_input
+
+
+def local_inputs(graph, operator: str = "gcn") -> tuple[object, LocalSpMM]:
+    """(features, aggregation by ``operator``'s matrix, `gridgnn.data.operators`) of the whole graph in one
+    process. Not collective."""
+    return as_model_input(graph.features), LocalSpMM(operator_matrix(operator, graph.adj))
+
+
+def grid_inputs(config: TrainConfig, graph, world_size: int) -> tuple[object, GridOps]:
+    """(this rank's feature block, `GridOps`) on the grid ``config`` describes (algo, replication, grid).
+
+    Collective on the world (builds the device mesh); without a process group, a 1-process grid.
+    """
+    from gridgnn.train.run_distributed import grid_shape_for, model_operator
+
+    grid = ProcessGrid.create(grid_shape_for(config, world_size))
+    adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
+    ops = GridOps(grid, Communicator(grid, overlap=False), adj, operator=operator_of(config.model))
+    shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), grid.device)
+    return _model_input(shard.features, ops, graph.num_features), ops
+
+
+def load_trained(path: str | os.PathLike) -> tuple[nn.Module, dict]:
+    """The model (eval mode) and its info from a model file (``--save-model``) or a checkpoint folder
+    (``DIR/epoch-NNNNNNNN``, verified as `gridgnn.train.checkpoint` does). Not collective."""
+    source = Path(path)
+    return _checkpoint_model(source) if source.is_dir() else load_model(source)
+
+
+def _checkpoint_model(folder: Path) -> tuple[nn.Module, dict]:
+    """The weights of a training checkpoint (`gridgnn.train.checkpoint`) as a model of its kind."""
+    manifest = read_manifest(folder)
+    config, dataset = manifest.get("config") or {}, manifest["fingerprint"].get("dataset") or {}
+    try:
+        model_config = {"in_channels": int(dataset["num_features"]), "hidden_channels": int(config["hidden"]),
+                        "out_channels": int(dataset["num_classes"]), "num_layers": int(config["layers"]),
+                        "order": config["order"], "bias": True, "dropout": float(config["dropout"]),
+                        "seed": int(config["seed"]), "normalize": bool(config.get("sage_normalize", False)),
+                        "eps": float(config.get("gin_eps", 0.0)), "train_eps": bool(config.get("gin_train_eps", False))}
+    except (KeyError, TypeError, ValueError):
+        raise ModelFileError(f"checkpoint '{folder}': its manifest lacks the model configuration") from None
+    model = build_model(config.get("model", "gcn"), model_config, where=f"checkpoint '{folder}'")
+    try:
+        model.load_state_dict(read_weights(folder), strict=True)
+    except RuntimeError as exc:
+        raise ModelFileError(f"checkpoint '{folder}': weights do not fit ({' '.join(str(exc).split())[:160]})") \
+            from None
+    info = {"epoch": manifest["epoch"], "weights": "checkpoint", "dataset": dataset.get("name")}
+    return model.eval(), info

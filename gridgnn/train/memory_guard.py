@@ -1,0 +1,117 @@
+"""The memory guard: refuse, before any work, a run whose predicted working set does not fit.
+
+The planner's per-rank memory prediction (`gridgnn.cost.memory_model`, the peak of a training step: for
+``predict`` an upper bound, as inference keeps no gradients or optimizer state) is compared with what each
+process will have: ``memory_per_proc`` when given (``--memory-per-proc``), else on GPU the device's free
+memory, on CPU the host's available memory (``MemAvailable``) divided among the processes on this machine. A
+run that does not fit fails with one line naming both sizes and the configurations `gridgnn.plan.plan` says
+would fit; ``memory_check=False`` (``--no-memory-check``) skips the guard.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.errors import ConfigError
+from gridgnn.grid.process_grid import default_device
+from gridgnn.grid.shape import resolve_grid
+from gridgnn.plan import plan
+from gridgnn.plan.planner import _human
+
+MEMINFO = "/proc/meminfo"
+LARGER_GRIDS = (2, 4, 8, 16)
+"""Multiples of the process count tried for a suggestion when nothing fits on the requested count."""
+
+
+def host_available_bytes() -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes (None where there is no such file)."""
+    try:
+        with open(MEMINFO, encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def available_per_proc(config: TrainConfig, local_procs: int) -> tuple[int | None, str]:
+    """Bytes each process may use and where the figure comes from (None: unknown, no check)."""
+    if config.memory_per_proc is not None:
+        return config.memory_per_proc, "--memory-per-proc"
+    device = default_device()
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(int(os.environ.get("LOCAL_RANK", "0")))
+        return int(free), "free device memory"
+    host = host_available_bytes()
+    if host is None:
+        return None, "unknown"
+    share = f" / {local_procs} processes" if local_procs > 1 else ""
+    return host // max(local_procs, 1), f"available host memory{share}"
+
+
+def predicted_per_proc(config: TrainConfig, stats, world_size: int) -> int:
+    """The planner's peak bytes on the busiest rank of ``config``'s grid (``local``: a 1-process 1D grid)."""
+    if config.algo == "local":
+        shape = resolve_grid("1d", 1)
+    else:
+        replication = config.replication if config.algo == "1.5d" else None
+        shape = resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
+    return int(predict_epoch(config, stats, shape).memory_bytes.max())
+
+
+def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int | None = None) -> str | None:
+    """The one-line refusal when the run does not fit, else None. Not collective."""
+    if not config.memory_check:
+        return None
+    available, source = available_per_proc(config, local_procs or world_size)
+    if available is None:
+        return None
+    from gridgnn.train.auto import graph_stats
+
+    stats = graph_stats(graph)
+    needed = predicted_per_proc(config, stats, world_size)
+    if needed <= available:
+        return None
+    where = "one process" if config.algo == "local" else f"--algo {config.algo} on {world_size} processes"
+    return (f"not enough memory: predicted {_human(needed)} per process for {where}, but {source} is "
+            f"{_human(available)}; {_suggest(config, stats, world_size, available)}; or pass "
+            "--no-memory-check to run anyway")
+
+
+def _suggest(config: TrainConfig, stats, world_size: int, available: int) -> str:
+    """The configurations `gridgnn plan` says fit, on this process count or the smallest larger one."""
+    for factor in (1, *LARGER_GRIDS):
+        procs = world_size * factor
+        if procs == 1:
+            continue
+        fitting = [e for e in plan(config, stats, procs, memory_per_proc=available).entries if e.fits][:3]
+        if fitting:
+            return "configurations that fit (gridgnn plan): " + ", ".join(" ".join(e.train_flags())
+                                                                          for e in fitting)
+    return f"no configuration fits on up to {world_size * LARGER_GRIDS[-1]} processes (see gridgnn plan)"
+
+
+def check_memory(config: TrainConfig, graph, world_size: int, local_procs: int | None = None) -> None:
+    """Raise `ConfigError` when the run will not fit (see the module docstring). In a launched worker of a
+    process group, rank 0's verdict is shared so all ranks stop together (collective on the world); workers
+    started by ``gridgnn train --nprocs`` skip it (the launcher checked)."""
+    import torch.distributed as dist
+
+    from gridgnn.train.run_distributed import PREPARED_ENV
+
+    if not config.memory_check or os.environ.get(PREPARED_ENV):
+        return
+    local = local_procs or int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    grouped = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    refusal = memory_refusal(config, graph, world_size, local) if not grouped or dist.get_rank() == 0 else None
+    if grouped:
+        shared = [refusal]
+        dist.broadcast_object_list(shared, src=0)
+        refusal = shared[0]
+    if refusal is not None:
+        raise ConfigError(refusal)

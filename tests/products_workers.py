@@ -1,0 +1,55 @@
+"""Worker-side code of the distributed output tests (imported by spawned processes)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import gridgnn
+from gridgnn.config import TrainConfig
+from gridgnn.nn.export import load_model
+from gridgnn.train.inference import grid_inputs
+from gridgnn.train.products import write_vertex_outputs
+from gridgnn.train.run import load_graph
+from gridgnn.train.run_distributed import train_on_grid
+
+
+def custom_loop(graph, algo: str, epochs: int = 3) -> list[np.ndarray]:
+    """The README's own-loop example on the current process group (or one process): the final weights."""
+    agg = gridgnn.grid_aggregation(graph.adj, algo=algo)
+    x = gridgnn.local_block(graph.dense_features(), agg)
+    y = gridgnn.local_block(graph.labels, agg)
+    train = gridgnn.local_block(graph.train_mask, agg)
+    model = gridgnn.GCN(graph.num_features, 6, graph.num_classes)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for epoch in range(1, epochs + 1):
+        optimizer.zero_grad()
+        loss = gridgnn.masked_cross_entropy(model(x, agg, epoch=epoch), y, train,
+                                            num_selected=int(graph.train_mask.sum()))
+        loss.backward()
+        agg.reduce_gradients(list(model.parameters()))
+        optimizer.step()
+    return [p.detach().numpy().copy() for p in model.parameters()]
+
+
+def train_then_predict(rank: int, world_size: int, config_kwargs: dict, predict_grids: list[dict],
+                       folder: str) -> list[np.ndarray]:
+    """Train on ``config_kwargs``'s grid writing its outputs and model file, then predict with that file on
+    each grid of ``predict_grids`` (``{"algo": ..., "replication"/"grid": ...}``) into ``folder``; last, the
+    own-loop example on a 2D grid (returns its final weights)."""
+    config = TrainConfig(**config_kwargs)
+    graph = load_graph(config)
+    train_on_grid(config, graph)
+    dist.barrier()  # rank 0 wrote the model file
+    model, _ = load_model(config.save_model)
+    for spec in predict_grids:
+        other = dataclasses.replace(config, algo=spec["algo"], replication=spec.get("replication", 1),
+                                    grid=spec.get("grid"))
+        features, ops = grid_inputs(other, graph, world_size)
+        name = f"{folder}/{spec['algo']}"
+        write_vertex_outputs(model, features, ops, graph, predictions_out=f"{name}-pred.npy",
+                             embeddings_out=f"{name}-emb.csv", embedding_layer=1)
+    return custom_loop(graph, "2d")
