@@ -16,25 +16,9 @@ from pathlib import Path
 
 import torch.distributed as dist
 
+from gridgnn.data.file_digest import file_digest
 from gridgnn.data.prepared import MANIFEST
 from gridgnn.errors import DataError
-
-_CHUNK = 1 << 22
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file, read in 4 MiB pieces."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while piece := handle.read(_CHUNK):
-            digest.update(piece)
-    return digest.hexdigest()
-
-
-def describe_files(folder: Path, names: list[str]) -> dict[str, dict]:
-    """``{file name: {"bytes": size, "sha256": digest}}`` for the manifest's ``files`` entry."""
-    return {name: {"bytes": (folder / name).stat().st_size, "sha256": file_digest(folder / name)}
-            for name in sorted(names)}
 
 
 def folder_fingerprint(folder: str | Path) -> str:

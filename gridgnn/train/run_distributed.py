@@ -42,16 +42,9 @@ from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
-from gridgnn.train.run import Run, load_graph
+from gridgnn.train.run_base import Run, load_graph
 from gridgnn.train.trainer import EpochRecord, TrainResult
-
-PREPARED_ENV = "GRIDGNN_PREPARED_GRAPH"
-"""Set by the local launcher: the folder of the graph it prepared once (`gridgnn.data.prepared`)."""
-AUTO_REASON_ENV = "GRIDGNN_AUTO_REASON"
-"""Set by the local launcher when it resolved ``--algo auto``: the one-line reason for the choice."""
-LAUNCHER_PEAK_ENV = "GRIDGNN_LAUNCHER_PEAK_MEMORY"
-"""Set by the local launcher: its peak resident memory (bytes) while preparing the graph."""
-
+from gridgnn.train.worker_env import AUTO_REASON_ENV, LAUNCHER_PEAK_ENV, PREPARED_ENV
 
 _IMPORTED_AT = time.monotonic()
 
