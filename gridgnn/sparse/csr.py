@@ -147,7 +147,10 @@ class SparseBlock:
     def pack(self) -> torch.Tensor:
         """This block's CSR arrays in one uint8 buffer laid out by `PackedLayout` (no transpose)."""
         arrays = {"crow": self.csr.crow_indices(), "col": self.csr.col_indices(), "val": self.csr.values()}
-        pieces = [arrays[name].contiguous().view(torch.uint8) for name, _, _ in self.layout().sections()]
+        # an empty section may come with stride 0, which view() refuses: give it an empty byte piece
+        pieces = [arrays[name].contiguous().view(torch.uint8) if arrays[name].numel()
+                  else torch.empty(0, dtype=torch.uint8, device=arrays[name].device)
+                  for name, _, _ in self.layout().sections()]
         return torch.cat(pieces)
 
     @staticmethod

@@ -10,12 +10,14 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.sparse_15d import SparseSpMM15D
+from gridgnn.spmm.sparse_summa import SparseSpMM2D, SparseSpMM3D
 from gridgnn.spmm.spmm_2d import SpMM2D
 from gridgnn.spmm.spmm_3d import SpMM3D
 from gridgnn.spmm.spmm_15d import SpMM15D
 
 SPMM_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SpMM15D, "1.5d": SpMM15D, "2d": SpMM2D, "3d": SpMM3D}
-SPARSE_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SparseSpMM15D, "1.5d": SparseSpMM15D}
+SPARSE_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SparseSpMM15D, "1.5d": SparseSpMM15D,
+                                                    "2d": SparseSpMM2D, "3d": SparseSpMM3D}
 """``--comm sparse``: the variants that move only the rows of X each receiver's Â block touches."""
 
 

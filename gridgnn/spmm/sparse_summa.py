@@ -1,0 +1,122 @@
+"""Sparse 2D and 3D SpMM (``--comm sparse``): each stage's X panel travels as the rows each receiver touches.
+
+Same grids, layouts, Â panels and stages as `gridgnn.spmm.spmm_2d` and `gridgnn.spmm.spmm_3d` (read their
+tables); the Â panels still travel along process rows as packed broadcasts (they are sparse already), the
+replica-free depth collectives of 3D are unchanged. Only the X half of a stage changes: instead of a
+broadcast of the whole panel X[a:b, j] down process column j, the root sends each process (i, j) the rows of
+X[a:b, j] that Â[i, a:b] has a stored entry in (`gridgnn.spmm.stage_rows`), and in backward those rows of
+Â[i, a:b]ᵀ G[i, j] come back to the root, summed there. The index sets come from
+`gridgnn.cost.sparse_stages` (the same the cost model prices) and are exchanged once, at set-up, on ``row``.
+Overlap works as in dense SUMMA: stage s + 1's panel broadcast and row exchange are in flight while stage s
+multiplies; a stage's backward exchange runs behind the next stage's product.
+"""
+
+from __future__ import annotations
+
+import scipy.sparse as sp
+import torch
+
+from gridgnn.cost.sparse_stages import stage_layout, touched_columns
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.spmm.spmm_2d import SpMM2D
+from gridgnn.spmm.spmm_3d import SpMM3D
+from gridgnn.spmm.stage_rows import StageRows
+
+
+class SparseSpMM2D(SpMM2D):
+    """SUMMA SpMM moving only touched X rows. Built once from the global Â (collective on ``row``)."""
+
+    def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
+                 dtype: torch.dtype = torch.float32):
+        super().__init__(grid, comm, adj, dtype=dtype)
+        layout = stage_layout("2d", grid.shape.sizes, self.num_nodes)
+        roots = layout.root.tolist()
+        remote = [s for s in range(len(self.stages)) if roots[s] != self.i]
+        wanted = touched_columns(adj, self.row_range, layout.segments, remote)
+        with comm.phase("other"):
+            self.rows = StageRows(comm, self.stages, roots, wanted)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """X[i, j] (n_i x f_j) -> Y[i, j]. Collective on ``col`` (Â) and ``row`` (touched X rows)."""
+        out, r0, width = x.new_zeros(x.shape), self.row_range[0], x.shape[1]
+
+        def issue(s: int):
+            a, b = self.stages[s]
+            panel = self._panel(s, transpose=False)
+            if width == 0:
+                return panel, None
+            own = x[a - r0:b - r0] if self.rows.roots[s] == self.i else None
+            return panel, self.rows.gather_async(s, own, width, x)
+
+        for _, (panel, held) in self.comm.pipeline(range(len(self.stages)), issue):
+            if panel is not None and held is not None:
+                panel.matmul_add(held, out)
+        return out
+
+    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
+        """G[i, j] -> dX[i, j]. Collective on ``col`` (Âᵀ) and ``row`` (touched rows back to the root)."""
+        grad_x, r0, mine = grad_y.new_zeros(grad_y.shape), self.row_range[0], []
+        with self.comm.in_flight() as flight:
+            for s, (panel,) in self.comm.pipeline(range(len(self.stages)),
+                                                  lambda s: (self._panel(s, transpose=True),)):
+                if grad_y.shape[1] == 0:
+                    continue
+                a, b = self.stages[s]
+                part = panel.matmul(grad_y) if panel is not None else grad_y.new_zeros((b - a, grad_y.shape[1]))
+                flight.add(self.rows.reduce_async(s, part))
+                if self.rows.roots[s] == self.i:
+                    mine.append((a - r0, b - r0, part))  # summed in place once the exchange is waited for
+        for lo, hi, part in mine:
+            grad_x[lo:hi] = part
+        return grad_x
+
+
+class SparseSpMM3D(SpMM3D):
+    """Split-3D SpMM moving only touched X rows. Built once from the global Â (collective on ``row``)."""
+
+    def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
+                 dtype: torch.dtype = torch.float32):
+        super().__init__(grid, comm, adj, dtype=dtype)
+        q, d = grid.size("row"), grid.size("depth")
+        layout = stage_layout("3d", grid.shape.sizes, self.num_nodes)
+        rows = (self.bounds[self.i], self.bounds[self.i + 1])
+        touched = touched_columns(adj, rows, layout.segments, [k * d + self.l for k in range(q) if k != self.i])
+        wanted = {k: touched[k * d + self.l] for k in range(q) if k != self.i}
+        with comm.phase("other"):
+            self.rows = StageRows(comm, [self._slice(k) for k in range(q)], list(range(q)), wanted)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (touched rows), ``depth``."""
+        width = x.shape[1]
+        partial = x.new_zeros((self.bounds[self.i + 1] - self.bounds[self.i], width))
+
+        def issue(k: int):
+            panel = self._panel(k, transpose=False)
+            if width == 0:
+                return panel, None
+            return panel, self.rows.gather_async(k, x if k == self.i else None, width, x)
+
+        for _, (panel, held) in self.comm.pipeline(range(self.grid.size("row")), issue):
+            if panel is not None and held is not None:
+                panel.matmul_add(held, partial)
+        if width == 0:
+            return x.new_zeros(x.shape)
+        return self.comm.reduce_scatter_rows(partial, "depth", self._depth_counts())
+
+    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
+        """G[S_il, j] -> dX[S_il, j]. Collective on ``depth`` (all-gather), ``col`` (Âᵀ), ``row``."""
+        width = grad_y.shape[1]
+        full = self.comm.all_gather_rows(grad_y, "depth", self._depth_counts()) if width else None
+        grad_x = None
+        with self.comm.in_flight() as flight:
+            for k, (panel,) in self.comm.pipeline(range(self.grid.size("row")),
+                                                  lambda k: (self._panel(k, transpose=True),)):
+                if width == 0:
+                    continue
+                a, b = self._slice(k)
+                part = panel.matmul(full) if panel is not None else grad_y.new_zeros((b - a, width))
+                flight.add(self.rows.reduce_async(k, part))
+                if k == self.i:
+                    grad_x = part  # summed in place once the exchange is waited for
+        return grad_y.new_zeros(grad_y.shape) if grad_x is None else grad_x
