@@ -15,7 +15,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
-from gridgnn.config import ORDERS, TrainConfig
+from gridgnn.config import COMMS, ORDERS, REORDERS, TrainConfig
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
@@ -70,6 +70,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="process counts to plan for (default: 4)")
     grid.add_argument("--algo", choices=ALGORITHMS, nargs="+", default=list(ALGORITHMS),
                       help="algorithms to consider (default: all)")
+    grid.add_argument("--comm", choices=COMMS, default="auto",
+                      help="SpMM communication to price: dense, sparse, or auto = both, side by side "
+                           "(default: %(default)s)")
+    grid.add_argument("--reorder", choices=REORDERS, default="none",
+                      help="price the graph renumbered this way (needs --dataset; METIS cuts into P parts) "
+                           "(default: %(default)s)")
     grid.add_argument("--profile", default="gpu-cluster", metavar="NAME|FILE",
                       help=f"machine profile: {', '.join(profile_names())}, or a file written by "
                            "'gridgnn calibrate' (default: %(default)s)")
@@ -79,8 +85,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_plan)
 
 
-def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
-    """Exact statistics of ``--dataset``, else uniform statistics from the counts (raises `ConfigError`)."""
+def graph_stats_from_args(args: argparse.Namespace, parts: int = 1) -> GraphStats:
+    """Exact statistics of ``--dataset`` (renumbered by ``--reorder``, METIS into ``parts``), else uniform
+    statistics from the counts (raises `ConfigError`)."""
     from gridgnn.cost.graph_stats import GraphStats
 
     counts = (args.num_nodes, args.num_edges, args.num_features, args.num_classes)
@@ -90,7 +97,11 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
         from gridgnn.data.any_source import load_any
 
         graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
+        if getattr(args, "reorder", "none") != "none":
+            graph = _reordered(graph, args.reorder, parts, args.seed)
         return GraphStats.from_graph(graph, self_loops=args.model == "gcn")
+    if getattr(args, "reorder", "none") != "none":
+        raise ConfigError("--reorder prices a renumbered graph: it needs --dataset, not counts")
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
                                         strict=True) if c is None]
     if missing:
@@ -102,6 +113,23 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
                                       self_loops=args.model == "gcn")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _reordered(graph, method: str, parts: int, seed: int):
+    """``graph`` renumbered (a prepared folder keeps its own order: it must have been made with ``method``)."""
+    from gridgnn.data.prepared import PreparedGraph
+    from gridgnn.data.reorder import reorder_graph
+
+    if isinstance(graph, PreparedGraph) or hasattr(graph, "norm_adj"):
+        have = graph.meta.get("reorder", "none")
+        if have != method:
+            raise ConfigError(f"prepared graph was made with --reorder {have}, but --reorder {method} was asked: "
+                              f"plan with --reorder {have}, or prepare it again with --reorder {method}")
+        return graph
+    out = reorder_graph(graph, method, parts, seed)
+    print(f"reorder    {method} into {parts} parts: {out.meta['reorder_seconds']:.3f} s, non-zero imbalance "
+          f"(max/mean per row block) {out.meta['nnz_imbalance_before']:.3f} -> {out.meta['nnz_imbalance_after']:.3f}")
+    return out
 
 
 def dataset_flags(args: argparse.Namespace) -> list[str]:
@@ -121,6 +149,8 @@ def dataset_flags(args: argparse.Namespace) -> list[str]:
         flags.append("--directed")
     if args.seed != _DEFAULTS.seed:
         flags += ["--seed", str(args.seed)]
+    if getattr(args, "reorder", "none") != "none":
+        flags += ["--reorder", args.reorder]
     return flags
 
 
@@ -128,16 +158,18 @@ def format_plan(result: Plan) -> str:
     """The aligned table of one plan (one process count)."""
     from gridgnn.plan.planner import _human, _seconds
 
-    head = ["", "algo", "grid", "c", "bytes/rank", "calls/rank", "memory/rank", "comm", "compute", "epoch", "fits"]
+    head = ["", "algo", "grid", "c", "spmm", "bytes/rank", "calls/rank", "memory/rank", "comm", "compute", "epoch",
+            "fits"]
     rows = [head]
     for entry in result.entries:
         d = entry.to_dict()
-        rows.append(["*" if d["best"] else "", d["algo"], d["grid"], str(d["replication"]),
+        rows.append(["*" if d["best"] else "", d["algo"], d["grid"], str(d["replication"]), d["comm"],
                      _human(d["bytes_per_rank"]), str(d["calls_per_rank"]), _human(d["memory_per_rank_bytes"]),
                      _seconds(d["predicted_comm_s"]), _seconds(d["predicted_compute_s"]),
                      _seconds(d["predicted_epoch_s"]), "yes" if d["fits"] else "no"])
     widths = [max(len(r[k]) for r in rows) for k in range(len(head))]
-    lines = ["  ".join(c.ljust(w) if k < 3 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths, strict=True)))
+    left = (0, 1, 2, 4)  # marker, algo, grid, spmm (dense or sparse) are text
+    lines = ["  ".join(c.ljust(w) if k in left else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths, strict=True)))
              .rstrip() for r in rows]
     return "\n".join(lines)
 
@@ -157,7 +189,7 @@ def run_plan(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
     if args.layers > MAX_LAYERS:
         raise ConfigError(f"--layers must be at most {MAX_LAYERS}, got {args.layers}")
-    stats = graph_stats_from_args(args)
+    stats = graph_stats_from_args(args, max(args.nprocs))
     check_plan_sizes(stats.num_nodes, stats.nnz, {"--hidden": args.hidden, "features": stats.num_features,
                                                    "classes": stats.num_classes})
     profile = load_profile(args.profile)
@@ -168,8 +200,11 @@ def run_plan(args: argparse.Namespace) -> int:
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
                      model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps)
     flags = dataset_flags(args)
-    results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
-                    run_flags=flags) for p in args.nprocs]
+    comms = ("dense", "sparse") if args.comm == "auto" else (args.comm,)
+    per_p = {p: stats if args.reorder != "metis" or p == max(args.nprocs) else graph_stats_from_args(args, p)
+             for p in args.nprocs}  # METIS cuts into each P
+    results = [plan(spec, per_p[p], p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
+                    run_flags=flags, comms=comms) for p in args.nprocs]
     if args.json:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0

@@ -32,23 +32,39 @@ def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:
         layout = stage_layout(shape.algo, shape.sizes, blocks.n)
         if stats is not None and stats.exact:
             u = touched_counts(stats.indptr, stats.indices, layout.row_bounds, layout.segments)
-        else:
-            u = expected_touched(stats.grouped_nnz(layout.row_bounds, layout.segments), layout.segments)
+        else:  # uniform: U depends only on (block height, segment width), which take a few values
+            heights, at_row = np.unique(np.diff(layout.row_bounds), return_inverse=True)
+            widths, at_col = np.unique(np.diff(layout.segments), return_inverse=True)
+            small = stats.grouped_nnz(np.concatenate([[0], np.cumsum(heights)]).tolist(),
+                                      np.concatenate([[0], np.cumsum(widths)]).tolist())
+            u = expected_touched(small, np.concatenate([[0], np.cumsum(widths)]).tolist())[at_row][:, at_col]
         blocks.cache["touched"] = (layout, u)
     return blocks.cache["touched"]
 
 
 def _row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
-    """(P,) rows each rank receives in forward and in backward, over the segments its group handles."""
+    """(P,) rows each rank receives in forward and in backward, over the segments its group handles (cached)."""
+    if "sparse_rows" not in blocks.cache:
+        blocks.cache["sparse_rows"] = _count_rows(blocks)
+    return blocks.cache["sparse_rows"]
+
+
+def _count_rows(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
     layout, u = touched_rows(blocks)
     coords = blocks.coords
     group_axis = {"1d": None, "1.5d": "rep", "2d": None, "3d": "depth"}[blocks.shape.algo]
     group = coords[group_axis] if group_axis else np.zeros(blocks.shape.world_size, dtype=np.int64)
-    num_groups = int(layout.group.max()) + 1
-    remote = np.where(layout.root[None, :] != np.arange(u.shape[0])[:, None], u, 0)  # (R, S)
-    onehot = (layout.group[:, None] == np.arange(num_groups)[None, :]).astype(np.int64)  # (S, G)
-    forward = (remote @ onehot)[coords["row"], group]  # rows block i receives from its group's segments
-    sent = remote.sum(axis=0)  # (S,) rows the root of s gets back in backward
+    num_groups = blocks.shape.size(group_axis) if group_axis else 1  # replicas (1.5D), depth (3D); some may idle
+    segments = np.arange(u.shape[1])
+    own = u[layout.root, segments]  # (S,) rows the root of each segment would need from itself: never sent
+    if num_groups == 1:
+        by_group = u.sum(axis=1)[:, None]
+    else:  # float64 products of integers below 2^53 are exact, and use BLAS
+        onehot = (layout.group[:, None] == np.arange(num_groups)[None, :]).astype(np.float64)  # (S, G)
+        by_group = np.rint(u.astype(np.float64) @ onehot).astype(np.int64)
+    np.subtract.at(by_group, (layout.root, layout.group), own)
+    forward = by_group[coords["row"], group]  # rows block i receives from its group's segments
+    sent = u.sum(axis=0) - own  # (S,) rows the root of s gets back in backward
     per_root = np.zeros((u.shape[0], num_groups), dtype=np.int64)
     np.add.at(per_root, (layout.root, layout.group), sent)
     backward = per_root[coords["row"], group]

@@ -102,5 +102,6 @@ def expected_touched(block_nnz: np.ndarray, segments: list[int]) -> np.ndarray:
     """(R, S) expected distinct columns per block when its ``block_nnz`` entries fall uniformly on the
     segment's columns (for statistics without the graph)."""
     width = np.diff(np.asarray(segments, dtype=np.float64))[None, :]
-    safe = np.maximum(width, 1.0)
-    return np.rint(width * (1.0 - np.power(1.0 - 1.0 / safe, block_nnz))).astype(np.int64)
+    rate = np.log1p(-1.0 / np.maximum(width, 2.0))  # log(1 - 1/w); a 1-column segment is touched by any entry
+    rate = np.where(width == 1.0, -np.inf, rate)
+    return np.rint(-width * np.expm1(block_nnz * rate)).astype(np.int64)

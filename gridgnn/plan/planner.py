@@ -1,4 +1,7 @@
-"""Rank every valid (algorithm, grid shape, replication) for P processes by predicted epoch time (pure).
+"""Rank every valid (algorithm, grid shape, replication, comm) for P processes by predicted epoch time (pure).
+
+``comms`` adds the sparse SpMM variants (``--comm sparse``, `gridgnn.cost.sparse_cost`) next to the dense ones,
+priced on the same shape statistics.
 
 `plan` prices each configuration of `candidate_shapes` with `gridgnn.cost.epoch_model.predict_epoch` and
 sorts them: configurations that fit the memory per process first, then by predicted training-step time
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch, stats_for
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import MachineProfile
-from gridgnn.cost.rank_cost import nnz_bounds
+from gridgnn.cost.rank_cost import nnz_bounds, shape_blocks
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.shape import ALGORITHMS, GridShape
 
@@ -50,6 +53,13 @@ class PlanEntry:
     best: bool = False
     run_flags: tuple[str, ...] = ()
     """The ``gridgnn train`` flags of the data and model that were priced (`plan`'s ``run_flags``)."""
+    comm: str = "dense"
+    """``dense`` or ``sparse``: how the SpMMs move X (``gridgnn train --comm``)."""
+
+    @property
+    def label(self) -> str:
+        """``algo grid``, with `` sparse`` for a sparse variant."""
+        return f"{self.algo} {self.grid}" + (" sparse" if self.comm == "sparse" else "")
 
     @property
     def algo(self) -> str:
@@ -67,7 +77,7 @@ class PlanEntry:
         """The JSON object of ``gridgnn plan --json`` (bytes, calls and memory: max over ranks, one epoch)."""
         pred = self.prediction
         return {
-            "algo": self.algo, "grid": self.grid, "replication": self.replication,
+            "algo": self.algo, "grid": self.grid, "replication": self.replication, "comm": self.comm,
             "world_size": self.shape.world_size,
             "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
             "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
@@ -87,6 +97,8 @@ class PlanEntry:
             flags += ["--replication", str(self.replication)]
         elif self.algo in ("2d", "3d"):
             flags += ["--grid", self.grid]
+        if self.comm != "dense":
+            flags += ["--comm", self.comm]
         return flags
 
 
@@ -99,6 +111,7 @@ class Plan:
     spec: ModelSpec
     profile: MachineProfile
     memory_limit: int | None
+    comms: tuple[str, ...] = ("dense",)
 
     @property
     def best(self) -> PlanEntry:
@@ -109,7 +122,8 @@ class Plan:
         """One line: which configuration and why (predicted time against the runner-up)."""
         best = self.best
         pred = best.prediction
-        text = (f"{best.algo} grid {best.grid} on {best.shape.world_size} processes: predicted "
+        comm = f" with {best.comm} communication" if best.comm != "dense" or self.comms != ("dense",) else ""
+        text = (f"{best.algo} grid {best.grid}{comm} on {best.shape.world_size} processes: predicted "
                 f"{_seconds(pred.epoch_s)} per epoch ({_seconds(float(pred.comm_s.max()))} communication, "
                 f"{_human(int(pred.bytes.max()))} per rank)")
         rivals = [e for e in self.entries[1:] if e.fits]
@@ -128,7 +142,7 @@ def _against(best: PlanEntry, other: PlanEntry) -> str:
     """How ``best`` compares with the runner-up ``other``: a speed-up, or for a tie (within 0.5 %) what
     broke it (fewer bytes per rank, else the fixed order of algorithms and shapes)."""
     mine, theirs = best.prediction.epoch_s, other.prediction.epoch_s
-    rival = f"{other.algo} {other.grid} ({_seconds(theirs)})"
+    rival = f"{other.label} ({_seconds(theirs)})"
     if theirs > 1.005 * mine and mine > 0:
         return f"{theirs / mine:.2f}x faster than the next, {rival}"
     mine_bytes, their_bytes = int(best.prediction.bytes.max()), int(other.prediction.bytes.max())
@@ -139,7 +153,8 @@ def _against(best: PlanEntry, other: PlanEntry) -> str:
 
 def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None,
          memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
-         sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None) -> Plan:
+         sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None,
+         comms: tuple[str, ...] | list[str] = ("dense",)) -> Plan:
     """Price every configuration for ``world_size`` processes and rank them (best first).
 
     ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
@@ -147,6 +162,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     the profile's; None means unlimited). Exactly one entry has ``best`` set: the first. ``run_flags``: the
     ``gridgnn train`` flags naming the graph (``--dataset``, ...), which every entry's `PlanEntry.train_flags`
     puts before the model's (``--layers``, ``--hidden``, ``--order``: always written out) and its own.
+    ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``).
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -159,15 +175,19 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
     stats.count_once(nnz_bounds(shape, stats.num_nodes) for shape in shapes)  # one pass over Â for all
     entries = []
+    comms = tuple(comms)
     for shape in shapes:
-        pred = predict_epoch(spec, stats, shape, profile=profile, sizes=sizes)
-        fits = limit is None or int(pred.memory_bytes.max()) <= limit
-        entries.append(PlanEntry(shape, pred, fits, run_flags=flags))
+        blocks = shape_blocks(shape, stats)  # shared by the dense and sparse pricing of this shape
+        for comm in comms:
+            pred = predict_epoch(spec, stats, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm)
+            fits = limit is None or int(pred.memory_bytes.max()) <= limit
+            entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm))
     entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
-                                int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes))
+                                int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes,
+                                e.comm == "sparse"))
     if entries:
         entries[0].best = True
-    return Plan(entries, stats, spec, profile, limit)
+    return Plan(entries, stats, spec, profile, limit, comms)
 
 
 def _human(value: float) -> str:

@@ -31,6 +31,8 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
     """Resolve ``algo="auto"``: the configuration `gridgnn.plan.plan` ranks best for ``world_size``
     processes (priced with the machine profile of ``device_type``), and one line saying which and why.
 
+    With ``comm="auto"`` the sparse variants compete too and the choice sets ``comm``; with a reordering and a
+    sparse or automatic ``comm`` the graph is priced reordered (METIS into ``world_size`` parts).
     Deterministic, so every worker of a torchrun job reaches the same choice. One process means ``local``,
     or with ``on_grid`` (a launched worker, whose process group exists) a one-process ``1d`` grid.
     """
@@ -40,10 +42,18 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
     if world_size == 1:
         return dataclasses.replace(config, algo="local", grid=None, replication=1), \
             "--algo auto: one process, so local (no grid)"
-    ranked = plan(config, graph_stats(graph, config.model), world_size, profile=default_profile(device_type))
+    comms = ("dense", "sparse") if config.comm == "auto" else (config.comm,)
+    priced = graph
+    if (config.comm != "dense" and config.reorder != "none" and not isinstance(graph, PreparedGraph)
+            and graph.meta.get("reorder", "none") != config.reorder):
+        from gridgnn.data.reorder import reorder_graph  # sparse bytes depend on the order: price the reordered graph
+
+        priced = reorder_graph(graph, config.reorder, world_size, config.seed)
+    ranked = plan(config, graph_stats(priced, config.model), world_size, profile=default_profile(device_type),
+                  comms=comms)
     best = ranked.best
     chosen = dataclasses.replace(config, algo=best.algo, grid=best.grid if best.algo in ("2d", "3d") else None,
-                                 replication=best.replication if best.algo == "1.5d" else 1)
+                                 replication=best.replication if best.algo == "1.5d" else 1, comm=best.comm)
     return chosen, f"--algo auto chose {ranked.reason}"
 
 
@@ -61,7 +71,7 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
 def auto_flags(config: TrainConfig) -> list[str]:
     """Command-line flags that pin the configuration `choose_configuration` returned (appended to argv,
     where the last occurrence of a flag wins)."""
-    flags = ["--algo", config.algo, "--replication", str(config.replication)]
+    flags = ["--algo", config.algo, "--replication", str(config.replication), "--comm", config.comm]
     return flags + (["--grid", config.grid] if config.grid else [])
 
 
