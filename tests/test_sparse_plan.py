@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from gridgnn.cli.main import main
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
