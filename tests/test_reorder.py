@@ -62,3 +62,15 @@ def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path):
     assert done.stderr.strip().splitlines() == [
         f"gridgnn: error: prepared graph '{tmp_path / 'g'}' was made with --reorder rcm, but --reorder metis "
         "was asked: train with --reorder rcm, or prepare it again with --reorder metis"]
+
+
+def test_prepare_metis_needs_parts_and_an_unknown_order_is_refused(tmp_path, capsys):
+    from gridgnn.cli.main import main
+
+    assert main(["prepare", "csbm:nodes=200", "--out", str(tmp_path / "p"), "--reorder", "metis"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gridgnn: error: --reorder metis needs --parts K: the grid's row blocks (P for 1d, P/c for 1.5d, PR for 2d, "
+        "Q for 3d)"]
+    assert main(["plan", "--dataset", "csbm", "--reorder", "hilbert"]) == 2
+    assert "argument --reorder: invalid choice" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
