@@ -142,7 +142,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model),
                   comm_mode=config.comm)
     setup = {"comm": config.comm, "index_exchange_bytes": sum(r.bytes for r in comm.records),
-             "index_exchange_calls": len(comm.records), "spmm_setup_s": time.perf_counter() - setup_start}
+             "index_exchange_calls": len(comm.records), "index_exchange_s": sum(r.seconds for r in comm.records),
+             "spmm_setup_s": time.perf_counter() - setup_start}
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
@@ -192,13 +193,15 @@ def reordered_for_grid(config: TrainConfig, graph: Graph | PreparedGraph, shape:
 
 def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
     """The ``setup`` keys of the SpMM set-up: ``comm`` (dense or sparse), ``index_exchange_bytes`` and
-    ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm sparse``, 0 for dense) and
+    ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm sparse``, 0 for dense),
+    ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for peers included) and
     ``spmm_setup_s`` (the slowest rank's seconds building its blocks and index sets)."""
     if not per_rank:
         return {}
     return {"comm": per_rank[0]["comm"],
             "index_exchange_bytes": [r["index_exchange_bytes"] for r in per_rank],
             "index_exchange_calls": [r["index_exchange_calls"] for r in per_rank],
+            "index_exchange_s": max(r.get("index_exchange_s", 0.0) for r in per_rank),
             "spmm_setup_s": max(r["spmm_setup_s"] for r in per_rank)}
 
 
