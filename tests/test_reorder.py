@@ -3,9 +3,6 @@ everywhere a user looks, and the bad-input contract of prepared folders."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -49,17 +46,18 @@ def test_metis_parts_are_contiguous_and_cut_less_than_natural_order():
     assert nnz_imbalance(reordered, 4) < 1.5
 
 
-def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path):
+def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path, capsys):
+    from gridgnn.cli.main import main
+
     graph = reorder_graph(_graph(), "rcm", parts=2)
     prepare_graph(graph, tmp_path / "g")
     prepared = open_prepared(tmp_path / "g")
     assert prepared.meta["reorder"] == "rcm"
     np.testing.assert_array_equal(prepared.meta["reorder_order"], graph.meta["reorder_order"])
-    cmd = [sys.executable, "-m", "gridgnn", "train", "--dataset", str(tmp_path / "g"), "--algo", "1d",
-           "--nprocs", "2", "--epochs", "1", "--reorder", "metis"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
+    code = main(["train", "--dataset", str(tmp_path / "g"), "--algo", "1d", "--nprocs", "2", "--epochs", "1",
+                 "--reorder", "metis"])
+    assert code == 2  # refused by the launcher before any worker starts
+    assert capsys.readouterr().err.strip().splitlines() == [
         f"gridgnn: error: prepared graph '{tmp_path / 'g'}' was made with --reorder rcm, but --reorder metis "
         "was asked: train with --reorder rcm, or prepare it again with --reorder metis"]
 
