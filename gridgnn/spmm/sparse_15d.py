@@ -23,7 +23,10 @@ import torch
 from gridgnn.cost.sparse_stages import stage_layout, touched_columns
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.partition import block_bounds
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
+from gridgnn.sparse.cut import cut_panels
+from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.row_exchange import exchange_wanted, gather_index
 from gridgnn.spmm.spmm_15d import SpMM15D
 
@@ -34,31 +37,35 @@ class SparseSpMM15D(SpMM15D):
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32):
-        super().__init__(grid, comm, adj, dtype=dtype)
+        DistributedSpMM.__init__(self, grid, comm, adj.shape[0])
+        self.replication = grid.size("rep") if "rep" in grid.shape.axes else 1
+        self.bounds = block_bounds(self.num_nodes, grid.size("row"))
+        self.i = grid.index("row")
+        self.k = grid.index("rep") if self.replication > 1 else 0
         layout = stage_layout(grid.algo, grid.shape.sizes, self.num_nodes)
-        remote = [j for j in layout.handled_by(self.k) if j != self.i]
+        self.share = layout.handled_by(self.k)
+        remote = [j for j in self.share if j != self.i]
         touched = touched_columns(adj, self.row_range, layout.segments, remote)
         wanted = [touched.get(j, np.zeros(0, dtype=np.int64)) for j in range(grid.size("row"))]
         self.recv_rows = [len(w) for w in wanted]
         index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
-        self.remote = self._compact(remote, touched, index_dtype, dtype)
-        self.own = self.blocks.pop(self.i, None)
+        column_blocks = list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
+        _, kept = cut_panels(adj, self.row_range, column_blocks, self.share)  # scipy panels, local column ids
+        own = kept.pop(self.i, None)
+        self.own = None if own is None else SparseBlock.from_scipy(own, index_dtype=index_dtype, dtype=dtype,
+                                                                   device=grid.device)
+        self.remote = self._compact(remote, kept, touched, index_dtype, dtype)
         self.blocks = {}
         with comm.phase("other"):
             asked = exchange_wanted(comm, "row", wanted)
         self.send_rows = [len(a) for a in asked]
         self.send_index = gather_index(asked, self.row_range[0], grid.device)
 
-    def _compact(self, remote: list[int], touched: dict, index_dtype, dtype) -> SparseBlock | None:
+    def _compact(self, remote: list[int], kept: dict, touched: dict, index_dtype, dtype) -> SparseBlock | None:
         """Â[i, j] for the remote j, columns restricted to the touched ones, side by side in group order."""
         if not remote:
             return None
-        parts = [self.blocks.pop(j).csr for j in remote]  # the torch CSR tensors cut by the dense set-up
-        pieces = []
-        for j, csr in zip(remote, parts, strict=True):
-            block = sp.csr_matrix((csr.values().cpu().numpy(), csr.col_indices().cpu().numpy(),
-                                   csr.crow_indices().cpu().numpy()), shape=tuple(csr.shape))
-            pieces.append(block[:, touched[j] - self.bounds[j]])
+        pieces = [kept.pop(j)[:, touched[j] - self.bounds[j]] for j in remote]
         return SparseBlock.from_scipy(sp.hstack(pieces, format="csr"), index_dtype=index_dtype, dtype=dtype,
                                       device=self.grid.device)
 
