@@ -85,7 +85,8 @@ def grids(p: int) -> list[tuple[str, dict]]:
         resolve_grid("3d", p)
         out.append(("3d", {}))
     except ConfigError:
-        pass
+        if p % 4 == 0 and p > 4:
+            out.append(("3d", {"grid": f"2x2x{p // 4}"}))  # P not a cube: q = 2, the rest on depth
     return out
 
 
