@@ -12,7 +12,8 @@ from test_spmm_distributed import _check_blocks
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
-from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
+from gridgnn.cost.rank_cost import shape_blocks
+from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.train.run import build_aggregation, load_graph
@@ -36,7 +37,7 @@ def _stats(adj) -> GraphStats:
 
 def _model(shape, adj, width: int, backward: bool) -> list[list[tuple]]:
     """Per rank: the sorted (op, axis, bytes per call summed) the model predicts for one SpMM half."""
-    terms = spmm_terms(shape_blocks(shape, _stats(adj)), width, backward=backward, comm="sparse")
+    terms = comm_spmm_terms(shape_blocks(shape, _stats(adj)), width, backward=backward, comm="sparse")
     return [[(t.op, t.axis, int(t.calls[r]), int(t.bytes[r])) for t in terms if t.calls[r]]
             for r in range(shape.world_size)]
 

@@ -6,7 +6,7 @@ by collective, in the byte convention of `gridgnn.grid.comm` (evaluation is not 
 ==============  ================================================================================
 phase           collectives (P ranks; m = the rank's dense rows; pcol = size of the ``col`` axis)
 ==============  ================================================================================
-spmm_forward    each layer's ``Â X`` (`gridgnn.cost.rank_cost.spmm_terms`, width by the layer's order)
+spmm_forward    each layer's ``Â X`` (`gridgnn.cost.sparse_cost.comm_spmm_terms`, width by the layer's order)
 spmm_backward   each ``Âᵀ G``; none for a first layer that aggregates first (X needs no gradient)
 dense           2D/3D only, each product with a weight (`LayerStep.products`: GCN one, SAGE two, GIN two) on
                 ``col``: all-gather of the input's columns when f_in <= f_out, else reduce-scatter of the
@@ -33,7 +33,8 @@ from gridgnn.cost.epoch_cost import resolve_order
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile
-from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
+from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks
+from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
@@ -224,9 +225,9 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
     shape = blocks.shape
     terms: list[Term] = []
     for step in steps:
-        terms += spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm)
+        terms += comm_spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm)
         if step.spmm_backward:
-            terms += spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm)
+            terms += comm_spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm)
         terms += _dense_terms(blocks, step, sizes)
     terms += _weight_grad_terms(shape, spec, sizes)
     terms += _loss_terms(blocks, spec, sizes)

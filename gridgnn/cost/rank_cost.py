@@ -130,15 +130,10 @@ def _packed(rows, nnz, sz: SizeInfo) -> np.ndarray:
     return np.where(nnz > 0, (rows + 1 + nnz) * sz.index + nnz * sz.sparse_value, 0)
 
 
-def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32,
-               comm: str = "dense") -> list[Term]:
-    """Terms of one SpMM of width ``width``: its forward (``Â X``) or its backward (``Âᵀ G``) half;
-    ``comm="sparse"`` prices the sparse variant (`gridgnn.cost.sparse_cost`)."""
+def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32) -> list[Term]:
+    """Terms of one dense SpMM of width ``width``: its forward (``Â X``) or its backward (``Âᵀ G``) half (the
+    sparse variants: `gridgnn.cost.sparse_cost.comm_spmm_terms`)."""
     algo = blocks.shape.algo
-    if comm == "sparse":
-        from gridgnn.cost.sparse_cost import sparse_spmm_terms
-
-        return sparse_spmm_terms(blocks, width, backward, sizes)
     if algo in ("1d", "1.5d"):
         return _terms_15d(blocks, width, backward, sizes)
     if algo == "2d":

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gridgnn.cost.rank_cost import ShapeBlocks, Term, _terms_2d, _terms_3d, _terms_15d, feature_widths
+from gridgnn.cost.rank_cost import ShapeBlocks, Term, _terms_2d, _terms_3d, _terms_15d, feature_widths, spmm_terms
 from gridgnn.cost.sparse_stages import StageLayout, expected_touched, stage_layout, touched_counts
-from gridgnn.cost.spmm_cost import SizeInfo
+from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 
 
 def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:
@@ -90,3 +90,11 @@ def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeI
         calls = np.where(fw > 0, stages, 0).astype(np.int64)
     nbytes = np.where(calls > 0, rows * fw * sz.value, 0).astype(np.int64)
     return terms + [Term(phase, "all_to_all", "row", num_rows, calls, nbytes)]
+
+
+def comm_spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32,
+                    comm: str = "dense") -> list[Term]:
+    """Terms of one SpMM half in the variant ``comm`` (``dense``: `gridgnn.cost.rank_cost.spmm_terms`)."""
+    if comm == "sparse":
+        return sparse_spmm_terms(blocks, width, backward, sizes)
+    return spmm_terms(blocks, width, backward=backward, sizes=sizes)
