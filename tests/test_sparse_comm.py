@@ -101,3 +101,21 @@ def test_sparse_training_equals_local_and_model(results):
             assert predicted.bytes_by_phase["spmm_forward"].max() < dense.bytes_by_phase["spmm_forward"].max()
             assert sum(s["index_exchange_bytes"] for s in out["setup"]) > 0
         assert out["setup"][0]["comm"] == run.comm
+
+
+@pytest.mark.slow
+def test_sparse_comm_benchmark_tiny(tmp_path):
+    """The benchmark script end to end on tiny graphs: every measured run's bytes equal the model."""
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "sparse_comm.py"
+    done = subprocess.run([sys.executable, str(script), "--tiny", "--out", str(tmp_path)], capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(tmp_path / "measured.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(r["model_equal"] == "True" for r in rows)
+    assert "| goal |" in (tmp_path / "goals.md").read_text()
