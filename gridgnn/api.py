@@ -146,7 +146,8 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
     if options["algo"] == "local":
         raise ConfigError(f"algo 'local' runs in one process; choose a grid for {nprocs} processes")
     with tempfile.TemporaryDirectory(prefix="gridgnn-api-") as folder:
-        prepare_graph(graph, Path(folder) / "graph", operator=operator_of(options.get("model", "gcn")))
+        prepare_graph(_reordered_for_workers(graph, nprocs, options), Path(folder) / "graph",
+                      operator=operator_of(options.get("model", "gcn")))
         options.setdefault("save_model", str(Path(folder) / "model.pt"))
         options.setdefault("metrics_out", str(Path(folder) / "metrics.json"))
         config = TrainConfig(dataset=str(Path(folder) / "graph"), quiet=True, **options)
@@ -159,6 +160,22 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
     history = [EpochRecord(**{k: e[k] for k in ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")})
                for e in metrics["epochs"]]
     return TrainedModel(model, int(info.get("epoch", len(history))), history, metrics, config, graph)
+
+
+def _reordered_for_workers(graph: Graph, nprocs: int, options: dict) -> Graph:
+    """``graph`` in the order ``options["reorder"]`` asks (the prepared folder must hold it; METIS into the
+    grid's row blocks, or ``nprocs`` parts when ``algo`` is ``auto``); the caller keeps the original."""
+    method = options.get("reorder", "none")
+    if method == "none":
+        return graph
+    from gridgnn.data.reorder import reorder_graph
+
+    parts = nprocs
+    if options["algo"] != "auto":
+        from gridgnn.train.run_distributed import grid_shape_for
+
+        parts = grid_shape_for(TrainConfig(dataset=graph.name, **options), nprocs).sizes[0]
+    return reorder_graph(graph, method, parts, options.get("seed", 0))
 
 
 _FLAG_SKIP = {"auto_reason", "progress", "quiet"}

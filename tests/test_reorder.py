@@ -72,3 +72,15 @@ def test_prepare_metis_needs_parts_and_an_unknown_order_is_refused(tmp_path, cap
     assert main(["plan", "--dataset", "csbm", "--reorder", "hilbert"]) == 2
     assert "argument --reorder: invalid choice" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.slow  # starts two worker processes (~10 s)
+def test_fit_on_workers_with_a_reordering_trains_the_local_run():
+    from gridgnn.api import fit
+
+    graph = csbm(nodes=300, classes=4, features=8, seed=2)
+    reordered = fit(graph, nprocs=2, algo="1d", reorder="rcm", comm="sparse", epochs=2, threads=1)
+    local = fit(graph, epochs=2)
+    np.testing.assert_allclose([e.loss for e in reordered.history], [e.loss for e in local.history], rtol=1e-4)
+    assert [e.val_acc for e in reordered.history] == [e.val_acc for e in local.history]
+    assert reordered.metrics["setup"]["reorder"]["method"] == "rcm"
