@@ -122,7 +122,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
-        gin_train_eps=args.gin_train_eps,
+        gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
+        attn_dropout=args.attn_dropout,
     )
 
 
