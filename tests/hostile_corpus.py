@@ -482,6 +482,16 @@ FLAG_CASES = [
     ("unknown-flag", ["--bogus"], "unrecognized arguments: --bogus"),
     ("dataset-without-value", ["--dataset"], "expected one argument"),
     ("quiet-and-progress", ["--quiet", "--progress"], "not allowed with argument"),
+    # multi-host: the network interface and the rendezvous endpoint (issue 19)
+    ("interface-unknown", ["--interface", "nope0"], "no network interface of that name"),
+    ("interface-unknown-distributed", ["--interface", "nope0", "--algo", "1d", "--nprocs", "2"],
+     "no network interface of that name"),
+    ("netcheck-endpoint-without-port", ["netcheck", "--rdzv-endpoint", "127.0.0.1"], "expected HOST:PORT"),
+    ("netcheck-port-zero", ["netcheck", "--rdzv-endpoint", "127.0.0.1:0"], "port in 1..65535"),
+    ("netcheck-port-too-large", ["netcheck", "--rdzv-endpoint", "127.0.0.1:70000"], "port in 1..65535"),
+    ("netcheck-interface-unknown", ["netcheck", "--rdzv-endpoint", "127.0.0.1:29400", "--interface", "nope0"],
+     "no network interface of that name"),
+    ("netcheck-without-endpoint", ["netcheck"], "--rdzv-endpoint"),
     ("data-root-missing", ["--data-root", "{tmp}/no-root", "--dataset", "cora"], "not found under data root"),
     # unwritable metrics paths
     ("metrics-out-is-a-directory", ["--metrics-out", "{tmp}/out"], "is a directory"),

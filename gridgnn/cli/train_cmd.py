@@ -80,6 +80,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "(same numbers)" + _DEF)
     grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                       help="limit on any one collective before the run fails" + _DEF)
+    grid.add_argument("--interface", default=None, metavar="NAME",
+                      help="network interface the workers talk on across hosts (sets GLOO_SOCKET_IFNAME; "
+                           "default: GLOO_SOCKET_IFNAME, else the interface that reaches the rendezvous host)")
     grid.add_argument("--threads", type=int, default=None,
                       help="compute threads of each process, with any --algo, under torchrun too (default: "
                            "torch's own on one process, cores / workers on a grid)")
@@ -208,6 +211,11 @@ def run_train(args: argparse.Namespace) -> int:
     note = resolve_algo(args)
     use_threads(args.threads)
     config = config_from_args(args)
+    if args.interface is not None:  # checked here (one line, exit 2); workers read it from the environment
+        from gridgnn.grid.network import INTERFACE_ENV, check_interface
+
+        check_interface(args.interface)
+        os.environ[INTERFACE_ENV] = args.interface
     check_process_count(config)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if note is not None and rank0 and not config.quiet:

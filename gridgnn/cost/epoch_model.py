@@ -35,6 +35,7 @@ from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
 
 PHASES = ("spmm_forward", "spmm_backward", "dense", "weight_grad", "loss", "other")
@@ -282,27 +283,28 @@ def _loss_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo) -> list[T
     return terms
 
 
-def _intra_node(shape: GridShape, axis: str, per_node: int | None) -> np.ndarray:
-    """(P,) bool: the rank's ``axis`` group lies within one node (ranks fill nodes in order)."""
+def _intra_node(shape: GridShape, axis: str, per_node: int | None, order: tuple[str, ...] | None = None
+                ) -> np.ndarray:
+    """(P,) bool: the rank's ``axis`` group lies within one node (ranks fill nodes in order and take grid
+    coordinates in ``order``, slowest axis first; default the grid's own order)."""
     p = shape.world_size
     if per_node is None or per_node >= p:
         return np.ones(p, dtype=bool)
-    ranks = np.arange(p)
-    if axis == "world":
-        return np.zeros(p, dtype=bool)
-    a = shape.axes.index(axis)
-    stride = int(np.prod(shape.sizes[a + 1:], dtype=np.int64))
-    coord = np.unravel_index(ranks, shape.sizes)[a]
-    first = ranks - coord * stride
-    last = first + (shape.sizes[a] - 1) * stride
-    return first // per_node == last // per_node
+    return within_node_by_position(shape, order or shape.axes, per_node, axis)
 
 
 def comm_seconds(terms: list[Term], shape: GridShape, profile: MachineProfile) -> np.ndarray:
-    """(P,) predicted seconds in collectives per rank (α·⌈log2 p⌉ per call + β·bytes, per link class)."""
+    """(P,) predicted seconds in collectives per rank (α·⌈log2 p⌉ per call + β·bytes, per link class).
+
+    Ranks are placed on nodes as a run places them (`gridgnn.grid.placement.host_axis_order`: the axis
+    that moves the most bytes varies fastest, so its groups stay within a node when they fit)."""
     total = np.zeros(shape.world_size)
+    order = host_axis_order(shape, axis_bytes(terms), profile.procs_per_node)
+    intra_by_axis: dict[str, np.ndarray] = {}
     for term in terms:
-        intra = _intra_node(shape, term.axis, profile.procs_per_node)
+        if term.axis not in intra_by_axis:
+            intra_by_axis[term.axis] = _intra_node(shape, term.axis, profile.procs_per_node, order)
+        intra = intra_by_axis[term.axis]
         near, far = profile.link(term.op, False), profile.link(term.op, True)
         total += np.where(intra, near.time(term.group_size, term.calls, term.bytes),
                           far.time(term.group_size, term.calls, term.bytes))

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import OPERATORS, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
@@ -166,6 +167,7 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
                 "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
                 "num_classes": graph.num_classes, "directed": graph.directed, "digest": graph_digest(graph),
                 "sparse_features": sparse_features, "meta": meta, "operator": operator}
+    manifest["files"] = describe_files(target, [p.name for p in target.glob("*.npy")])
     (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return target
 

@@ -50,7 +50,9 @@ class DistributedTrainer(Trainer):
         self.ops.reduce_gradients(list(self.model.parameters()))
         self.optimizer.step()
         global_loss = self.ops.global_sum(loss.detach().double().reshape(1))
-        self._record_step(CommTotals.of(comm.reset()), time.perf_counter() - start)
+        records = comm.reset()
+        self._record_step(CommTotals.of(records), time.perf_counter() - start)
+        self.epoch_comm[-1]["by_axis"] = bytes_by_axis(records)
         return float(global_loss[0])
 
     @torch.no_grad()
@@ -115,3 +117,11 @@ def peak_memory_bytes(device: torch.device) -> int:
     except OSError:
         pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def bytes_by_axis(records) -> dict[str, int]:
+    """Bytes received per axis (``world`` included) over a list of `CommRecord`. Not collective."""
+    out: dict[str, int] = {}
+    for record in records:
+        out[record.axis] = out.get(record.axis, 0) + record.bytes
+    return out

@@ -102,7 +102,7 @@ def check_memory(config: TrainConfig, graph, world_size: int, local_procs: int |
     started by ``gridgnn train --nprocs`` skip it (the launcher checked)."""
     import torch.distributed as dist
 
-    from gridgnn.train.run_distributed import PREPARED_ENV
+    from gridgnn.train.worker_env import PREPARED_ENV
 
     if not config.memory_check or os.environ.get(PREPARED_ENV):
         return

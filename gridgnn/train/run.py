@@ -5,13 +5,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
-from gridgnn.data.prepared import is_prepared
-from gridgnn.data.registry import load_dataset
 from gridgnn.errors import ConfigError
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
@@ -21,28 +18,8 @@ from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
-from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
-
-
-@dataclass
-class Run:
-    """A finished run: the graph it trained on, its records and the metrics document; ``model``: the trained
-    model (on every rank), with the weights of the last epoch, or of ``config.weights`` when the run wrote
-    predictions, embeddings or a model file."""
-
-    graph: Graph
-    result: TrainResult
-    metrics: dict
-    model: object = None
-
-
-def load_graph(config: TrainConfig) -> Graph:
-    """The dataset named by ``config.dataset`` (name, generator spec or path), seeded by ``config.seed``."""
-    if is_prepared(config.dataset):
-        raise ConfigError(f"'{config.dataset}' is a prepared graph (gridgnn prepare): it is read by distributed "
-                          "workers (--algo 1d|1.5d|2d|3d); give the original dataset here")
-    return load_dataset(config.dataset, data_root=config.data_root, directed=config.directed,
-                        normalize_features=config.normalize_features, seed=config.seed)
+from gridgnn.train.run_base import Run, load_graph
+from gridgnn.train.trainer import EpochRecord, Trainer
 
 
 def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
