@@ -9,13 +9,14 @@ the output). Prints an aligned table (best marked ``*``, configurations over ``-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shlex
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
-from gridgnn.config import ORDERS, TrainConfig
+from gridgnn.config import MAX_HEADS, ORDERS, TrainConfig
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
@@ -90,7 +91,7 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
         from gridgnn.data.any_source import load_any
 
         graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
-        return GraphStats.from_graph(graph, self_loops=args.model == "gcn")
+        return GraphStats.from_graph(graph, self_loops=args.model in ("gcn", "gat"))
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
                                         strict=True) if c is None]
     if missing:
@@ -99,7 +100,7 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
         raise ConfigError(f"--feature-density must be in (0, 1], got {args.feature_density}")
     try:
         return GraphStats.from_counts(*counts, feature_density=args.feature_density,
-                                      self_loops=args.model == "gcn")
+                                      self_loops=args.model in ("gcn", "gat"))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -142,6 +143,34 @@ def format_plan(result: Plan) -> str:
     return "\n".join(lines)
 
 
+def check_attention_flags(args) -> None:
+    """`ConfigError` for GAT's flags without ``--model gat`` or out of range."""
+    for name, value in (("heads", args.heads), ("output-heads", args.output_heads)):
+        if not 1 <= value <= MAX_HEADS:
+            raise ConfigError(f"--{name} must be from 1 to {MAX_HEADS}, got {value}")
+    if (args.heads != 1 or args.output_heads != 1 or args.attn_dropout != 0.0) and args.model != "gat":
+        raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {args.model}")
+    if args.model == "gat" and not set(args.algo) & {"1d", "1.5d"}:
+        raise ConfigError("--model gat runs on --algo 1d or 1.5d (2d and 3d attention is not implemented yet)")
+
+
+def attention_line(result, stats, profile) -> str:
+    """What attention adds over a GCN of the same widths on the best grid: bytes per rank and epoch time."""
+    from gridgnn.cost.epoch_model import predict_epoch
+    from gridgnn.plan.planner import _human
+
+    best = result.best
+    gat = best.prediction
+    gcn_spec = dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, hidden=gat.spec.widths[1]
+                                   if gat.spec.layers > 1 else gat.spec.hidden)
+    gcn = predict_epoch(gcn_spec, stats, best.shape, profile=profile)
+    extra = int(gat.bytes.max()) - int(gcn.bytes.max())
+    return (f"attention  adds {_human(extra)} per rank per epoch over a GCN of the same widths on "
+            f"{best.algo} {best.shape.label()} ({_human(int(gcn.bytes.max()))} -> {_human(int(gat.bytes.max()))}; "
+            f"epoch {gcn.epoch_s * 1e3:.3g} -> {gat.epoch_s * 1e3:.3g} ms): the score terms' stages, the row "
+            "maxima and sums, and the SDDMM's second pass over x'")
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn plan``."""
     from gridgnn.cost.epoch_model import ModelSpec
@@ -165,8 +194,10 @@ def run_plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
     if args.gin_train_eps and args.model != "gin":
         raise ConfigError(f"--gin-train-eps applies to --model gin, not {args.model}")
+    check_attention_flags(args)
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
-                     model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps)
+                     model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps,
+                     heads=args.heads, output_heads=args.output_heads)
     flags = dataset_flags(args)
     results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
                     run_flags=flags) for p in args.nprocs]
@@ -183,4 +214,6 @@ def run_plan(args: argparse.Namespace) -> int:
         print(format_plan(result))
         missing = [] if args.dataset is not None else ["--dataset", "YOUR_GRAPH"]  # priced on counts alone
         print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
+        if spec.model == "gat":
+            print(attention_line(result, stats, profile))
     return 0

@@ -20,12 +20,19 @@ loss            2D/3D: all-gather of the class columns on ``col`` (forward only)
 other           nothing in the training step
 ==============  ================================================================================
 
+GAT (1D/1.5D; `gridgnn.spmm.attention`) replaces a layer's SpMM by its attention, with x' = H W of width
+f = K·C and the K score terms per vertex: forward, the ``row`` broadcasts of an SpMM of width K (the score
+terms; no replica all-reduce), two ``rep`` all-reduces of m·K values (row maximum and sum), then the SpMM of
+width f; backward, the ``row`` broadcasts of width f again (for the SDDMM), the backward SpMM of width f, two
+``rep`` all-reduces of m·K (the softmax's row sums, the score terms' gradient) and the backward SpMM of
+width K (the source score terms' gradient, reduced to their owners).
+
 A collective on a group of one process is skipped and not counted, as in `Communicator`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -58,15 +65,25 @@ class ModelSpec:
     model: str = "gcn"
     sage_normalize: bool = False
     gin_train_eps: bool = False
+    heads: int = 1
+    output_heads: int = 1
 
     @property
     def self_loops(self) -> bool:
-        """Whether the model's operator has the diagonal of A + I (GCN's Â) or only A's pattern."""
-        return self.model == "gcn"
+        """Whether the model's operator has the diagonal of A + I (GCN's Â, GAT's pattern) or only A's."""
+        return self.model in ("gcn", "gat")
 
     @property
     def widths(self) -> list[int]:
-        return [self.num_features] + [self.hidden] * (self.layers - 1) + [self.num_classes]
+        """Layer widths; a GAT hidden layer is ``heads`` heads of ``hidden`` channels, concatenated."""
+        hidden = self.hidden * (self.heads if self.model == "gat" else 1)
+        return [self.num_features] + [hidden] * (self.layers - 1) + [self.num_classes]
+
+    def layer_heads(self, index: int) -> int:
+        """Attention heads of layer ``index`` (1 for models without attention)."""
+        if self.model != "gat":
+            return 1
+        return self.output_heads if index == self.layers - 1 else self.heads
 
     @classmethod
     def of(cls, model, stats: GraphStats) -> ModelSpec:
@@ -77,15 +94,19 @@ class ModelSpec:
         return cls(stats.num_features, stats.num_classes, int(model.layers), int(model.hidden),
                    str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
                    sage_normalize=bool(getattr(model, "sage_normalize", False)),
-                   gin_train_eps=bool(getattr(model, "gin_train_eps", False)))
+                   gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
+                   heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)))
 
     def num_parameters(self) -> int:
         """Trained values: GCN W, b; SAGE W_neigh, W_root, b; GIN W1, b1, W2, b2 (and ε when trained)."""
         w = self.widths
         bias = 1 if self.bias else 0
         total = 0
-        for a, b in zip(w[:-1], w[1:], strict=True):
-            if self.model == "sage":
+        for index, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True)):
+            if self.model == "gat":  # W (a, K·C), a_src and a_dst (K, C), bias (b)
+                transformed = b if index < self.layers - 1 else b * self.output_heads
+                total += a * transformed + 2 * transformed + b
+            elif self.model == "sage":
                 total += 2 * a * b + b
             elif self.model == "gin":
                 total += a * b + b + b * b + b + (1 if self.gin_train_eps else 0)
@@ -105,6 +126,13 @@ class LayerStep:
     model: str = "gcn"
     row_norm: bool = False
     train_eps: bool = False
+    heads: int = 1
+    last: bool = False
+
+    @property
+    def transformed(self) -> int:
+        """GAT: the width of x' = H W (K·C; the output layer averages its K heads of f_out channels)."""
+        return self.f_out * self.heads if self.last else self.f_out
 
     @property
     def products(self) -> list[tuple[int, int, bool]]:
@@ -113,6 +141,8 @@ class LayerStep:
         The input of a first layer is the features (no gradient), unless GIN adds ``(1 + ε) X`` to ``A X``
         first with a trained ε."""
         grad_in = self.index > 0
+        if self.model == "gat":
+            return [(self.f_in, self.transformed, grad_in)]
         if self.model == "sage":
             return [(self.f_in, self.f_out, grad_in)] * 2
         if self.model == "gin":
@@ -122,17 +152,23 @@ class LayerStep:
 
     @property
     def spmm_width(self) -> int:
+        if self.model == "gat":
+            return self.transformed
         return self.f_in if self.order == "aggregate-first" else self.f_out
 
     @property
     def spmm_backward(self) -> bool:
+        if self.model == "gat":
+            return True
         return not (self.index == 0 and self.order == "aggregate-first")
 
 
 def layer_steps(spec: ModelSpec) -> list[LayerStep]:
     w = spec.widths
-    return [LayerStep(k, a, b, resolve_order(spec.order, a, b), spec.model, spec.sage_normalize,
-                      spec.gin_train_eps) for k, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True))]
+    order = "transform-first" if spec.model == "gat" else spec.order
+    return [LayerStep(k, a, b, resolve_order(order, a, b), spec.model, spec.sage_normalize, spec.gin_train_eps,
+                      spec.layer_heads(k), k == spec.layers - 1)
+            for k, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True))]
 
 
 def stats_for(model, graph) -> GraphStats:
@@ -140,7 +176,7 @@ def stats_for(model, graph) -> GraphStats:
     ``model`` (a `ModelSpec` or a `TrainConfig`-like object: A + I's pattern for GCN, A's for SAGE and GIN)."""
     if isinstance(graph, GraphStats):
         return graph
-    return GraphStats.from_graph(graph, self_loops=str(getattr(model, "model", "gcn")) == "gcn")
+    return GraphStats.from_graph(graph, self_loops=str(getattr(model, "model", "gcn")) in ("gcn", "gat"))
 
 
 @dataclass
@@ -222,13 +258,37 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
     shape = blocks.shape
     terms: list[Term] = []
     for step in steps:
-        terms += spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes)
-        if step.spmm_backward:
-            terms += spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes)
+        if step.model == "gat":
+            terms += attention_terms(blocks, step.transformed, step.heads, sizes)
+        else:
+            terms += spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes)
+            if step.spmm_backward:
+                terms += spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes)
         terms += _dense_terms(blocks, step, sizes)
     terms += _weight_grad_terms(shape, spec, sizes)
     terms += _loss_terms(blocks, spec, sizes)
     return [t for t in terms if t.calls.any()]
+
+
+def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+    """The collectives of one GAT layer's attention on 1D/1.5D, x' of width ``width`` (see the module
+    docstring); 2D/3D raise ValueError (not implemented)."""
+    if blocks.shape.algo not in ("1d", "1.5d"):
+        raise ValueError(f"GAT runs on 1d and 1.5d; no cost model for {blocks.shape.algo}")
+
+    def spmm(f: int, backward: bool) -> list[Term]:
+        return spmm_terms(blocks, f, backward=backward, sizes=sizes)
+
+    def stages(f: int, phase: str) -> list[Term]:  # the row broadcasts of a forward SpMM, without its rep sum
+        return [replace(t, phase=phase) for t in spmm(f, False) if t.axis == "row"]
+
+    def row_sums(phase: str) -> list[Term]:  # two all-reduces of m·K values over the replicas
+        return [replace(t, phase=phase, calls=2 * t.calls, bytes=2 * t.bytes) for t in spmm(heads, False)
+                if t.axis == "rep"]
+
+    forward = stages(heads, "spmm_forward") + row_sums("spmm_forward") + spmm(width, False)
+    backward = stages(width, "spmm_backward") + spmm(width, True) + row_sums("spmm_backward") + spmm(heads, True)
+    return forward + backward
 
 
 def _col_size(shape: GridShape) -> int:

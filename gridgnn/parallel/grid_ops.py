@@ -19,12 +19,14 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
+from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
 from gridgnn.partition import block_bounds, block_sizes
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.sparse.linear import sparse_linear
+from gridgnn.spmm.attention import DropFn, attention
 from gridgnn.spmm.registry import build_spmm
 
 
@@ -61,6 +63,25 @@ class GridOps:
         if self.col_axis is None:
             return partial
         return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")
+
+    def _attention_layout(self) -> None:
+        if self.col_axis is not None:
+            raise ConfigError(f"--model gat runs on --algo local, 1d or 1.5d; attention on {self.grid.algo} "
+                              "(rows split over a process row) is not implemented yet")
+
+    def head_sum(self, x: torch.Tensor, heads: int) -> torch.Tensor:
+        """(m, K): each row's sum over the columns of each of K equal heads. 1D/1.5D: not collective (every
+        column is local); 2D/3D: `ConfigError`."""
+        self._attention_layout()
+        return x.view(x.shape[0], heads, x.shape[1] // heads).sum(dim=2)
+
+    def attend(self, x: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor, *, heads: int,
+               negative_slope: float, drop: DropFn | None) -> torch.Tensor:
+        """Graph attention on this rank's tiles of the ``gat`` pattern (`gridgnn.spmm.attention`); 1D/1.5D
+        only. Collective on ``row`` and ``rep`` (phases ``spmm_forward`` and ``spmm_backward``)."""
+        self._attention_layout()
+        return attention(x, s_dst, s_src, self.spmm.attention_stages(), heads=heads,
+                         negative_slope=negative_slope, drop=drop)
 
     def _counts(self, width: int) -> list[int]:
         return block_sizes(block_bounds(width, self.grid.size(self.col_axis), allow_empty=True,
