@@ -44,6 +44,7 @@ from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_bloc
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
+from gridgnn.partition import block_bounds
 
 PHASES = ("spmm_forward", "spmm_backward", "dense", "weight_grad", "loss", "other")
 """The phases of `gridgnn.grid.comm.PHASES` (repeated here so the cost model imports no torch code)."""
@@ -271,10 +272,12 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
 
 
 def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
-    """The collectives of one GAT layer's attention on 1D/1.5D, x' of width ``width`` (see the module
-    docstring); 2D/3D raise ValueError (not implemented)."""
+    """The collectives of one GAT layer's attention, x' of width ``width`` (see the module docstring); 3D
+    raises ValueError (not implemented)."""
+    if blocks.shape.algo == "2d":
+        return _attention_terms_2d(blocks, width, heads, sizes)
     if blocks.shape.algo not in ("1d", "1.5d"):
-        raise ValueError(f"GAT runs on 1d and 1.5d; no cost model for {blocks.shape.algo}")
+        raise ValueError(f"GAT runs on 1d, 1.5d and 2d; no cost model for {blocks.shape.algo}")
 
     def spmm(f: int, backward: bool) -> list[Term]:
         return spmm_terms(blocks, f, backward=backward, sizes=sizes)
@@ -289,6 +292,39 @@ def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo
     forward = stages(heads, "spmm_forward") + row_sums("spmm_forward") + spmm(width, False)
     backward = stages(width, "spmm_backward") + spmm(width, True) + row_sums("spmm_backward") + spmm(heads, True)
     return forward + backward
+
+
+def _attention_terms_2d(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+    """2D: the SUMMA stages of width ``width`` forward and backward (panels on ``col`` both ways, X on ``row``
+    both ways, dX reduced on ``row``), plus the coefficients (K per entry) with every panel on ``col`` both ways
+    and the SDDMM's reduce to the owner, the score terms of each owned stage on ``row`` (and their gradient's
+    reduce), and the row maximum and sums on ``col`` (two forward, one backward)."""
+    shape, p = blocks.shape, blocks.shape.world_size
+    pr, pc = shape.sizes
+    i, j = blocks.coords["row"], blocks.coords["col"]
+    stages = np.asarray(blocks.segments)
+    seg_rows = np.diff(stages).astype(np.int64)
+    col_owner = np.searchsorted(np.asarray(block_bounds(blocks.n, pc)), stages[:-1], side="right") - 1
+    row_owner = np.searchsorted(np.asarray(blocks.row_bounds), stages[:-1], side="right") - 1
+    forward = spmm_terms(blocks, width, backward=False, sizes=sizes)
+    terms = forward + [replace(t, phase="spmm_backward") for t in forward]
+    terms += [t for t in spmm_terms(blocks, width, backward=True, sizes=sizes) if t.axis == "row"]
+    owned = col_owner[None, :] == j[:, None]  # (P, stages)
+    if pr > 1:
+        remote = owned & (row_owner[None, :] != i[:, None])
+        calls, nbytes = owned.sum(axis=1), (remote * seg_rows[None, :]).sum(axis=1) * heads * sizes.value
+        terms += [Term(phase, op, "row", pr, calls.astype(np.int64), nbytes.astype(np.int64))
+                  for phase, op in (("spmm_forward", "broadcast"), ("spmm_backward", "reduce"))]
+    if pc > 1:
+        reduce_bytes = 2 * blocks.local_rows.astype(np.int64) * heads * sizes.value * (pc - 1) // pc
+        terms += [Term("spmm_forward", "all_reduce", "col", pc, np.full(p, 2, dtype=np.int64), 2 * reduce_bytes),
+                  Term("spmm_backward", "all_reduce", "col", pc, np.ones(p, dtype=np.int64), reduce_bytes)]
+        nnz = blocks.nnz[i]  # (P, stages): entries of each panel of the rank's block row
+        calls = (nnz > 0).sum(axis=1).astype(np.int64)
+        nbytes = (nnz * ~owned).sum(axis=1).astype(np.int64) * heads * sizes.value
+        terms += [Term(phase, op, "col", pc, calls, nbytes) for phase, op in
+                  (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
+    return terms
 
 
 def _col_size(shape: GridShape) -> int:
@@ -315,6 +351,13 @@ def _dense_terms(blocks: ShapeBlocks, step: LayerStep, sizes: SizeInfo) -> list[
         else:
             terms += [_column_term(blocks, "dense", "reduce_scatter", f_out, sizes),
                       _column_term(blocks, "dense", "all_gather", f_out, sizes)]
+    if step.model == "gat":  # the score terms' head sums (two, forward and backward); the output heads' mean
+        p = blocks.shape.world_size
+        nbytes = 2 * blocks.local_rows.astype(np.int64) * step.heads * sizes.value * (pcol - 1) // pcol
+        terms.append(Term("dense", "all_reduce", "col", pcol, np.full(p, 4, dtype=np.int64), 4 * nbytes))
+        if step.last and step.heads > 1:
+            terms += [_column_term(blocks, "dense", op, step.transformed, sizes)
+                      for op in ("all_gather", "reduce_scatter")]
     if step.row_norm:  # the row sums of squares, forward and backward
         p = blocks.shape.world_size
         nbytes = 2 * blocks.local_rows.astype(np.int64) * sizes.value * (pcol - 1) // pcol

@@ -77,15 +77,18 @@ class GATLayer(nn.Module):
         return drop
 
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
-        """h: dense (m, in_channels) or a sparse feature block; returns (m, out_channels). ``layout``: a
-        `Layout` holding every feature column of its rows (local, 1d, 1.5d)."""
+        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
+        ``layout``: a `Layout` (the score terms are whole on every process holding a row)."""
         layout = as_layout(layout, self.operator)
+        width = self.heads * self.channels
+        c0, c1 = layout.col_range(width)
         x = layout.linear(h, self.weight)
-        s_src = layout.head_sum(x * self.att_src.reshape(-1), self.heads)
-        s_dst = layout.head_sum(x * self.att_dst.reshape(-1), self.heads)
-        out = layout.attend(x, s_dst, s_src, heads=self.heads, negative_slope=NEGATIVE_SLOPE, drop=self._drop())
-        if not self.concat:
-            out = out.view(out.shape[0], self.heads, self.channels).mean(dim=1)
+        s_src = layout.head_sum(x * self.att_src.reshape(-1)[c0:c1], self.heads, width)
+        s_dst = layout.head_sum(x * self.att_dst.reshape(-1)[c0:c1], self.heads, width)
+        out = layout.attend(x, s_dst, s_src, heads=self.heads, width=width, negative_slope=NEGATIVE_SLOPE,
+                            drop=self._drop())
+        if not self.concat and self.heads > 1:
+            out = layout.head_mean(out, self.heads, width)
         return layout.add_bias(out, self.bias)
 
     def extra_repr(self) -> str:

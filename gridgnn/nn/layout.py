@@ -11,7 +11,10 @@ process). A layout offers exactly the operations whose result depends on that sp
 ``add_bias(z, b)``  ``z + b`` with b's entries for the block's columns
 ``row_sum(x)``      (m, 1): each row's sum over all global columns (for row norms)
 ``full_rows(z, w)`` every one of the ``w`` columns of the block's rows (for log-softmax and the loss)
-``head_sum(x, K)``  (m, K): each row's sum over the columns of each of K equal heads (attention score terms)
+``head_sum(x, K,    (m, K): each row's sum over the columns of each of K equal heads of a ``w``-wide matrix
+w)``                (the attention score terms), whole on every process holding the rows
+``head_mean(x, K,   (m, block of w / K columns): the mean of the K heads of a ``w``-wide matrix
+w)``
 ``attend(x, ...)``  graph attention on the ``gat`` pattern: edge softmax of the score terms, then the
                     per-head weighted aggregation (`gridgnn.spmm.attention.attention`), with autograd
 ==================  ==========================================================================================
@@ -57,9 +60,11 @@ class Layout(Protocol):
 
     def full_rows(self, z: Tensor, width: int) -> Tensor: ...
 
-    def head_sum(self, x: Tensor, heads: int) -> Tensor: ...
+    def head_sum(self, x: Tensor, heads: int, width: int) -> Tensor: ...
 
-    def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, negative_slope: float,
+    def head_mean(self, x: Tensor, heads: int, width: int) -> Tensor: ...
+
+    def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, width: int, negative_slope: float,
                drop: DropFn | None) -> Tensor: ...
 
 
@@ -98,10 +103,13 @@ class LocalLayout:
     def full_rows(self, z: Tensor, width: int) -> Tensor:
         return z
 
-    def head_sum(self, x: Tensor, heads: int) -> Tensor:
-        return x.view(x.shape[0], heads, x.shape[1] // heads).sum(dim=2)
+    def head_sum(self, x: Tensor, heads: int, width: int) -> Tensor:
+        return x.view(x.shape[0], heads, width // heads).sum(dim=2)
 
-    def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, negative_slope: float,
+    def head_mean(self, x: Tensor, heads: int, width: int) -> Tensor:
+        return x.view(x.shape[0], heads, width // heads).mean(dim=1)
+
+    def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, width: int, negative_slope: float,
                drop: DropFn | None) -> Tensor:
         """Attention over the whole pattern of the aggregation's matrix (a `LocalSpMM` of the ``gat``
         operator); its tile is built on first use."""
@@ -110,7 +118,8 @@ class LocalLayout:
             if block is None:
                 raise TypeError("attention needs a LocalSpMM aggregation (its matrix gives the edges)")
             self._stages = LocalStages(EdgeBlock.from_csr(block.csr))
-        return attention(x, s_dst, s_src, self._stages, heads=heads, negative_slope=negative_slope, drop=drop)
+        return attention(x, s_dst, s_src, self._stages, heads=heads, width=width, negative_slope=negative_slope,
+                         drop=drop)
 
 
 def as_layout(agg: Layout | Callable[[Tensor], Tensor], operator: str) -> Layout:

@@ -137,8 +137,8 @@ def _against(best: PlanEntry, other: PlanEntry) -> str:
     return f"tied with {rival}, chosen for {why}"
 
 
-GAT_ALGORITHMS = ("1d", "1.5d")
-"""The algorithms GAT trains on (2d and 3d attention is not implemented)."""
+GAT_ALGORITHMS = ("1d", "1.5d", "2d")
+"""The algorithms GAT trains on (3d attention is not implemented)."""
 
 
 def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None,

@@ -15,17 +15,10 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from gridgnn.sparse.csr import csr_tensor, spmm, spmm_add
+from gridgnn.sparse.csr import csr_tensor, spmm
 
-
-def heads_first(x: Tensor, heads: int) -> Tensor:
-    """(n, K*C) -> contiguous (K, n, C): head h's channels as one matrix."""
-    return x.view(x.shape[0], heads, x.shape[1] // heads).transpose(0, 1).contiguous()
-
-
-def heads_last(x: Tensor) -> Tensor:
-    """(K, n, C) -> (n, K*C), the inverse of `heads_first`."""
-    return x.transpose(0, 1).reshape(x.shape[1], x.shape[0] * x.shape[2])
+Segments = list[tuple[int, int, int]]
+"""(head, first local column, end local column) of each piece of a head among a block's columns."""
 
 
 class EdgeBlock:
@@ -81,29 +74,36 @@ class EdgeBlock:
                               (self.shape[1], self.shape[0]), self.device)
         return csr_tensor(self.crow, self.cols, values.contiguous(), self.shape, self.device)
 
-    def aggregate_add(self, alpha: Tensor, x: Tensor, out: Tensor) -> Tensor:
-        """``out[h] += α_h x[h]`` for each head h: alpha (nnz, K), x (K, n, C) and out (K, m, C) head-major
-        (`heads_first`). Returns out."""
-        for h in range(alpha.shape[1]):
-            spmm_add(self._csr(alpha[:, h], False), x[h], out[h])
-        return out
+    def aggregate(self, alpha: Tensor, x: Tensor, segments: Segments) -> Tensor:
+        """(m, w): ``α_h x[:, lo:hi]`` for each segment (h, lo, hi) of x's w local columns; alpha (nnz, K)."""
+        parts = [spmm(self._csr(alpha[:, h], False), x[:, lo:hi].contiguous()) for h, lo, hi in segments]
+        return torch.cat(parts, dim=1) if parts else x.new_zeros((self.shape[0], 0))
 
-    def aggregate_t(self, alpha: Tensor, grad: Tensor) -> Tensor:
-        """(n, K*C): ``α_hᵀ grad[:, head h]`` for each head; alpha (nnz, K), grad (m, K*C)."""
-        heads = alpha.shape[1]
-        width = grad.shape[1] // heads
-        parts = [spmm(self._csr(alpha[:, h], True), grad[:, h * width:(h + 1) * width].contiguous())
-                 for h in range(heads)]
+    def aggregate_t(self, alpha: Tensor, grad: Tensor, segments: Segments) -> Tensor:
+        """(n, w): ``α_hᵀ grad[:, lo:hi]`` for each segment of grad's w local columns; alpha (nnz, K)."""
+        parts = [spmm(self._csr(alpha[:, h], True), grad[:, lo:hi].contiguous()) for h, lo, hi in segments]
         return torch.cat(parts, dim=1) if parts else grad.new_zeros((self.shape[1], 0))
 
-    def sddmm(self, grad: Tensor, x: Tensor, heads: int) -> Tensor:
-        """(nnz, K): ``<grad[i, head h], x[j, head h]>`` at every stored (i, j); grad (m, K*C), x (n, K*C)."""
-        width = x.shape[1] // heads
-        g = grad.view(grad.shape[0], heads, width)
-        v = x.view(x.shape[0], heads, width)
-        out = grad.new_empty((self.nnz, heads))
-        step = max(1, (1 << 22) // max(1, heads * width))  # bounded temporaries: about 4M values per chunk
-        for lo in range(0, self.nnz, step):
-            hi = min(self.nnz, lo + step)
-            out[lo:hi] = (g[self.rows[lo:hi]] * v[self.cols[lo:hi]]).sum(dim=2)
+    def sddmm(self, grad: Tensor, x: Tensor, segments: Segments, heads: int) -> Tensor:
+        """(nnz, K): ``<grad[i, lo:hi], x[j, lo:hi]>`` added into head h for each segment (h, lo, hi), at every
+        stored (i, j); grad (m, w), x (n, w). Heads without a segment get zeros."""
+        out = grad.new_zeros((self.nnz, heads))
+        step = max(1, (1 << 22) // max(1, grad.shape[1]))  # bounded temporaries: about 4M values per chunk
+        for lo_e in range(0, self.nnz, step):
+            rows, cols = self.rows[lo_e:lo_e + step], self.cols[lo_e:lo_e + step]
+            for h, lo, hi in segments:
+                out[lo_e:lo_e + step, h] += (grad[rows, lo:hi] * x[cols, lo:hi]).sum(dim=1)
         return out
+
+
+def head_segments(heads: int, width: int, cols: tuple[int, int]) -> Segments:
+    """The local column ranges of each head that global columns ``cols`` of a K·C-wide matrix cut: (h, lo,
+    hi) with lo, hi local (relative to ``cols[0]``), heads in order, empty pieces left out."""
+    channels = width // heads
+    c0, c1 = cols
+    out = []
+    for h in range(heads):
+        lo, hi = max(c0, h * channels), min(c1, (h + 1) * channels)
+        if hi > lo:
+            out.append((h, lo - c0, hi - c0))
+    return out

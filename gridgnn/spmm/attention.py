@@ -29,7 +29,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from gridgnn.sparse.attention import EdgeBlock, heads_first, heads_last
+from gridgnn.sparse.attention import EdgeBlock, head_segments
 
 DropFn = Callable[[EdgeBlock, Tensor, Tensor], Tensor]
 """``drop(block, row_ids, col_ids)`` -> (nnz, K) factors (0 or 1 / (1 - p)) of the block's entries, given the
@@ -37,7 +37,14 @@ global ids of its rows and columns."""
 
 
 class AttentionStages(Protocol):
-    """Where a rank's attention tiles and their column data come from (see the module docstring)."""
+    """Where a rank's attention tiles and their column data come from (see the module docstring).
+
+    ``blocks``: the tiles whose coefficients this rank computes (keyed by stage); ``gather`` brings each
+    tile's column block of a row-distributed (m, K) matrix; ``reduce`` sums per-tile (columns, K) parts into
+    the rows' owners; ``all_reduce`` sums or maximizes over the processes sharing this rank's rows;
+    ``grad_total`` completes a row gradient (or leaves it partial for a collective that completes it);
+    ``aggregate`` and ``aggregate_backward`` run the weighted SpMM and its backward with the SDDMM.
+    """
 
     blocks: dict[int, EdgeBlock]
     row_ids: Tensor
@@ -50,10 +57,45 @@ class AttentionStages(Protocol):
 
     def all_reduce(self, t: Tensor, op: str) -> Tensor: ...
 
+    def grad_total(self, t: Tensor) -> Tensor: ...
+
+    def aggregate(self, kept: dict[int, Tensor], x: Tensor, heads: int, width: int) -> Tensor: ...
+
+    def aggregate_backward(self, kept: dict[int, Tensor], grad: Tensor, x: Tensor, heads: int,
+                           width: int) -> tuple[Tensor, dict[int, Tensor]]: ...
+
     def phase(self, name: str): ...
 
 
-class LocalStages:
+class RowStages:
+    """``aggregate`` and ``aggregate_backward`` for layouts whose ranks hold whole rows (every column):
+    the tiles' column blocks of x arrive by ``gather``, the parts of dx go back by ``reduce``, and replicas
+    of a row sum their partial outputs with ``all_reduce``."""
+
+    def grad_total(self, t: Tensor) -> Tensor:
+        return self.all_reduce(t, "sum")
+
+    def aggregate(self, kept: dict[int, Tensor], x: Tensor, heads: int, width: int) -> Tensor:
+        segments = head_segments(heads, width, (0, width))
+        out = x.new_zeros(x.shape)
+        for j, x_j in self.gather(x):
+            out += self.blocks[j].aggregate(kept[j], x_j, segments)
+        return self.all_reduce(out, "sum")
+
+    def aggregate_backward(self, kept, grad, x, heads, width):
+        segments = head_segments(heads, width, (0, width))
+        d_kept: dict[int, Tensor] = {}
+
+        def parts():
+            for j, x_j in self.gather(x):
+                block = self.blocks[j]
+                d_kept[j] = block.sddmm(grad, x_j, segments, heads)
+                yield j, block.aggregate_t(kept[j], grad, segments)
+
+        return self.reduce(parts(), x), d_kept
+
+
+class LocalStages(RowStages):
     """One process, one tile: the whole ``gat`` pattern (n x n). Not collective."""
 
     def __init__(self, block: EdgeBlock):
@@ -76,15 +118,16 @@ class LocalStages:
         return nullcontext()
 
 
-def attention(x: Tensor, s_dst: Tensor, s_src: Tensor, stages: AttentionStages, *, heads: int,
+def attention(x: Tensor, s_dst: Tensor, s_src: Tensor, stages: AttentionStages, *, heads: int, width: int,
               negative_slope: float = 0.2, drop: DropFn | None = None) -> Tensor:
-    """(m, K*C) attention-weighted aggregation of ``x`` (m, K*C) with score terms ``s_dst``, ``s_src``
-    (m, K), all in the row layout of ``stages``; differentiable in all three. Collective as ``stages``."""
-    return _Attention.apply(x, s_dst, s_src, stages, heads, negative_slope, drop)
+    """(m, w) attention-weighted aggregation of ``x`` (m, w: this rank's columns of a K·C = ``width`` wide
+    matrix) with score terms ``s_dst``, ``s_src`` (m, K, every head), all in the row layout of ``stages``;
+    differentiable in all three. Collective as ``stages``."""
+    return _Attention.apply(x, s_dst, s_src, stages, heads, width, negative_slope, drop)
 
 
 def _softmax(stages: AttentionStages, s_dst: Tensor, s_src: Tensor, slope: float):
-    """Per tile: the raw scores' sign (z > 0) and α (nnz, K); the score terms travel by ``gather``."""
+    """Per owned tile: the raw scores' sign (z > 0) and α (nnz, K); the score terms travel by ``gather``."""
     raw = {j: stages.blocks[j].scores(s_dst, s_src_j) for j, s_src_j in stages.gather(s_src)}
     scores = {j: torch.where(z > 0, z, z * slope) for j, z in raw.items()}
     top = s_dst.new_full(s_dst.shape, float("-inf"))
@@ -103,35 +146,23 @@ def _softmax(stages: AttentionStages, s_dst: Tensor, s_src: Tensor, slope: float
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, s_dst, s_src, stages, heads, slope, drop):
+    def forward(ctx, x, s_dst, s_src, stages, heads, width, slope, drop):
         with stages.phase("spmm_forward"):
             positive, alpha = _softmax(stages, s_dst.detach(), s_src.detach(), slope)
             factors = {j: drop(stages.blocks[j], stages.row_ids, stages.col_ids(j)) if drop else None
                        for j in alpha}
             kept = {j: a if factors[j] is None else a * factors[j] for j, a in alpha.items()}
-            out = x.new_zeros((heads, x.shape[0], x.shape[1] // heads))
-            for j, x_j in stages.gather(x.detach()):
-                stages.blocks[j].aggregate_add(kept[j], heads_first(x_j, heads), out)
-            out = stages.all_reduce(heads_last(out).contiguous(), "sum")
+            out = stages.aggregate(kept, x.detach().contiguous(), heads, width)
         ctx.save_for_backward(x.detach())
-        ctx.state = (stages, heads, slope, positive, alpha, factors, kept)
+        ctx.state = (stages, heads, width, slope, positive, alpha, factors, kept)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        stages, heads, slope, positive, alpha, factors, kept = ctx.state
-        grad = grad.contiguous()
-        d_kept: dict[int, Tensor] = {}
-
-        def dx_parts():
-            for j, x_j in stages.gather(x):
-                block = stages.blocks[j]
-                d_kept[j] = block.sddmm(grad, x_j, heads)
-                yield j, block.aggregate_t(kept[j], grad)
-
+        stages, heads, width, slope, positive, alpha, factors, kept = ctx.state
         with stages.phase("spmm_backward"):
-            dx = stages.reduce(dx_parts(), x)
+            dx, d_kept = stages.aggregate_backward(kept, grad.contiguous(), x.contiguous(), heads, width)
             d_alpha = {j: d if factors[j] is None else d * factors[j] for j, d in d_kept.items()}
             t = grad.new_zeros((grad.shape[0], heads))
             for j, d in d_alpha.items():
@@ -144,7 +175,7 @@ class _Attention(torch.autograd.Function):
             ds_dst = grad.new_zeros((grad.shape[0], heads))
             for j, d in dz.items():
                 ds_dst += stages.blocks[j].row_sum(d)
-            ds_dst = stages.all_reduce(ds_dst, "sum")
+            ds_dst = stages.grad_total(ds_dst)
             ds_src = stages.reduce(((j, stages.blocks[j].col_sum(d)) for j, d in dz.items()), ds_dst)
         ctx.state = None
-        return dx, ds_dst, ds_src, None, None, None, None
+        return dx, ds_dst, ds_src, None, None, None, None, None

@@ -35,6 +35,7 @@ from gridgnn.partition import block_bounds
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.sparse.cut import cut_panels
+from gridgnn.spmm.attention import RowStages
 from gridgnn.spmm.base import DistributedSpMM
 
 
@@ -113,7 +114,7 @@ class SpMM15D(DistributedSpMM):
         return self._attention
 
 
-class Stages15D:
+class Stages15D(RowStages):
     """Attention on the 1D/1.5D stage structure: tiles Â[i, j] for j in this replica's share; column block
     j of a row-distributed matrix arrives by the same ``row`` broadcasts as X[j] in `SpMM15D.forward`, parts
     of column block j are reduced on ``row`` to (j, k) and made whole on ``rep`` as in `SpMM15D.backward`,
