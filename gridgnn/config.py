@@ -152,9 +152,6 @@ class TrainConfig:
         _check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)
         if (self.heads != 1 or self.output_heads != 1 or self.attn_dropout != 0.0) and self.model != "gat":
             raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {self.model}")
-        if self.model == "gat" and self.algo == "3d":
-            raise ConfigError("--model gat runs on --algo local, 1d, 1.5d, 2d or auto; attention on 3d "
-                              "is not implemented yet")
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field (the ``config`` object of the metrics file)."""

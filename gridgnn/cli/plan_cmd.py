@@ -150,8 +150,6 @@ def check_attention_flags(args) -> None:
             raise ConfigError(f"--{name} must be from 1 to {MAX_HEADS}, got {value}")
     if (args.heads != 1 or args.output_heads != 1 or args.attn_dropout != 0.0) and args.model != "gat":
         raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {args.model}")
-    if args.model == "gat" and not set(args.algo) & {"1d", "1.5d", "2d"}:
-        raise ConfigError("--model gat runs on --algo 1d, 1.5d or 2d (3d attention is not implemented yet)")
 
 
 def attention_line(result, stats, profile) -> str:

@@ -20,14 +20,15 @@ loss            2D/3D: all-gather of the class columns on ``col`` (forward only)
 other           nothing in the training step
 ==============  ================================================================================
 
-GAT (1D/1.5D; `gridgnn.spmm.attention`) replaces a layer's SpMM by its attention, with x' = H W of width
-f = K·C and the K score terms per vertex: forward, the ``row`` broadcasts of an SpMM of width K (the score
+GAT (`gridgnn.spmm.attention`) replaces a layer's SpMM by its attention, with x' = H W of width f = K·C and
+the K score terms per vertex. 1D/1.5D: forward, the ``row`` broadcasts of an SpMM of width K (the score
 terms; no replica all-reduce), two ``rep`` all-reduces of m·K values (row maximum and sum), then the SpMM of
 width f; backward, the ``row`` broadcasts of width f again (for the SDDMM), the backward SpMM of width f, two
 ``rep`` all-reduces of m·K (the softmax's row sums, the score terms' gradient) and the backward SpMM of
-width K (the source score terms' gradient, reduced to their owners).
-
-A collective on a group of one process is skipped and not counted, as in `Communicator`.
+width K (the source score terms' gradient, reduced to their owners). 2D and 3D: `_attention_terms_2d`,
+`_attention_terms_3d` (coefficients with the panels on ``col``, the SDDMM reduced to each panel's owner),
+and in ``dense`` the ``col`` all-reduces of the score terms' head sums (two forward, two backward) and, for
+an output layer of several heads, the column exchange of their mean.
 """
 
 from __future__ import annotations
@@ -272,12 +273,11 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
 
 
 def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
-    """The collectives of one GAT layer's attention, x' of width ``width`` (see the module docstring); 3D
-    raises ValueError (not implemented)."""
+    """The collectives of one GAT layer's attention, x' of width ``width`` (see the module docstring)."""
     if blocks.shape.algo == "2d":
         return _attention_terms_2d(blocks, width, heads, sizes)
-    if blocks.shape.algo not in ("1d", "1.5d"):
-        raise ValueError(f"GAT runs on 1d, 1.5d and 2d; no cost model for {blocks.shape.algo}")
+    if blocks.shape.algo == "3d":
+        return _attention_terms_3d(blocks, width, heads, sizes)
 
     def spmm(f: int, backward: bool) -> list[Term]:
         return spmm_terms(blocks, f, backward=backward, sizes=sizes)
@@ -323,6 +323,42 @@ def _attention_terms_2d(blocks: ShapeBlocks, width: int, heads: int, sizes: Size
         calls = (nnz > 0).sum(axis=1).astype(np.int64)
         nbytes = (nnz * ~owned).sum(axis=1).astype(np.int64) * heads * sizes.value
         terms += [Term(phase, op, "col", pc, calls, nbytes) for phase, op in
+                  (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
+    return terms
+
+
+def _attention_terms_3d(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+    """3D: the Split-3D stages of width ``width`` forward and backward (panels on ``col`` both ways, X on ``row``
+    both ways, the depth reduce-scatter forward and all-gather backward, dX reduced on ``row``), the
+    coefficients with every panel on ``col`` both ways and the SDDMM's reduce to the owner, the block's score
+    terms all-gathered on ``depth`` (their gradient reduce-scattered), s_src[S[j][l]] on ``row`` (its gradient
+    reduced), and the row maxima and sums all-reduced on ``col`` and on ``depth`` (two forward, one backward)."""
+    shape, p = blocks.shape, blocks.shape.world_size
+    q, _, d = shape.sizes
+    i, j, m = blocks.coords["row"], blocks.coords["col"], blocks.coords["depth"]
+    value = heads * sizes.value
+    heights = np.diff(blocks.row_bounds).astype(np.int64)[i]
+    ones = np.ones(p, dtype=np.int64)
+    forward = spmm_terms(blocks, width, backward=False, sizes=sizes)
+    terms = forward + [replace(t, phase="spmm_backward") for t in forward if t.axis != "depth"]
+    terms += [t for t in spmm_terms(blocks, width, backward=True, sizes=sizes) if t.axis != "col"]
+    if d > 1:
+        chunk = (d - 1) * blocks.sub.max(axis=1)[i] * value
+        terms += [Term("spmm_forward", "all_gather", "depth", d, ones, chunk),
+                  Term("spmm_backward", "reduce_scatter", "depth", d, ones, chunk)]
+    for axis, size in (("col", q), ("depth", d)):
+        if size > 1:
+            nbytes = 2 * heights * value * (size - 1) // size
+            terms += [Term("spmm_forward", "all_reduce", axis, size, 2 * ones, 2 * nbytes),
+                      Term("spmm_backward", "all_reduce", axis, size, ones, nbytes)]
+    if q > 1:
+        remote = np.where(i != j, blocks.sub[j, m] * value, 0).astype(np.int64)
+        terms += [Term("spmm_forward", "broadcast", "row", q, ones, remote),
+                  Term("spmm_backward", "reduce", "row", q, ones, remote)]
+        z = blocks.nnz.reshape(q, q, d)[i, :, m]  # (P, q): entries of panel k of the rank's block row and layer
+        calls = (z > 0).sum(axis=1).astype(np.int64)
+        nbytes = (z.sum(axis=1) - z[np.arange(p), j]).astype(np.int64) * value
+        terms += [Term(phase, op, "col", q, calls, nbytes) for phase, op in
                   (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
     return terms
 

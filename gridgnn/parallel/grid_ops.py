@@ -19,7 +19,6 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
-from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
@@ -65,13 +64,6 @@ class GridOps:
             return partial
         return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")
 
-    def _attention_stages(self):
-        stages = getattr(self.spmm, "attention_stages", None)
-        if stages is None:
-            raise ConfigError(f"--model gat runs on --algo local, 1d, 1.5d or 2d; attention on {self.grid.algo} "
-                              "is not implemented yet")
-        return stages()
-
     def head_sum(self, x: torch.Tensor, heads: int, width: int) -> torch.Tensor:
         """(m, K): each row's sum over the columns of each of K equal heads of a ``width``-wide matrix.
         1D/1.5D: not collective; 2D/3D: the partial sums of this rank's columns all-reduced on ``col``
@@ -98,7 +90,7 @@ class GridOps:
                negative_slope: float, drop: DropFn | None) -> torch.Tensor:
         """Graph attention on this rank's tiles of the ``gat`` pattern (`gridgnn.spmm.attention`). Collective
         on the SpMM's axes (phases ``spmm_forward`` and ``spmm_backward``)."""
-        return attention(x, s_dst, s_src, self._attention_stages(), heads=heads, width=width,
+        return attention(x, s_dst, s_src, self.spmm.attention_stages(), heads=heads, width=width,
                          negative_slope=negative_slope, drop=drop)
 
     def _counts(self, width: int) -> list[int]:

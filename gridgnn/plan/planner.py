@@ -137,10 +137,6 @@ def _against(best: PlanEntry, other: PlanEntry) -> str:
     return f"tied with {rival}, chosen for {why}"
 
 
-GAT_ALGORITHMS = ("1d", "1.5d", "2d")
-"""The algorithms GAT trains on (3d attention is not implemented)."""
-
-
 def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None,
          memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
          sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None) -> Plan:
@@ -159,8 +155,6 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     profile = GPU_CLUSTER if profile is None else profile
     limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes
     flags = (*(run_flags or ()), "--layers", str(spec.layers), "--hidden", str(spec.hidden), "--order", spec.order)
-    if spec.model == "gat":  # attention runs on the row-blocked algorithms only
-        algos = [algo for algo in algos if algo in GAT_ALGORITHMS]
     shapes = [shape for shape in candidate_shapes(world_size, algos)
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
     stats.count_once(nnz_bounds(shape, stats.num_nodes) for shape in shapes)  # one pass over Â for all

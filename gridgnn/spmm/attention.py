@@ -42,7 +42,9 @@ class AttentionStages(Protocol):
     ``blocks``: the tiles whose coefficients this rank computes (keyed by stage); ``gather`` brings each
     tile's column block of a row-distributed (m, K) matrix; ``reduce`` sums per-tile (columns, K) parts into
     the rows' owners; ``all_reduce`` sums or maximizes over the processes sharing this rank's rows;
-    ``grad_total`` completes a row gradient (or leaves it partial for a collective that completes it);
+    ``tile_rows`` gives the score terms of the tiles' rows (3D: more rows than the dense block);
+    ``grad_total`` maps a gradient on the tiles' rows back to the dense rows, complete (or partial for a
+    collective that completes it);
     ``aggregate`` and ``aggregate_backward`` run the weighted SpMM and its backward with the SDDMM.
     """
 
@@ -56,6 +58,8 @@ class AttentionStages(Protocol):
     def reduce(self, parts: Iterable[tuple[int, Tensor]], like: Tensor) -> Tensor: ...
 
     def all_reduce(self, t: Tensor, op: str) -> Tensor: ...
+
+    def tile_rows(self, s_dst: Tensor) -> Tensor: ...
 
     def grad_total(self, t: Tensor) -> Tensor: ...
 
@@ -71,6 +75,9 @@ class RowStages:
     """``aggregate`` and ``aggregate_backward`` for layouts whose ranks hold whole rows (every column):
     the tiles' column blocks of x arrive by ``gather``, the parts of dx go back by ``reduce``, and replicas
     of a row sum their partial outputs with ``all_reduce``."""
+
+    def tile_rows(self, s_dst: Tensor) -> Tensor:
+        return s_dst
 
     def grad_total(self, t: Tensor) -> Tensor:
         return self.all_reduce(t, "sum")
@@ -148,23 +155,24 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, s_dst, s_src, stages, heads, width, slope, drop):
         with stages.phase("spmm_forward"):
-            positive, alpha = _softmax(stages, s_dst.detach(), s_src.detach(), slope)
+            s_dst = stages.tile_rows(s_dst.detach())
+            positive, alpha = _softmax(stages, s_dst, s_src.detach(), slope)
             factors = {j: drop(stages.blocks[j], stages.row_ids, stages.col_ids(j)) if drop else None
                        for j in alpha}
             kept = {j: a if factors[j] is None else a * factors[j] for j, a in alpha.items()}
             out = stages.aggregate(kept, x.detach().contiguous(), heads, width)
         ctx.save_for_backward(x.detach())
-        ctx.state = (stages, heads, width, slope, positive, alpha, factors, kept)
+        ctx.state = (stages, heads, width, slope, positive, alpha, factors, kept, s_dst.shape[0])
         return out
 
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        stages, heads, width, slope, positive, alpha, factors, kept = ctx.state
+        stages, heads, width, slope, positive, alpha, factors, kept, tile_m = ctx.state
         with stages.phase("spmm_backward"):
             dx, d_kept = stages.aggregate_backward(kept, grad.contiguous(), x.contiguous(), heads, width)
             d_alpha = {j: d if factors[j] is None else d * factors[j] for j, d in d_kept.items()}
-            t = grad.new_zeros((grad.shape[0], heads))
+            t = grad.new_zeros((tile_m, heads))
             for j, d in d_alpha.items():
                 t += stages.blocks[j].row_sum(alpha[j] * d)
             t = stages.all_reduce(t, "sum")
@@ -172,7 +180,7 @@ class _Attention(torch.autograd.Function):
             for j, d in d_alpha.items():
                 de = alpha[j] * (d - t[stages.blocks[j].rows])
                 dz[j] = torch.where(positive[j], de, de * slope)
-            ds_dst = grad.new_zeros((grad.shape[0], heads))
+            ds_dst = grad.new_zeros((tile_m, heads))
             for j, d in dz.items():
                 ds_dst += stages.blocks[j].row_sum(d)
             ds_dst = stages.grad_total(ds_dst)

@@ -183,6 +183,9 @@ class Stages2D:
         """Sum or maximum over the grid row. Collective on ``col``."""
         return self.comm.all_reduce(t.contiguous(), "col", op)
 
+    def tile_rows(self, s_dst: torch.Tensor) -> torch.Tensor:
+        return s_dst
+
     def grad_total(self, t: torch.Tensor) -> torch.Tensor:
         return t
 
