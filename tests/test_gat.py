@@ -122,3 +122,24 @@ def test_checkpoint_fingerprint_records_attention_options():
     assert base["heads"] == 2 and base["output_heads"] == 1 and base["attn_dropout"] == 0.1
     other = run_fingerprint(TrainConfig(model="gat", heads=4, attn_dropout=0.1), graph)["model"]
     assert other != base
+
+
+def test_plan_says_what_attention_adds(capsys):
+    from gridgnn.cli.main import main
+    from gridgnn.cost.epoch_model import ModelSpec, predict_epoch
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.grid.shape import resolve_grid
+
+    counts = ["--num-nodes", "1000", "--num-edges", "8000", "--num-features", "64", "--num-classes", "5",
+              "--nprocs", "4"]
+    assert main(["plan", *counts, "--model", "gat", "--heads", "4", "--hidden", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "GAT widths 64-32-5" in out and "--model gat --heads 4" in out
+    line = next(row for row in out.splitlines() if row.startswith("attention"))
+    assert "adds" in line and "over a GCN of the same widths" in line
+    stats = GraphStats.from_counts(1000, 8000, 64, 5, self_loops=True)
+    for algo in ("1d", "1.5d", "2d", "3d"):
+        shape = resolve_grid(algo, 8)
+        gat = predict_epoch(ModelSpec(64, 5, hidden=8, model="gat", heads=4), stats, shape)
+        gcn = predict_epoch(ModelSpec(64, 5, hidden=32, order="transform-first"), stats, shape)
+        assert (gat.bytes > gcn.bytes).all(), algo  # the score terms, row reductions and SDDMM pass cost more

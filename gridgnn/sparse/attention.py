@@ -10,6 +10,8 @@ Edge values are (nnz, K) tensors in the tile's CSR (row-major) order.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -86,13 +88,18 @@ class EdgeBlock:
 
     def sddmm(self, grad: Tensor, x: Tensor, segments: Segments, heads: int) -> Tensor:
         """(nnz, K): ``<grad[i, lo:hi], x[j, lo:hi]>`` added into head h for each segment (h, lo, hi), at every
-        stored (i, j); grad (m, w), x (n, w). Heads without a segment get zeros."""
+        stored (i, j); grad (m, w), x (n, w). Heads without a segment get zeros. One sampled product
+        (``torch.sparse.sampled_addmm``) per segment: no (nnz, w) temporaries."""
         out = grad.new_zeros((self.nnz, heads))
-        step = max(1, (1 << 22) // max(1, grad.shape[1]))  # bounded temporaries: about 4M values per chunk
-        for lo_e in range(0, self.nnz, step):
-            rows, cols = self.rows[lo_e:lo_e + step], self.cols[lo_e:lo_e + step]
-            for h, lo, hi in segments:
-                out[lo_e:lo_e + step, h] += (grad[rows, lo:hi] * x[cols, lo:hi]).sum(dim=1)
+        if self.nnz == 0:
+            return out
+        pattern = self._csr(grad.new_zeros(self.nnz), False)
+        for h, lo, hi in segments:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                product = torch.sparse.sampled_addmm(pattern, grad[:, lo:hi].contiguous(),
+                                                     x[:, lo:hi].t().contiguous(), beta=0.0)
+            out[:, h] += product.values()
         return out
 
 
