@@ -536,7 +536,7 @@ FLAG_CASES = FLAG_CASES + CHECKPOINT_CASES + OUTPUT_CASES
 
 # Model kinds (issue 17): an unknown kind, and each kind's options given to another kind.
 MODEL_CASES = [
-    ("model-unknown", ["--model", "gat"], "argument --model: invalid choice"),
+    ("model-unknown", ["--model", "transformer"], "argument --model: invalid choice"),
     ("sage-normalize-without-sage", ["--sage-normalize"], "applies to --model sage"),
     ("gin-eps-without-gin", ["--model", "sage", "--gin-eps", "0.5"], "apply to --model gin"),
     ("gin-train-eps-without-gin", ["--gin-train-eps"], "apply to --model gin"),
