@@ -143,3 +143,23 @@ def test_plan_says_what_attention_adds(capsys):
         gat = predict_epoch(ModelSpec(64, 5, hidden=8, model="gat", heads=4), stats, shape)
         gcn = predict_epoch(ModelSpec(64, 5, hidden=32, order="transform-first"), stats, shape)
         assert (gat.bytes > gcn.bytes).all(), algo  # the score terms, row reductions and SDDMM pass cost more
+
+
+def test_memory_model_counts_attention_per_edge():
+    """The attention component: zero for GCN; for GAT the tile pattern plus, per layer, K values per entry
+    (more with attention dropout), and on 2D the received panels' pattern and coefficients."""
+    from gridgnn.cost.epoch_model import ModelSpec, predict_epoch
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.grid.shape import resolve_grid
+
+    stats = GraphStats.from_counts(1000, 8000, 64, 5, self_loops=True)
+    shape = resolve_grid("1d", 4)
+    gcn = predict_epoch(ModelSpec(64, 5, hidden=32), stats, shape).memory["attention"]
+    gat = {p: predict_epoch(ModelSpec(64, 5, hidden=8, model="gat", heads=4, attn_dropout=p), stats,
+                            shape).memory["attention"] for p in (0.0, 0.5)}
+    assert (gcn == 0).all() and (gat[0.0] > 0).all() and (gat[0.5] > gat[0.0]).all()
+    # per entry: 32 bytes of pattern, layer 1 (4 heads) and layer 2 (1 head) 5 bytes per head, 16 per head of
+    # the widest layer in backward; 8000 + 1000 entries over 4 ranks (uniform estimate)
+    assert gat[0.0].sum() == pytest.approx(9000 * (32 + 5 * 5 + 16 * 4), rel=0.01)
+    two_d = predict_epoch(ModelSpec(64, 5, hidden=8, model="gat", heads=4), stats, resolve_grid("2d", 4))
+    assert (two_d.memory["attention"] > 0).all()

@@ -69,6 +69,7 @@ class ModelSpec:
     gin_train_eps: bool = False
     heads: int = 1
     output_heads: int = 1
+    attn_dropout: float = 0.0
 
     @property
     def self_loops(self) -> bool:
@@ -97,7 +98,8 @@ class ModelSpec:
                    str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
                    sage_normalize=bool(getattr(model, "sage_normalize", False)),
                    gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
-                   heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)))
+                   heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
+                   attn_dropout=float(getattr(model, "attn_dropout", 0.0)))
 
     def num_parameters(self) -> int:
         """Trained values: GCN W, b; SAGE W_neigh, W_root, b; GIN W1, b1, W2, b2 (and ε when trained)."""
