@@ -16,7 +16,8 @@ def model_flags(spec) -> list[str]:
     return flags + (["--sage-normalize"] if spec.sage_normalize else []) + (
         ["--gin-train-eps"] if spec.gin_train_eps else []) + (
         ["--heads", str(heads[0])] if heads[0] != 1 else []) + (
-        ["--output-heads", str(heads[1])] if heads[1] != 1 else [])
+        ["--output-heads", str(heads[1])] if heads[1] != 1 else []) + (
+        ["--attn-dropout", str(spec.attn_dropout)] if getattr(spec, "attn_dropout", 0.0) else [])
 
 
 def add_model_arguments(group, *, eps_value: bool = True) -> None:

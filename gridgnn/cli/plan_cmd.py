@@ -148,6 +148,8 @@ def check_attention_flags(args) -> None:
     for name, value in (("heads", args.heads), ("output-heads", args.output_heads)):
         if not 1 <= value <= MAX_HEADS:
             raise ConfigError(f"--{name} must be from 1 to {MAX_HEADS}, got {value}")
+    if not 0.0 <= args.attn_dropout < 1.0:
+        raise ConfigError(f"--attn-dropout must be in [0, 1), got {args.attn_dropout}")
     if (args.heads != 1 or args.output_heads != 1 or args.attn_dropout != 0.0) and args.model != "gat":
         raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {args.model}")
 
@@ -195,7 +197,7 @@ def run_plan(args: argparse.Namespace) -> int:
     check_attention_flags(args)
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
                      model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps,
-                     heads=args.heads, output_heads=args.output_heads)
+                     heads=args.heads, output_heads=args.output_heads, attn_dropout=args.attn_dropout)
     flags = dataset_flags(args)
     results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
                     run_flags=flags) for p in args.nprocs]
