@@ -299,6 +299,23 @@ def test_members_a_format_does_not_use_are_never_read(tmp_path, kind):
     assert graph.num_nodes in (20, 3)
 
 
+def test_a_hidden_width_no_machine_holds_is_refused_with_the_config_and_the_guard_never_overflows(monkeypatch):
+    """The hidden width alone is checked with the configuration (before the dataset is read); issue 16's memory
+    guard refuses sizes whose products leave the cost model's int64 with its line, never an OverflowError."""
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.train import auto
+    from gridgnn.train.memory_guard import memory_refusal
+
+    with pytest.raises(ConfigError, match="not enough memory for the model: the 1 x 4611686018427387904 hidden"):
+        TrainConfig(dataset="no-such-dataset", hidden=2**62)
+    with pytest.raises(ConfigError, match="the 1073741824 x 1073741824 hidden weight matrix"):
+        TrainConfig(hidden=2**30, layers=3, dataset="no-such-dataset")  # 2^60 elements: the middle layer's
+    stats = GraphStats("huge", num_nodes=2**40, nnz=2**41, num_features=4, num_classes=2)
+    monkeypatch.setattr(auto, "graph_stats", lambda graph: stats)
+    line = memory_refusal(TrainConfig(hidden=2**20, memory_per_proc=2**40), None, 1)
+    assert line.startswith("not enough memory: 1099511627776 vertices x --hidden 1048576 is more than 2^58")
+
+
 # --- 5. structured files validated before use -------------------------------------------------------------
 
 _PROFILE = {"name": "p", "description": "d", "intra_node": {"broadcast": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9}}}

@@ -394,10 +394,10 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     from gridgnn.train.run_distributed import grid_shape_for
 
     graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
+    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
     if config.algo == "auto":
         config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)
         config = dataclasses.replace(config, auto_reason=reason)
-    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before workers start
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
     check_memory(config, graph, config.nprocs, config.nprocs)
