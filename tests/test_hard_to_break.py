@@ -418,18 +418,72 @@ def test_a_manifest_whose_nonfinite_list_points_nowhere_is_malformed(tmp_path):
 # --- 6. output and names ----------------------------------------------------------------------------------
 
 
-def test_a_closed_pipe_ends_a_distributed_run_quietly_with_141():
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process group started with ``start_new_session`` (a launcher and any worker left)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def test_a_closed_pipe_ends_a_distributed_run_quietly_with_141(tmp_path):
     run = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", SMALL, "--algo", "1d",
                             "--nprocs", "2", "--threads", "1", "--epochs", "100000", "--progress"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT, env=_env())
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                           env=_env(TMPDIR=str(tmp_path)), start_new_session=True)
+    watchdog = threading.Timer(150, _kill_group, [run])  # no read below can block past it
+    watchdog.start()
     try:
         first = run.stdout.readline()
         run.stdout.close()  # as `| head -n 1` does
-        err = run.stderr.read()
-        assert run.wait(timeout=120) == 141
+        _, err = run.communicate(timeout=120)
+        group_left = _group_alive(run.pid)
     finally:
-        run.kill()
-    assert first.startswith(b"starting   2 workers") and err == b""  # the launcher's first line
+        watchdog.cancel()
+        _kill_group(run)
+        run.wait()
+    assert first.startswith(b"starting   2 workers") and err == b""  # the launcher's first line; then quiet
+    assert run.returncode == 141
+    assert not group_left, "workers outlived the launcher"
+    assert not any(tmp_path.glob(f"{PREPARED_PREFIX}*")), "the prepared graph was left behind"
+
+
+def _group_alive(pgid: int, within_s: float = 5.0) -> bool:
+    """True when some process of group ``pgid`` still runs after ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_launcher_sees_a_closed_stdout_and_prefers_it_to_the_lost_peers_it_causes(tmp_path):
+    """The launcher ends a run whose stdout reader is gone (141) without waiting for rank 0 to write; and a
+    peer that lost rank 0 (status 3) reaped before rank 0's own 141 is not blamed."""
+    from gridgnn.launch.local import _wait, stdout_closed
+
+    read_end, write_end = os.pipe()
+    try:
+        assert not stdout_closed(write_end)
+        os.close(read_end)
+        assert stdout_closed(write_end)
+    finally:
+        os.close(write_end)
+    with open(tmp_path / "f", "w") as regular:
+        assert not stdout_closed(regular.fileno())
+    rank0 = subprocess.Popen(["sh", "-c", "sleep 0.3; exit 141"])
+    peer = subprocess.Popen(["sh", "-c", "exit 3"])
+    peer.wait()
+    logs = [open(tmp_path / f"log{r}", "w+") for r in range(2)]
+    try:
+        assert _wait([rank0, peer], logs) == 141
+    finally:
+        rank0.kill()
+        for log in logs:
+            log.close()
 
 
 def test_a_250_byte_metrics_name_is_written(tmp_path):

@@ -346,6 +346,9 @@ def _launch_with_signals(config: TrainConfig, args: argparse.Namespace) -> int:
 
 
 def _exit_on_signal(signum: int, frame) -> None:
+    # once: a second SIGTERM/SIGHUP must not cut short the stopping of the workers or the folder's removal
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
@@ -374,7 +377,7 @@ def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace) -> int:
         if not config.quiet:
             threads = worker_threads(config.nprocs, args.threads)
             print(f"starting   {config.nprocs} workers, {threads} thread{'s' * (threads > 1)} each", flush=True)
-        return launch_local(argv, config.nprocs, args.threads, extra_env=env)
+        return launch_local(argv, config.nprocs, args.threads, extra_env=env, watch_stdout=not config.quiet)
 
 
 def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, int]:
