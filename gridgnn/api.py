@@ -111,7 +111,8 @@ def graph_from_arrays(adjacency, features=None, labels=None, *, train_mask=None,
 
 
 def fit(data, *, nprocs: int = 1, threads: int | None = None, **options) -> TrainedModel:
-    """Train a GCN full-graph on ``data`` (see `as_graph`) and return a `TrainedModel`.
+    """Train a model (``model="gcn"``, ``"sage"`` or ``"gin"``) full-graph on ``data`` (see `as_graph`) and
+    return a `TrainedModel`.
 
     ``options``: any `TrainConfig` field (epochs, hidden, layers, dropout, lr, weight_decay, seed, order,
     algo, weights, predictions_out, embeddings_out, save_model, metrics_out, ...). In one process the
@@ -139,12 +140,13 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
 
     from gridgnn.cli.main import main
     from gridgnn.data.prepared import prepare_graph
+    from gridgnn.nn.models import operator_of
 
     options = {"algo": "auto", **options, "nprocs": nprocs}
     if options["algo"] == "local":
         raise ConfigError(f"algo 'local' runs in one process; choose a grid for {nprocs} processes")
     with tempfile.TemporaryDirectory(prefix="gridgnn-api-") as folder:
-        prepare_graph(graph, Path(folder) / "graph")
+        prepare_graph(graph, Path(folder) / "graph", operator=operator_of(options.get("model", "gcn")))
         options.setdefault("save_model", str(Path(folder) / "model.pt"))
         options.setdefault("metrics_out", str(Path(folder) / "metrics.json"))
         config = TrainConfig(dataset=str(Path(folder) / "graph"), quiet=True, **options)
@@ -178,11 +180,13 @@ def config_flags(config: TrainConfig) -> list[str]:
 
 
 def _inputs(model: nn.Module, data) -> tuple:
+    from gridgnn.nn.export import kind_of
+    from gridgnn.nn.models import operator_of
     from gridgnn.train.inference import local_inputs
 
     graph = as_graph(data)
     check_fits(model, graph.num_features, "the model")
-    return local_inputs(graph)
+    return local_inputs(graph, operator_of(kind_of(model)))
 
 
 def predict(model: nn.Module, data) -> Predictions:
@@ -218,8 +222,8 @@ def load_model(path: str | os.PathLike) -> nn.Module:
 
 
 def to_pyg(model: nn.Module) -> nn.Module:
-    """The PyTorch Geometric layers (``GCNConv``) holding ``model``'s weights: ``to_pyg(model)(x,
-    edge_index)`` gives gridgnn's log-probabilities within 1e-5 (see `gridgnn.nn.export`)."""
+    """The PyTorch Geometric layers (``GCNConv``, ``SAGEConv`` or ``GINConv``) holding ``model``'s weights:
+    ``to_pyg(model)(x, edge_index)`` gives gridgnn's log-probabilities within 1e-5 (see `gridgnn.nn.export`)."""
     from gridgnn.nn.export import to_pyg as _to_pyg
 
     return _to_pyg(model)

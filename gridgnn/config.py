@@ -25,6 +25,9 @@ ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 WEIGHTS = ("best", "last")
 """Which epoch's weights a run's products use: the best validation accuracy's (first reached) or the last."""
 
+MODELS = ("gcn", "sage", "gin")
+"""Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN (`gridgnn.nn.models`)."""
+
 MAX_SEED = 2**64 - 1
 """The largest seed (torch.manual_seed takes 64-bit seeds)."""
 
@@ -49,6 +52,8 @@ class TrainConfig:
     ``save_model`` name the run's products (`gridgnn.train.products`), made with the weights of the
     ``weights`` epoch: ``best`` validation accuracy or ``last``. ``memory_per_proc`` (bytes; default: what the
     machine has) and ``memory_check`` drive the memory guard (`gridgnn.train.memory_guard`).
+    ``model`` is the model kind (`MODELS`); ``sage_normalize`` L2-normalizes every SAGE layer's output rows;
+    ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps`` makes it trainable).
     """
 
     dataset: str = "csbm"
@@ -84,6 +89,10 @@ class TrainConfig:
     weights: str = "best"
     memory_per_proc: int | None = None
     memory_check: bool = True
+    model: str = "gcn"
+    sage_normalize: bool = False
+    gin_eps: float = 0.0
+    gin_train_eps: bool = False
 
     def __post_init__(self) -> None:
         self.validate()
@@ -117,8 +126,20 @@ class TrainConfig:
             _check_int("embedding_layer", self.embedding_layer, minimum=1, maximum=self.layers)
         if self.memory_per_proc is not None:
             _check_int("memory_per_proc", self.memory_per_proc, minimum=1)
+        self._validate_model()
         if self.grid is not None and not _GRID_RE.match(self.grid):
             raise ConfigError(f"grid must look like '4', '2x3' or '2x2x2', got {self.grid!r}")
+
+    def _validate_model(self) -> None:
+        """``model`` and the options of the other kinds: a SAGE or GIN option needs its model."""
+        _check_choice("model", self.model, MODELS)
+        if self.sage_normalize and self.model != "sage":
+            raise ConfigError(f"--sage-normalize applies to --model sage, not {self.model}")
+        if isinstance(self.gin_eps, bool) or not isinstance(self.gin_eps, (int, float)) \
+                or not math.isfinite(self.gin_eps):
+            raise ConfigError(f"gin_eps must be a finite number, got {self.gin_eps!r}")
+        if (self.gin_eps != 0.0 or self.gin_train_eps) and self.model != "gin":
+            raise ConfigError(f"--gin-eps and --gin-train-eps apply to --model gin, not {self.model}")
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field (the ``config`` object of the metrics file)."""

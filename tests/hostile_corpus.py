@@ -482,6 +482,16 @@ FLAG_CASES = [
     ("unknown-flag", ["--bogus"], "unrecognized arguments: --bogus"),
     ("dataset-without-value", ["--dataset"], "expected one argument"),
     ("quiet-and-progress", ["--quiet", "--progress"], "not allowed with argument"),
+    # multi-host: the network interface and the rendezvous endpoint (issue 19)
+    ("interface-unknown", ["--interface", "nope0"], "no network interface of that name"),
+    ("interface-unknown-distributed", ["--interface", "nope0", "--algo", "1d", "--nprocs", "2"],
+     "no network interface of that name"),
+    ("netcheck-endpoint-without-port", ["netcheck", "--rdzv-endpoint", "127.0.0.1"], "expected HOST:PORT"),
+    ("netcheck-port-zero", ["netcheck", "--rdzv-endpoint", "127.0.0.1:0"], "port in 1..65535"),
+    ("netcheck-port-too-large", ["netcheck", "--rdzv-endpoint", "127.0.0.1:70000"], "port in 1..65535"),
+    ("netcheck-interface-unknown", ["netcheck", "--rdzv-endpoint", "127.0.0.1:29400", "--interface", "nope0"],
+     "no network interface of that name"),
+    ("netcheck-without-endpoint", ["netcheck"], "--rdzv-endpoint"),
     ("data-root-missing", ["--data-root", "{tmp}/no-root", "--dataset", "cora"], "not found under data root"),
     # unwritable metrics paths
     ("metrics-out-is-a-directory", ["--metrics-out", "{tmp}/out"], "is a directory"),
@@ -523,3 +533,14 @@ OUTPUT_CASES = [
      "not enough memory"),
 ]
 FLAG_CASES = FLAG_CASES + CHECKPOINT_CASES + OUTPUT_CASES
+
+# Model kinds (issue 17): an unknown kind, and each kind's options given to another kind.
+MODEL_CASES = [
+    ("model-unknown", ["--model", "gat"], "argument --model: invalid choice"),
+    ("sage-normalize-without-sage", ["--sage-normalize"], "applies to --model sage"),
+    ("gin-eps-without-gin", ["--model", "sage", "--gin-eps", "0.5"], "apply to --model gin"),
+    ("gin-train-eps-without-gin", ["--gin-train-eps"], "apply to --model gin"),
+    ("gin-eps-nan", ["--model", "gin", "--gin-eps", "nan"], "gin_eps must be a finite number"),
+    ("gin-eps-not-a-number", ["--model", "gin", "--gin-eps", "x"], "argument --gin-eps: invalid float value"),
+]
+FLAG_CASES = FLAG_CASES + MODEL_CASES

@@ -96,6 +96,7 @@ def _folder_bytes(folder: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize(("flags", "message"), [
     (["--hidden", "32"], "model hidden is 16 there and 32 here"),
     (["--layers", "3"], "model layers is 2 there and 3 here"),
+    (["--model", "sage"], "model kind is 'gcn' there and 'sage' here"),
     (["--lr", "0.05"], "optimizer lr is 0.01 there and 0.05 here"),
     (["--dataset", "citeseer"], "dataset name is 'cora' there and 'citeseer' here"),
     (["--no-normalize-features"], "feature_normalization"),

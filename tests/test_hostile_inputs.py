@@ -100,7 +100,7 @@ def _train_argv(flags: list[str], target: Path) -> list[str]:
 
 
 def _is_train_case(argv: list[str]) -> bool:
-    return bool(argv) and argv[0] not in ("info", "plan", "frobnicate")
+    return bool(argv) and argv[0] not in ("info", "plan", "frobnicate", "netcheck")
 
 
 @pytest.mark.parametrize(("argv", "keyword"), _params(FLAG_CASES))

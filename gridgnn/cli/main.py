@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from gridgnn import __version__
-from gridgnn.cli import calibrate_cmd, info_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
+from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 from gridgnn.limits import check_threads, check_timeout
 from gridgnn.peer_errors import collective_error_line
@@ -51,6 +51,7 @@ def build_parser() -> ArgumentParser:
     prepare_cmd.add_parser(commands)
     plan_cmd.add_parser(commands)
     calibrate_cmd.add_parser(commands)
+    netcheck_cmd.add_parser(commands)
     return parser
 
 

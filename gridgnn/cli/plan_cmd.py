@@ -14,6 +14,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
+from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
 from gridgnn.config import ORDERS, TrainConfig
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
@@ -60,6 +61,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--feature-density", type=float, default=None,
                       help="share of non-zero input features (sparse features; default dense)")
     model = parser.add_argument_group("model (as gridgnn train)")
+    add_model_arguments(model, eps_value=False)
     model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="GCN layers (default: %(default)s)")
     model.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="hidden width (default: %(default)s)")
     model.add_argument("--order", choices=ORDERS, default=_DEFAULTS.order, help="product order (default: auto)")
@@ -88,7 +90,7 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
         from gridgnn.data.any_source import load_any
 
         graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
-        return GraphStats.from_graph(graph)
+        return GraphStats.from_graph(graph, self_loops=args.model == "gcn")
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
                                         strict=True) if c is None]
     if missing:
@@ -96,7 +98,8 @@ def graph_stats_from_args(args: argparse.Namespace) -> GraphStats:
     if args.feature_density is not None and not 0 < args.feature_density <= 1:
         raise ConfigError(f"--feature-density must be in (0, 1], got {args.feature_density}")
     try:
-        return GraphStats.from_counts(*counts, feature_density=args.feature_density)
+        return GraphStats.from_counts(*counts, feature_density=args.feature_density,
+                                      self_loops=args.model == "gcn")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -158,7 +161,12 @@ def run_plan(args: argparse.Namespace) -> int:
     check_plan_sizes(stats.num_nodes, stats.nnz, {"--hidden": args.hidden, "features": stats.num_features,
                                                    "classes": stats.num_classes})
     profile = load_profile(args.profile)
-    spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order)
+    if args.sage_normalize and args.model != "sage":
+        raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
+    if args.gin_train_eps and args.model != "gin":
+        raise ConfigError(f"--gin-train-eps applies to --model gin, not {args.model}")
+    spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
+                     model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps)
     flags = dataset_flags(args)
     results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
                     run_flags=flags) for p in args.nprocs]
@@ -167,12 +175,12 @@ def run_plan(args: argparse.Namespace) -> int:
         return 0
     limit = results[0].memory_limit
     print(f"graph      {stats.describe()}")
-    print(f"model      GCN widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
+    print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
     for result in results:
         print(f"\nP = {result.best.shape.world_size}: best {result.reason}")
         print(format_plan(result))
         missing = [] if args.dataset is not None else ["--dataset", "YOUR_GRAPH"]  # priced on counts alone
-        print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags()))
+        print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
     return 0

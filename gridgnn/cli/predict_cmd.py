@@ -41,9 +41,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_predict)
 
 
-def predict_config(args: argparse.Namespace, model_config: dict) -> TrainConfig:
-    """The `TrainConfig` that describes this inference run (model sizes from the model file)."""
+def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> TrainConfig:
+    """The `TrainConfig` that describes this inference run (model kind, sizes and options from the model
+    file)."""
     return TrainConfig(
+        model=kind, sage_normalize=bool(model_config.get("normalize", False)),
+        gin_eps=float(model_config.get("eps", 0.0)), gin_train_eps=bool(model_config.get("train_eps", False)),
         dataset=args.dataset, data_root=args.data_root, directed=args.directed,
         normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),
         hidden=int(model_config["hidden_channels"]), order=str(model_config["order"]), epochs=1,
@@ -63,7 +66,8 @@ def run_predict(args: argparse.Namespace) -> int:
     from gridgnn.train.inference import load_trained
 
     model, _ = load_trained(args.model)  # a bad model file fails here, before any worker starts
-    config = predict_config(args, MODEL_KINDS[kind_of(model)].config_of(model))
+    kind = kind_of(model)
+    config = predict_config(args, kind, MODEL_KINDS[kind].config_of(model))
     check_products(config)
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
         return launch_workers(config, args)
@@ -82,6 +86,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def _predict_local(config: TrainConfig, model, source: str) -> None:
     from gridgnn.nn.export import check_fits
+    from gridgnn.nn.models import operator_of
     from gridgnn.train.inference import local_inputs
     from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.products import write_vertex_outputs
@@ -90,7 +95,7 @@ def _predict_local(config: TrainConfig, model, source: str) -> None:
     graph = load_graph(config)
     check_fits(model, graph.num_features, f"model '{source}'")
     check_memory(config, graph, 1)
-    features, agg = local_inputs(graph)
+    features, agg = local_inputs(graph, operator_of(config.model))
     write_vertex_outputs(model, features, agg, graph, predictions_out=config.predictions_out,
                          embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from gridgnn.cli.train_cmd import add_dataset_arguments
+from gridgnn.config import MODELS
 from gridgnn.errors import ConfigError
 from gridgnn.files import publish_mode
 
@@ -23,6 +24,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                              "distributed workers memory-map (--dataset DIR).")
     add_dataset_arguments(parser, positional=True)
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to create (must not exist)")
+    parser.add_argument("--model", choices=MODELS, default="gcn",
+                        help="the model the folder is for: it stores that model's aggregation operator "
+                             "(gcn: Â, sage: D⁻¹A, gin: A) (default: %(default)s)")
     parser.set_defaults(handler=run_prepare)
 
 
@@ -30,6 +34,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     """Write the prepared folder atomically: into a temporary sibling, renamed into place when complete."""
     from gridgnn.data.prepared import prepare_graph
     from gridgnn.data.registry import load_dataset
+    from gridgnn.nn.models import operator_of
 
     target = Path(args.out)
     if target.exists():
@@ -41,7 +46,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     publish_mode(partial, folder=True)  # mkdtemp makes it private; follow the umask like mkdir
     try:
-        prepare_graph(graph, partial)
+        prepare_graph(graph, partial, operator=operator_of(args.model))
         partial.rename(target)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

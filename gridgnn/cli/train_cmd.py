@@ -12,6 +12,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
+from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, ORDERS, TrainConfig
 from gridgnn.errors import ConfigError
@@ -32,11 +33,12 @@ _DEF = " (default: %(default)s)"
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Register ``train`` and its flags (defaults come from `TrainConfig`)."""
-    parser = commands.add_parser("train", help="train a GCN on one dataset",
-                                 description="Train a GCN full-graph on one dataset.")
+    parser = commands.add_parser("train", help="train a GCN, GraphSAGE or GIN on one dataset",
+                                 description="Train a GCN, GraphSAGE-mean or GIN full-graph on one dataset.")
     add_dataset_arguments(parser)
     model = parser.add_argument_group("model and optimizer")
-    model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="number of GCN layers" + _DEF)
+    add_model_arguments(model)
+    model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="number of layers" + _DEF)
     model.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="hidden width" + _DEF)
     model.add_argument("--dropout", type=float, default=_DEFAULTS.dropout, help="dropout probability" + _DEF)
     model.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="Adam learning rate" + _DEF)
@@ -78,6 +80,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "(same numbers)" + _DEF)
     grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                       help="limit on any one collective before the run fails" + _DEF)
+    grid.add_argument("--interface", default=None, metavar="NAME",
+                      help="network interface the workers talk on across hosts (sets GLOO_SOCKET_IFNAME; "
+                           "default: GLOO_SOCKET_IFNAME, else the interface that reaches the rendezvous host)")
     grid.add_argument("--threads", type=int, default=None,
                       help="compute threads of each process, with any --algo, under torchrun too (default: "
                            "torch's own on one process, cores / workers on a grid)")
@@ -119,6 +124,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),
+        model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
+        gin_train_eps=args.gin_train_eps,
     )
 
 
@@ -143,7 +150,7 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         f"{data['num_features']} features, {data['num_classes']} classes",
         "split      " + "  ".join(f"{name} {count}" for name, count in data["split"].items())
         + ("  (an empty split's accuracy reads 0)" if 0 in data["split"].values() else ""),
-        f"model      GCN {config.layers} layers, hidden {config.hidden}, order {config.order}, "
+        f"model      {MODEL_NAMES[config.model]} {config.layers} layers, hidden {config.hidden}, order {config.order}, "
         f"algo {config.algo}, seed {config.seed}",
         f"final      train {final['train_acc']:.4f}  val {final['val_acc']:.4f}  "
         f"test {final['test_acc']:.4f}" + _placeholder_note(data),
@@ -203,6 +210,11 @@ def run_train(args: argparse.Namespace) -> int:
     note = resolve_algo(args)
     use_threads(args.threads)
     config = config_from_args(args)
+    if args.interface is not None:  # checked here (one line, exit 2); workers read it from the environment
+        from gridgnn.grid.network import INTERFACE_ENV, check_interface
+
+        check_interface(args.interface)
+        os.environ[INTERFACE_ENV] = args.interface
     check_process_count(config)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if note is not None and rank0 and not config.quiet:
@@ -389,23 +401,26 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     from gridgnn.cost.spmm_cost import partition_stats
     from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
     from gridgnn.grid.process_grid import default_device
-    from gridgnn.nn.gcn import check_model_size
+    from gridgnn.nn.models import operator_of
+    from gridgnn.nn.stack import check_model_size
     from gridgnn.train.auto import choose_configuration
     from gridgnn.train.distributed import peak_memory_bytes
     from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.run import load_graph
-    from gridgnn.train.run_distributed import grid_shape_for
+    from gridgnn.train.run_distributed import grid_shape_for, model_operator
 
     graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
     if config.algo == "auto":
         config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)
         config = dataclasses.replace(config, auto_reason=reason)
+    if is_prepared(config.dataset):
+        model_operator(config, graph)  # a folder prepared for another model is refused here, in one line
     shape = grid_shape_for(config, config.nprocs)
     partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
     check_memory(config, graph, config.nprocs, config.nprocs)
     if not is_prepared(config.dataset):
-        prepare_graph(graph, folder)
+        prepare_graph(graph, folder, operator=operator_of(config.model))
     del graph
     gc.collect()
     return config, peak_memory_bytes(torch.device("cpu"))

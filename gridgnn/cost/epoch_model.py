@@ -8,11 +8,13 @@ phase           collectives (P ranks; m = the rank's dense rows; pcol = size of 
 ==============  ================================================================================
 spmm_forward    each layer's ``Â X`` (`gridgnn.cost.rank_cost.spmm_terms`, width by the layer's order)
 spmm_backward   each ``Âᵀ G``; none for a first layer that aggregates first (X needs no gradient)
-dense           2D/3D only, each layer's ``H W`` on ``col``: all-gather of H's columns when f_in <= f_out,
-                else reduce-scatter of the partial products; (pcol-1)·⌈width/pcol⌉·m values. Backward:
-                the transpose collective, except the first layer's all-gather (X needs no gradient)
-weight_grad     one all-reduce of every weight and bias gradient (Σ f_in·f_out + f_out values) on ``row``
-                (1D/1.5D) or ``world`` (2D/3D)
+dense           2D/3D only, each product with a weight (`LayerStep.products`: GCN one, SAGE two, GIN two) on
+                ``col``: all-gather of the input's columns when f_in <= f_out, else reduce-scatter of the
+                partial products; (pcol-1)·⌈width/pcol⌉·m values. Backward: the transpose collective,
+                except an all-gather whose input needs no gradient (the features). SAGE with normalize:
+                an all-reduce of the m row sums on ``col``, forward and backward, per layer
+weight_grad     one all-reduce of every parameter's gradient (`ModelSpec.num_parameters`; GIN's trainable ε
+                included) on ``row`` (1D/1.5D) or ``world`` (2D/3D)
 loss            2D/3D: all-gather of the class columns on ``col`` (forward only); then the all-reduce of
                 the float64 loss on ``world`` (`GridOps.global_sum`)
 other           nothing in the training step
@@ -33,6 +35,7 @@ from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
 
 PHASES = ("spmm_forward", "spmm_backward", "dense", "weight_grad", "loss", "other")
@@ -43,7 +46,8 @@ LOSS_BYTES = 8  # the loss is all-reduced as one float64
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """The GCN being trained: widths ``[num_features] + [hidden] * (layers - 1) + [num_classes]``."""
+    """The model being trained: widths ``[num_features] + [hidden] * (layers - 1) + [num_classes]``; ``model``
+    its kind (``gcn``, ``sage``, ``gin``), with SAGE's ``sage_normalize`` and GIN's ``gin_train_eps``."""
 
     num_features: int
     num_classes: int
@@ -51,6 +55,14 @@ class ModelSpec:
     hidden: int = 16
     order: str = "auto"
     bias: bool = True
+    model: str = "gcn"
+    sage_normalize: bool = False
+    gin_train_eps: bool = False
+
+    @property
+    def self_loops(self) -> bool:
+        """Whether the model's operator has the diagonal of A + I (GCN's Â) or only A's pattern."""
+        return self.model == "gcn"
 
     @property
     def widths(self) -> list[int]:
@@ -58,26 +70,55 @@ class ModelSpec:
 
     @classmethod
     def of(cls, model, stats: GraphStats) -> ModelSpec:
-        """A `ModelSpec` from anything with ``layers``, ``hidden`` and ``order`` (e.g. a `TrainConfig`);
-        the input and output widths come from ``stats``."""
+        """A `ModelSpec` from anything with ``layers``, ``hidden`` and ``order`` (e.g. a `TrainConfig`; its
+        ``model``, ``sage_normalize`` and ``gin_train_eps`` when present); widths in and out from ``stats``."""
         if isinstance(model, ModelSpec):
             return model
         return cls(stats.num_features, stats.num_classes, int(model.layers), int(model.hidden),
-                   str(getattr(model, "order", "auto")))
+                   str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
+                   sage_normalize=bool(getattr(model, "sage_normalize", False)),
+                   gin_train_eps=bool(getattr(model, "gin_train_eps", False)))
 
     def num_parameters(self) -> int:
+        """Trained values: GCN W, b; SAGE W_neigh, W_root, b; GIN W1, b1, W2, b2 (and ε when trained)."""
         w = self.widths
-        return sum(a * b + (b if self.bias else 0) for a, b in zip(w[:-1], w[1:], strict=True))
+        bias = 1 if self.bias else 0
+        total = 0
+        for a, b in zip(w[:-1], w[1:], strict=True):
+            if self.model == "sage":
+                total += 2 * a * b + b
+            elif self.model == "gin":
+                total += a * b + b + b * b + b + (1 if self.gin_train_eps else 0)
+            else:
+                total += a * b + bias * b
+        return total
 
 
 @dataclass(frozen=True)
 class LayerStep:
-    """One layer of the step: widths, resolved order and the width of its SpMM."""
+    """One layer of the step: widths, resolved order, the width of its SpMM and its products with weights."""
 
     index: int
     f_in: int
     f_out: int
     order: str
+    model: str = "gcn"
+    row_norm: bool = False
+    train_eps: bool = False
+
+    @property
+    def products(self) -> list[tuple[int, int, bool]]:
+        """(f_in, f_out, whether the input needs a gradient) of each product with a replicated weight.
+
+        The input of a first layer is the features (no gradient), unless GIN adds ``(1 + ε) X`` to ``A X``
+        first with a trained ε."""
+        grad_in = self.index > 0
+        if self.model == "sage":
+            return [(self.f_in, self.f_out, grad_in)] * 2
+        if self.model == "gin":
+            first = grad_in or (self.order == "aggregate-first" and self.train_eps)
+            return [(self.f_in, self.f_out, first), (self.f_out, self.f_out, True)]
+        return [(self.f_in, self.f_out, grad_in)]
 
     @property
     def spmm_width(self) -> int:
@@ -90,8 +131,16 @@ class LayerStep:
 
 def layer_steps(spec: ModelSpec) -> list[LayerStep]:
     w = spec.widths
-    return [LayerStep(k, a, b, resolve_order(spec.order, a, b)) for k, (a, b) in enumerate(zip(w[:-1], w[1:],
-                                                                                                strict=True))]
+    return [LayerStep(k, a, b, resolve_order(spec.order, a, b), spec.model, spec.sage_normalize,
+                      spec.gin_train_eps) for k, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True))]
+
+
+def stats_for(model, graph) -> GraphStats:
+    """``graph`` itself when it is `GraphStats`, else exact statistics of the loaded graph's operator for
+    ``model`` (a `ModelSpec` or a `TrainConfig`-like object: A + I's pattern for GCN, A's for SAGE and GIN)."""
+    if isinstance(graph, GraphStats):
+        return graph
+    return GraphStats.from_graph(graph, self_loops=str(getattr(model, "model", "gcn")) == "gcn")
 
 
 @dataclass
@@ -156,7 +205,7 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
-    stats = graph if isinstance(graph, GraphStats) else GraphStats.from_graph(graph)
+    stats = stats_for(model, graph)
     spec = ModelSpec.of(model, stats)
     blocks = shape_blocks(shape, stats) if blocks is None else blocks
     steps = layer_steps(spec)
@@ -194,15 +243,23 @@ def _column_term(blocks: ShapeBlocks, phase: str, op: str, width: int, sizes: Si
 
 
 def _dense_terms(blocks: ShapeBlocks, step: LayerStep, sizes: SizeInfo) -> list[Term]:
-    if _col_size(blocks.shape) == 1:
+    pcol = _col_size(blocks.shape)
+    if pcol == 1:
         return []
-    if step.f_in <= step.f_out:  # gather the input's columns; backward reduce-scatters (if H needs a grad)
-        terms = [_column_term(blocks, "dense", "all_gather", step.f_in, sizes)]
-        if step.index > 0:
-            terms.append(_column_term(blocks, "dense", "reduce_scatter", step.f_in, sizes))
-        return terms
-    return [_column_term(blocks, "dense", "reduce_scatter", step.f_out, sizes),
-            _column_term(blocks, "dense", "all_gather", step.f_out, sizes)]
+    terms = []
+    for f_in, f_out, grad_in in step.products:
+        if f_in <= f_out:  # gather the input's columns; backward reduce-scatters (if the input needs a grad)
+            terms.append(_column_term(blocks, "dense", "all_gather", f_in, sizes))
+            if grad_in:
+                terms.append(_column_term(blocks, "dense", "reduce_scatter", f_in, sizes))
+        else:
+            terms += [_column_term(blocks, "dense", "reduce_scatter", f_out, sizes),
+                      _column_term(blocks, "dense", "all_gather", f_out, sizes)]
+    if step.row_norm:  # the row sums of squares, forward and backward
+        p = blocks.shape.world_size
+        nbytes = 2 * blocks.local_rows.astype(np.int64) * sizes.value * (pcol - 1) // pcol
+        terms.append(Term("dense", "all_reduce", "col", pcol, np.full(p, 2, dtype=np.int64), 2 * nbytes))
+    return terms
 
 
 def _weight_grad_terms(shape: GridShape, spec: ModelSpec, sizes: SizeInfo) -> list[Term]:
@@ -226,27 +283,28 @@ def _loss_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo) -> list[T
     return terms
 
 
-def _intra_node(shape: GridShape, axis: str, per_node: int | None) -> np.ndarray:
-    """(P,) bool: the rank's ``axis`` group lies within one node (ranks fill nodes in order)."""
+def _intra_node(shape: GridShape, axis: str, per_node: int | None, order: tuple[str, ...] | None = None
+                ) -> np.ndarray:
+    """(P,) bool: the rank's ``axis`` group lies within one node (ranks fill nodes in order and take grid
+    coordinates in ``order``, slowest axis first; default the grid's own order)."""
     p = shape.world_size
     if per_node is None or per_node >= p:
         return np.ones(p, dtype=bool)
-    ranks = np.arange(p)
-    if axis == "world":
-        return np.zeros(p, dtype=bool)
-    a = shape.axes.index(axis)
-    stride = int(np.prod(shape.sizes[a + 1:], dtype=np.int64))
-    coord = np.unravel_index(ranks, shape.sizes)[a]
-    first = ranks - coord * stride
-    last = first + (shape.sizes[a] - 1) * stride
-    return first // per_node == last // per_node
+    return within_node_by_position(shape, order or shape.axes, per_node, axis)
 
 
 def comm_seconds(terms: list[Term], shape: GridShape, profile: MachineProfile) -> np.ndarray:
-    """(P,) predicted seconds in collectives per rank (α·⌈log2 p⌉ per call + β·bytes, per link class)."""
+    """(P,) predicted seconds in collectives per rank (α·⌈log2 p⌉ per call + β·bytes, per link class).
+
+    Ranks are placed on nodes as a run places them (`gridgnn.grid.placement.host_axis_order`: the axis
+    that moves the most bytes varies fastest, so its groups stay within a node when they fit)."""
     total = np.zeros(shape.world_size)
+    order = host_axis_order(shape, axis_bytes(terms), profile.procs_per_node)
+    intra_by_axis: dict[str, np.ndarray] = {}
     for term in terms:
-        intra = _intra_node(shape, term.axis, profile.procs_per_node)
+        if term.axis not in intra_by_axis:
+            intra_by_axis[term.axis] = _intra_node(shape, term.axis, profile.procs_per_node, order)
+        intra = intra_by_axis[term.axis]
         near, far = profile.link(term.op, False), profile.link(term.op, True)
         total += np.where(intra, near.time(term.group_size, term.calls, term.bytes),
                           far.time(term.group_size, term.calls, term.bytes))
@@ -266,8 +324,8 @@ def compute_seconds(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep]
         f_local = feature_widths(f, pcol)[j] if j is not None else f
         passes = 2 if step.spmm_backward else 1
         sparse += passes * 2.0 * blocks.mult_nnz * f_local
-        gemm = 2.0 * m * step.f_in * step.f_out / pcol
-        dense += gemm * (3 if step.index > 0 else 2)
+        for f_in, f_out, grad_in in step.products:
+            dense += 2.0 * m * f_in * f_out / pcol * (3 if grad_in else 2)
         elems += m * (3 * step.f_in + 3 * step.f_out) / pcol
     elems += 4 * m * spec.num_classes
     return sparse / profile.sparse_flops + dense / profile.dense_flops + elems / profile.elementwise_per_s

@@ -4,7 +4,8 @@ Two sources, one interface (`GraphStats`):
 
 - ``GraphStats.from_graph(graph)``: exact. Counts the stored entries of the normalized adjacency
   Â = D^-1/2 (A + I) D^-1/2 that training uses (the pattern of A plus every missing self-loop), so each
-  block's nnz is the one the distributed SpMMs move (`exact=True`).
+  block's nnz is the one the distributed SpMMs move (`exact=True`). With ``self_loops=False`` it counts the
+  pattern of A itself: the ``mean`` and ``sum`` operators of GraphSAGE and GIN (`gridgnn.data.operators`).
 - ``GraphStats.from_counts(n, num_edges, ...)``: for graphs too large to load. ``num_edges`` counts stored
   adjacency entries (an undirected edge twice, no self-loops, as ``gridgnn info`` prints ``stored_edges``);
   Â has ``num_edges + n`` entries, assumed spread uniformly over the matrix (`exact=False`): block nnz are
@@ -56,7 +57,7 @@ class GraphStats:
         return self.indices is not None
 
     @classmethod
-    def from_graph(cls, graph, *, normalized_adj=None) -> GraphStats:
+    def from_graph(cls, graph, *, normalized_adj=None, self_loops: bool = True) -> GraphStats:
         """Exact statistics of a loaded `gridgnn.data.graph.Graph` (pass ``normalized_adj`` when Â is
         already at hand: anything with ``indptr``, ``indices``, ``nnz`` and ``shape``, e.g. a scipy CSR
         matrix or a memory-mapped `gridgnn.data.prepared.RowBlockCSR`, used without a copy; otherwise its
@@ -65,7 +66,8 @@ class GraphStats:
             adj = sp.csr_matrix(graph.adj)
             adj.eliminate_zeros()
             n = adj.shape[0]
-            adj = sp.csr_matrix((adj != 0).astype(np.int8) + sp.identity(n, dtype=np.int8, format="csr"))
+            adj = (adj != 0).astype(np.int8)
+            adj = sp.csr_matrix(adj + sp.identity(n, dtype=np.int8, format="csr") if self_loops else adj)
         else:
             adj = normalized_adj
         features = graph.features
@@ -76,15 +78,17 @@ class GraphStats:
 
     @classmethod
     def from_counts(cls, num_nodes: int, num_edges: int, num_features: int, num_classes: int, *,
-                    name: str = "statistics", feature_density: float | None = None) -> GraphStats:
-        """Uniform-nnz statistics from counts alone; Â gets ``num_edges + num_nodes`` entries."""
+                    name: str = "statistics", feature_density: float | None = None,
+                    self_loops: bool = True) -> GraphStats:
+        """Uniform-nnz statistics from counts alone; Â gets ``num_edges + num_nodes`` entries (``num_edges``
+        without ``self_loops``: the operators of GraphSAGE and GIN)."""
         if num_nodes < 1 or num_edges < 0 or num_features < 1 or num_classes < 1:
             raise ValueError("num_nodes, num_features and num_classes must be positive and num_edges >= 0")
         feature_nnz = None
         if feature_density is not None:
             feature_nnz = int(round(feature_density * num_nodes * num_features))
-        return cls(name, int(num_nodes), int(num_edges) + int(num_nodes), int(num_features), int(num_classes),
-                   feature_nnz)
+        nnz = int(num_edges) + (int(num_nodes) if self_loops else 0)
+        return cls(name, int(num_nodes), nnz, int(num_features), int(num_classes), feature_nnz)
 
     def grouped_nnz(self, row_bounds: list[int], col_bounds: list[int],
                     col_group: np.ndarray | None = None, num_groups: int | None = None) -> np.ndarray:

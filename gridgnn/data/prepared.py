@@ -4,14 +4,17 @@ Loading a large graph in every worker multiplies its memory by the number of wor
 also keeps a normalized copy of A). Instead, one process (the local launcher, or ``gridgnn prepare``)
 loads, preprocesses and normalizes the graph once and writes a folder::
 
-    prepared.json                         sizes, name, meta, content digest, feature layout
-    adj_indptr.npy adj_indices.npy adj_data.npy     Â = D^-1/2 (A + I) D^-1/2, CSR (int64 / int32 / float32)
+    prepared.json                         sizes, name, meta, content digest, feature layout, operator
+    adj_indptr.npy adj_indices.npy adj_data.npy     the model's operator, CSR (int64 / int32 / float32):
+                                           gcn Â = D^-1/2 (A + I) D^-1/2, mean D⁻¹A, or sum A
     features.npy                           dense (n, f) float32, or
     features_indptr.npy features_indices.npy features_data.npy    sparse CSR features
     labels.npy train_mask.npy val_mask.npy test_mask.npy
 
 Workers open it with ``mmap_mode="r"``: the page cache holds one copy for all of them, and each worker reads
 only the rows its algorithm keeps (`RowBlockCSR` cuts a row block without touching the other rows).
+A folder holds one operator (``operator`` in the manifest; folders without it hold ``gcn``), the one of the
+model it was prepared for (`gridgnn.data.operators`): no second global matrix is kept.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
+from gridgnn.data.operators import OPERATORS, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import DataError
 
 MANIFEST = "prepared.json"
@@ -84,7 +88,8 @@ class RowBlockCSR:
 class PreparedGraph:
     """A prepared graph opened for training: what `Graph` offers a distributed worker, memory-mapped.
 
-    ``norm_adj`` is Â already normalized (no worker normalizes again); ``features`` is a read-only (n, f)
+    ``norm_adj`` is the operator ``operator`` already built (Â for GCN; no worker normalizes again);
+    ``features`` is a read-only (n, f)
     float32 memory map or a `RowBlockCSR`; labels and masks are memory maps of shape (n,).
     """
 
@@ -103,6 +108,7 @@ class PreparedGraph:
     val_mask: np.ndarray
     test_mask: np.ndarray
     meta: dict = field(default_factory=dict)
+    operator: str = "gcn"
 
     def release_pages(self) -> None:
         """Drop this process's resident pages of every memory-mapped array (``madvise(MADV_DONTNEED)``).
@@ -129,14 +135,15 @@ def is_prepared(path: str | os.PathLike) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def prepare_graph(graph: Graph, folder: str | os.PathLike) -> Path:
-    """Normalize ``graph`` and write it to ``folder`` (created; files are written, then the manifest last).
+def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn") -> Path:
+    """Build ``operator``'s matrix of ``graph`` (`gridgnn.data.operators`) and write both to ``folder``
+    (created; files are written, then the manifest last).
 
-    Peak memory is the graph plus one normalized copy of its adjacency (float64 while normalizing).
+    Peak memory is the graph plus one copy of its operator (float64 while normalizing).
     """
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
-    norm = gcn_normalize(graph.adj)
+    norm = operator_matrix(operator, graph.adj)
     _save(target, "adj_indptr", norm.indptr.astype(np.int64, copy=False))
     _save(target, "adj_indices", norm.indices.astype(np.int32, copy=False))
     _save(target, "adj_data", norm.data.astype(np.float32, copy=False))
@@ -159,7 +166,8 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike) -> Path:
     manifest = {"format": FORMAT, "name": graph.name, "num_nodes": graph.num_nodes,
                 "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
                 "num_classes": graph.num_classes, "directed": graph.directed, "digest": graph_digest(graph),
-                "sparse_features": sparse_features, "meta": meta}
+                "sparse_features": sparse_features, "meta": meta, "operator": operator}
+    manifest["files"] = describe_files(target, [p.name for p in target.glob("*.npy")])
     (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return target
 
@@ -208,6 +216,9 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
                                load("features_data", np.float32, (stored,)), (n, f), source=where)
     else:
         features = load("features", np.float32, (n, f))
+    operator = manifest.get("operator", "gcn")
+    if operator not in OPERATORS:
+        raise DataError(f"{where}: unknown operator {operator!r} in {MANIFEST} (known: {', '.join(OPERATORS)})")
     labels = load("labels", np.int64, (n,))
     meta = dict(manifest.get("meta") or {})
     if (root / "vertex_ids.npy").exists():
@@ -220,7 +231,7 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         directed=bool(manifest.get("directed", False)), digest=str(manifest.get("digest", "")),
         norm_adj=norm_adj, features=features, labels=labels,
         train_mask=load("train_mask", np.bool_, (n,)), val_mask=load("val_mask", np.bool_, (n,)),
-        test_mask=load("test_mask", np.bool_, (n,)), meta=meta)
+        test_mask=load("test_mask", np.bool_, (n,)), meta=meta, operator=operator)
 
 
 def graph_of_prepared(prepared: PreparedGraph) -> Graph:

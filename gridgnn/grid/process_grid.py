@@ -9,6 +9,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from gridgnn.errors import ConfigError
+from gridgnn.grid.placement import Placement
 from gridgnn.grid.shape import GridShape
 
 WORLD = "world"  # pseudo-axis: every process of the grid
@@ -22,16 +23,21 @@ class ProcessGrid:
     their coordinate on it, so "root ``k``" of an axis collective is the process at coordinate ``k``).
     """
 
-    def __init__(self, shape: GridShape, mesh: DeviceMesh | None, rank: int, device: torch.device):
+    def __init__(self, shape: GridShape, mesh: DeviceMesh | None, rank: int, device: torch.device,
+                 placement: Placement | None = None):
         self.shape = shape
         self.mesh = mesh
         self.rank = rank
         self.device = device
-        self.coords = shape.coords(rank)
+        self.placement = placement or Placement.default(shape)
+        self.coords = self.placement.coords(rank)
 
     @classmethod
-    def create(cls, shape: GridShape, device: torch.device | str | None = None) -> ProcessGrid:
-        """Collective on the whole world: builds the DeviceMesh (one process group per axis)."""
+    def create(cls, shape: GridShape, device: torch.device | str | None = None,
+               placement: Placement | None = None) -> ProcessGrid:
+        """Collective on the whole world: builds the DeviceMesh (one process group per axis).
+
+        ``placement``: which rank takes which coordinates (`gridgnn.grid.placement`; default row-major)."""
         device = torch.device(device) if device is not None else default_device()
         if not dist.is_initialized():
             if shape.world_size != 1:
@@ -43,8 +49,11 @@ class ProcessGrid:
             raise ConfigError(
                 f"{shape.algo} grid {shape.label()} needs {shape.world_size} processes, got {world}"
             )
-        mesh = init_device_mesh(device.type, shape.sizes, mesh_dim_names=shape.axes)
-        return cls(shape, mesh, dist.get_rank(), device)
+        if placement is None or placement.is_default:
+            mesh = init_device_mesh(device.type, shape.sizes, mesh_dim_names=shape.axes)
+        else:
+            mesh = DeviceMesh(device.type, torch.as_tensor(placement.mesh_ranks()), mesh_dim_names=shape.axes)
+        return cls(shape, mesh, dist.get_rank(), device, placement)
 
     @property
     def algo(self) -> str:

@@ -4,17 +4,23 @@ A model file (``gridgnn train --save-model FILE``, `save_model`) is one ``torch.
 types and tensors, so ``torch.load(FILE, weights_only=True)`` reads it without running code::
 
     format     "gridgnn-model/1"
-    model      the model kind: "gcn" (the key of `MODEL_KINDS`)
-    config     the constructor arguments of that kind, e.g. for "gcn": in_channels, hidden_channels,
-               out_channels, num_layers, order (per-layer orders follow from it), bias, dropout, seed
-    state      the ``state_dict``: for "gcn", ``layers.{k}.weight`` (in, out) and ``layers.{k}.bias`` (out,)
+    model      the model kind: "gcn", "sage" or "gin" (the keys of `MODEL_KINDS`, as ``--model``)
+    config     the constructor arguments of that kind: in_channels, hidden_channels, out_channels, num_layers,
+               order (per-layer orders follow from it), dropout, seed; and "gcn": bias; "sage": normalize;
+               "gin": eps (the initial ε), train_eps
+    state      the ``state_dict``: "gcn": ``layers.{k}.weight`` (in, out), ``layers.{k}.bias`` (out,);
+               "sage": ``layers.{k}.weight_neigh``, ``weight_root`` (in, out), ``bias`` (out,);
+               "gin": ``layers.{k}.weight1`` (in, out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps`` (1,)
     info       where the weights come from: epoch, weights ("best" or "last"), dataset name and sizes
 
 Mapping onto PyTorch Geometric (`to_pyg`): layer k of a "gcn" model is ``GCNConv(in, out)`` with
 ``lin.weight = W_kᵀ`` and ``bias = b_k``; ReLU between layers, log-softmax after the last; the graph goes in as
 ``edge_index = [src, dst]`` of the adjacency (``adj[dst, src] != 0``, `gridgnn.data.interop.graph_to_pyg`).
 GCNConv's normalization D^-1/2 (A + I) D^-1/2 with in-degrees is gridgnn's Â, so PyG reproduces the
-log-probabilities within 1e-5. A new model kind adds one entry to `MODEL_KINDS`.
+log-probabilities within 1e-5. A "sage" layer is ``SAGEConv(in, out, aggr="mean", root_weight=True,
+normalize=...)`` with ``lin_l.weight = W_neighᵀ``, ``lin_l.bias = b``, ``lin_r.weight = W_rootᵀ``; a "gin" layer
+is ``GINConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps)``. A new model kind adds
+one entry to `MODEL_KINDS`.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from torch import nn
 
 from gridgnn.errors import ConfigError, GridGNNError
 from gridgnn.nn.gcn import GCN
+from gridgnn.nn.gin import GIN
+from gridgnn.nn.sage import SAGE
+from gridgnn.nn.stack import LayerStack
 
 FORMAT = "gridgnn-model/1"
 MAX_MODEL_BYTES = 4 << 30
@@ -49,25 +58,55 @@ class ModelKind:
     to_pyg: Callable[[nn.Module], nn.Module]
 
 
-def _gcn_config(model: GCN) -> dict:
+def _stack_config(model: LayerStack) -> dict:
+    """The constructor arguments every `LayerStack` shares."""
     first, last = model.layers[0], model.layers[-1]
     orders = {layer.order for layer in model.layers}
     return {"in_channels": first.in_channels,
             "hidden_channels": first.out_channels if len(model.layers) > 1 else last.out_channels,
             "out_channels": last.out_channels, "num_layers": len(model.layers),
-            "order": orders.pop() if len(orders) == 1 else "auto",
-            "bias": first.bias is not None, "dropout": model.dropout, "seed": model.seed}
+            "order": orders.pop() if len(orders) == 1 else "auto", "dropout": model.dropout, "seed": model.seed}
+
+
+def _stack_arguments(config: dict) -> tuple[tuple, dict]:
+    """The positional and shared keyword arguments of a `LayerStack` from its ``config``."""
+    return ((config["in_channels"], config["hidden_channels"], config["out_channels"]),
+            {"num_layers": config["num_layers"], "dropout": config["dropout"], "order": config["order"],
+             "seed": config["seed"]})
+
+
+def _gcn_config(model: GCN) -> dict:
+    return {**_stack_config(model), "bias": model.layers[0].bias is not None}
 
 
 def _gcn_build(config: dict) -> GCN:
-    return GCN(config["in_channels"], config["hidden_channels"], config["out_channels"],
-               num_layers=config["num_layers"], dropout=config["dropout"], order=config["order"],
-               bias=config["bias"], seed=config["seed"])
+    args, kwargs = _stack_arguments(config)
+    return GCN(*args, bias=config["bias"], **kwargs)
 
 
-class PygGCN(nn.Module):
-    """PyG's ``GCNConv`` layers holding a gridgnn GCN's weights: ``forward(x, edge_index)`` -> (n, C)
-    log-probabilities (eval mode: no dropout)."""
+def _sage_config(model: SAGE) -> dict:
+    return {**_stack_config(model), "normalize": bool(model.layers[0].normalize)}
+
+
+def _sage_build(config: dict) -> SAGE:
+    args, kwargs = _stack_arguments(config)
+    return SAGE(*args, normalize=bool(config["normalize"]), **kwargs)
+
+
+def _gin_config(model: GIN) -> dict:
+    first = model.layers[0]
+    return {**_stack_config(model), "eps": float(first.eps.detach()[0]),
+            "train_eps": isinstance(first.eps, nn.Parameter)}
+
+
+def _gin_build(config: dict) -> GIN:
+    args, kwargs = _stack_arguments(config)
+    return GIN(*args, eps=float(config["eps"]), train_eps=bool(config["train_eps"]), **kwargs)
+
+
+class PygStack(nn.Module):
+    """PyG's convolution layers holding a gridgnn model's weights: ``forward(x, edge_index)`` -> (n, C)
+    log-probabilities (eval mode: no dropout), ReLU between layers as gridgnn's models."""
 
     def __init__(self, convs: list[nn.Module]):
         super().__init__()
@@ -79,7 +118,7 @@ class PygGCN(nn.Module):
         return torch.log_softmax(x, dim=1)
 
 
-def _gcn_to_pyg(model: GCN) -> PygGCN:
+def _gcn_to_pyg(model: GCN) -> PygStack:
     from torch_geometric.nn import GCNConv
 
     convs = []
@@ -90,17 +129,52 @@ def _gcn_to_pyg(model: GCN) -> PygGCN:
             if layer.bias is not None:
                 conv.bias.copy_(layer.bias.detach())
         convs.append(conv)
-    return PygGCN(convs).eval()
+    return PygStack(convs).eval()
 
 
-MODEL_KINDS: dict[str, ModelKind] = {"gcn": ModelKind(_gcn_build, _gcn_config, _gcn_to_pyg)}
+def _sage_to_pyg(model: SAGE) -> PygStack:
+    from torch_geometric.nn import SAGEConv
+
+    convs = []
+    for layer in model.layers:
+        conv = SAGEConv(layer.in_channels, layer.out_channels, aggr="mean", root_weight=True,
+                        normalize=layer.normalize)
+        with torch.no_grad():
+            conv.lin_l.weight.copy_(layer.weight_neigh.detach().T)
+            conv.lin_l.bias.copy_(layer.bias.detach())
+            conv.lin_r.weight.copy_(layer.weight_root.detach().T)
+        convs.append(conv)
+    return PygStack(convs).eval()
+
+
+def _gin_to_pyg(model: GIN) -> PygStack:
+    from torch_geometric.nn import GINConv
+
+    convs = []
+    for layer in model.layers:
+        mlp = nn.Sequential(nn.Linear(layer.in_channels, layer.out_channels), nn.ReLU(),
+                            nn.Linear(layer.out_channels, layer.out_channels))
+        conv = GINConv(mlp, eps=float(layer.eps.detach()[0]), train_eps=isinstance(layer.eps, nn.Parameter))
+        with torch.no_grad():
+            mlp[0].weight.copy_(layer.weight1.detach().T)
+            mlp[0].bias.copy_(layer.bias1.detach())
+            mlp[2].weight.copy_(layer.weight2.detach().T)
+            mlp[2].bias.copy_(layer.bias2.detach())
+        convs.append(conv)
+    return PygStack(convs).eval()
+
+
+MODEL_KINDS: dict[str, ModelKind] = {"gcn": ModelKind(_gcn_build, _gcn_config, _gcn_to_pyg),
+                                     "sage": ModelKind(_sage_build, _sage_config, _sage_to_pyg),
+                                     "gin": ModelKind(_gin_build, _gin_config, _gin_to_pyg)}
 """Model kinds a model file may hold, by the ``model`` field."""
 
 
 def kind_of(model: nn.Module) -> str:
     """The `MODEL_KINDS` key of ``model`` (raises `ConfigError` for a model gridgnn cannot save)."""
-    if isinstance(model, GCN):
-        return "gcn"
+    for kind, cls in (("gcn", GCN), ("sage", SAGE), ("gin", GIN)):
+        if type(model) is cls:
+            return kind
     raise ConfigError(f"cannot save a {type(model).__name__}: gridgnn saves {', '.join(MODEL_KINDS)} models")
 
 

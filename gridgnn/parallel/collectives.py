@@ -83,3 +83,24 @@ class ReduceScatterCols(torch.autograd.Function):
         comm, axis, col_counts, phase = ctx.args
         with comm.phase(phase):
             return _gather_cols(comm, grad.contiguous(), axis, col_counts), None, None, None, None
+
+
+class AllReduceCols(torch.autograd.Function):
+    """Partial sums (m, k) on each process -> their sum on all. Backward: the sum of the gradients (each
+    process used the total for its own columns, so each holds a part of the gradient)."""
+
+    @staticmethod
+    def forward(ctx, x, comm: Communicator, axis: str, phase: str):
+        ctx.args = (comm, axis, phase)
+        out = x.clone()
+        with comm.phase(phase):
+            comm.all_reduce(out, axis)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        comm, axis, phase = ctx.args
+        out = grad.contiguous().clone()
+        with comm.phase(phase):
+            comm.all_reduce(out, axis)
+        return out, None, None, None

@@ -1,8 +1,9 @@
-"""`GridOps`: what a GCN epoch needs on one rank of a grid, in the algorithm's dense layout.
+"""`GridOps`: the `gridgnn.nn.layout.Layout` of one rank of a grid, in the algorithm's dense layout.
 
-The model (`gridgnn.nn.gcn`) is single-device math; it calls ``ops(x)`` for ``Â x`` and `GridOps.linear` /
-`GridOps.add_bias` for the products with W, so the same code trains on any grid. Layout of activations:
-rows `row_range`, feature columns `col_range(width)` (see each SpMM module).
+The models (`gridgnn.nn`) are single-device math; they call `GridOps.aggregate` for ``M x`` (M the
+operator of the model: ``gcn``, ``mean`` or ``sum``, its blocks cut from the global matrix given here) and
+`GridOps.linear` / `GridOps.add_bias` / `GridOps.row_sum` for the rest, so the same code trains on any grid.
+Layout of activations: rows `row_range`, feature columns `col_range(width)` (see each SpMM module).
 
 =========  ===================  ========================================  ===============
 algorithm  product with W        weight / bias gradient reduced over       rows held by
@@ -20,7 +21,7 @@ import torch
 
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
-from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, ReduceScatterCols
+from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
 from gridgnn.partition import block_bounds, block_sizes
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.sparse.linear import sparse_linear
@@ -31,8 +32,8 @@ class GridOps:
     """The aggregation, dense products, logits and reductions of one rank. Built once per run."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32):
-        self.grid, self.comm = grid, comm
+                 dtype: torch.dtype = torch.float32, operator: str = "gcn"):
+        self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype)
         self.col_axis = self.spmm.num_col_blocks_axis
         self.grad_axis = "row" if self.col_axis is None else WORLD
@@ -47,9 +48,19 @@ class GridOps:
     def col_range(self, width: int) -> tuple[int, int]:
         return self.spmm.col_range(width)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """``Â x`` in the layout (collective: the SpMM's axes)."""
+    def aggregate(self, x: torch.Tensor) -> torch.Tensor:
+        """``M x`` in the layout, M the operator ``adj`` (collective: the SpMM's axes)."""
         return self.spmm(x)
+
+    __call__ = aggregate
+
+    def row_sum(self, x: torch.Tensor) -> torch.Tensor:
+        """(m, 1): each of this rank's rows summed over all global columns. 2D/3D: an all-reduce of the
+        partial sums on ``col`` (phase ``dense``, and again in backward); else not collective."""
+        partial = x.sum(dim=1, keepdim=True)
+        if self.col_axis is None:
+            return partial
+        return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")
 
     def _counts(self, width: int) -> list[int]:
         return block_sizes(block_bounds(width, self.grid.size(self.col_axis), allow_empty=True,

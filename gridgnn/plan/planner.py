@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch
+from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch, stats_for
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import nnz_bounds
@@ -150,7 +150,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
-    stats = graph if isinstance(graph, GraphStats) else GraphStats.from_graph(graph)
+    stats = stats_for(model, graph)
     spec = ModelSpec.of(model, stats)
     profile = GPU_CLUSTER if profile is None else profile
     limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes

@@ -17,12 +17,13 @@ from gridgnn.grid.shape import GridShape
 from gridgnn.plan import plan
 
 
-def graph_stats(graph: Graph | PreparedGraph) -> GraphStats:
-    """Exact statistics (every entry of Â) of an in-memory or prepared graph; a prepared graph's memory-mapped
-    Â is read in place, in chunks (no copy of its structure)."""
+def graph_stats(graph: Graph | PreparedGraph, model: str = "gcn") -> GraphStats:
+    """Exact statistics (every entry of the operator of ``model``: Â for GCN, A for SAGE and GIN) of an
+    in-memory or prepared graph; a prepared graph's memory-mapped operator (prepared for that model) is read
+    in place, in chunks (no copy of its structure)."""
     if isinstance(graph, PreparedGraph):
         return GraphStats.from_graph(graph, normalized_adj=graph.norm_adj)
-    return GraphStats.from_graph(graph)
+    return GraphStats.from_graph(graph, self_loops=model == "gcn")
 
 
 def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int,
@@ -39,7 +40,7 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
     if world_size == 1:
         return dataclasses.replace(config, algo="local", grid=None, replication=1), \
             "--algo auto: one process, so local (no grid)"
-    ranked = plan(config, graph_stats(graph), world_size, profile=default_profile(device_type))
+    ranked = plan(config, graph_stats(graph, config.model), world_size, profile=default_profile(device_type))
     best = ranked.best
     chosen = dataclasses.replace(config, algo=best.algo, grid=best.grid if best.algo in ("2d", "3d") else None,
                                  replication=best.replication if best.algo == "1.5d" else 1)
@@ -56,4 +57,4 @@ def auto_flags(config: TrainConfig) -> list[str]:
 def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> dict:
     """The model's bytes and calls of one training step on every rank, by phase (the keys
     ``predicted_bytes``, ``predicted_calls``, ``predicted_by_phase``, ``predicted_calls_by_phase``)."""
-    return predict_epoch(config, graph_stats(graph), shape).comm_dict()
+    return predict_epoch(config, graph_stats(graph, config.model), shape).comm_dict()

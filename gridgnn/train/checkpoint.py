@@ -90,7 +90,8 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
 
 def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     """What a checkpoint must share with the run that resumes it: the dataset (sizes and a digest of the
-    adjacency structure, labels and feature shape), the model widths and the optimizer settings.
+    adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``, its widths
+    and options) and the optimizer settings.
 
     The grid (algorithm, P, replication, shape), the product order and the number of epochs may change.
     """
@@ -100,10 +101,16 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                     "num_features": graph.num_features, "num_classes": graph.num_classes,
                     "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
                     "digest": digest},
-        "model": {"layers": config.layers, "hidden": config.hidden, "dropout": config.dropout,
-                  "seed": config.seed},
+        "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
+                  "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
+                  "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps},
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay},
     }
+
+
+_BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
+                       ("model", "gin_train_eps"): False}
+"""What a checkpoint written before model kinds existed (no such fields) holds: a GCN."""
 
 
 def check_compatible(manifest: dict, current: dict, path: Path) -> None:
@@ -114,7 +121,7 @@ def check_compatible(manifest: dict, current: dict, path: Path) -> None:
         if not isinstance(recorded, dict):
             raise CheckpointError(f"checkpoint '{path}': {MANIFEST} is malformed (fingerprint {group})")
         for name, value in fields.items():
-            before = recorded.get(name)
+            before = recorded.get(name, _BEFORE_MODEL_KINDS.get((group, name)))
             if before != value:
                 what = "content" if name == "digest" else name
                 raise CheckpointError(

@@ -18,7 +18,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.shard import shard_node_data
 from gridgnn.grid.comm import CommTotals
-from gridgnn.nn import GCN, as_model_input, masked_cross_entropy
+from gridgnn.nn import as_model_input, build_model, masked_cross_entropy
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.trainer import Trainer
 
@@ -32,8 +32,7 @@ class DistributedTrainer(Trainer):
         self.features = _model_input(shard.features, ops, graph.num_features)
         self.labels, self.masks = shard.labels, shard.masks
         self.mask_totals = shard.mask_totals
-        self.model = GCN(graph.num_features, config.hidden, graph.num_classes, num_layers=config.layers,
-                         dropout=config.dropout, order=config.order, seed=config.seed).to(ops.grid.device)
+        self.model = build_model(config, graph.num_features, graph.num_classes).to(ops.grid.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
                                           weight_decay=config.weight_decay)
         self.epoch_comm: list[dict] = []
@@ -51,7 +50,9 @@ class DistributedTrainer(Trainer):
         self.ops.reduce_gradients(list(self.model.parameters()))
         self.optimizer.step()
         global_loss = self.ops.global_sum(loss.detach().double().reshape(1))
-        self._record_step(CommTotals.of(comm.reset()), time.perf_counter() - start)
+        records = comm.reset()
+        self._record_step(CommTotals.of(records), time.perf_counter() - start)
+        self.epoch_comm[-1]["by_axis"] = bytes_by_axis(records)
         return float(global_loss[0])
 
     @torch.no_grad()
@@ -116,3 +117,11 @@ def peak_memory_bytes(device: torch.device) -> int:
     except OSError:
         pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def bytes_by_axis(records) -> dict[str, int]:
+    """Bytes received per axis (``world`` included) over a list of `CommRecord`. Not collective."""
+    out: dict[str, int] = {}
+    for record in records:
+        out[record.axis] = out.get(record.axis, 0) + record.bytes
+    return out

@@ -14,22 +14,23 @@ from pathlib import Path
 from torch import nn
 
 from gridgnn.config import TrainConfig
-from gridgnn.data.prepared import PreparedGraph
+from gridgnn.data.operators import operator_matrix
 from gridgnn.data.shard import shard_node_data
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.nn import as_model_input
 from gridgnn.nn.export import ModelFileError, build_model, load_model
+from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint import read_manifest, read_weights
 from gridgnn.train.distributed import _model_input
 
 
-def local_inputs(graph) -> tuple[object, LocalSpMM]:
-    """(features, aggregation) of the whole graph in one process. Not collective."""
-    return as_model_input(graph.features), LocalSpMM(gcn_normalize(graph.adj))
+def local_inputs(graph, operator: str = "gcn") -> tuple[object, LocalSpMM]:
+    """(features, aggregation by ``operator``'s matrix, `gridgnn.data.operators`) of the whole graph in one
+    process. Not collective."""
+    return as_model_input(graph.features), LocalSpMM(operator_matrix(operator, graph.adj))
 
 
 def grid_inputs(config: TrainConfig, graph, world_size: int) -> tuple[object, GridOps]:
@@ -37,11 +38,11 @@ def grid_inputs(config: TrainConfig, graph, world_size: int) -> tuple[object, Gr
 
     Collective on the world (builds the device mesh); without a process group, a 1-process grid.
     """
-    from gridgnn.train.run_distributed import grid_shape_for
+    from gridgnn.train.run_distributed import grid_shape_for, model_operator
 
     grid = ProcessGrid.create(grid_shape_for(config, world_size))
-    adj = graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj)
-    ops = GridOps(grid, Communicator(grid, overlap=False), adj)
+    adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
+    ops = GridOps(grid, Communicator(grid, overlap=False), adj, operator=operator_of(config.model))
     shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), grid.device)
     return _model_input(shard.features, ops, graph.num_features), ops
 
@@ -54,14 +55,15 @@ def load_trained(path: str | os.PathLike) -> tuple[nn.Module, dict]:
 
 
 def _checkpoint_model(folder: Path) -> tuple[nn.Module, dict]:
-    """The weights of a training checkpoint (`gridgnn.train.checkpoint`) as a "gcn" model."""
+    """The weights of a training checkpoint (`gridgnn.train.checkpoint`) as a model of its kind."""
     manifest = read_manifest(folder)
     config, dataset = manifest.get("config") or {}, manifest["fingerprint"].get("dataset") or {}
     try:
         model_config = {"in_channels": int(dataset["num_features"]), "hidden_channels": int(config["hidden"]),
                         "out_channels": int(dataset["num_classes"]), "num_layers": int(config["layers"]),
                         "order": config["order"], "bias": True, "dropout": float(config["dropout"]),
-                        "seed": int(config["seed"])}
+                        "seed": int(config["seed"]), "normalize": bool(config.get("sage_normalize", False)),
+                        "eps": float(config.get("gin_eps", 0.0)), "train_eps": bool(config.get("gin_train_eps", False))}
     except (KeyError, TypeError, ValueError):
         raise ModelFileError(f"checkpoint '{folder}': its manifest lacks the model configuration") from None
     model = build_model(config.get("model", "gcn"), model_config, where=f"checkpoint '{folder}'")

@@ -20,7 +20,7 @@ from gridgnn.errors import ConfigError
 from gridgnn.grid.process_grid import default_device
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.limits import oversized_product
-from gridgnn.nn.gcn import check_model_size
+from gridgnn.nn.stack import check_model_size
 from gridgnn.plan import plan
 from gridgnn.plan.planner import _human
 
@@ -111,7 +111,7 @@ def check_memory(config: TrainConfig, graph, world_size: int, local_procs: int |
     world); workers started by ``gridgnn train --nprocs`` skip it (the launcher checked)."""
     import torch.distributed as dist
 
-    from gridgnn.train.run_distributed import PREPARED_ENV
+    from gridgnn.train.worker_env import PREPARED_ENV
 
     if not config.memory_check or os.environ.get(PREPARED_ENV):
         return

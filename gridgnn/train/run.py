@@ -5,50 +5,30 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.data.prepared import is_prepared
-from gridgnn.data.registry import load_dataset
-from gridgnn.data.transforms import gcn_normalize
+from gridgnn.data.operators import operator_matrix
 from gridgnn.errors import ConfigError
-from gridgnn.nn.gcn import Aggregation
+from gridgnn.nn.layout import LocalLayout
+from gridgnn.nn.models import operator_of
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
-from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
+from gridgnn.train.run_base import Run, load_graph
+from gridgnn.train.trainer import EpochRecord, Trainer
 
 
-@dataclass
-class Run:
-    """A finished run: the graph it trained on, its records and the metrics document; ``model``: the trained
-    model (on every rank), with the weights of the last epoch, or of ``config.weights`` when the run wrote
-    predictions, embeddings or a model file."""
-
-    graph: Graph
-    result: TrainResult
-    metrics: dict
-    model: object = None
-
-
-def load_graph(config: TrainConfig) -> Graph:
-    """The dataset named by ``config.dataset`` (name, generator spec or path), seeded by ``config.seed``."""
-    if is_prepared(config.dataset):
-        raise ConfigError(f"'{config.dataset}' is a prepared graph (gridgnn prepare): it is read by distributed "
-                          "workers (--algo 1d|1.5d|2d|3d); give the original dataset here")
-    return load_dataset(config.dataset, data_root=config.data_root, directed=config.directed,
-                        normalize_features=config.normalize_features, seed=config.seed)
-
-
-def build_aggregation(config: TrainConfig, graph: Graph) -> Aggregation:
-    """The aggregation ``x -> Â x`` for ``config.algo``, Â = D^-1/2 (A + I) D^-1/2 of the global graph."""
+def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
+    """The single-process layout of ``config.model``: ``x -> M x`` with M its operator of the global graph
+    (`gridgnn.data.operators`; Â = D^-1/2 (A + I) D^-1/2 for GCN)."""
     if config.algo != "local":
         raise ConfigError(f"algorithm {config.algo!r} is not available in a single process; use --algo local")
-    return LocalSpMM(gcn_normalize(graph.adj))
+    operator = operator_of(config.model)
+    return LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj)), operator)
 
 
 def run_training(config: TrainConfig, *, graph: Graph | None = None,

@@ -20,37 +20,38 @@ import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
+from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
-from gridgnn.data.transforms import gcn_normalize
-from gridgnn.errors import ConfigError
+from gridgnn.data.prepared_check import check_same_prepared_graph
+from gridgnn.errors import CollectiveError, ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
+from gridgnn.grid.hosts import HostMap, gather_host_map
+from gridgnn.grid.liveness import Liveness, with_lost_peers
+from gridgnn.grid.network import port_taken_error, prepare_worker_network
 from gridgnn.grid.peer_failures import peer_failures_explained
+from gridgnn.grid.placement import Placement
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
-from gridgnn.nn.gcn import check_model_size
+from gridgnn.nn.models import operator_of
+from gridgnn.nn.stack import check_model_size
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_configuration, predicted_comm
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
+from gridgnn.train.host_placement import hosts_metrics, place_ranks, split_by_host
 from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import ResumePoint, check_checkpoint_dir, fit_resumable
-from gridgnn.train.run import Run, load_graph
+from gridgnn.train.run_base import Run, load_graph
 from gridgnn.train.trainer import EpochRecord, TrainResult
-
-PREPARED_ENV = "GRIDGNN_PREPARED_GRAPH"
-"""Set by the local launcher: the folder of the graph it prepared once (`gridgnn.data.prepared`)."""
-AUTO_REASON_ENV = "GRIDGNN_AUTO_REASON"
-"""Set by the local launcher when it resolved ``--algo auto``: the one-line reason for the choice."""
-LAUNCHER_PEAK_ENV = "GRIDGNN_LAUNCHER_PEAK_MEMORY"
-"""Set by the local launcher: its peak resident memory (bytes) while preparing the graph."""
-
+from gridgnn.train.worker_env import AUTO_REASON_ENV, LAUNCHER_PEAK_ENV, PREPARED_ENV
 
 _IMPORTED_AT = time.monotonic()
 
 COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "predicted_bytes", "predicted_calls",
-             "predicted_by_phase", "predicted_calls_by_phase")
+             "predicted_by_phase", "predicted_calls_by_phase", "by_axis", "by_axis_within_host",
+             "by_axis_across_hosts")
 """The keys of each epoch's ``comm`` object in the metrics file (the predicted ones: `gridgnn.train.auto`)."""
 
 
@@ -62,16 +63,22 @@ def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
     return resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
 
 
-def init_from_env(timeout_s: float) -> tuple[int, int]:
-    """Join the process group described by the torchrun environment; returns (rank, world size)."""
+def init_from_env(timeout_s: float, interface: str | None = None) -> tuple[int, int]:
+    """Join the process group described by the torchrun environment; returns (rank, world size).
+
+    ``interface``: the network interface gloo uses (`gridgnn.grid.network.choose_interface`)."""
     if not dist.is_initialized():
+        prepare_worker_network(timeout_s, interface)  # gloo's interface; a rendezvous that answers
         backend, timeout = backend_for(default_device()), timedelta(seconds=timeout_s)
-        store = _restart_safe_agent_store(timeout)
-        if store is None:
-            dist.init_process_group(backend, init_method="env://", timeout=timeout)
-        else:
-            dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
-                                    world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+        try:
+            store = _restart_safe_agent_store(timeout)
+            if store is None:
+                dist.init_process_group(backend, init_method="env://", timeout=timeout)
+            else:
+                dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                        world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+        except RuntimeError as error:  # DistNetworkError included
+            raise (port_taken_error(error) or error) from None
     threads = os.environ.get("GRIDGNN_THREADS")
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     # torchrun leaves OMP_NUM_THREADS=1; share the machine's cores among its local workers instead.
@@ -110,18 +117,21 @@ class TrainedGrid:
     shape: GridShape
     resumed_from: ResumePoint | None = None
     setup_peak_memory_bytes: list[int] | None = None
+    placement: Placement | None = None
 
 
 def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
-                  *, return_model: bool = False, on_ready: Callable[[str, float], None] | None = None):
+                  *, return_model: bool = False, hosts: HostMap | None = None,
+                  on_ready: Callable[[str, float], None] | None = None):
     """Train on the grid of ``config`` (collective on the world), resuming and saving checkpoints as
     ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model.
-    ``on_ready(label, seconds)`` runs on rank 0 once every rank has built its blocks (after the set-up
-    barrier; seconds since this process started)."""
+    ``hosts``: where each rank runs; on several hosts the ranks are placed so that the heaviest axis stays
+    within a host when it fits (`gridgnn.train.host_placement`). ``on_ready(label, seconds)`` runs on rank 0
+    once every rank has built its blocks (after the set-up barrier; seconds since this process started)."""
     shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
-    grid = ProcessGrid.create(shape)
+    grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
     comm = Communicator(grid, overlap=config.overlap)
-    ops = GridOps(grid, comm, graph.norm_adj if isinstance(graph, PreparedGraph) else gcn_normalize(graph.adj))
+    ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model))
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
@@ -147,8 +157,20 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
     write_products(config, trainer, graph, result, rank=grid.rank)
-    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak))
+    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), grid.placement)
     return (outcome, trainer.model) if return_model else outcome
+
+
+def model_operator(config: TrainConfig, graph: Graph | PreparedGraph):
+    """The global matrix of ``config.model``'s operator: a prepared graph's (memory-mapped; it must have been
+    prepared for that operator), else built from ``graph.adj``. Raises `ConfigError` on a mismatch."""
+    operator = operator_of(config.model)
+    if not isinstance(graph, PreparedGraph):
+        return operator_matrix(operator, graph.adj)
+    if graph.operator != operator:
+        raise ConfigError(f"prepared graph '{graph.folder}' holds the {graph.operator!r} operator, but --model "
+                          f"{config.model} needs {operator!r}: prepare it again with --model {config.model}")
+    return graph.norm_adj
 
 
 def gather_to_rank0(value: object) -> list | None:
@@ -179,6 +201,8 @@ def merge_epoch_comm(per_rank: list[list[dict]]) -> list[dict]:
             "rank_times_s": {key: [r[f"{key}_time_s"] for r in ranks]
                              for key in ("comm", "exposed_comm", "compute")},
             "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],
+            "by_axis": {axis: [r.get("by_axis", {}).get(axis, 0) for r in ranks]
+                        for axis in dict.fromkeys(a for r in ranks for a in r.get("by_axis", {}))},
         })
     return merged
 
@@ -233,8 +257,7 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
     elif os.environ.get(AUTO_REASON_ENV):
         config = dataclasses.replace(config, auto_reason=os.environ[AUTO_REASON_ENV])
     check_memory(config, graph, world)
-    trained, model = train_on_grid(config, graph, on_epoch if rank == 0 else None, return_model=True,
-                                   on_ready=on_ready)
+    trained, model, hosts = _train_watched(config, graph, on_epoch if rank == 0 else None, rank, on_ready)
     result, comm, shape = trained.result, trained.comm, trained.shape
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
         dist.destroy_process_group()
@@ -247,13 +270,18 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
                             "launcher_peak_memory_bytes": int(launcher_peak) if launcher_peak else None,
                             "prepared_graph": bool(os.environ.get(PREPARED_ENV)),
                             "threads": torch.get_num_threads()}
-        predicted = predicted_comm(config, graph, shape)
+        placement = trained.placement or Placement.default(shape)
+        predicted = _in_rank_order(predicted_comm(config, graph, shape), placement)
+        if hosts.spans_hosts:
+            metrics["hosts"] = hosts_metrics(hosts, placement)
         first_new = trained.resumed_from.epoch if trained.resumed_from is not None else 0
         for index, (epoch, epoch_comm) in enumerate(zip(metrics["epochs"], comm, strict=True)):
             if epoch_comm is None:
                 continue
             if index >= first_new:  # epochs restored from a checkpoint keep what was recorded then
                 epoch_comm = {**epoch_comm, **predicted}
+                if hosts.spans_hosts and "by_axis" in epoch_comm:
+                    epoch_comm.update(split_by_host(epoch_comm["by_axis"], placement, hosts))
             epoch["comm"] = {key: epoch_comm[key] for key in COMM_KEYS if key in epoch_comm}
             for key in ("comm_time_s", "exposed_comm_time_s", "compute_time_s", "rank_times_s",
                         "peak_memory_bytes"):
@@ -262,3 +290,31 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
         if config.metrics_out is not None:
             write_metrics(config.metrics_out, metrics)
     return Run(graph, result, metrics, model)
+
+
+def _train_watched(config: TrainConfig, graph, on_epoch, rank: int,
+                   on_ready: Callable[[str, float], None] | None = None):
+    """`train_on_grid` (returning this rank's model) after gathering where each rank runs and checking that
+    every host reads the same prepared folder (a user's; not the local launcher's own); on a run that spans
+    hosts, with heartbeats, so that a lost peer's one-line error names the lost ranks and hosts. Returns
+    (`TrainedGrid`, model, `HostMap`). Collective on the world."""
+    hosts = gather_host_map()
+    if isinstance(graph, PreparedGraph) and not os.environ.get(PREPARED_ENV):
+        check_same_prepared_graph(graph.folder, hosts.labels)
+    liveness = Liveness(hosts, rank).start() if hosts.spans_hosts and "MASTER_ADDR" in os.environ else None
+    try:
+        trained, model = train_on_grid(config, graph, on_epoch, return_model=True, hosts=hosts, on_ready=on_ready)
+        return trained, model, hosts
+    except CollectiveError as error:  # a peer was lost: say which ranks and hosts, if it can be told
+        raise with_lost_peers(error, liveness) from error
+    finally:
+        if liveness is not None:
+            liveness.stop()
+
+
+def _in_rank_order(predicted: dict, placement: Placement) -> dict:
+    """The model's per-rank lists (grid row-major order) listed by rank under ``placement``."""
+    if placement.is_default:
+        return predicted
+    return {key: (placement.to_rank_order(value) if isinstance(value, list) else
+                  {k: placement.to_rank_order(v) for k, v in value.items()}) for key, value in predicted.items()}

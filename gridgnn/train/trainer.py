@@ -18,7 +18,7 @@ import torch
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.nn import GCN, as_model_input, masked_accuracy, masked_cross_entropy
+from gridgnn.nn import as_model_input, build_model, masked_accuracy, masked_cross_entropy
 from gridgnn.nn.gcn import Aggregation
 
 
@@ -97,9 +97,10 @@ def deterministic(seed: int) -> Iterator[None]:
 
 
 class Trainer:
-    """Trains a `GCN` on ``graph`` with the aggregation ``agg`` (``x -> Â x``, shape (n, f) -> (n, f)).
+    """Trains the model ``config.model`` on ``graph`` with the layout ``agg`` (a `gridgnn.nn.layout.Layout`,
+    or a plain ``x -> M x`` with M the model's operator, shape (n, f) -> (n, f)).
 
-    The caller builds ``agg`` from the normalized adjacency (see `gridgnn.train.build_aggregation`). Epochs
+    The caller builds ``agg`` from the model's operator (see `gridgnn.train.build_aggregation`). Epochs
     are numbered from 1; the epoch number also selects the dropout masks.
     """
 
@@ -108,8 +109,7 @@ class Trainer:
         self.features = as_model_input(graph.features)
         self.labels = torch.from_numpy(graph.labels).long()
         self.masks = [torch.from_numpy(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
-        self.model = GCN(graph.num_features, config.hidden, graph.num_classes, num_layers=config.layers,
-                         dropout=config.dropout, order=config.order, seed=config.seed)
+        self.model = build_model(config, graph.num_features, graph.num_classes)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
                                           weight_decay=config.weight_decay)
 

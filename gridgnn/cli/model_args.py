@@ -1,0 +1,30 @@
+"""``--model`` and each model kind's options, shared by ``train`` and ``plan`` (no torch import)."""
+
+from __future__ import annotations
+
+from gridgnn.config import MODELS, TrainConfig
+
+_DEFAULTS = TrainConfig()
+MODEL_NAMES = {"gcn": "GCN", "sage": "GraphSAGE-mean", "gin": "GIN"}
+"""How summaries name each ``--model``."""
+
+
+def model_flags(spec) -> list[str]:
+    """The ``gridgnn train`` flags that select the model of ``spec`` (a `ModelSpec`); none for GCN."""
+    flags = [] if spec.model == "gcn" else ["--model", spec.model]
+    return flags + (["--sage-normalize"] if spec.sage_normalize else []) + (
+        ["--gin-train-eps"] if spec.gin_train_eps else [])
+
+
+def add_model_arguments(group, *, eps_value: bool = True) -> None:
+    """Add ``--model``, ``--sage-normalize``, ``--gin-train-eps`` and (``eps_value``) ``--gin-eps`` to the
+    argument group ``group``."""
+    group.add_argument("--model", choices=MODELS, default=_DEFAULTS.model,
+                       help="gcn: Â H W; sage: GraphSAGE-mean with root weight; gin: MLP((1+ε) h + Σ neighbours) "
+                            "(default: %(default)s)")
+    group.add_argument("--sage-normalize", action="store_true",
+                       help="L2-normalize the rows of every SAGE layer's output (PyG's normalize=True)")
+    if eps_value:
+        group.add_argument("--gin-eps", type=float, default=_DEFAULTS.gin_eps, metavar="EPS",
+                           help="GIN's ε (the initial value with --gin-train-eps) (default: %(default)s)")
+    group.add_argument("--gin-train-eps", action="store_true", help="make GIN's ε a trained parameter")

@@ -1,0 +1,70 @@
+"""GIN, as PyG's ``GINConv`` with a two-layer MLP: ``out = MLP((1 + ε) · h_i + Σ_{j ∈ N(i)} h_j)``.
+
+``MLP(z) = ReLU(z W1 + b1) W2 + b2`` with W1 (in, out) and W2 (out, out) (PyG's ``GIN`` model builds
+``MLP([in, out, out])``). The sum is the ``sum`` operator A (backward: Aᵀ). ε is fixed (a buffer) or trainable
+(a parameter whose gradient ``Σ h ⊙ dz`` is a sum over every element of the graph: each process adds its
+block's part and the trainer's gradient reduction sums them). Transform-first is exact for the linear part,
+``(1 + ε) h W1 + A (h W1)``, so the narrower of in/out width goes through the SpMM, as for GCN.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from gridgnn.nn.layout import Layout, as_layout
+from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
+from gridgnn.sparse.csr import SparseBlock
+
+
+class GINLayer(nn.Module):
+    """One GIN layer; ``eps`` the initial ε, trainable with ``train_eps``."""
+
+    operator = "sum"
+
+    def __init__(self, in_channels: int, out_channels: int, *, order: str = "auto", eps: float = 0.0,
+                 train_eps: bool = False, generator: torch.Generator | None = None):
+        super().__init__()
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.order = resolve_order(order, in_channels, out_channels)
+        self.weight1 = glorot(in_channels, out_channels, generator)
+        self.bias1 = nn.Parameter(torch.zeros(out_channels))
+        self.weight2 = glorot(out_channels, out_channels, generator)
+        self.bias2 = nn.Parameter(torch.zeros(out_channels))
+        if train_eps:
+            self.eps = nn.Parameter(torch.tensor([float(eps)]))
+        else:
+            self.register_buffer("eps", torch.tensor([float(eps)]))
+
+    def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
+        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
+        ``layout``: a `Layout`, or a plain single-process callable ``x -> M x``."""
+        layout = as_layout(layout, self.operator)
+        if self.order == "transform-first":
+            t = layout.linear(h, self.weight1)
+            z = layout.aggregate(t) + (1 + self.eps) * t
+        else:
+            dense = as_dense(h)
+            z = layout.linear(layout.aggregate(dense) + (1 + self.eps) * dense, self.weight1)
+        hidden = torch.relu(layout.add_bias(z, self.bias1))
+        return layout.add_bias(layout.linear(hidden, self.weight2), self.bias2)
+
+    def extra_repr(self) -> str:
+        trainable = isinstance(self.eps, nn.Parameter)
+        return f"{self.in_channels}, {self.out_channels}, order={self.order}, train_eps={trainable}"
+
+
+class GIN(LayerStack):
+    """GIN of ``num_layers`` `GINLayer`s (dropout and output: `gridgnn.nn.stack.LayerStack`)."""
+
+    operator = "sum"
+    kind = "gin"
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
+                 dropout: float = 0.5, order: str = "auto", seed: int = 0, eps: float = 0.0,
+                 train_eps: bool = False):
+        super().__init__(in_channels, hidden_channels, out_channels, num_layers=num_layers, dropout=dropout,
+                         order=order, seed=seed, eps=eps, train_eps=train_eps)
+
+    def make_layer(self, in_channels, out_channels, *, order, generator, eps=0.0, train_eps=False):
+        return GINLayer(in_channels, out_channels, order=order, eps=eps, train_eps=train_eps, generator=generator)

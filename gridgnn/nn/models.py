@@ -1,0 +1,44 @@
+"""Model kinds by name (``--model``): which class, which aggregation operator, built from a `TrainConfig`.
+
+What each kind asks of its `gridgnn.nn.layout.Layout` per layer (the same on every algorithm; the layout and
+`gridgnn.cost.epoch_model.LayerStep.products` say what that costs on each grid):
+
+=====  ========  ====================================  ==================================================
+kind   operator  products with a replicated weight     parameters (gradients summed over ``row`` on
+                                                       1d/1.5d, over the world on 2d/3d)
+=====  ========  ====================================  ==================================================
+gcn    gcn (Â)   H W                                   W, b
+sage   mean      H W_neigh (or mean(H) W_neigh), H     W_neigh, W_root, b (``row_sum`` for normalize)
+                 W_root
+gin    sum (A)   H W1 (or ((1+ε)H + A H) W1), Z W2     W1, b1, W2, b2, and ε when trained
+=====  ========  ====================================  ==================================================
+"""
+
+from __future__ import annotations
+
+from gridgnn.nn.gcn import GCN
+from gridgnn.nn.gin import GIN
+from gridgnn.nn.sage import SAGE
+from gridgnn.nn.stack import LayerStack
+
+MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN}
+"""``--model`` name -> model class; each class names its ``operator`` (`gridgnn.data.operators`)."""
+
+
+def operator_of(model: str) -> str:
+    """The aggregation operator of the model kind ``model`` (``gcn`` -> ``gcn``, ``sage`` -> ``mean``,
+    ``gin`` -> ``sum``)."""
+    return MODELS[model].operator
+
+
+def build_model(config, num_features: int, num_classes: int) -> LayerStack:
+    """The model ``config.model`` describes (a `gridgnn.config.TrainConfig` or anything with its fields),
+    initialized from ``config.seed``."""
+    kind = getattr(config, "model", "gcn")
+    common = dict(num_layers=config.layers, dropout=config.dropout, order=config.order, seed=config.seed)
+    if kind == "sage":
+        return SAGE(num_features, config.hidden, num_classes, normalize=config.sage_normalize, **common)
+    if kind == "gin":
+        return GIN(num_features, config.hidden, num_classes, eps=config.gin_eps, train_eps=config.gin_train_eps,
+                   **common)
+    return GCN(num_features, config.hidden, num_classes, **common)

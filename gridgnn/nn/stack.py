@@ -1,0 +1,107 @@
+"""What every model of gridgnn shares: a stack of layers, layout-invariant dropout, ReLU, log-softmax.
+
+Widths ``in -> hidden ... hidden -> out``; dropout on every layer's input (the input features too, as Kipf &
+Welling), ReLU between layers, log-softmax on all class columns of the rows (`Layout.full_rows`). A model
+subclass names its aggregation ``operator`` and builds its layers (`LayerStack.make_layer`); each layer is
+``layer(h, layout) -> z``, single-device math over the `gridgnn.nn.layout.Layout` it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gridgnn.cost.epoch_cost import resolve_order as _resolve_order
+from gridgnn.errors import ConfigError
+from gridgnn.limits import MAX_LAYERS, check_weight_matrix
+from gridgnn.nn.dropout import dropout, relu_dropout
+from gridgnn.nn.features import SparseFeatures
+from gridgnn.nn.layout import Layout, as_layout, global_ids
+from gridgnn.sparse.csr import SparseBlock
+
+
+def resolve_order(order: str, in_channels: int, out_channels: int) -> str:
+    """``aggregate-first`` or ``transform-first`` for one layer.
+
+    ``auto`` sends the narrower width through the SpMM: transform first when out < in. The cost model
+    (`gridgnn.cost.epoch_cost.resolve_order`) owns the rule; this raises `ConfigError` for a bad name.
+    """
+    try:
+        return _resolve_order(order, in_channels, out_channels)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def glorot(in_channels: int, out_channels: int, generator: torch.Generator | None) -> nn.Parameter:
+    """A Glorot-uniform (in_channels, out_channels) weight drawn from ``generator``."""
+    weight = nn.Parameter(torch.empty(in_channels, out_channels))
+    nn.init.xavier_uniform_(weight, generator=generator)
+    return weight
+
+
+def as_dense(h: Tensor | SparseBlock) -> Tensor:
+    """A dense copy of a sparse feature block (a dense tensor is returned as is)."""
+    return h.csr.to_dense() if isinstance(h, SparseBlock) else h
+
+
+def check_model_size(in_channels: int, hidden_channels: int, out_channels: int, num_layers: int) -> list[int]:
+    """The layer widths ``[in, hidden, ..., hidden, out]`` after checking that every weight matrix fits in a
+    tensor and in this machine's memory (`ConfigError` naming it, before any allocation)."""
+    if num_layers > MAX_LAYERS:
+        raise ConfigError(f"num_layers must be at most {MAX_LAYERS}, got {num_layers}")
+    widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [out_channels]
+    fix = (f"lower --hidden (now {hidden_channels}) or check the dataset's feature and class counts "
+           f"({in_channels}, {out_channels})")
+    for index, (w_in, w_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        check_weight_matrix(w_in, w_out, f"weight matrix of layer {index + 1}", fix)
+    return widths
+
+
+class LayerStack(nn.Module):
+    """``num_layers`` layers made by `make_layer`; ``seed`` drives the Glorot initialization (its own
+    generator, so every process builds identical weights) and the dropout masks."""
+
+    operator = "gcn"
+    kind = "gcn"
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
+                 dropout: float = 0.5, order: str = "auto", seed: int = 0, **layer_options):
+        super().__init__()
+        if num_layers < 1:
+            raise ConfigError(f"num_layers must be at least 1, got {num_layers}")
+        widths = check_model_size(in_channels, hidden_channels, out_channels, num_layers)
+        generator = torch.Generator().manual_seed(seed)
+        self.layers = nn.ModuleList(
+            self.make_layer(w_in, w_out, order=order, generator=generator, **layer_options)
+            for w_in, w_out in zip(widths[:-1], widths[1:], strict=True)
+        )
+        self.dropout, self.seed = dropout, seed
+
+    def make_layer(self, in_channels: int, out_channels: int, *, order: str, generator: torch.Generator,
+                   **options) -> nn.Module:
+        raise NotImplementedError
+
+    def forward(self, x: Tensor | SparseFeatures, layout: Layout | Callable[[Tensor], Tensor], *,
+                epoch: int = 0) -> Tensor:
+        """x: dense (m, in_channels) or `SparseFeatures`; returns log-probabilities (m, out_channels).
+
+        ``layout``: a `Layout`, or a plain callable ``x -> M x`` (one process). ``epoch`` selects the
+        dropout masks (ignored in eval mode).
+        """
+        layout = as_layout(layout, self.operator)
+        stream = {"seed": self.seed, "epoch": epoch, "training": self.training}
+        h: Tensor | SparseBlock
+        if isinstance(x, SparseFeatures):
+            h = x.block(self.dropout, layer=0, **stream)
+        else:
+            rows, cols = global_ids(layout, self.layers[0].in_channels, x.device)
+            h = dropout(x, self.dropout, layer=0, row_ids=rows, col_ids=cols, **stream)
+        for index, layer in enumerate(self.layers):
+            if index > 0:
+                rows, cols = global_ids(layout, layer.in_channels, h.device)
+                h = relu_dropout(h, self.dropout, layer=index, row_ids=rows, col_ids=cols, **stream)
+            h = layer(h, layout)
+        return F.log_softmax(layout.full_rows(h, self.layers[-1].out_channels), dim=1)

@@ -1,0 +1,30 @@
+"""Worker-side code of the model-kind tests (imported by forked processes): one process group trains many
+(model, configuration, grid) cases, so a spawn is paid once per world size."""
+
+from __future__ import annotations
+
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.train.run import load_graph
+from gridgnn.train.run_distributed import train_on_grid
+
+
+def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
+    """Train every case (``TrainConfig`` keyword arguments) on this world; per case every rank returns its
+    final weights, rank 0 also losses, accuracies, the measured communication of each epoch per rank and
+    phase, and the cost model's prediction for the same step."""
+    graphs, out = {}, []
+    for kwargs in cases:
+        config = TrainConfig(**kwargs)
+        key = (config.dataset, config.directed)
+        graph = graphs.setdefault(key, load_graph(config))
+        trained, model = train_on_grid(config, graph, return_model=True)
+        record = {"weights": [p.detach().cpu().numpy() for p in model.parameters()]}
+        if rank == 0:
+            prediction = predict_epoch(config, graph, trained.shape)
+            record.update(loss=[r.loss for r in trained.result.epochs],
+                          acc=[(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
+                          comm=trained.comm, grid=trained.shape.label(),
+                          predicted={"bytes": prediction.bytes_by_phase, "calls": prediction.calls_by_phase})
+        out.append(record)
+    return out
