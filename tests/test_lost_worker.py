@@ -134,9 +134,9 @@ def _lines_until_epoch(stream) -> list[str]:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_sigterm_to_the_launcher_stops_the_workers_and_removes_the_prepared_graph(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", *DATASET, "--algo", "1d", "--nprocs", "2",
-                             "--epochs", "100000", "--progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=60,classes=2",
+                             "--algo", "1d", "--nprocs", "2", "--threads", "1", "--epochs", "100000", "--progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     watchdog = threading.Timer(180, _kill_group, [proc])  # ends every blocking read below, whatever happens
     watchdog.start()
     try:
