@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from gridgnn.errors import ConfigError
-from gridgnn.limits import MAX_LAYERS
+from gridgnn.limits import MAX_LAYERS, check_hidden_width
 
 ORDERS = ("auto", "aggregate-first", "transform-first")
 """Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
@@ -111,6 +111,7 @@ class TrainConfig:
             raise ConfigError("dataset must be a non-empty name, generator spec or path")
         _check_int("layers", self.layers, minimum=1, maximum=MAX_LAYERS)
         _check_int("hidden", self.hidden, minimum=1)
+        check_hidden_width(self.hidden, self.layers)  # before any dataset is read, estimate or allocation
         _check_int("epochs", self.epochs, minimum=1)
         _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         _check_int("nprocs", self.nprocs, minimum=1)
