@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.spmm.attention import RowStages
-from gridgnn.spmm.spmm_15d import SpMM15D
+
+if TYPE_CHECKING:  # the SpMM imports this module on first use
+    from gridgnn.spmm.spmm_15d import SpMM15D
 
 
 class Stages15D(RowStages):

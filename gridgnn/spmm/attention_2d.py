@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
 from gridgnn.partition import owner
 from gridgnn.sparse.attention import EdgeBlock, head_segments
-from gridgnn.spmm.spmm_2d import SpMM2D
+
+if TYPE_CHECKING:  # the SpMM imports this module on first use
+    from gridgnn.spmm.spmm_2d import SpMM2D
 
 
 class Stages2D:

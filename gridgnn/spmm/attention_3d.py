@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
 from gridgnn.sparse.attention import EdgeBlock, head_segments
-from gridgnn.spmm.spmm_3d import SpMM3D
+
+if TYPE_CHECKING:  # the SpMM imports this module on first use
+    from gridgnn.spmm.spmm_3d import SpMM3D
 
 
 class Stages3D:
