@@ -111,8 +111,8 @@ def graph_from_arrays(adjacency, features=None, labels=None, *, train_mask=None,
 
 
 def fit(data, *, nprocs: int = 1, threads: int | None = None, **options) -> TrainedModel:
-    """Train a model (``model="gcn"``, ``"sage"`` or ``"gin"``) full-graph on ``data`` (see `as_graph`) and
-    return a `TrainedModel`.
+    """Train a model (``model="gcn"``, ``"sage"``, ``"gin"`` or ``"gat"`` with ``heads``, ``output_heads``,
+    ``attn_dropout``) full-graph on ``data`` (see `as_graph`) and return a `TrainedModel`.
 
     ``options``: any `TrainConfig` field (epochs, hidden, layers, dropout, lr, weight_decay, seed, order,
     algo, weights, predictions_out, embeddings_out, save_model, metrics_out, ...). In one process the

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from gridgnn.errors import ConfigError
-from gridgnn.limits import MAX_LAYERS
+from gridgnn.limits import MAX_LAYERS, check_hidden_width
 
 ORDERS = ("auto", "aggregate-first", "transform-first")
 """Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
@@ -32,8 +32,11 @@ REORDERS = ("none", "random", "rcm", "metis")
 WEIGHTS = ("best", "last")
 """Which epoch's weights a run's products use: the best validation accuracy's (first reached) or the last."""
 
-MODELS = ("gcn", "sage", "gin")
-"""Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN (`gridgnn.nn.models`)."""
+MODELS = ("gcn", "sage", "gin", "gat")
+"""Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN, GAT (`gridgnn.nn.models`)."""
+
+MAX_HEADS = 1024
+"""The most attention heads of a GAT layer (``--heads``, ``--output-heads``)."""
 
 MAX_SEED = 2**64 - 1
 """The largest seed (torch.manual_seed takes 64-bit seeds)."""
@@ -62,7 +65,9 @@ sharding (distributed algorithms only; everything reported stays in original ids
     ``weights`` epoch: ``best`` validation accuracy or ``last``. ``memory_per_proc`` (bytes; default: what the
     machine has) and ``memory_check`` drive the memory guard (`gridgnn.train.memory_guard`).
     ``model`` is the model kind (`MODELS`); ``sage_normalize`` L2-normalizes every SAGE layer's output rows;
-    ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps`` makes it trainable).
+    ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps`` makes it trainable). GAT: ``heads`` attention
+    heads of ``hidden`` channels on every hidden layer (concatenated), ``output_heads`` on the output layer
+    (averaged), ``attn_dropout`` the dropout of the attention coefficients.
     """
 
     dataset: str = "csbm"
@@ -104,6 +109,9 @@ sharding (distributed algorithms only; everything reported stays in original ids
     sage_normalize: bool = False
     gin_eps: float = 0.0
     gin_train_eps: bool = False
+    heads: int = 1
+    output_heads: int = 1
+    attn_dropout: float = 0.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -114,6 +122,7 @@ sharding (distributed algorithms only; everything reported stays in original ids
             raise ConfigError("dataset must be a non-empty name, generator spec or path")
         _check_int("layers", self.layers, minimum=1, maximum=MAX_LAYERS)
         _check_int("hidden", self.hidden, minimum=1)
+        check_hidden_width(self.hidden, self.layers)  # before any dataset is read, estimate or allocation
         _check_int("epochs", self.epochs, minimum=1)
         _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         _check_int("nprocs", self.nprocs, minimum=1)
@@ -152,6 +161,11 @@ sharding (distributed algorithms only; everything reported stays in original ids
             raise ConfigError(f"gin_eps must be a finite number, got {self.gin_eps!r}")
         if (self.gin_eps != 0.0 or self.gin_train_eps) and self.model != "gin":
             raise ConfigError(f"--gin-eps and --gin-train-eps apply to --model gin, not {self.model}")
+        _check_int("heads", self.heads, minimum=1, maximum=MAX_HEADS)
+        _check_int("output_heads", self.output_heads, minimum=1, maximum=MAX_HEADS)
+        _check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)
+        if (self.heads != 1 or self.output_heads != 1 or self.attn_dropout != 0.0) and self.model != "gat":
+            raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {self.model}")
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field (the ``config`` object of the metrics file)."""

@@ -63,6 +63,16 @@ def check_timeout(timeout_s: float | None) -> None:
                           f"and {MAX_TIMEOUT_S:g} (one week), got {timeout_s:g}")
 
 
+def check_hidden_width(hidden: int, layers: int) -> None:
+    """Refuse (`ConfigError`) a ``hidden`` width whose weight matrices fit in no tensor or in this machine's
+    memory whatever the dataset: with ``layers >= 3`` a ``hidden x hidden`` matrix, with 2 layers at least a
+    ``1 x hidden`` one (one input feature); 1 layer has no hidden width. Checked with the configuration,
+    before any dataset is read; `check_weight_matrix` checks the real widths once they are known."""
+    if layers >= 2:
+        check_weight_matrix(hidden if layers >= 3 else 1, hidden, "hidden weight matrix (at least, whatever "
+                            "the dataset)", f"lower --hidden (now {hidden})")
+
+
 def check_weight_matrix(rows: int, cols: int, what: str, fix: str) -> None:
     """Refuse (`ConfigError`) a ``rows x cols`` float32 parameter that no tensor or this machine's memory
     can hold (with its gradient and Adam state), before torch tries; ``what`` names it, ``fix`` the remedy."""
@@ -75,12 +85,21 @@ def check_weight_matrix(rows: int, cols: int, what: str, fix: str) -> None:
                           f"with its gradient and optimizer state, more than {where}; {fix}")
 
 
-def check_plan_sizes(num_nodes: int, num_entries: int, widths: dict[str, int]) -> None:
-    """Refuse (`ConfigError`) counts whose products with a width (``--hidden``, features, classes) the cost
-    model's int64 byte counts cannot hold: ``num_nodes`` or ``num_entries`` (stored entries of Â) times any
-    width beyond `MAX_PLAN_PRODUCT`."""
+def oversized_product(num_nodes: int, num_entries: int, widths: dict[str, int]) -> str | None:
+    """The first product of ``num_nodes`` or ``num_entries`` (stored entries of Â) with a width (``--hidden``,
+    features, classes: ``widths`` by name) beyond `MAX_PLAN_PRODUCT`, in words (``"N vertices x --hidden W"``),
+    or None when the cost model's int64 byte counts hold them all."""
     for name, width in widths.items():
         for what, count in (("vertices", num_nodes), ("adjacency entries", num_entries)):
             if count * width > MAX_PLAN_PRODUCT:
-                raise ConfigError(f"{count} {what} x {name} {width} is beyond what the cost model counts "
-                                  f"(at most {MAX_PLAN_PRODUCT} = 2^58 elements); plan a smaller graph or width")
+                return f"{count} {what} x {name} {width}"
+    return None
+
+
+def check_plan_sizes(num_nodes: int, num_entries: int, widths: dict[str, int]) -> None:
+    """Refuse (`ConfigError`) counts whose products with a width the cost model's int64 byte counts cannot
+    hold (`oversized_product`)."""
+    product = oversized_product(num_nodes, num_entries, widths)
+    if product is not None:
+        raise ConfigError(f"{product} is beyond what the cost model counts (at most {MAX_PLAN_PRODUCT} = 2^58 "
+                          "elements); plan a smaller graph or width")

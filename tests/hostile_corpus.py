@@ -538,11 +538,20 @@ FLAG_CASES = FLAG_CASES + CHECKPOINT_CASES + OUTPUT_CASES
 
 # Model kinds (issue 17): an unknown kind, and each kind's options given to another kind.
 MODEL_CASES = [
-    ("model-unknown", ["--model", "gat"], "argument --model: invalid choice"),
+    ("model-unknown", ["--model", "transformer"], "argument --model: invalid choice"),
     ("sage-normalize-without-sage", ["--sage-normalize"], "applies to --model sage"),
     ("gin-eps-without-gin", ["--model", "sage", "--gin-eps", "0.5"], "apply to --model gin"),
     ("gin-train-eps-without-gin", ["--gin-train-eps"], "apply to --model gin"),
     ("gin-eps-nan", ["--model", "gin", "--gin-eps", "nan"], "gin_eps must be a finite number"),
     ("gin-eps-not-a-number", ["--model", "gin", "--gin-eps", "x"], "argument --gin-eps: invalid float value"),
+    ("heads-zero", ["--model", "gat", "--heads", "0"], "heads must be at least 1"),
+    ("heads-huge", ["--model", "gat", "--heads", "5000"], "heads must be at most 1024"),
+    ("heads-not-a-number", ["--model", "gat", "--heads", "two"], "argument --heads: invalid int value"),
+    ("heads-without-gat", ["--model", "sage", "--heads", "4"], "apply to --model gat"),
+    ("output-heads-zero", ["--model", "gat", "--output-heads", "0"], "output_heads must be at least 1"),
+    ("attn-dropout-one", ["--model", "gat", "--attn-dropout", "1"], "attn_dropout"),
+    ("attn-dropout-negative", ["--model", "gat", "--attn-dropout", "-0.1"], "attn_dropout"),
+    ("attn-dropout-nan", ["--model", "gat", "--attn-dropout", "nan"], "attn_dropout"),
+    ("attn-dropout-without-gat", ["--attn-dropout", "0.5"], "apply to --model gat"),
 ]
 FLAG_CASES = FLAG_CASES + MODEL_CASES

@@ -299,6 +299,23 @@ def test_members_a_format_does_not_use_are_never_read(tmp_path, kind):
     assert graph.num_nodes in (20, 3)
 
 
+def test_a_hidden_width_no_machine_holds_is_refused_with_the_config_and_the_guard_never_overflows(monkeypatch):
+    """The hidden width alone is checked with the configuration (before the dataset is read); issue 16's memory
+    guard refuses sizes whose products leave the cost model's int64 with its line, never an OverflowError."""
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.train import auto
+    from gridgnn.train.memory_guard import memory_refusal
+
+    with pytest.raises(ConfigError, match="not enough memory for the model: the 1 x 4611686018427387904 hidden"):
+        TrainConfig(dataset="no-such-dataset", hidden=2**62)
+    with pytest.raises(ConfigError, match="the 1073741824 x 1073741824 hidden weight matrix"):
+        TrainConfig(hidden=2**30, layers=3, dataset="no-such-dataset")  # 2^60 elements: the middle layer's
+    stats = GraphStats("huge", num_nodes=2**40, nnz=2**41, num_features=4, num_classes=2)
+    monkeypatch.setattr(auto, "graph_stats", lambda graph: stats)
+    line = memory_refusal(TrainConfig(hidden=2**20, memory_per_proc=2**40), None, 1)
+    assert line.startswith("not enough memory: 1099511627776 vertices x --hidden 1048576 is more than 2^58")
+
+
 # --- 5. structured files validated before use -------------------------------------------------------------
 
 _PROFILE = {"name": "p", "description": "d", "intra_node": {"broadcast": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9}}}
@@ -401,18 +418,72 @@ def test_a_manifest_whose_nonfinite_list_points_nowhere_is_malformed(tmp_path):
 # --- 6. output and names ----------------------------------------------------------------------------------
 
 
-def test_a_closed_pipe_ends_a_distributed_run_quietly_with_141():
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process group started with ``start_new_session`` (a launcher and any worker left)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def test_a_closed_pipe_ends_a_distributed_run_quietly_with_141(tmp_path):
     run = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", SMALL, "--algo", "1d",
                             "--nprocs", "2", "--threads", "1", "--epochs", "100000", "--progress"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT, env=_env())
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO_ROOT,
+                           env=_env(TMPDIR=str(tmp_path)), start_new_session=True)
+    watchdog = threading.Timer(150, _kill_group, [run])  # no read below can block past it
+    watchdog.start()
     try:
         first = run.stdout.readline()
         run.stdout.close()  # as `| head -n 1` does
-        err = run.stderr.read()
-        assert run.wait(timeout=120) == 141
+        _, err = run.communicate(timeout=120)
+        group_left = _group_alive(run.pid)
     finally:
-        run.kill()
-    assert first.startswith(b"starting   2 workers") and err == b""  # the launcher's first line
+        watchdog.cancel()
+        _kill_group(run)
+        run.wait()
+    assert first.startswith(b"starting   2 workers") and err == b""  # the launcher's first line; then quiet
+    assert run.returncode == 141
+    assert not group_left, "workers outlived the launcher"
+    assert not any(tmp_path.glob(f"{PREPARED_PREFIX}*")), "the prepared graph was left behind"
+
+
+def _group_alive(pgid: int, within_s: float = 5.0) -> bool:
+    """True when some process of group ``pgid`` still runs after ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_launcher_sees_a_closed_stdout_and_prefers_it_to_the_lost_peers_it_causes(tmp_path):
+    """The launcher ends a run whose stdout reader is gone (141) without waiting for rank 0 to write; and a
+    peer that lost rank 0 (status 3) reaped before rank 0's own 141 is not blamed."""
+    from gridgnn.launch.local import _wait, stdout_closed
+
+    read_end, write_end = os.pipe()
+    try:
+        assert not stdout_closed(write_end)
+        os.close(read_end)
+        assert stdout_closed(write_end)
+    finally:
+        os.close(write_end)
+    with open(tmp_path / "f", "w") as regular:
+        assert not stdout_closed(regular.fileno())
+    rank0 = subprocess.Popen(["sh", "-c", "sleep 0.3; exit 141"])
+    peer = subprocess.Popen(["sh", "-c", "exit 3"])
+    peer.wait()
+    logs = [open(tmp_path / f"log{r}", "w+") for r in range(2)]
+    try:
+        assert _wait([rank0, peer], logs) == 141
+    finally:
+        rank0.kill()
+        for log in logs:
+            log.close()
 
 
 def test_a_250_byte_metrics_name_is_written(tmp_path):

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -112,21 +113,47 @@ def test_a_stalled_worker_fails_the_run_after_the_timeout_and_is_named(tmp_path)
     _resume_completes(["--algo", "1d"], tmp_path / "ckpt", tmp_path / "metrics.json")
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the launcher's process group (it and any worker left), so that a failing test never hangs."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _lines_until_epoch(stream) -> list[str]:
+    """The launcher's lines up to its first epoch line (``starting``, ``ready`` come first) or the end."""
+    lines = []
+    for line in stream:
+        lines.append(line)
+        if line.startswith("epoch"):
+            break
+    return lines
+
+
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_sigterm_to_the_launcher_stops_the_workers_and_removes_the_prepared_graph(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", *DATASET, "--algo", "1d", "--nprocs", "2",
-                             "--epochs", "100000", "--progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=60,classes=2",
+                             "--algo", "1d", "--nprocs", "2", "--threads", "1", "--epochs", "100000", "--progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    watchdog = threading.Timer(180, _kill_group, [proc])  # ends every blocking read below, whatever happens
+    watchdog.start()
     try:
-        assert proc.stdout.readline().startswith("epoch"), proc.stderr.read()
+        lines = _lines_until_epoch(proc.stdout)
         workers = _children(proc.pid)
-        assert len(workers) == 2 and any(tmp_path.glob("gridgnn-prepared-*"))
+        prepared = list(tmp_path.glob("gridgnn-prepared-*"))
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - start
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM
+        watchdog.cancel()
+        _kill_group(proc)
+        proc.wait()
+    assert lines[0].startswith("starting   2 workers") and lines[-1].startswith("epoch"), (lines, err)
+    assert len(workers) == 2 and prepared, "the launcher had two workers and a prepared graph"
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert elapsed < 10 and "Traceback" not in err
     assert not any(_alive(pid) for pid in workers), "orphan workers left behind"
     assert not any(tmp_path.glob("gridgnn-prepared-*")), "the prepared graph was left behind"

@@ -1,5 +1,5 @@
-"""Tiny runs of the model-kind benchmark scripts (accuracy_models.py, pyg_models_compare.py), only to keep
-them working; they measure nothing."""
+"""Tiny runs of the model-kind benchmark scripts (accuracy_models.py, pyg_models_compare.py, accuracy_gat.py,
+pyg_gat_compare.py), only to keep them working; they measure nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from model_helpers import shared_datasets
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 TINY = "csbm:nodes=240,classes=3,features=20"  # 20 + 30 per class leave 90 to test
@@ -35,3 +36,16 @@ def test_accuracy_models_and_speed_scripts_tiny(tmp_path):
     records = speed.main(["--dataset", TINY, "--epochs", "2", "--markdown", str(tmp_path / "s.md")])
     assert [r["model"] for r in records] == ["sage", "gin"]
     assert all(r["ratio"] > 0 and len(r["pyg"]["epoch_times_s"]) == 2 for r in records)
+
+
+def test_gat_accuracy_and_speed_scripts_tiny(tmp_path):
+    pytest.importorskip("torch_geometric")
+    accuracy = _load("accuracy_gat")
+    data_root = str(shared_datasets())
+    records = accuracy.main(["--dataset", "cora", "--seeds", "1", "--max-epochs", "2", "--data-root", data_root,
+                             "--json", str(tmp_path / "a.json"), "--markdown", str(tmp_path / "a.md")])
+    assert records[0]["dataset"] == "cora" and 0.0 <= records[0]["mean"] <= 1.0
+    assert json.loads((tmp_path / "a.json").read_text())["records"][0]["setting"]["heads"] == 8
+    speed = _load("pyg_gat_compare")
+    records = speed.main(["--dataset", TINY, "--epochs", "2", "--json", str(tmp_path / "s.json")])
+    assert records[0]["ratio"] > 0 and len(records[0]["pyg"]["epoch_times_s"]) == 2

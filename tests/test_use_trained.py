@@ -205,12 +205,12 @@ def _bad_models(model_file: Path, tmp: Path) -> list[tuple[Path, str]]:
     corrupt.write_bytes(model_file.read_bytes()[:200])
     foreign = tmp / "foreign.pt"
     foreign.write_bytes(pickle.dumps(_Payload(tmp / "PWNED"), protocol=2))
-    other_kind = {**_document(model_file), "model": "gat"}
+    other_kind = {**_document(model_file), "model": "transformer"}
     other_shape = _document(model_file)
     other_shape["state"]["layers.0.weight"] = torch.zeros(12, 4)
     return [(corrupt, "not a readable gridgnn model file"), (foreign, "not a readable gridgnn model file"),
             (save("dict.pt", {"weights": torch.zeros(2)}), "not a gridgnn model file"),
-            (save("kind.pt", other_kind), "unknown model kind 'gat'"),
+            (save("kind.pt", other_kind), "unknown model kind 'transformer'"),
             (save("shape.pt", other_shape), "do not fit its configuration"),
             (tmp / "missing.pt", "does not exist")]
 

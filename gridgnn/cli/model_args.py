@@ -5,22 +5,27 @@ from __future__ import annotations
 from gridgnn.config import MODELS, TrainConfig
 
 _DEFAULTS = TrainConfig()
-MODEL_NAMES = {"gcn": "GCN", "sage": "GraphSAGE-mean", "gin": "GIN"}
+MODEL_NAMES = {"gcn": "GCN", "sage": "GraphSAGE-mean", "gin": "GIN", "gat": "GAT"}
 """How summaries name each ``--model``."""
 
 
 def model_flags(spec) -> list[str]:
     """The ``gridgnn train`` flags that select the model of ``spec`` (a `ModelSpec`); none for GCN."""
     flags = [] if spec.model == "gcn" else ["--model", spec.model]
+    heads = getattr(spec, "heads", 1), getattr(spec, "output_heads", 1)
     return flags + (["--sage-normalize"] if spec.sage_normalize else []) + (
-        ["--gin-train-eps"] if spec.gin_train_eps else [])
+        ["--gin-train-eps"] if spec.gin_train_eps else []) + (
+        ["--heads", str(heads[0])] if heads[0] != 1 else []) + (
+        ["--output-heads", str(heads[1])] if heads[1] != 1 else []) + (
+        ["--attn-dropout", str(spec.attn_dropout)] if getattr(spec, "attn_dropout", 0.0) else [])
 
 
 def add_model_arguments(group, *, eps_value: bool = True) -> None:
-    """Add ``--model``, ``--sage-normalize``, ``--gin-train-eps`` and (``eps_value``) ``--gin-eps`` to the
-    argument group ``group``."""
+    """Add ``--model``, ``--sage-normalize``, ``--gin-train-eps``, (``eps_value``) ``--gin-eps`` and GAT's
+    ``--heads``, ``--output-heads``, ``--attn-dropout`` to the argument group ``group``."""
     group.add_argument("--model", choices=MODELS, default=_DEFAULTS.model,
-                       help="gcn: Â H W; sage: GraphSAGE-mean with root weight; gin: MLP((1+ε) h + Σ neighbours) "
+                       help="gcn: Â H W; sage: GraphSAGE-mean with root weight; gin: MLP((1+ε) h + Σ neighbours); "
+                            "gat: graph attention (PyG's GATConv) "
                             "(default: %(default)s)")
     group.add_argument("--sage-normalize", action="store_true",
                        help="L2-normalize the rows of every SAGE layer's output (PyG's normalize=True)")
@@ -28,3 +33,10 @@ def add_model_arguments(group, *, eps_value: bool = True) -> None:
         group.add_argument("--gin-eps", type=float, default=_DEFAULTS.gin_eps, metavar="EPS",
                            help="GIN's ε (the initial value with --gin-train-eps) (default: %(default)s)")
     group.add_argument("--gin-train-eps", action="store_true", help="make GIN's ε a trained parameter")
+    group.add_argument("--heads", type=int, default=_DEFAULTS.heads, metavar="K",
+                       help="GAT: attention heads of every hidden layer, concatenated (each --hidden wide) "
+                            "(default: %(default)s)")
+    group.add_argument("--output-heads", type=int, default=_DEFAULTS.output_heads, metavar="K",
+                       help="GAT: attention heads of the output layer, averaged (default: %(default)s)")
+    group.add_argument("--attn-dropout", type=float, default=_DEFAULTS.attn_dropout, metavar="P",
+                       help="GAT: dropout of the attention coefficients (default: %(default)s)")

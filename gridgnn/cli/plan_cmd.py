@@ -9,13 +9,14 @@ the output). Prints an aligned table (best marked ``*``, configurations over ``-
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shlex
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
-from gridgnn.config import COMMS, ORDERS, REORDERS, TrainConfig
+from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDERS, TrainConfig
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
@@ -99,7 +100,7 @@ def graph_stats_from_args(args: argparse.Namespace, parts: int = 1) -> GraphStat
         graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
         if getattr(args, "reorder", "none") != "none":
             graph = _reordered(graph, args.reorder, parts, args.seed)
-        return GraphStats.from_graph(graph, self_loops=args.model == "gcn")
+        return GraphStats.from_graph(graph, self_loops=args.model in ("gcn", "gat"))
     if getattr(args, "reorder", "none") != "none":
         raise ConfigError("--reorder prices a renumbered graph: it needs --dataset, not counts")
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
@@ -110,7 +111,7 @@ def graph_stats_from_args(args: argparse.Namespace, parts: int = 1) -> GraphStat
         raise ConfigError(f"--feature-density must be in (0, 1], got {args.feature_density}")
     try:
         return GraphStats.from_counts(*counts, feature_density=args.feature_density,
-                                      self_loops=args.model == "gcn")
+                                      self_loops=args.model in ("gcn", "gat"))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -174,6 +175,34 @@ def format_plan(result: Plan) -> str:
     return "\n".join(lines)
 
 
+def check_attention_flags(args) -> None:
+    """`ConfigError` for GAT's flags without ``--model gat`` or out of range."""
+    for name, value in (("heads", args.heads), ("output-heads", args.output_heads)):
+        if not 1 <= value <= MAX_HEADS:
+            raise ConfigError(f"--{name} must be from 1 to {MAX_HEADS}, got {value}")
+    if not 0.0 <= args.attn_dropout < 1.0:
+        raise ConfigError(f"--attn-dropout must be in [0, 1), got {args.attn_dropout}")
+    if (args.heads != 1 or args.output_heads != 1 or args.attn_dropout != 0.0) and args.model != "gat":
+        raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {args.model}")
+
+
+def attention_line(result, stats, profile) -> str:
+    """What attention adds over a GCN of the same widths on the best grid: bytes per rank and epoch time."""
+    from gridgnn.cost.epoch_model import predict_epoch
+    from gridgnn.plan.planner import _human
+
+    best = result.best
+    gat = best.prediction
+    gcn_spec = dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, hidden=gat.spec.widths[1]
+                                   if gat.spec.layers > 1 else gat.spec.hidden)
+    gcn = predict_epoch(gcn_spec, stats, best.shape, profile=profile)
+    extra = int(gat.bytes.max()) - int(gcn.bytes.max())
+    return (f"attention  adds {_human(extra)} per rank per epoch over a GCN of the same widths on "
+            f"{best.algo} {best.shape.label()} ({_human(int(gcn.bytes.max()))} -> {_human(int(gat.bytes.max()))}; "
+            f"epoch {gcn.epoch_s * 1e3:.3g} -> {gat.epoch_s * 1e3:.3g} ms): the score terms' stages, the row "
+            "maxima and sums, and the SDDMM's second pass over x'")
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn plan``."""
     from gridgnn.cost.epoch_model import ModelSpec
@@ -197,8 +226,10 @@ def run_plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
     if args.gin_train_eps and args.model != "gin":
         raise ConfigError(f"--gin-train-eps applies to --model gin, not {args.model}")
+    check_attention_flags(args)
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
-                     model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps)
+                     model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps,
+                     heads=args.heads, output_heads=args.output_heads, attn_dropout=args.attn_dropout)
     flags = dataset_flags(args)
     comms = ("dense", "sparse") if args.comm == "auto" else (args.comm,)
     per_p = {p: stats if args.reorder != "metis" or p == max(args.nprocs) else graph_stats_from_args(args, p)
@@ -218,4 +249,6 @@ def run_plan(args: argparse.Namespace) -> int:
         print(format_plan(result))
         missing = [] if args.dataset is not None else ["--dataset", "YOUR_GRAPH"]  # priced on counts alone
         print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
+        if spec.model == "gat":
+            print(attention_line(result, stats, profile))
     return 0

@@ -47,6 +47,8 @@ def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> T
     return TrainConfig(
         model=kind, sage_normalize=bool(model_config.get("normalize", False)),
         gin_eps=float(model_config.get("eps", 0.0)), gin_train_eps=bool(model_config.get("train_eps", False)),
+        heads=int(model_config.get("heads", 1)), output_heads=int(model_config.get("output_heads", 1)),
+        attn_dropout=float(model_config.get("attn_dropout", 0.0)),
         dataset=args.dataset, data_root=args.data_root, directed=args.directed,
         normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),
         hidden=int(model_config["hidden_channels"]), order=str(model_config["order"]), epochs=1,

@@ -26,7 +26,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to create (must not exist)")
     parser.add_argument("--model", choices=MODELS, default="gcn",
                         help="the model the folder is for: it stores that model's aggregation operator "
-                             "(gcn: Â, sage: D⁻¹A, gin: A) (default: %(default)s)")
+                             "(gcn: Â, sage: D⁻¹A, gin: A, gat: the pattern of A + I) (default: %(default)s)")
     parser.add_argument("--reorder", choices=REORDERS, default="none",
                         help="renumber the vertices once, here (train with the same --reorder) "
                              "(default: %(default)s)")

@@ -132,7 +132,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
-        gin_train_eps=args.gin_train_eps,
+        gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
+        attn_dropout=args.attn_dropout,
     )
 
 
@@ -365,6 +366,9 @@ def _launch_with_signals(config: TrainConfig, args: argparse.Namespace) -> int:
 
 
 def _exit_on_signal(signum: int, frame) -> None:
+    # once: a second SIGTERM/SIGHUP must not cut short the stopping of the workers or the folder's removal
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 
@@ -393,7 +397,7 @@ def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace) -> int:
         if not config.quiet:
             threads = worker_threads(config.nprocs, args.threads)
             print(f"starting   {config.nprocs} workers, {threads} thread{'s' * (threads > 1)} each", flush=True)
-        return launch_local(argv, config.nprocs, args.threads, extra_env=env)
+        return launch_local(argv, config.nprocs, args.threads, extra_env=env, watch_stdout=not config.quiet)
 
 
 def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, int]:
@@ -414,10 +418,10 @@ def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, 
     from gridgnn.train.run_distributed import grid_shape_for, model_operator, reordered_for_grid
 
     graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
+    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
     if config.algo == "auto":
         config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)
         config = dataclasses.replace(config, auto_reason=reason)
-    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before workers start
     if is_prepared(config.dataset):
         model_operator(config, graph)  # a folder prepared for another model is refused here, in one line
     shape = grid_shape_for(config, config.nprocs)

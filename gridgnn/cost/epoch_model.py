@@ -20,12 +20,20 @@ loss            2D/3D: all-gather of the class columns on ``col`` (forward only)
 other           nothing in the training step
 ==============  ================================================================================
 
-A collective on a group of one process is skipped and not counted, as in `Communicator`.
+GAT (`gridgnn.spmm.attention`) replaces a layer's SpMM by its attention, with x' = H W of width f = K·C and
+the K score terms per vertex. 1D/1.5D: forward, the ``row`` broadcasts of an SpMM of width K (the score
+terms; no replica all-reduce), two ``rep`` all-reduces of m·K values (row maximum and sum), then the SpMM of
+width f; backward, the ``row`` broadcasts of width f again (for the SDDMM), the backward SpMM of width f, two
+``rep`` all-reduces of m·K (the softmax's row sums, the score terms' gradient) and the backward SpMM of
+width K (the source score terms' gradient, reduced to their owners). 2D and 3D: `_attention_terms_2d`,
+`_attention_terms_3d` (coefficients with the panels on ``col``, the SDDMM reduced to each panel's owner),
+and in ``dense`` the ``col`` all-reduces of the score terms' head sums (two forward, two backward) and, for
+an output layer of several heads, the column exchange of their mean.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,11 +41,12 @@ from gridgnn.cost.epoch_cost import resolve_order
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile
-from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks
+from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
 from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
+from gridgnn.partition import block_bounds
 
 PHASES = ("spmm_forward", "spmm_backward", "dense", "weight_grad", "loss", "other")
 """The phases of `gridgnn.grid.comm.PHASES` (repeated here so the cost model imports no torch code)."""
@@ -59,15 +68,26 @@ class ModelSpec:
     model: str = "gcn"
     sage_normalize: bool = False
     gin_train_eps: bool = False
+    heads: int = 1
+    output_heads: int = 1
+    attn_dropout: float = 0.0
 
     @property
     def self_loops(self) -> bool:
-        """Whether the model's operator has the diagonal of A + I (GCN's Â) or only A's pattern."""
-        return self.model == "gcn"
+        """Whether the model's operator has the diagonal of A + I (GCN's Â, GAT's pattern) or only A's."""
+        return self.model in ("gcn", "gat")
 
     @property
     def widths(self) -> list[int]:
-        return [self.num_features] + [self.hidden] * (self.layers - 1) + [self.num_classes]
+        """Layer widths; a GAT hidden layer is ``heads`` heads of ``hidden`` channels, concatenated."""
+        hidden = self.hidden * (self.heads if self.model == "gat" else 1)
+        return [self.num_features] + [hidden] * (self.layers - 1) + [self.num_classes]
+
+    def layer_heads(self, index: int) -> int:
+        """Attention heads of layer ``index`` (1 for models without attention)."""
+        if self.model != "gat":
+            return 1
+        return self.output_heads if index == self.layers - 1 else self.heads
 
     @classmethod
     def of(cls, model, stats: GraphStats) -> ModelSpec:
@@ -78,15 +98,20 @@ class ModelSpec:
         return cls(stats.num_features, stats.num_classes, int(model.layers), int(model.hidden),
                    str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
                    sage_normalize=bool(getattr(model, "sage_normalize", False)),
-                   gin_train_eps=bool(getattr(model, "gin_train_eps", False)))
+                   gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
+                   heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
+                   attn_dropout=float(getattr(model, "attn_dropout", 0.0)))
 
     def num_parameters(self) -> int:
         """Trained values: GCN W, b; SAGE W_neigh, W_root, b; GIN W1, b1, W2, b2 (and ε when trained)."""
         w = self.widths
         bias = 1 if self.bias else 0
         total = 0
-        for a, b in zip(w[:-1], w[1:], strict=True):
-            if self.model == "sage":
+        for index, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True)):
+            if self.model == "gat":  # W (a, K·C), a_src and a_dst (K, C), bias (b)
+                transformed = b if index < self.layers - 1 else b * self.output_heads
+                total += a * transformed + 2 * transformed + b
+            elif self.model == "sage":
                 total += 2 * a * b + b
             elif self.model == "gin":
                 total += a * b + b + b * b + b + (1 if self.gin_train_eps else 0)
@@ -106,6 +131,13 @@ class LayerStep:
     model: str = "gcn"
     row_norm: bool = False
     train_eps: bool = False
+    heads: int = 1
+    last: bool = False
+
+    @property
+    def transformed(self) -> int:
+        """GAT: the width of x' = H W (K·C; the output layer averages its K heads of f_out channels)."""
+        return self.f_out * self.heads if self.last else self.f_out
 
     @property
     def products(self) -> list[tuple[int, int, bool]]:
@@ -114,6 +146,8 @@ class LayerStep:
         The input of a first layer is the features (no gradient), unless GIN adds ``(1 + ε) X`` to ``A X``
         first with a trained ε."""
         grad_in = self.index > 0
+        if self.model == "gat":
+            return [(self.f_in, self.transformed, grad_in)]
         if self.model == "sage":
             return [(self.f_in, self.f_out, grad_in)] * 2
         if self.model == "gin":
@@ -123,17 +157,23 @@ class LayerStep:
 
     @property
     def spmm_width(self) -> int:
+        if self.model == "gat":
+            return self.transformed
         return self.f_in if self.order == "aggregate-first" else self.f_out
 
     @property
     def spmm_backward(self) -> bool:
+        if self.model == "gat":
+            return True
         return not (self.index == 0 and self.order == "aggregate-first")
 
 
 def layer_steps(spec: ModelSpec) -> list[LayerStep]:
     w = spec.widths
-    return [LayerStep(k, a, b, resolve_order(spec.order, a, b), spec.model, spec.sage_normalize,
-                      spec.gin_train_eps) for k, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True))]
+    order = "transform-first" if spec.model == "gat" else spec.order
+    return [LayerStep(k, a, b, resolve_order(order, a, b), spec.model, spec.sage_normalize, spec.gin_train_eps,
+                      spec.layer_heads(k), k == spec.layers - 1)
+            for k, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True))]
 
 
 def stats_for(model, graph) -> GraphStats:
@@ -141,7 +181,7 @@ def stats_for(model, graph) -> GraphStats:
     ``model`` (a `ModelSpec` or a `TrainConfig`-like object: A + I's pattern for GCN, A's for SAGE and GIN)."""
     if isinstance(graph, GraphStats):
         return graph
-    return GraphStats.from_graph(graph, self_loops=str(getattr(model, "model", "gcn")) == "gcn")
+    return GraphStats.from_graph(graph, self_loops=str(getattr(model, "model", "gcn")) in ("gcn", "gat"))
 
 
 @dataclass
@@ -225,13 +265,107 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
     shape = blocks.shape
     terms: list[Term] = []
     for step in steps:
-        terms += comm_spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm)
-        if step.spmm_backward:
-            terms += comm_spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm)
+        if step.model == "gat":
+            terms += attention_terms(blocks, step.transformed, step.heads, sizes)
+        else:
+            terms += comm_spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm)
+            if step.spmm_backward:
+                terms += comm_spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm)
         terms += _dense_terms(blocks, step, sizes)
     terms += _weight_grad_terms(shape, spec, sizes)
     terms += _loss_terms(blocks, spec, sizes)
     return [t for t in terms if t.calls.any()]
+
+
+def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+    """The collectives of one GAT layer's attention, x' of width ``width`` (see the module docstring)."""
+    if blocks.shape.algo == "2d":
+        return _attention_terms_2d(blocks, width, heads, sizes)
+    if blocks.shape.algo == "3d":
+        return _attention_terms_3d(blocks, width, heads, sizes)
+
+    def spmm(f: int, backward: bool) -> list[Term]:
+        return spmm_terms(blocks, f, backward=backward, sizes=sizes)
+
+    def stages(f: int, phase: str) -> list[Term]:  # the row broadcasts of a forward SpMM, without its rep sum
+        return [replace(t, phase=phase) for t in spmm(f, False) if t.axis == "row"]
+
+    def row_sums(phase: str) -> list[Term]:  # two all-reduces of m·K values over the replicas
+        return [replace(t, phase=phase, calls=2 * t.calls, bytes=2 * t.bytes) for t in spmm(heads, False)
+                if t.axis == "rep"]
+
+    forward = stages(heads, "spmm_forward") + row_sums("spmm_forward") + spmm(width, False)
+    backward = stages(width, "spmm_backward") + spmm(width, True) + row_sums("spmm_backward") + spmm(heads, True)
+    return forward + backward
+
+
+def _attention_terms_2d(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+    """2D: the SUMMA stages of width ``width`` forward and backward (panels on ``col`` both ways, X on ``row``
+    both ways, dX reduced on ``row``), plus the coefficients (K per entry) with every panel on ``col`` both ways
+    and the SDDMM's reduce to the owner, the score terms of each owned stage on ``row`` (and their gradient's
+    reduce), and the row maximum and sums on ``col`` (two forward, one backward)."""
+    shape, p = blocks.shape, blocks.shape.world_size
+    pr, pc = shape.sizes
+    i, j = blocks.coords["row"], blocks.coords["col"]
+    stages = np.asarray(blocks.segments)
+    seg_rows = np.diff(stages).astype(np.int64)
+    col_owner = np.searchsorted(np.asarray(block_bounds(blocks.n, pc)), stages[:-1], side="right") - 1
+    row_owner = np.searchsorted(np.asarray(blocks.row_bounds), stages[:-1], side="right") - 1
+    forward = spmm_terms(blocks, width, backward=False, sizes=sizes)
+    terms = forward + [replace(t, phase="spmm_backward") for t in forward]
+    terms += [t for t in spmm_terms(blocks, width, backward=True, sizes=sizes) if t.axis == "row"]
+    owned = col_owner[None, :] == j[:, None]  # (P, stages)
+    if pr > 1:
+        remote = owned & (row_owner[None, :] != i[:, None])
+        calls, nbytes = owned.sum(axis=1), (remote * seg_rows[None, :]).sum(axis=1) * heads * sizes.value
+        terms += [Term(phase, op, "row", pr, calls.astype(np.int64), nbytes.astype(np.int64))
+                  for phase, op in (("spmm_forward", "broadcast"), ("spmm_backward", "reduce"))]
+    if pc > 1:
+        reduce_bytes = 2 * blocks.local_rows.astype(np.int64) * heads * sizes.value * (pc - 1) // pc
+        terms += [Term("spmm_forward", "all_reduce", "col", pc, np.full(p, 2, dtype=np.int64), 2 * reduce_bytes),
+                  Term("spmm_backward", "all_reduce", "col", pc, np.ones(p, dtype=np.int64), reduce_bytes)]
+        nnz = blocks.nnz[i]  # (P, stages): entries of each panel of the rank's block row
+        calls = (nnz > 0).sum(axis=1).astype(np.int64)
+        nbytes = (nnz * ~owned).sum(axis=1).astype(np.int64) * heads * sizes.value
+        terms += [Term(phase, op, "col", pc, calls, nbytes) for phase, op in
+                  (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
+    return terms
+
+
+def _attention_terms_3d(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+    """3D: the Split-3D stages of width ``width`` forward and backward (panels on ``col`` both ways, X on ``row``
+    both ways, the depth reduce-scatter forward and all-gather backward, dX reduced on ``row``), the
+    coefficients with every panel on ``col`` both ways and the SDDMM's reduce to the owner, the block's score
+    terms all-gathered on ``depth`` (their gradient reduce-scattered), s_src[S[j][l]] on ``row`` (its gradient
+    reduced), and the row maxima and sums all-reduced on ``col`` and on ``depth`` (two forward, one backward)."""
+    shape, p = blocks.shape, blocks.shape.world_size
+    q, _, d = shape.sizes
+    i, j, m = blocks.coords["row"], blocks.coords["col"], blocks.coords["depth"]
+    value = heads * sizes.value
+    heights = np.diff(blocks.row_bounds).astype(np.int64)[i]
+    ones = np.ones(p, dtype=np.int64)
+    forward = spmm_terms(blocks, width, backward=False, sizes=sizes)
+    terms = forward + [replace(t, phase="spmm_backward") for t in forward if t.axis != "depth"]
+    terms += [t for t in spmm_terms(blocks, width, backward=True, sizes=sizes) if t.axis != "col"]
+    if d > 1:
+        chunk = (d - 1) * blocks.sub.max(axis=1)[i] * value
+        terms += [Term("spmm_forward", "all_gather", "depth", d, ones, chunk),
+                  Term("spmm_backward", "reduce_scatter", "depth", d, ones, chunk)]
+    for axis, size in (("col", q), ("depth", d)):
+        if size > 1:
+            nbytes = 2 * heights * value * (size - 1) // size
+            terms += [Term("spmm_forward", "all_reduce", axis, size, 2 * ones, 2 * nbytes),
+                      Term("spmm_backward", "all_reduce", axis, size, ones, nbytes)]
+    if q > 1:
+        remote = np.where(i != j, blocks.sub[j, m] * value, 0).astype(np.int64)
+        terms += [Term("spmm_forward", "broadcast", "row", q, ones, remote),
+                  Term("spmm_backward", "reduce", "row", q, ones, remote)]
+        z = blocks.nnz.reshape(q, q, d)[i, :, m]  # (P, q): entries of panel k of the rank's block row and layer
+        calls = (z > 0).sum(axis=1).astype(np.int64)
+        nbytes = (z.sum(axis=1) - z[np.arange(p), j]).astype(np.int64) * value
+        terms += [Term(phase, op, "col", q, calls, nbytes) for phase, op in
+                  (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
+    return terms
 
 
 def _col_size(shape: GridShape) -> int:
@@ -258,6 +392,13 @@ def _dense_terms(blocks: ShapeBlocks, step: LayerStep, sizes: SizeInfo) -> list[
         else:
             terms += [_column_term(blocks, "dense", "reduce_scatter", f_out, sizes),
                       _column_term(blocks, "dense", "all_gather", f_out, sizes)]
+    if step.model == "gat":  # the score terms' head sums (two, forward and backward); the output heads' mean
+        p = blocks.shape.world_size
+        nbytes = 2 * blocks.local_rows.astype(np.int64) * step.heads * sizes.value * (pcol - 1) // pcol
+        terms.append(Term("dense", "all_reduce", "col", pcol, np.full(p, 4, dtype=np.int64), 4 * nbytes))
+        if step.last and step.heads > 1:
+            terms += [_column_term(blocks, "dense", op, step.transformed, sizes)
+                      for op in ("all_gather", "reduce_scatter")]
     if step.row_norm:  # the row sums of squares, forward and backward
         p = blocks.shape.world_size
         nbytes = 2 * blocks.local_rows.astype(np.int64) * sizes.value * (pcol - 1) // pcol

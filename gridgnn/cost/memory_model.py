@@ -16,6 +16,11 @@ activations            tensors autograd keeps for backward, and the gradients al
                        its input as the weight gradient needs it (and the ReLU-dropout keep mask), about
                        1.5 tensors of its output width, gathered full-width inputs on 2D/3D, the
                        log-probabilities and gathered logits (fitted: see `_activation_bytes`)
+attention              GAT only: the pattern of the rank's own attention tiles (row, column, transpose
+                       order: 32 bytes per entry), per layer the saved coefficients, signs and dropout
+                       factors (K·(5 + 8 with attention dropout) bytes per entry), the backward's
+                       transient edge arrays (4 of K floats per entry) and, on 2D/3D, the pattern and
+                       coefficients of the received panels in flight
 receive_buffers        the largest transient receive buffers of a stage (a dense panel and, on 2D/3D,
                        `PANELS_IN_FLIGHT` Â panels: the next arrives before the last is freed, and the
                        transport may stage an early message) and on 3D the partial product and the
@@ -56,6 +61,7 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
                                      dtype=np.int64),
         "activations": _activation_bytes(m, steps, spec, pcol, sizes, _sparse_features(stats)),
         "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes),
+        "attention": _attention_bytes(blocks, spec, steps, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
 
@@ -138,6 +144,27 @@ def _activation_bytes(m: np.ndarray, steps, spec, pcol: int, sz: SizeInfo, spars
             per_row += step.f_out  # the full-width partial product before its reduce-scatter (and its gradient)
     per_row += _local(spec.num_classes, pcol) + 2 * spec.num_classes
     return (m * per_row * sz.value).astype(np.int64)
+
+
+EDGE_INDEX_BYTES = 32
+"""Bytes per entry of an attention tile's pattern: rows, columns, transposed columns and the permutation into
+the transpose's order (int64 each)."""
+
+
+def _attention_bytes(blocks: ShapeBlocks, spec, steps, sz: SizeInfo) -> np.ndarray:
+    """GAT's per-edge arrays on each rank (see the module table); zeros for the other models."""
+    if spec.model != "gat":
+        return np.zeros(blocks.shape.world_size, dtype=np.int64)
+    own = blocks.local_nnz.astype(np.int64)
+    saved = sum(step.heads * (1 + sz.value * (3 if getattr(spec, "attn_dropout", 0.0) > 0 else 1))
+                for step in steps)
+    widest = max(step.heads for step in steps)
+    total = own * (EDGE_INDEX_BYTES + saved + 4 * widest * sz.value)
+    if blocks.shape.algo in ("2d", "3d"):
+        i = blocks.coords["row"]
+        panel = blocks.nnz.max(axis=1)[i].astype(np.int64)
+        total = total + (PANELS_IN_FLIGHT * panel * (EDGE_INDEX_BYTES + widest * sz.value)).astype(np.int64)
+    return total
 
 
 def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo) -> np.ndarray:

@@ -284,11 +284,13 @@ class Communicator:
         self._run("reduce", axis, nbytes, lambda g: dist.reduce(tensor, group=g, group_dst=root))
         return tensor
 
-    def all_reduce(self, tensor: torch.Tensor, axis: str) -> torch.Tensor:
-        """Collective on ``axis``: every process's ``tensor`` becomes the sum over the group."""
+    def all_reduce(self, tensor: torch.Tensor, axis: str, op: str = "sum") -> torch.Tensor:
+        """Collective on ``axis``: every process's ``tensor`` becomes the sum (``op="max"``: the element-wise
+        maximum) over the group."""
         p = self.grid.size(axis)
+        reduce_op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op]
         self._run("all_reduce", axis, 2 * _nbytes(tensor) * (p - 1) // p,
-                  lambda g: dist.all_reduce(tensor, group=g))
+                  lambda g: dist.all_reduce(tensor, op=reduce_op, group=g))
         return tensor
 
     def all_gather_rows(self, local: torch.Tensor, axis: str, row_counts: list[int]) -> torch.Tensor:

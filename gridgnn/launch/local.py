@@ -6,13 +6,17 @@ torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTE
 port), so a worker cannot tell this launcher from torchrun. Rank 0 writes to this terminal; the other ranks'
 stderr is kept and shown if they fail. When any worker fails, the others are stopped (SIGTERM, then
 SIGKILL), one line names the worker at the cause (the workers themselves stay quiet about lost peers,
-`gridgnn.peer_errors`), and its exit status is returned.
+`gridgnn.peer_errors`), and its exit status is returned. A closed stdout (``| head``) ends the run quietly
+with 141, whichever process notices it first: rank 0 when its next line fails, or the launcher, which
+watches its stdout while it waits (a run that prints, i.e. not ``--quiet``).
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -61,10 +65,25 @@ def worker_command(argv: list[str]) -> list[str]:
     return [sys.executable, "-c", code, root, *argv]
 
 
+def stdout_closed(fd: int = 1) -> bool:
+    """True when ``fd`` (stdout) is a pipe or socket whose reading end is gone (``| head -n 1`` has exited):
+    poll reports an error on it. False for files, terminals, or where poll is not available."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)) or not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
 def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
-                 extra_env: dict[str, str] | None = None) -> int:
+                 extra_env: dict[str, str] | None = None, *, watch_stdout: bool = False) -> int:
     """Run ``gridgnn <argv>`` on ``nprocs`` local workers (``extra_env`` added to their environment);
-    returns 0 or the first failing worker's status."""
+    returns 0 or the first failing worker's status. With ``watch_stdout`` (a run that prints) a closed
+    stdout stops the workers and returns 141 at once, as rank 0 would on its next line."""
     port, threads = free_port(), worker_threads(nprocs, threads)
     logs = [tempfile.TemporaryFile(mode="w+") for _ in range(nprocs)]
     procs = []
@@ -75,35 +94,58 @@ def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
             procs.append(subprocess.Popen(worker_command(argv), stdout=out, stderr=err,
                                           env={**_worker_env(rank, nprocs, port, threads),
                                                **(extra_env or {})}))
-        return _wait(procs, logs)
+        return _wait(procs, logs, watch_stdout)
     finally:
         _stop(procs)
         for log in logs:
             log.close()
 
 
-def _wait(procs: list[subprocess.Popen], logs) -> int:
+def _wait(procs: list[subprocess.Popen], logs, watch_stdout: bool = False) -> int:
     """Wait for all workers; on the first failure, name the worker that failed first and return its status.
 
     A worker killed by a signal is the cause rather than the peers whose collectives then fail, so it is
-    preferred among the failures seen in the same poll.
+    preferred among the failures seen in the same poll. A closed stdout (rank 0's 141, or seen here with
+    ``watch_stdout``) ends the run quietly, even when rank 0's peers are seen failing first.
     """
+    waited_for_rank0 = False
     while True:
         codes = [p.poll() for p in procs]
         failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
         agreed = {codes[r] for r in failed}
+        if all(c == 0 for c in codes):
+            return 0
         if len(agreed) == 1 and agreed <= {EXIT_USAGE, EXIT_NONFINITE} and _same_on_rank0(procs[0], *agreed):
             return agreed.pop()  # every rank ends alike (bad input, or --stop-on-nonfinite); rank 0 said why
-        if any(codes[r] in (EXIT_BROKEN_PIPE, -signal.SIGPIPE) for r in failed):
+        if _broken_pipe(codes, failed) or (watch_stdout and stdout_closed()):
             return EXIT_BROKEN_PIPE  # stdout was closed (piped into head): stop the others quietly
+        if not waited_for_rank0 and _rank0_may_be_at_cause(procs, codes, failed):
+            waited_for_rank0 = True
+            continue  # look again with rank 0's status
         if failed:  # the cause first: a signal, then a failure of its own, then a lost peer
             rank = min(failed, key=lambda r: (codes[r] >= 0, codes[r] == EXIT_PEER_FAILED, r))
             silent = _silent_workers(procs) if codes[rank] == EXIT_PEER_FAILED else []
             _report(rank, codes[rank], logs[rank], silent)
             return codes[rank] if codes[rank] > 0 else 128 - codes[rank]
-        if all(c == 0 for c in codes):
-            return 0
         time.sleep(0.05)
+
+
+def _broken_pipe(codes: list[int | None], failed: list[int]) -> bool:
+    """True when a worker ended because stdout was closed (141, or killed by SIGPIPE)."""
+    return any(codes[r] in (EXIT_BROKEN_PIPE, -signal.SIGPIPE) for r in failed)
+
+
+def _rank0_may_be_at_cause(procs: list[subprocess.Popen], codes: list[int | None], failed: list[int],
+                           wait_s: float = 1.0) -> bool:
+    """When only lost peers (status 3) are seen and rank 0 still runs, wait up to ``wait_s`` for rank 0 and
+    return True: its peers lose it the moment it exits (say on a closed stdout) and may be reaped first."""
+    if not failed or codes[0] is not None or any(codes[r] != EXIT_PEER_FAILED for r in failed):
+        return False
+    try:
+        procs[0].wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        pass
+    return True
 
 
 def _same_on_rank0(rank0: subprocess.Popen, code: int, wait_s: float = 5.0) -> bool:

@@ -4,13 +4,16 @@ A model file (``gridgnn train --save-model FILE``, `save_model`) is one ``torch.
 types and tensors, so ``torch.load(FILE, weights_only=True)`` reads it without running code::
 
     format     "gridgnn-model/1"
-    model      the model kind: "gcn", "sage" or "gin" (the keys of `MODEL_KINDS`, as ``--model``)
+    model      the model kind: "gcn", "sage", "gin" or "gat" (the keys of `MODEL_KINDS`, as ``--model``)
     config     the constructor arguments of that kind: in_channels, hidden_channels, out_channels, num_layers,
                order (per-layer orders follow from it), dropout, seed; and "gcn": bias; "sage": normalize;
-               "gin": eps (the initial ε), train_eps
+               "gin": eps (the initial ε), train_eps; "gat": heads, output_heads, attn_dropout
+               (hidden_channels is then the width of one head)
     state      the ``state_dict``: "gcn": ``layers.{k}.weight`` (in, out), ``layers.{k}.bias`` (out,);
                "sage": ``layers.{k}.weight_neigh``, ``weight_root`` (in, out), ``bias`` (out,);
-               "gin": ``layers.{k}.weight1`` (in, out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps`` (1,)
+               "gin": ``layers.{k}.weight1`` (in, out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps`` (1,);
+               "gat": ``layers.{k}.weight`` (in, K·C), ``att_src``, ``att_dst`` (K, C), ``bias`` (K·C, or C
+               on the output layer)
     info       where the weights come from: epoch, weights ("best" or "last"), dataset name and sizes
 
 Mapping onto PyTorch Geometric (`to_pyg`): layer k of a "gcn" model is ``GCNConv(in, out)`` with
@@ -19,8 +22,9 @@ Mapping onto PyTorch Geometric (`to_pyg`): layer k of a "gcn" model is ``GCNConv
 GCNConv's normalization D^-1/2 (A + I) D^-1/2 with in-degrees is gridgnn's Â, so PyG reproduces the
 log-probabilities within 1e-5. A "sage" layer is ``SAGEConv(in, out, aggr="mean", root_weight=True,
 normalize=...)`` with ``lin_l.weight = W_neighᵀ``, ``lin_l.bias = b``, ``lin_r.weight = W_rootᵀ``; a "gin" layer
-is ``GINConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps)``. A new model kind adds
-one entry to `MODEL_KINDS`.
+is ``GINConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps)``; a "gat" layer is
+``GATConv(in, C, heads=K, concat=...)`` with ``lin.weight = Wᵀ``, ``att_src``/``att_dst`` of shape (1, K, C),
+``bias = b``. A new model kind adds one entry to `MODEL_KINDS`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import torch
 from torch import nn
 
 from gridgnn.errors import ConfigError, GridGNNError
+from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
 from gridgnn.nn.sage import SAGE
@@ -104,6 +109,20 @@ def _gin_build(config: dict) -> GIN:
     return GIN(*args, eps=float(config["eps"]), train_eps=bool(config["train_eps"]), **kwargs)
 
 
+def _gat_config(model: GAT) -> dict:
+    config = {**_stack_config(model), "heads": model.heads, "output_heads": model.output_heads,
+              "attn_dropout": model.attn_dropout}
+    if len(model.layers) > 1:
+        config["hidden_channels"] = model.hidden_per_head
+    return config
+
+
+def _gat_build(config: dict) -> GAT:
+    args, kwargs = _stack_arguments(config)
+    return GAT(*args, heads=int(config["heads"]), output_heads=int(config["output_heads"]),
+               attn_dropout=float(config["attn_dropout"]), **kwargs)
+
+
 class PygStack(nn.Module):
     """PyG's convolution layers holding a gridgnn model's weights: ``forward(x, edge_index)`` -> (n, C)
     log-probabilities (eval mode: no dropout), ReLU between layers as gridgnn's models."""
@@ -164,15 +183,31 @@ def _gin_to_pyg(model: GIN) -> PygStack:
     return PygStack(convs).eval()
 
 
+def _gat_to_pyg(model: GAT) -> PygStack:
+    from torch_geometric.nn import GATConv
+
+    convs = []
+    for layer in model.layers:
+        conv = GATConv(layer.in_channels, layer.channels, heads=layer.heads, concat=layer.concat)
+        with torch.no_grad():
+            conv.lin.weight.copy_(layer.weight.detach().T)
+            conv.att_src.copy_(layer.att_src.detach()[None])
+            conv.att_dst.copy_(layer.att_dst.detach()[None])
+            conv.bias.copy_(layer.bias.detach())
+        convs.append(conv)
+    return PygStack(convs).eval()
+
+
 MODEL_KINDS: dict[str, ModelKind] = {"gcn": ModelKind(_gcn_build, _gcn_config, _gcn_to_pyg),
                                      "sage": ModelKind(_sage_build, _sage_config, _sage_to_pyg),
-                                     "gin": ModelKind(_gin_build, _gin_config, _gin_to_pyg)}
+                                     "gin": ModelKind(_gin_build, _gin_config, _gin_to_pyg),
+                                     "gat": ModelKind(_gat_build, _gat_config, _gat_to_pyg)}
 """Model kinds a model file may hold, by the ``model`` field."""
 
 
 def kind_of(model: nn.Module) -> str:
     """The `MODEL_KINDS` key of ``model`` (raises `ConfigError` for a model gridgnn cannot save)."""
-    for kind, cls in (("gcn", GCN), ("sage", SAGE), ("gin", GIN)):
+    for kind, cls in (("gcn", GCN), ("sage", SAGE), ("gin", GIN), ("gat", GAT)):
         if type(model) is cls:
             return kind
     raise ConfigError(f"cannot save a {type(model).__name__}: gridgnn saves {', '.join(MODEL_KINDS)} models")

@@ -11,6 +11,12 @@ process). A layout offers exactly the operations whose result depends on that sp
 ``add_bias(z, b)``  ``z + b`` with b's entries for the block's columns
 ``row_sum(x)``      (m, 1): each row's sum over all global columns (for row norms)
 ``full_rows(z, w)`` every one of the ``w`` columns of the block's rows (for log-softmax and the loss)
+``head_sum(x, K,    (m, K): each row's sum over the columns of each of K equal heads of a ``w``-wide matrix
+w)``                (the attention score terms), whole on every process holding the rows
+``head_mean(x, K,   (m, block of w / K columns): the mean of the K heads of a ``w``-wide matrix
+w)``
+``attend(x, ...)``  graph attention on the ``gat`` pattern: edge softmax of the score terms, then the
+                    per-head weighted aggregation (`gridgnn.spmm.attention.attention`), with autograd
 ==================  ==========================================================================================
 
 Gradients of replicated parameters are left partial by a layout (each process holds the sum over its own
@@ -28,7 +34,9 @@ import torch
 from torch import Tensor
 
 from gridgnn.nn.features import sparse_linear
+from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.sparse.csr import SparseBlock
+from gridgnn.spmm.attention import DropFn, LocalStages, attention
 
 
 @runtime_checkable
@@ -52,6 +60,13 @@ class Layout(Protocol):
 
     def full_rows(self, z: Tensor, width: int) -> Tensor: ...
 
+    def head_sum(self, x: Tensor, heads: int, width: int) -> Tensor: ...
+
+    def head_mean(self, x: Tensor, heads: int, width: int) -> Tensor: ...
+
+    def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, width: int, negative_slope: float,
+               drop: DropFn | None) -> Tensor: ...
+
 
 class LocalLayout:
     """One process holds every row and column; ``aggregate`` is any ``x -> M x`` with autograd (e.g.
@@ -60,6 +75,7 @@ class LocalLayout:
     def __init__(self, aggregation: Callable[[Tensor], Tensor], operator: str, num_nodes: int | None = None):
         self.aggregation, self.operator = aggregation, operator
         self.num_nodes = num_nodes if num_nodes is not None else getattr(aggregation, "num_nodes", None)
+        self._stages: LocalStages | None = None
 
     @property
     def row_range(self) -> tuple[int, int]:
@@ -86,6 +102,24 @@ class LocalLayout:
 
     def full_rows(self, z: Tensor, width: int) -> Tensor:
         return z
+
+    def head_sum(self, x: Tensor, heads: int, width: int) -> Tensor:
+        return x.view(x.shape[0], heads, width // heads).sum(dim=2)
+
+    def head_mean(self, x: Tensor, heads: int, width: int) -> Tensor:
+        return x.view(x.shape[0], heads, width // heads).mean(dim=1)
+
+    def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, width: int, negative_slope: float,
+               drop: DropFn | None) -> Tensor:
+        """Attention over the whole pattern of the aggregation's matrix (a `LocalSpMM` of the ``gat``
+        operator); its tile is built on first use."""
+        if self._stages is None:
+            block = getattr(self.aggregation, "block", None)
+            if block is None:
+                raise TypeError("attention needs a LocalSpMM aggregation (its matrix gives the edges)")
+            self._stages = LocalStages(EdgeBlock.from_csr(block.csr))
+        return attention(x, s_dst, s_src, self._stages, heads=heads, width=width, negative_slope=negative_slope,
+                         drop=drop)
 
 
 def as_layout(agg: Layout | Callable[[Tensor], Tensor], operator: str) -> Layout:

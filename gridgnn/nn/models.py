@@ -11,23 +11,26 @@ gcn    gcn (Â)   H W                                   W, b
 sage   mean      H W_neigh (or mean(H) W_neigh), H     W_neigh, W_root, b (``row_sum`` for normalize)
                  W_root
 gin    sum (A)   H W1 (or ((1+ε)H + A H) W1), Z W2     W1, b1, W2, b2, and ε when trained
+gat    gat       H W (then ``head_sum`` for the score     W, a_src, a_dst, b
+       (A + I)   terms and ``attend``)
 =====  ========  ====================================  ==================================================
 """
 
 from __future__ import annotations
 
+from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
 from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
 
-MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN}
+MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT}
 """``--model`` name -> model class; each class names its ``operator`` (`gridgnn.data.operators`)."""
 
 
 def operator_of(model: str) -> str:
     """The aggregation operator of the model kind ``model`` (``gcn`` -> ``gcn``, ``sage`` -> ``mean``,
-    ``gin`` -> ``sum``)."""
+    ``gin`` -> ``sum``, ``gat`` -> ``gat``)."""
     return MODELS[model].operator
 
 
@@ -41,4 +44,7 @@ def build_model(config, num_features: int, num_classes: int) -> LayerStack:
     if kind == "gin":
         return GIN(num_features, config.hidden, num_classes, eps=config.gin_eps, train_eps=config.gin_train_eps,
                    **common)
+    if kind == "gat":
+        return GAT(num_features, config.hidden, num_classes, heads=config.heads, output_heads=config.output_heads,
+                   attn_dropout=config.attn_dropout, **common)
     return GCN(num_features, config.hidden, num_classes, **common)

@@ -84,6 +84,12 @@ class LayerStack(nn.Module):
                    **options) -> nn.Module:
         raise NotImplementedError
 
+    def apply_layer(self, index: int, layer: nn.Module, h: Tensor | SparseBlock, layout: Layout,
+                    stream: dict) -> Tensor:
+        """``layer(h, layout)``; a model whose layers draw their own masks (GAT's attention dropout) reads the
+        dropout ``stream`` (seed, epoch, training) of layer ``index`` here."""
+        return layer(h, layout)
+
     def forward(self, x: Tensor | SparseFeatures, layout: Layout | Callable[[Tensor], Tensor], *,
                 epoch: int = 0) -> Tensor:
         """x: dense (m, in_channels) or `SparseFeatures`; returns log-probabilities (m, out_channels).
@@ -103,5 +109,5 @@ class LayerStack(nn.Module):
             if index > 0:
                 rows, cols = global_ids(layout, layer.in_channels, h.device)
                 h = relu_dropout(h, self.dropout, layer=index, row_ids=rows, col_ids=cols, **stream)
-            h = layer(h, layout)
+            h = self.apply_layer(index, layer, h, layout, stream)
         return F.log_softmax(layout.full_rows(h, self.layers[-1].out_channels), dim=1)

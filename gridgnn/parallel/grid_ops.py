@@ -23,8 +23,10 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
 from gridgnn.partition import block_bounds, block_sizes
+from gridgnn.sparse.attention import head_segments
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.sparse.linear import sparse_linear
+from gridgnn.spmm.attention import DropFn, attention
 from gridgnn.spmm.registry import build_spmm
 
 
@@ -62,6 +64,35 @@ class GridOps:
         if self.col_axis is None:
             return partial
         return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")
+
+    def head_sum(self, x: torch.Tensor, heads: int, width: int) -> torch.Tensor:
+        """(m, K): each row's sum over the columns of each of K equal heads of a ``width``-wide matrix.
+        1D/1.5D: not collective; 2D/3D: the partial sums of this rank's columns all-reduced on ``col``
+        (phase ``dense``, and again in backward)."""
+        partial = x.new_zeros((x.shape[0], heads))
+        for h, lo, hi in head_segments(heads, width, self.col_range(width)):
+            partial[:, h] = x[:, lo:hi].sum(dim=1)
+        if self.col_axis is None:
+            return partial
+        return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")
+
+    def head_mean(self, x: torch.Tensor, heads: int, width: int) -> torch.Tensor:
+        """(m, block of width / K columns): the mean over the K heads. 2D/3D: the heads' columns gathered on
+        ``col`` first (phase ``dense``; backward: a reduce-scatter)."""
+        if self.col_axis is not None:
+            x = AllGatherCols.apply(x, self.comm, self.col_axis, self._counts(width), "dense")
+        mean = x.view(x.shape[0], heads, width // heads).mean(dim=1)
+        if self.col_axis is None:
+            return mean
+        c0, c1 = self.col_range(width // heads)
+        return mean[:, c0:c1]
+
+    def attend(self, x: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor, *, heads: int, width: int,
+               negative_slope: float, drop: DropFn | None) -> torch.Tensor:
+        """Graph attention on this rank's tiles of the ``gat`` pattern (`gridgnn.spmm.attention`). Collective
+        on the SpMM's axes (phases ``spmm_forward`` and ``spmm_backward``)."""
+        return attention(x, s_dst, s_src, self.spmm.attention_stages(), heads=heads, width=width,
+                         negative_slope=negative_slope, drop=drop)
 
     def _counts(self, width: int) -> list[int]:
         return block_sizes(block_bounds(width, self.grid.size(self.col_axis), allow_empty=True,

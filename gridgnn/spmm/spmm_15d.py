@@ -53,6 +53,7 @@ class SpMM15D(DistributedSpMM):
             j: SparseBlock.from_scipy(kept.pop(j), index_dtype=index_dtype, dtype=dtype, device=grid.device)
             for j in self.share
         }
+        self._attention = None
 
     @property
     def stored_nnz(self) -> int:
@@ -101,3 +102,11 @@ class SpMM15D(DistributedSpMM):
                 grad_x = grad_y.new_empty(grad_y.shape)
             self.comm.broadcast(grad_x, "rep", root=self.i % self.replication)
         return grad_x
+
+    def attention_stages(self):
+        """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tiles' patterns built once)."""
+        if self._attention is None:
+            from gridgnn.spmm.attention_15d import Stages15D
+
+            self._attention = Stages15D(self)
+        return self._attention

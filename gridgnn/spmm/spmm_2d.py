@@ -53,6 +53,7 @@ class SpMM2D(DistributedSpMM):
             s: PackedPanel(kept.pop(s), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
             for s in mine
         }
+        self._attention = None
 
     @property
     def stored_nnz(self) -> int:
@@ -119,3 +120,11 @@ class SpMM2D(DistributedSpMM):
         for lo, hi, part in mine:
             grad_x[lo:hi] = part
         return grad_x
+
+    def attention_stages(self):
+        """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tiles' patterns built once)."""
+        if self._attention is None:
+            from gridgnn.spmm.attention_2d import Stages2D
+
+            self._attention = Stages2D(self)
+        return self._attention

@@ -46,6 +46,7 @@ class SpMM3D(DistributedSpMM):
         rows = (self.bounds[self.i], self.bounds[self.i + 1])
         self.panel_nnz, kept = cut_panels(adj, rows, [self._slice(k) for k in range(q)], [self.j])
         self.own = PackedPanel(kept.pop(self.j), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
+        self._attention = None
 
     def _slice(self, k: int) -> tuple[int, int]:
         """Global rows S[k][l] of this process's layer l."""
@@ -114,3 +115,11 @@ class SpMM3D(DistributedSpMM):
                 if k == self.i:
                     grad_x = part  # summed once the reduce is waited for (at the latest, leaving the block)
         return grad_y.new_zeros(grad_y.shape) if grad_x is None else grad_x
+
+    def attention_stages(self):
+        """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tile's pattern built once)."""
+        if self._attention is None:
+            from gridgnn.spmm.attention_3d import Stages3D
+
+            self._attention = Stages3D(self)
+        return self._attention

@@ -23,7 +23,7 @@ def graph_stats(graph: Graph | PreparedGraph, model: str = "gcn") -> GraphStats:
     in place, in chunks (no copy of its structure)."""
     if isinstance(graph, PreparedGraph):
         return GraphStats.from_graph(graph, normalized_adj=graph.norm_adj)
-    return GraphStats.from_graph(graph, self_loops=model == "gcn")
+    return GraphStats.from_graph(graph, self_loops=model in ("gcn", "gat"))
 
 
 def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int,

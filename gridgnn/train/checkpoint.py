@@ -90,7 +90,7 @@ def latest_checkpoint(directory: str | os.PathLike) -> Path | None:
 
 def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     """What a checkpoint must share with the run that resumes it: the dataset (sizes and a digest of the
-    adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``, its widths
+    adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``/``gat``, its widths
     and options) and the optimizer settings.
 
     The grid (algorithm, P, replication, shape), the product order and the number of epochs may change.
@@ -103,13 +103,15 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                     "digest": digest},
         "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
-                  "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps},
+                  "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
+                  "output_heads": config.output_heads, "attn_dropout": config.attn_dropout},
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay},
     }
 
 
 _BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
-                       ("model", "gin_train_eps"): False}
+                       ("model", "gin_train_eps"): False, ("model", "heads"): 1, ("model", "output_heads"): 1,
+                       ("model", "attn_dropout"): 0.0}
 """What a checkpoint written before model kinds existed (no such fields) holds: a GCN."""
 
 

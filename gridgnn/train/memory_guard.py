@@ -19,6 +19,8 @@ from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.errors import ConfigError
 from gridgnn.grid.process_grid import default_device
 from gridgnn.grid.shape import resolve_grid
+from gridgnn.limits import oversized_product
+from gridgnn.nn.stack import check_model_size
 from gridgnn.plan import plan
 from gridgnn.plan.planner import _human
 
@@ -74,10 +76,16 @@ def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int
     from gridgnn.train.auto import graph_stats
 
     stats = graph_stats(graph)
+    where = "one process" if config.algo == "local" else f"--algo {config.algo} on {world_size} processes"
+    oversized = oversized_product(stats.num_nodes, stats.nnz, {"--hidden": config.hidden,
+                                                               "features": stats.num_features,
+                                                               "classes": stats.num_classes})
+    if oversized is not None:  # beyond 2^58 elements: no machine holds it, and the estimate would overflow
+        return (f"not enough memory: {oversized} is more than 2^58 elements for {where}, beyond any "
+                f"machine's memory; lower --hidden (now {config.hidden}) or use a smaller graph")
     needed = predicted_per_proc(config, stats, world_size)
     if needed <= available:
         return None
-    where = "one process" if config.algo == "local" else f"--algo {config.algo} on {world_size} processes"
     return (f"not enough memory: predicted {_human(needed)} per process for {where}, but {source} is "
             f"{_human(available)}; {_suggest(config, stats, world_size, available)}; or pass "
             "--no-memory-check to run anyway")
@@ -97,15 +105,17 @@ def _suggest(config: TrainConfig, stats, world_size: int, available: int) -> str
 
 
 def check_memory(config: TrainConfig, graph, world_size: int, local_procs: int | None = None) -> None:
-    """Raise `ConfigError` when the run will not fit (see the module docstring). In a launched worker of a
-    process group, rank 0's verdict is shared so all ranks stop together (collective on the world); workers
-    started by ``gridgnn train --nprocs`` skip it (the launcher checked)."""
+    """Raise `ConfigError` when the run will not fit (see the module docstring): first the model's weight
+    matrices alone (`check_model_size`, on every rank alike), then the planner's estimate. In a launched
+    worker of a process group, rank 0's verdict is shared so all ranks stop together (collective on the
+    world); workers started by ``gridgnn train --nprocs`` skip it (the launcher checked)."""
     import torch.distributed as dist
 
     from gridgnn.train.worker_env import PREPARED_ENV
 
     if not config.memory_check or os.environ.get(PREPARED_ENV):
         return
+    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # alike on every rank
     local = local_procs or int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     grouped = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     refusal = memory_refusal(config, graph, world_size, local) if not grouped or dist.get_rank() == 0 else None

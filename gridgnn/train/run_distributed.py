@@ -34,6 +34,7 @@ from gridgnn.grid.placement import Placement
 from gridgnn.grid.process_grid import ProcessGrid, backend_for, default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.nn.models import operator_of
+from gridgnn.nn.stack import check_model_size
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.auto import choose_comm, choose_configuration, predicted_comm
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
@@ -292,6 +293,7 @@ def _train_worker(config: TrainConfig, rank: int, on_epoch: Callable[[EpochRecor
     if graph is None:
         prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
         graph = open_prepared(prepared) if prepared else load_graph(config)
+    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
     if config.algo == "auto":  # under torchrun: every worker reaches the same choice on the same graph
         config, reason = choose_configuration(config, graph, world, default_device().type, on_grid=True)
         config = dataclasses.replace(config, auto_reason=reason)

@@ -1,0 +1,138 @@
+"""GAT (Veličković et al., ICLR 2018), as PyG's ``GATConv`` (self-loops added, LeakyReLU slope 0.2).
+
+One layer with K heads of C channels: ``x' = h W`` (W of shape (in, K·C)), per head the score terms
+``s_src = x'_h · a_src_h`` and ``s_dst = x'_h · a_dst_h`` (K scalars per vertex, `Layout.head_sum`),
+``e_ij = LeakyReLU(s_dst[i] + s_src[j])`` over the in-neighbours j of i and i itself (the ``gat`` operator's
+pattern), ``α = softmax_j(e_ij)``, attention dropout on α, ``out_i = Σ_j α_ij x'_j`` (`Layout.attend`). Hidden
+layers concatenate the K heads (width K·C), the output layer averages its heads (width C), then the bias.
+
+Attention dropout is layout-invariant: edge (global row i, global column j) of head h in layer k is kept
+by the counter-based hash of stream ``ATTENTION_STREAM + k · MAX_HEADS + h`` (`gridgnn.nn.dropout.stored_keep`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from gridgnn.config import MAX_HEADS
+from gridgnn.errors import ConfigError
+from gridgnn.nn.dropout import stored_keep
+from gridgnn.nn.layout import Layout, as_layout
+from gridgnn.nn.stack import LayerStack, glorot
+from gridgnn.sparse.csr import SparseBlock
+
+NEGATIVE_SLOPE = 0.2
+ATTENTION_STREAM = 1 << 40
+"""Dropout stream ids of the attention coefficients start here (feature dropout uses the layer index)."""
+
+
+def _uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator | None) -> nn.Parameter:
+    value = torch.empty(shape)
+    value.uniform_(-bound, bound, generator=generator)
+    return nn.Parameter(value)
+
+
+def check_heads(heads: int, what: str = "heads") -> int:
+    """``heads`` when it is an integer in [1, `MAX_HEADS`], else `ConfigError`."""
+    if isinstance(heads, bool) or not isinstance(heads, int) or not 1 <= heads <= MAX_HEADS:
+        raise ConfigError(f"{what} must be an integer from 1 to {MAX_HEADS}, got {heads!r}")
+    return heads
+
+
+class GATLayer(nn.Module):
+    """One GAT layer: weight (in_channels, heads · out_channels), att_src and att_dst (heads, out_channels),
+    bias (heads · out_channels when ``concat``, else out_channels). ``out_channels`` is C, per head."""
+
+    operator = "gat"
+    order = "transform-first"
+
+    def __init__(self, in_channels: int, out_channels: int, *, heads: int = 1, concat: bool = True,
+                 attn_dropout: float = 0.0, generator: torch.Generator | None = None):
+        super().__init__()
+        self.in_channels, self.channels, self.heads = in_channels, out_channels, check_heads(heads)
+        self.concat, self.attn_dropout = concat, attn_dropout
+        self.out_channels = heads * out_channels if concat else out_channels
+        self.weight = glorot(in_channels, heads * out_channels, generator)
+        bound = math.sqrt(6.0 / (heads + out_channels))
+        self.att_src = _uniform((heads, out_channels), bound, generator)
+        self.att_dst = _uniform((heads, out_channels), bound, generator)
+        self.bias = nn.Parameter(torch.zeros(self.out_channels))
+        self.stream: dict | None = None
+
+    def _drop(self):
+        """The attention-dropout factors of a tile, or None (eval mode, p = 0 or no stream set)."""
+        stream, p = self.stream, self.attn_dropout
+        if stream is None or not stream["training"] or p == 0.0:
+            return None
+        base = ATTENTION_STREAM + stream["layer"] * MAX_HEADS
+
+        def drop(block, row_ids, col_ids):
+            keeps = [stored_keep(block.rows, block.cols, block.shape, p, seed=stream["seed"], epoch=stream["epoch"],
+                                 layer=base + h, row_ids=row_ids, col_ids=col_ids) for h in range(self.heads)]
+            return torch.stack(keeps, dim=1).to(self.weight.dtype) * (1.0 / (1.0 - p))
+
+        return drop
+
+    def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
+        """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
+        ``layout``: a `Layout` (the score terms are whole on every process holding a row)."""
+        layout = as_layout(layout, self.operator)
+        width = self.heads * self.channels
+        c0, c1 = layout.col_range(width)
+        x = layout.linear(h, self.weight)
+        s_src = layout.head_sum(x * self.att_src.reshape(-1)[c0:c1], self.heads, width)
+        s_dst = layout.head_sum(x * self.att_dst.reshape(-1)[c0:c1], self.heads, width)
+        out = layout.attend(x, s_dst, s_src, heads=self.heads, width=width, negative_slope=NEGATIVE_SLOPE,
+                            drop=self._drop())
+        if not self.concat and self.heads > 1:
+            out = layout.head_mean(out, self.heads, width)
+        return layout.add_bias(out, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.channels}, heads={self.heads}, concat={self.concat}, "
+                f"attn_dropout={self.attn_dropout}")
+
+
+class GAT(LayerStack):
+    """GAT of ``num_layers`` `GATLayer`s: hidden layers of ``heads`` heads of ``hidden_channels`` channels
+    (concatenated: width heads · hidden_channels), the output layer of ``output_heads`` heads of
+    ``out_channels`` (averaged). Dropout, ReLU and output: `gridgnn.nn.stack.LayerStack`."""
+
+    operator = "gat"
+    kind = "gat"
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
+                 dropout: float = 0.5, order: str = "auto", seed: int = 0, heads: int = 1, output_heads: int = 1,
+                 attn_dropout: float = 0.0):
+        check_heads(heads)
+        check_heads(output_heads, "output_heads")
+        if isinstance(attn_dropout, bool) or not isinstance(attn_dropout, (int, float)) \
+                or not 0.0 <= attn_dropout < 1.0:
+            raise ConfigError(f"attn_dropout must be a number in [0, 1), got {attn_dropout!r}")
+        self.hidden_per_head, self._made = hidden_channels, 0
+        super().__init__(in_channels, hidden_channels * heads, out_channels, num_layers=num_layers,
+                         dropout=dropout, order=order, seed=seed, heads=heads, output_heads=output_heads,
+                         attn_dropout=float(attn_dropout), last_width=out_channels, num_hidden=num_layers - 1)
+        del self._made
+        self.heads, self.output_heads, self.attn_dropout = heads, output_heads, float(attn_dropout)
+
+    def make_layer(self, in_channels, out_channels, *, order, generator, heads=1, output_heads=1,
+                   attn_dropout=0.0, last_width=None, num_hidden=0):
+        del order  # attention transforms first, always
+        last = self._made == num_hidden
+        self._made += 1
+        if last:
+            return GATLayer(in_channels, last_width, heads=output_heads, concat=False, attn_dropout=attn_dropout,
+                            generator=generator)
+        return GATLayer(in_channels, out_channels // heads, heads=heads, concat=True, attn_dropout=attn_dropout,
+                        generator=generator)
+
+    def apply_layer(self, index: int, layer: nn.Module, h, layout, stream: dict) -> Tensor:
+        layer.stream = dict(stream, layer=index)
+        try:
+            return layer(h, layout)
+        finally:
+            layer.stream = None

@@ -1,0 +1,131 @@
+"""`Stages3D`: graph attention (`gridgnn.spmm.attention`) on the stages of `gridgnn.spmm.spmm_3d.SpMM3D`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+import torch
+
+from gridgnn.sparse.attention import EdgeBlock, head_segments
+
+if TYPE_CHECKING:  # the SpMM imports this module on first use
+    from gridgnn.spmm.spmm_3d import SpMM3D
+
+
+class Stages3D:
+    """Attention on the Split-3D stages: process (i, j, l) computes the coefficients of its own panel
+    Â[block i, S[j][l]] (rows: the whole block i). The score terms of block i's rows are all-gathered on
+    ``depth``; s_src[S[j][l]] comes from (j, j, l) on ``row``; a row's entries lie on the ``col`` and ``depth``
+    groups, so its maximum and sum are all-reduced on both. The coefficients (K per entry) travel with each
+    panel on ``col`` and the partial products are reduce-scattered on ``depth``, as in `SpMM3D.forward`.
+    Backward: G all-gathered on ``depth``, each process's columns' part of the SDDMM reduced on ``col`` to the
+    panel's owner, αᵀ G reduced on ``row`` as in `SpMM3D.backward`; the gradient of the block's score terms
+    reduce-scattered on ``depth`` (the ``col`` all-reduce of `GridOps.head_sum` completes it)."""
+
+    def __init__(self, spmm: SpMM3D):
+        self.spmm, self.comm = spmm, spmm.comm
+        self.blocks = {spmm.j: EdgeBlock.from_csr(spmm.own.block(False).csr)}
+        i = spmm.i
+        self.row_ids = torch.arange(spmm.bounds[i], spmm.bounds[i + 1], device=spmm.grid.device)
+
+    def col_ids(self, k: int) -> torch.Tensor:
+        return torch.arange(*self.spmm._slice(k), device=self.row_ids.device)
+
+    def tile_rows(self, s_dst: torch.Tensor) -> torch.Tensor:
+        """(n_i, K): the score terms of block i's rows. Collective on ``depth``."""
+        return self.comm.all_gather_rows(s_dst.contiguous(), "depth", self.spmm._depth_counts())
+
+    def grad_total(self, t: torch.Tensor) -> torch.Tensor:
+        """Block rows' partial gradient -> this rank's rows, summed over ``depth`` (still partial over
+        ``col``). Collective on ``depth``."""
+        return self.comm.reduce_scatter_rows(t.contiguous(), "depth", self.spmm._depth_counts())
+
+    def gather(self, t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+        """Rows S[j][l] of ``t`` for the owned stage j, from (j, j, l). Collective on ``row``."""
+        j = self.spmm.j
+        a, b = self.spmm._slice(j)
+        held = t.contiguous() if self.spmm.i == j else t.new_empty((b - a, t.shape[1]))
+        yield from self.comm.pipeline([j], lambda _: self.comm.broadcast_async(held, "row", root=j))
+
+    def reduce(self, parts: Iterable[tuple[int, torch.Tensor]], like: torch.Tensor) -> torch.Tensor:
+        """The sum over the grid column of the parts of stage j, landing on (j, j, l) (zeros elsewhere).
+        Collective on ``row``."""
+        mine = None
+        for k, part in parts:
+            part = part.contiguous()
+            self.comm.reduce(part, "row", root=k)
+            if k == self.spmm.i:
+                mine = part
+        return like.new_zeros(like.shape) if mine is None else mine
+
+    def all_reduce(self, t: torch.Tensor, op: str) -> torch.Tensor:
+        """Sum or maximum over the processes holding a block row's entries. Collective on ``col``, ``depth``."""
+        t = self.comm.all_reduce(t.contiguous(), "col", op)
+        return self.comm.all_reduce(t, "depth", op)
+
+    def phase(self, name: str):
+        return self.comm.phase(name)
+
+    def _stage(self, x: torch.Tensor, kept: dict, heads: int):
+        """Issue stage k: panel k's pattern and coefficients on ``col``, X[S[k][l], j] on ``row``."""
+
+        def issue(k: int):
+            panel = self.spmm._panel(k, transpose=False)
+            nnz, values = self.spmm.panel_nnz[k], None
+            if nnz:
+                held = kept[k].contiguous() if k in kept else x.new_empty((nnz, heads))
+                values = self.comm.broadcast_async(held, "col", root=k)
+            if x.shape[1] == 0:
+                return panel, values, None
+            a, b = self.spmm._slice(k)
+            held_x = x if k == self.spmm.i else x.new_empty((b - a, x.shape[1]))
+            return panel, values, self.comm.broadcast_async(held_x, "row", root=k)
+
+        return issue
+
+    def _block(self, k: int, panel) -> EdgeBlock:
+        return self.blocks[k] if k in self.blocks else EdgeBlock.from_csr(panel.csr)
+
+    def aggregate(self, kept: dict[int, torch.Tensor], x: torch.Tensor, heads: int, width: int) -> torch.Tensor:
+        """(rows S[i][l], f_j): the layer's stages summed, then reduce-scattered on ``depth``. Collective on
+        ``col``, ``row`` and ``depth``."""
+        segments = head_segments(heads, width, self.spmm.col_range(width))
+        n_i = self.row_ids.shape[0]
+        partial = x.new_zeros((n_i, x.shape[1]))
+        for k, (panel, values, held) in self.comm.pipeline(range(self.spmm.grid.size("row")),
+                                                           self._stage(x, kept, heads)):
+            if panel is not None and held is not None:
+                partial += self._block(k, panel).aggregate(values, held, segments)
+        if x.shape[1] == 0:
+            return x.new_zeros(x.shape)
+        return self.comm.reduce_scatter_rows(partial, "depth", self.spmm._depth_counts())
+
+    def aggregate_backward(self, kept, grad, x, heads, width):
+        """(dX block, the owned panel's dα). Collective on ``depth`` (G), ``col`` (panels, coefficients,
+        SDDMM reduce) and ``row`` (X, dX reduces)."""
+        segments = head_segments(heads, width, self.spmm.col_range(width))
+        f = x.shape[1]
+        full = self.comm.all_gather_rows(grad.contiguous(), "depth", self.spmm._depth_counts()) if f else None
+        grad_x, d_kept = None, {}
+        with self.comm.in_flight() as flight:
+            for k, (panel, values, held) in self.comm.pipeline(range(self.spmm.grid.size("row")),
+                                                              self._stage(x, kept, heads)):
+                a, b = self.spmm._slice(k)
+                if panel is not None:
+                    block = self._block(k, panel)
+                    d_part = block.sddmm(full, held, segments, heads) if held is not None else \
+                        grad.new_zeros((block.nnz, heads))
+                    flight.add(self.comm.reduce_async(d_part, "col", root=k))
+                    if k in self.blocks:
+                        d_kept[k] = d_part
+                if f == 0:
+                    continue
+                part = block.aggregate_t(values, full, segments) if panel is not None else \
+                    grad.new_zeros((b - a, f))
+                flight.add(self.comm.reduce_async(part, "row", root=k))
+                if k == self.spmm.i:
+                    grad_x = part
+        for k in self.blocks:
+            d_kept.setdefault(k, grad.new_zeros((self.blocks[k].nnz, heads)))
+        return (grad.new_zeros(grad.shape) if grad_x is None else grad_x), d_kept
