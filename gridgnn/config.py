@@ -44,6 +44,14 @@ MAX_SEED = 2**64 - 1
 _GRID_RE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){0,2}$")
 
 
+def model_comms(model: str, comm: str) -> tuple[str, ...]:
+    """The SpMM communication variants ``comm`` (``dense``, ``sparse`` or ``auto``) allows for ``model``: GAT's
+    attention stages exist only dense, so ``auto`` means dense there."""
+    if comm != "auto":
+        return (comm,)
+    return ("dense",) if model == "gat" else ("dense", "sparse")
+
+
 @dataclass
 class TrainConfig:
     """Everything that determines a training run.
@@ -166,6 +174,9 @@ sharding (distributed algorithms only; everything reported stays in original ids
         _check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)
         if (self.heads != 1 or self.output_heads != 1 or self.attn_dropout != 0.0) and self.model != "gat":
             raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {self.model}")
+        if self.model == "gat" and self.comm == "sparse":
+            raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
+                              "blocks); use --comm dense or auto")
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field (the ``config`` object of the metrics file)."""

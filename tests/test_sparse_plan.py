@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from gridgnn.cli.main import main
-from gridgnn.config import TrainConfig
+from gridgnn.config import TrainConfig, model_comms
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.generators import csbm
 from gridgnn.data.reorder import reorder_graph
+from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.plan.planner import plan
 from gridgnn.train.auto import choose_comm, choose_configuration
@@ -58,3 +61,25 @@ def test_plan_command_lists_both_and_prices_a_reordering(capsys):
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "gridgnn: error: --reorder prices a renumbered graph: it needs --dataset, not counts"]
+
+
+def test_gat_has_only_dense_communication_and_says_so(capsys):
+    graph = reorder_graph(csbm(nodes=400, classes=4, features=8, seed=1), "metis", 4)
+    assert model_comms("gat", "auto") == ("dense",) and model_comms("gcn", "auto") == ("dense", "sparse")
+    chosen, reason = choose_comm(TrainConfig(algo="1d", comm="auto", nprocs=4, model="gat"), graph,
+                                 resolve_grid("1d", 4))
+    assert chosen.comm == "dense" and reason == "--comm auto chose dense: --model gat has no sparse variant"
+    auto, _ = choose_configuration(TrainConfig(algo="auto", comm="auto", nprocs=4, model="gat"), graph, 4)
+    assert auto.comm == "dense"
+    with pytest.raises(ConfigError, match="--comm sparse is not implemented for --model gat"):
+        TrainConfig(model="gat", comm="sparse").validate()
+    for command in (["train", "--dataset", "cora", "--model", "gat", "--comm", "sparse"],
+                    ["plan", "--dataset", "cora", "--model", "gat", "--comm", "sparse"]):
+        assert main([*command, "--data-root", DATA_ROOT, "--nprocs", "4"]) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [
+            "gridgnn: error: --comm sparse is not implemented for --model gat (its attention stages move whole "
+            "blocks); use --comm dense or auto"]
+    assert main(["plan", "--dataset", "cora", "--data-root", DATA_ROOT, "--model", "gat", "--nprocs", "4",
+                 "--algo", "1d", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert [e["comm"] for e in json.loads(out[out.index("["):])] == ["dense"]

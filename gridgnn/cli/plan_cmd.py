@@ -16,7 +16,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
-from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDERS, TrainConfig
+from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDERS, TrainConfig, model_comms
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
@@ -231,7 +231,10 @@ def run_plan(args: argparse.Namespace) -> int:
                      model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps,
                      heads=args.heads, output_heads=args.output_heads, attn_dropout=args.attn_dropout)
     flags = dataset_flags(args)
-    comms = ("dense", "sparse") if args.comm == "auto" else (args.comm,)
+    if args.model == "gat" and args.comm == "sparse":
+        raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
+                          "blocks); use --comm dense or auto")
+    comms = model_comms(args.model, args.comm)
     per_p = {p: stats if args.reorder != "metis" or p == max(args.nprocs) else graph_stats_from_args(args, p)
              for p in args.nprocs}  # METIS cuts into each P
     results = [plan(spec, per_p[p], p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import TrainConfig, model_comms
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import default_profile
@@ -42,7 +42,7 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
     if world_size == 1:
         return dataclasses.replace(config, algo="local", grid=None, replication=1), \
             "--algo auto: one process, so local (no grid)"
-    comms = ("dense", "sparse") if config.comm == "auto" else (config.comm,)
+    comms = model_comms(config.model, config.comm)
     priced = graph
     if (config.comm != "dense" and config.reorder != "none" and not isinstance(graph, PreparedGraph)
             and graph.meta.get("reorder", "none") != config.reorder):
@@ -60,6 +60,9 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
 def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> tuple[TrainConfig, str]:
     """Resolve ``comm="auto"`` on ``shape``: ``sparse`` when the cost model says its busiest rank receives
     fewer bytes per training step than dense's, else ``dense``; and one line saying so. Deterministic."""
+    if model_comms(config.model, "auto") == ("dense",):
+        reason = f"--comm auto chose dense: --model {config.model} has no sparse variant"
+        return dataclasses.replace(config, comm="dense"), reason
     stats = graph_stats(graph, config.model)
     most = {mode: int(predict_epoch(config, stats, shape, comm=mode).bytes.max()) for mode in ("dense", "sparse")}
     choice = "sparse" if most["sparse"] < most["dense"] else "dense"
