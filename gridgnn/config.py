@@ -150,6 +150,8 @@ sharding (distributed algorithms only; everything reported stays in original ids
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):
             raise ConfigError("--algo auto chooses the grid and replication itself; drop --grid and --replication")
+        if self.algo in ("1d", "2d", "3d") and self.replication != 1:  # ``local`` ignores every grid flag
+            raise ConfigError(f"--replication applies to --algo 1.5d only, not {self.algo}")
         _check_choice("weights", self.weights, WEIGHTS)
         if self.embedding_layer is not None:
             _check_int("embedding_layer", self.embedding_layer, minimum=1, maximum=self.layers)

@@ -54,6 +54,7 @@ def test_deterministic_context_restores_the_global_setting():
     ({"dropout": 1.0}, "dropout"), ({"lr": 0.0}, "lr"), ({"weight_decay": float("nan")}, "weight_decay"),
     ({"order": "sideways"}, "order"), ({"algo": "4d"}, "algo"), ({"grid": "2x"}, "grid"),
     ({"quiet": True, "progress": True}, "quiet"), ({"dataset": " "}, "dataset"), ({"seed": -1}, "seed"),
+    ({"algo": "2d", "replication": 2}, "replication applies to --algo 1.5d only, not 2d"),
 ])
 def test_config_validation_names_the_field(changes, word):
     with pytest.raises(ConfigError, match=word) as info:

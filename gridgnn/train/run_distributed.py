@@ -57,10 +57,9 @@ COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "pred
 
 
 def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
-    """The validated grid of ``config`` on ``world_size`` processes (raises `ConfigError`)."""
+    """The validated grid of ``config`` on ``world_size`` processes (raises `ConfigError`; the rule that only
+    1.5d takes a replication factor is `TrainConfig.validate`'s)."""
     replication = config.replication if config.algo == "1.5d" else None
-    if config.algo != "1.5d" and config.replication != 1:
-        raise ConfigError(f"--replication applies to --algo 1.5d only, not {config.algo}")
     return resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
 
 
