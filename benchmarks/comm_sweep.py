@@ -46,7 +46,7 @@ def step_worker(rank: int, world_size: int, config_kwargs: dict, graph, shape_si
     from gridgnn.grid.process_grid import ProcessGrid
     from gridgnn.parallel.grid_ops import GridOps
     from gridgnn.train.distributed import DistributedTrainer
-    from gridgnn.train.run_distributed import grid_shape_for
+    from gridgnn.train.resolve import grid_shape_for
 
     config = TrainConfig(**config_kwargs)
     shape = grid_shape_for(config, world_size)

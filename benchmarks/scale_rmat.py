@@ -94,7 +94,7 @@ def predictions(prepared: Path, runs: list[dict], args: argparse.Namespace) -> N
     from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.data.prepared import open_prepared
     from gridgnn.train.auto import graph_stats
-    from gridgnn.train.run_distributed import grid_shape_for
+    from gridgnn.train.resolve import grid_shape_for
 
     stats = graph_stats(open_prepared(prepared))
     for run in runs:

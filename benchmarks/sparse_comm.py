@@ -152,7 +152,7 @@ def auto_rows(name: str, graph: Graph, ps: list[int]) -> list[dict]:
 
 
 def measured_worker(rank: int, world: int, kwargs: dict, graph: Graph) -> dict:
-    from gridgnn.train.run_distributed import train_on_grid
+    from gridgnn.train.grid_train import train_on_grid
 
     config = TrainConfig(**kwargs)
     start = time.perf_counter()

@@ -172,7 +172,7 @@ def _reordered_for_workers(graph: Graph, nprocs: int, options: dict) -> Graph:
 
     parts = nprocs
     if options["algo"] != "auto":
-        from gridgnn.train.run_distributed import grid_shape_for
+        from gridgnn.train.resolve import grid_shape_for
 
         parts = grid_shape_for(TrainConfig(dataset=graph.name, **options), nprocs).sizes[0]
     return reorder_graph(graph, method, parts, options.get("seed", 0))

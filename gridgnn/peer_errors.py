@@ -4,8 +4,8 @@ A failed collective ends every surviving worker, and each would print its own co
 embeds gloo's source paths (``[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534]``).
 `collective_error_line` keeps what the user can act on and decides who prints it:
 
-- started by ``gridgnn train --nprocs P`` (`LAUNCHER_ENV` set): nobody; the launcher, which sees which worker
-  died or stopped, prints the run's one line;
+- started by ``gridgnn train --nprocs P`` (``launcher_speaks``: the worker entry `gridgnn.cli.worker` says
+  so): nobody; the launcher, which sees which worker died or stopped, prints the run's one line;
 - under torchrun: rank 0 only (torchrun itself reports a rank that died);
 - a single process: itself.
 
@@ -20,8 +20,6 @@ import re
 import sys
 import traceback
 
-LAUNCHER_ENV = "GRIDGNN_LOCAL_LAUNCHER"
-"""Set to 1 in the workers of ``gridgnn train --nprocs P`` (`gridgnn.launch.local`)."""
 DEBUG_ENV = "GRIDGNN_DEBUG"
 """Set to 1 to have every process write the library's full error text to stderr (the debug log)."""
 
@@ -47,13 +45,14 @@ def debug_log(error: BaseException) -> None:
     print("\n".join(f"gridgnn debug [rank {rank}]: {line}" for line in text.splitlines()), file=sys.stderr)
 
 
-def collective_error_line(error: BaseException) -> str | None:
-    """The one line to print for a failed collective, or None when another process reports this run.
+def collective_error_line(error: BaseException, *, launcher_speaks: bool = False) -> str | None:
+    """The one line to print for a failed collective, or None when another process reports this run: the
+    local launcher (``launcher_speaks``, in its workers) or rank 0 (RANK, under torchrun).
 
-    Collective on nothing: the decision uses only this process's environment (RANK, `LAUNCHER_ENV`).
+    Collective on nothing: the decision uses only ``launcher_speaks`` and this process's RANK.
     """
     debug_log(error)
-    if os.environ.get(LAUNCHER_ENV) == "1" or os.environ.get("RANK", "0") != "0":
+    if launcher_speaks or os.environ.get("RANK", "0") != "0":
         return None
     first = next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
     return clean_text(first)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.train.grid_train import train_on_grid
 from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import train_on_grid
 
 
 def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:

@@ -37,8 +37,9 @@ def namespaces_unavailable() -> str | None:
 
 
 def worker_env(**extra: str) -> dict[str, str]:
-    """The environment for gridgnn processes inside a namespace: this checkout first, one thread each."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", GRIDGNN_THREADS="1", CI="1")
+    """The environment for gridgnn processes inside a namespace: this checkout first (one thread each: the
+    ``--threads 1`` that `NetnsCluster.torchrun` passes)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", CI="1")
     env.pop("GLOO_SOCKET_IFNAME", None)
     env.update(extra)
     return env
@@ -108,4 +109,4 @@ class NetnsCluster:
                 "--max-restarts", "0", "--monitor-interval", "0.2"]
         if log_dir is not None:
             argv += ["--log-dir", str(log_dir / f"h{host}"), "--redirects", "3"]
-        return self.run(host, [*argv, *extra, "-m", "gridgnn", "train", *train_args], env=env)
+        return self.run(host, [*argv, *extra, "-m", "gridgnn", "train", "--threads", "1", *train_args], env=env)

@@ -19,8 +19,8 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.nn import GCN
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.distributed import DistributedTrainer
+from gridgnn.train.resolve import grid_shape_for
 from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import grid_shape_for
 
 
 def step_comm_worker(rank: int, world_size: int, config_kwargs: dict, steps: int = 2) -> list[dict]:

@@ -11,10 +11,10 @@ import torch.distributed as dist
 import gridgnn
 from gridgnn.config import TrainConfig
 from gridgnn.nn.export import load_model
+from gridgnn.train.grid_train import train_on_grid
 from gridgnn.train.inference import grid_inputs
 from gridgnn.train.products import write_vertex_outputs
 from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import train_on_grid
 
 
 def custom_loop(graph, algo: str, epochs: int = 3) -> list[np.ndarray]:

@@ -10,8 +10,8 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.spmm.registry import build_spmm
+from gridgnn.train.grid_train import train_on_grid
 from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import train_on_grid
 
 
 def spmm_case(algo: str, replication: int | None, grid_text: str | None, n: int, seed: int,

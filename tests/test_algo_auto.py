@@ -6,7 +6,9 @@ import json
 
 from gridgnn.cli.main import main
 from gridgnn.config import TrainConfig
-from gridgnn.train.auto import auto_flags, choose_configuration
+from gridgnn.run_spec import RunSpec
+from gridgnn.train.auto import choose_configuration
+from gridgnn.train.resolve import grid_shape_for
 from gridgnn.train.run import load_graph
 
 
@@ -23,14 +25,13 @@ def test_auto_refuses_a_grid_or_replication_of_its_own(capsys):
     assert "drop --grid and --replication" in capsys.readouterr().err
 
 
-def test_the_choice_pins_flags_the_workers_parse_back():
+def test_the_choice_reaches_the_workers_in_the_run_spec():
     config = TrainConfig(dataset="csbm:nodes=400", algo="auto", nprocs=6)
     chosen, reason = choose_configuration(config, load_graph(config), 6)
     assert chosen.algo in ("1d", "1.5d", "2d", "3d") and reason.startswith(f"--algo auto chose {chosen.algo}")
-    flags = auto_flags(chosen)
-    again = dict(zip(flags[::2], flags[1::2], strict=True))
-    assert again["--algo"] == chosen.algo and int(again["--replication"]) == chosen.replication
-    assert again.get("--grid") == chosen.grid
+    again = RunSpec.from_json(json.loads(json.dumps(RunSpec(chosen, grid_shape_for(chosen, 6)).to_json()))).config
+    assert again.algo == chosen.algo and again.replication == chosen.replication
+    assert again.grid == chosen.grid and again.comm == chosen.comm
 
 
 def test_a_single_launched_worker_runs_auto_as_a_one_process_grid(tmp_path):

@@ -18,8 +18,8 @@ from gridgnn.cost.spmm_cost import partition_stats, spmm_cost
 from gridgnn.grid.comm import PHASES as COMM_PHASES
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.train.resolve import grid_shape_for
 from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import grid_shape_for
 
 DATA_ROOT = "../shared/datasets"
 CORA = {"dataset": "cora", "data_root": DATA_ROOT}

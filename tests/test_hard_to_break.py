@@ -40,7 +40,7 @@ from gridgnn.data.generators import csbm
 from gridgnn.data.prepared import open_prepared, prepare_graph
 from gridgnn.data.registry import load_dataset
 from gridgnn.errors import CheckpointError, ConfigError, DataError
-from gridgnn.launch.orphans import LAUNCHER_PID_ENV, MARKER, PREPARED_PREFIX, remove_orphaned_folders
+from gridgnn.launch.orphans import MARKER, PREPARED_PREFIX, remove_orphaned_folders
 from gridgnn.train.checkpoint import MANIFEST, latest_checkpoint, read_manifest
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.metrics import write_json_atomic
@@ -78,11 +78,11 @@ def _gone(pid: int) -> bool:
 
 # --- 1. orphans -------------------------------------------------------------------------------------------
 
-_CHILD = ("from gridgnn.launch.orphans import die_with_launcher; die_with_launcher(); import time; "
-          "print('ready', flush=True); time.sleep(120)")
+_CHILD = ("import sys, time; from gridgnn.launch.orphans import die_with_launcher; "
+          "die_with_launcher(int(sys.argv[1])); print('ready', flush=True); time.sleep(120)")
 _PARENT = ("import os, subprocess, sys, time; "
-           f"child = subprocess.Popen([sys.executable, '-c', {_CHILD!r}], stdout=subprocess.PIPE, text=True, "
-           f"env={{**os.environ, '{LAUNCHER_PID_ENV}': str(os.getpid())}}); "
+           f"child = subprocess.Popen([sys.executable, '-c', {_CHILD!r}, str(os.getpid())], stdout=subprocess.PIPE, "
+           "text=True); "
            "print(child.pid, child.stdout.readline().strip(), flush=True); time.sleep(120)")
 
 
@@ -101,8 +101,8 @@ def test_a_worker_dies_within_seconds_of_its_launcher_and_never_starts_without_i
     finally:
         launcher.kill()
     # the race at start: the launcher died before the request; the worker's parent is someone else
-    late = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=60,
-                          env=_env(**{LAUNCHER_PID_ENV: "1"}))
+    late = subprocess.run([sys.executable, "-c", _CHILD, "1"], capture_output=True, text=True, timeout=60,
+                          env=_env())
     assert late.returncode == 3 and "ready" not in late.stdout
 
 

@@ -17,8 +17,8 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import open_prepared
 from gridgnn.grid.shape import resolve_grid
+from gridgnn.train.grid_train import model_operator
 from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.run_distributed import model_operator
 from gridgnn.train.trainer import Trainer
 
 DATA = ["--dataset", "csbm:nodes=90,classes=3,features=11", "--directed"]

@@ -7,7 +7,7 @@ import torch.distributed as dist
 
 from gridgnn.errors import CollectiveError
 from gridgnn.grid.peer_failures import is_peer_failure, peer_failures_explained
-from gridgnn.train import run_distributed
+from gridgnn.train import grid_train
 
 GLOO_TIMEOUT = RuntimeError("[../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 5000ms for recv "
                             "operation to complete")
@@ -32,14 +32,14 @@ def test_a_gather_timeout_is_a_collective_error_naming_what_failed(monkeypatch):
     _two_ranks(monkeypatch, _raise(GLOO_TIMEOUT))
     with pytest.raises(CollectiveError, match=r"gathering to rank 0 \(rank 0\) failed: another worker stopped or "
                                               r"did not answer in time \(.*Timed out waiting 5000ms"):
-        run_distributed.gather_to_rank0({"epoch": 1})
+        grid_train.gather_to_rank0({"epoch": 1})
 
 
 def test_other_errors_pass_unchanged(monkeypatch):
     memory = RuntimeError("DefaultCPUAllocator: can't allocate memory")
     _two_ranks(monkeypatch, _raise(memory))
     with pytest.raises(RuntimeError) as info:
-        run_distributed.gather_to_rank0({"epoch": 1})
+        grid_train.gather_to_rank0({"epoch": 1})
     assert info.value is memory
     with pytest.raises(ValueError), peer_failures_explained("x"):
         raise ValueError("not a peer")

@@ -16,8 +16,8 @@ from gridgnn.cost.rank_cost import shape_blocks
 from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.train.resolve import reordered_for_grid
 from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.run_distributed import reordered_for_grid
 from gridgnn.train.trainer import Trainer
 
 N, SEED, WORLD = 61, 5, 4

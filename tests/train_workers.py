@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gridgnn.config import TrainConfig
+from gridgnn.train.grid_train import train_on_grid
 from gridgnn.train.run import load_graph
-from gridgnn.train.run_distributed import train_on_grid
 
 
 def train_worker(rank: int, world_size: int, config_kwargs: dict) -> dict:

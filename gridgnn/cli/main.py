@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gridgnn import __version__
 from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
@@ -95,7 +95,7 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _printable_output() -> None:
+def printable_output() -> None:
     """Names that are not valid in the terminal's encoding (a file name in another encoding reaches Python
     as lone surrogates) print as backslash escapes instead of raising UnicodeEncodeError."""
     for stream in (sys.stdout, sys.stderr):
@@ -105,16 +105,25 @@ def _printable_output() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    _printable_output()
+    printable_output()
     parser = build_parser()
+    return guarded(lambda: _dispatch(parser, list(sys.argv[1:] if argv is None else argv)))
+
+
+def _dispatch(parser: ArgumentParser, argv: list[str]) -> int:
+    args = parser.parse_args(argv)
+    if args.command is None:
+        raise UsageError(f"choose a command: {', '.join(COMMANDS)} (see 'gridgnn --help')")
+    check_run_flags(args)
+    return args.handler(args)
+
+
+def guarded(work: Callable[[], int], *, launcher_speaks: bool = False) -> int:
+    """``work()``'s exit status, every error the user can act on turned into one line and a status (see the
+    module docstring): 2 for bad input, 3 for a lost peer, 141 for a closed stdout, 130 for Ctrl-C.
+    ``launcher_speaks``: in a worker of the local launcher, which prints a lost peer's line itself."""
     try:
-        argv = list(sys.argv[1:] if argv is None else argv)
-        args = parser.parse_args(argv)
-        args.argv = argv  # the local launcher hands the same arguments to its workers
-        if args.command is None:
-            raise UsageError(f"choose a command: {', '.join(COMMANDS)} (see 'gridgnn --help')")
-        check_run_flags(args)
-        return args.handler(args)
+        return work()
     except SystemExit as done:  # --help and --version
         return done.code if isinstance(done.code, int) else 0
     except BrokenPipeError:  # stdout closed early (e.g. piped into head): stop quietly, as SIGPIPE would
@@ -128,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except (MemoryError, RuntimeError) as error:  # CollectiveError and torch's DistError are RuntimeErrors
         if isinstance(error, CollectiveError) or _torch_error(error, "distributed.DistError"):
-            return _peer_failed(error)
+            return _peer_failed(error, launcher_speaks)
         if not _out_of_memory(error):
             raise
         # sizes too large for this machine (--hidden, a generator spec, a declared node count): one line
@@ -139,11 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _peer_failed(error: BaseException) -> int:
+def _peer_failed(error: BaseException, launcher_speaks: bool = False) -> int:
     """A peer died or stopped answering: one line from one process (`collective_error_line`), the library's
     full text only in the debug log; a worker skips the destructors of the broken process group, which may
     abort the process instead of letting it exit with our status."""
-    line = collective_error_line(error)
+    line = collective_error_line(error, launcher_speaks=launcher_speaks)
     if line is not None:
         print(f"gridgnn: error: {line}", file=sys.stderr)
     if "WORLD_SIZE" not in os.environ:
@@ -161,7 +170,11 @@ def run() -> None:
     (files written and renamed, temporary folders removed, workers reaped), so the streams are flushed and
     the process ends without it. Without torch (``--help``, ``info``, ``plan``) the ordinary exit is kept.
     """
-    status = main()
+    exit_now(main())
+
+
+def exit_now(status: int) -> None:
+    """End this process with ``status`` (see `run`): at once when torch is loaded."""
     if "torch" not in sys.modules:
         sys.exit(status)
     try:

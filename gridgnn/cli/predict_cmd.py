@@ -14,6 +14,7 @@ import os
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, TrainConfig
 from gridgnn.errors import ConfigError
+from gridgnn.run_spec import ProcessOptions, RunSpec
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -60,8 +61,8 @@ def run_predict(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn predict``; returns 0 on success."""
     from gridgnn.cli.train_cmd import launch_workers
     from gridgnn.nn.export import MODEL_KINDS, kind_of
+    from gridgnn.train.process_group import in_launched_worker
     from gridgnn.train.products import check_products
-    from gridgnn.train.run_distributed import in_launched_worker
 
     if args.predictions_out is None and args.embeddings_out is None:
         raise ConfigError("nothing to write: give --predictions-out FILE and/or --embeddings-out FILE")
@@ -78,7 +79,21 @@ def run_predict(args: argparse.Namespace) -> int:
     if config.algo == "local":
         _predict_local(config, model, args.model)
     else:
-        _predict_on_grid(config, model, args.model, args.timeout)
+        _predict_on_grid(config, model, args.model, ProcessOptions(args.timeout, args.threads))
+    return _say_written(config)
+
+
+def predict_spec(spec: RunSpec) -> int:
+    """A worker of the local launcher: the inference of ``spec`` (which names the model file) on its grid."""
+    from gridgnn.train.inference import load_trained
+
+    model, _ = load_trained(spec.model_file)
+    _predict_on_grid(spec.config, model, spec.model_file, spec.process, spec)
+    return _say_written(spec.config)
+
+
+def _say_written(config: TrainConfig) -> int:
+    """Rank 0 names the files written (unless quiet); returns 0."""
     if not config.quiet and int(os.environ.get("RANK", "0")) == 0:
         for label, path in (("predictions", config.predictions_out), ("embeddings", config.embeddings_out)):
             if path is not None:
@@ -102,24 +117,29 @@ def _predict_local(config: TrainConfig, model, source: str) -> None:
                          embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
 
 
-def _predict_on_grid(config: TrainConfig, model, source: str, timeout_s: float) -> None:
-    """One worker of a distributed inference (collective on the world)."""
+def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOptions,
+                     spec: RunSpec | None = None) -> None:
+    """One worker of a distributed inference (collective on the world); ``spec``: the run the local launcher
+    resolved (its prepared graph and grid shape)."""
     import torch.distributed as dist
 
     from gridgnn.data.prepared import is_prepared, open_prepared
     from gridgnn.nn.export import check_fits
     from gridgnn.train.inference import grid_inputs
     from gridgnn.train.memory_guard import check_memory
+    from gridgnn.train.process_group import in_launched_worker, init_from_env
     from gridgnn.train.products import write_vertex_outputs
     from gridgnn.train.run import load_graph
-    from gridgnn.train.run_distributed import PREPARED_ENV, in_launched_worker, init_from_env
 
-    _, world = init_from_env(timeout_s) if in_launched_worker() else (0, 1)
-    prepared = os.environ.get(PREPARED_ENV) or (config.dataset if is_prepared(config.dataset) else None)
+    _, world = (init_from_env(process.timeout_s, process.interface, process.threads) if in_launched_worker()
+                else (0, 1))
+    prepared = (spec.prepared_graph if spec is not None else None) or \
+        (config.dataset if is_prepared(config.dataset) else None)
     graph = open_prepared(prepared) if prepared else load_graph(config)
     check_fits(model, graph.num_features, f"model '{source}'")
-    check_memory(config, graph, world)
-    features, ops = grid_inputs(config, graph, world)
+    if spec is None:  # the local launcher checked it before starting the workers
+        check_memory(config, graph, world)
+    features, ops = grid_inputs(config, graph, world, spec.shape if spec is not None else None)
     write_vertex_outputs(model.to(ops.grid.device), features, ops, graph, predictions_out=config.predictions_out,
                          embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
     if dist.is_initialized():

@@ -16,6 +16,7 @@ from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, COMMS, ORDERS, REORDERS, TrainConfig
 from gridgnn.errors import ConfigError
+from gridgnn.run_spec import ProcessOptions, RunSpec
 
 if TYPE_CHECKING:
     from gridgnn.train import EpochRecord, Run
@@ -213,38 +214,48 @@ def product_lines(config: TrainConfig, run: Run) -> list[str]:
 
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn train``; returns 0 on success (errors propagate to `main`)."""
-    from gridgnn.train.run_distributed import in_launched_worker
+    from gridgnn.train.process_group import in_launched_worker
 
     note = resolve_algo(args)
     use_threads(args.threads)
     config = config_from_args(args)
-    if args.interface is not None:  # checked here (one line, exit 2); workers read it from the environment
-        from gridgnn.grid.network import INTERFACE_ENV, check_interface
+    if args.interface is not None:  # checked here (one line, exit 2); the run spec hands it to the workers
+        from gridgnn.grid.network import check_interface
 
         check_interface(args.interface)
-        os.environ[INTERFACE_ENV] = args.interface
     check_process_count(config)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if note is not None and rank0 and not config.quiet:
         print(note, flush=True)
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
         return launch_workers(config, args)
-    return train_here(config, args, rank0)
+    return train_here(config, process_options(args), rank0)
 
 
-def train_here(config: TrainConfig, args: argparse.Namespace, rank0: bool) -> int:
-    """Train in this process (alone, or as one worker of a grid); rank 0 prints the progress and summary."""
+def process_options(args: argparse.Namespace, threads: int | None = None) -> ProcessOptions:
+    """How each process of this run runs (``--timeout``, ``--threads`` or ``threads``, ``--interface``)."""
+    return ProcessOptions(timeout_s=args.timeout, threads=threads or args.threads,
+                          interface=getattr(args, "interface", None))
+
+
+def train_spec(spec: RunSpec) -> int:
+    """A worker of the local launcher: train the run ``spec`` it resolved (rank 0 prints)."""
+    return train_here(spec.config, spec.process, int(os.environ.get("RANK", "0")) == 0, spec=spec)
+
+
+def train_here(config: TrainConfig, process: ProcessOptions, rank0: bool, *, spec: RunSpec | None = None) -> int:
+    """Train in this process (alone, or as one worker of a grid, of the run ``spec`` when the local launcher
+    resolved it); rank 0 prints the progress and summary."""
     from gridgnn.train import run_training
-    from gridgnn.train.auto import choose_configuration
-    from gridgnn.train.run_distributed import in_launched_worker
+    from gridgnn.train.process_group import in_launched_worker
+    from gridgnn.train.resolve import resolve_auto
+    from gridgnn.train.run_distributed import print_now
 
-    if config.algo == "auto" and not in_launched_worker():  # one process: nothing to distribute
-        config, reason = choose_configuration(config, None, 1)
-        config = dataclasses.replace(config, auto_reason=reason)
-        if not config.quiet:
-            print(reason, flush=True)
+    if not in_launched_worker():  # one process: nothing to distribute
+        config = resolve_auto(config, None, 1, say=None if config.quiet else print_now)
     if not rank0:
-        config.quiet, config.progress = True, False
+        config = dataclasses.replace(config, quiet=True, progress=False)
+        spec = spec and dataclasses.replace(spec, config=config)
     announced: list[int] = []
     progress = show_progress(config)
 
@@ -256,7 +267,8 @@ def train_here(config: TrainConfig, args: argparse.Namespace, rank0: bool) -> in
             print(nonfinite_line(config, record.epoch, record.loss), file=sys.stderr, flush=True)
 
     on_ready = None if config.quiet else print_grid_ready
-    run = run_training(config, on_epoch=on_epoch, timeout_s=args.timeout, on_ready=on_ready)
+    run = run_training(config, on_epoch=on_epoch, timeout_s=process.timeout_s, on_ready=on_ready, spec=spec,
+                       process=process)
     first = run.result.first_nonfinite_epoch
     if rank0 and first is not None and not announced:  # found in the history of a resumed checkpoint
         loss = run.result.epochs[first - 1].loss
@@ -288,7 +300,7 @@ def resolve_algo(args: argparse.Namespace) -> str | None:
     P > 1 launched by torchrun). ``--algo local`` on several processes is refused (`ConfigError`): it would
     train P independent copies.
     """
-    from gridgnn.train.run_distributed import in_launched_worker
+    from gridgnn.train.process_group import in_launched_worker
 
     launched = in_launched_worker()
     world = int(os.environ["WORLD_SIZE"]) if launched else args.nprocs
@@ -307,7 +319,8 @@ def resolve_algo(args: argparse.Namespace) -> str | None:
 def check_process_count(config: TrainConfig) -> None:
     """A grid algorithm on one process (no ``--nprocs``, no torchrun) is refused with the fix (`ConfigError`);
     a ``--grid`` that needs more processes is named first."""
-    from gridgnn.train.run_distributed import grid_shape_for, in_launched_worker
+    from gridgnn.train.process_group import in_launched_worker
+    from gridgnn.train.resolve import grid_shape_for
 
     if config.algo in GRID_ALGOS and config.nprocs == 1 and not in_launched_worker():
         grid_shape_for(config, 1)
@@ -317,17 +330,13 @@ def check_process_count(config: TrainConfig) -> None:
 
 def use_threads(threads: int | None) -> None:
     """Honour ``--threads`` in this process, whatever the algorithm: set torch's thread count (a worker
-    under torchrun also passes it on to `init_from_env` through GRIDGNN_THREADS; the local launcher hands
-    it to its workers itself)."""
+    under torchrun also hands it to `init_from_env` in its `ProcessOptions`; the local launcher writes it
+    into the run spec of its workers)."""
     if threads is None:
         return
     import torch
 
-    from gridgnn.train.run_distributed import in_launched_worker
-
     torch.set_num_threads(threads)
-    if in_launched_worker():
-        os.environ["GRIDGNN_THREADS"] = str(threads)
 
 
 def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
@@ -335,11 +344,10 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
     from gridgnn.train.metrics import check_writable
     from gridgnn.train.products import check_products
+    from gridgnn.train.resolve import grid_shape_for
     from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
-    from gridgnn.train.run_distributed import grid_shape_for
 
-    if config.algo != "auto":
-        grid_shape_for(config, config.nprocs)
+    shape = grid_shape_for(config, config.nprocs) if config.algo != "auto" else None  # auto: once chosen
     if config.nprocs > MAX_LOCAL_WORKERS:
         raise ConfigError(f"--nprocs {config.nprocs} is more than {MAX_LOCAL_WORKERS} workers on one machine; "
                           "use torchrun across nodes for larger grids")
@@ -347,19 +355,19 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
         check_writable(config.metrics_out)
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    with hold_checkpoint_dir(config):  # held here for the workers (they find it in LOCK_HELD_ENV)
+    with hold_checkpoint_dir(config):  # held here for the workers (their run spec says so)
         check_checkpoint_dir(config)
         check_products(config)
         checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
-        return _launch_with_signals(config, args)
+        return _launch_with_signals(config, args, shape)
 
 
-def _launch_with_signals(config: TrainConfig, args: argparse.Namespace) -> int:
+def _launch_with_signals(config: TrainConfig, args: argparse.Namespace, shape) -> int:
     # A SIGTERM (Slurm's scancel, kill) or SIGHUP (the terminal closed) must still stop the workers and
     # remove the prepared graph; after a SIGKILL the workers die with this process (gridgnn.launch.orphans).
     previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return _prepare_and_launch(config, args)
+        return _prepare_and_launch(config, args, shape)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -372,67 +380,67 @@ def _exit_on_signal(signum: int, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace) -> int:
-    from gridgnn.data.prepared import is_prepared
+def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace, shape) -> int:
     from gridgnn.launch.local import launch_local, worker_threads
     from gridgnn.launch.orphans import PREPARED_PREFIX, mark_prepared_folder, remove_orphaned_folders
-    from gridgnn.train.auto import auto_flags
-    from gridgnn.train.checkpoint_lock import LOCK_HELD_ENV
-    from gridgnn.train.run_distributed import AUTO_REASON_ENV, LAUNCHER_PEAK_ENV, PREPARED_ENV
 
     remove_orphaned_folders()  # left by launchers killed with SIGKILL
     with tempfile.TemporaryDirectory(prefix=PREPARED_PREFIX) as folder:
         mark_prepared_folder(folder)
-        config, setup_peak = prepare_for_workers(config, folder)
-        graph_folder = config.dataset if is_prepared(config.dataset) else folder
-        env = {PREPARED_ENV: graph_folder, LAUNCHER_PEAK_ENV: str(setup_peak)}
-        if config.checkpoint_dir is not None:
-            env[LOCK_HELD_ENV] = os.path.realpath(config.checkpoint_dir)
-        argv = list(args.argv)
-        if config.auto_reason is not None:
-            env[AUTO_REASON_ENV] = config.auto_reason
-            argv += auto_flags(config)  # the workers run the chosen configuration (last flags win)
-            if not config.quiet:
-                print(config.auto_reason, flush=True)
-        if not config.quiet:
-            threads = worker_threads(config.nprocs, args.threads)
+        threads = worker_threads(config.nprocs, args.threads)
+        spec = prepare_for_workers(config, folder, process_options(args, threads), shape=shape,
+                                   command=args.command, model_file=args.model if args.command == "predict" else None)
+        spec_path = spec.write(folder)
+        if not spec.config.quiet:
+            if spec.config.auto_reason is not None:
+                print(spec.config.auto_reason, flush=True)
             print(f"starting   {config.nprocs} workers, {threads} thread{'s' * (threads > 1)} each", flush=True)
-        return launch_local(argv, config.nprocs, args.threads, extra_env=env, watch_stdout=not config.quiet)
+        return launch_local(str(spec_path), config.nprocs, threads, watch_stdout=not spec.config.quiet)
 
 
-def prepare_for_workers(config: TrainConfig, folder: str) -> tuple[TrainConfig, int]:
+def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOptions, *, shape=None,
+                        command: str = "train", model_file: str | None = None) -> RunSpec:
     """Load, check and normalize the graph once, into ``folder`` for the workers to memory-map (unless it is
-    a folder from ``gridgnn prepare``); resolve ``--algo auto`` on it. Returns the configuration to run and
-    this process's peak resident memory in bytes. The graph is freed before any worker starts."""
+    a folder from ``gridgnn prepare``), and resolve the run on it, once (`gridgnn.train.resolve.resolve_run`;
+    ``shape``: the grid already validated, None for ``--algo auto``). Returns the `RunSpec` of the workers,
+    with this process's peak resident memory. The graph is freed before any worker starts."""
     import torch
 
-    from gridgnn.cost.spmm_cost import partition_stats
     from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
     from gridgnn.grid.process_grid import default_device
     from gridgnn.nn.models import operator_of
     from gridgnn.nn.stack import check_model_size
-    from gridgnn.train.auto import choose_configuration
     from gridgnn.train.distributed import peak_memory_bytes
     from gridgnn.train.memory_guard import check_memory
+    from gridgnn.train.resolve import resolve_run
     from gridgnn.train.run import load_graph
-    from gridgnn.train.run_distributed import grid_shape_for, model_operator, reordered_for_grid
 
-    graph = open_prepared(config.dataset) if is_prepared(config.dataset) else load_graph(config)
+    prepared = is_prepared(config.dataset)
+    graph = open_prepared(config.dataset) if prepared else load_graph(config)
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
-    if config.algo == "auto":
-        config, reason = choose_configuration(config, graph, config.nprocs, default_device().type)
-        config = dataclasses.replace(config, auto_reason=reason)
-    if is_prepared(config.dataset):
-        model_operator(config, graph)  # a folder prepared for another model is refused here, in one line
-    shape = grid_shape_for(config, config.nprocs)
-    partition_stats(shape.algo, shape, graph.num_nodes)  # too many processes for the vertices: say so now
-    graph = reordered_for_grid(config, graph, shape)  # once, here; a prepared folder of another order is refused
-    check_memory(config, graph, config.nprocs, config.nprocs)
-    if not is_prepared(config.dataset):
+    config, shape, graph = resolve_run(config, graph, config.nprocs, shape=shape, on_grid=False,
+                                       device_type=default_device().type, check=_launcher_checks(graph, prepared))
+    check_memory(config, graph, config.nprocs, config.nprocs, shape=shape)
+    if not prepared:
         prepare_graph(graph, folder, operator=operator_of(config.model))
     del graph
     gc.collect()
-    return config, peak_memory_bytes(torch.device("cpu"))
+    return RunSpec(config, shape, process, command=command, model_file=model_file,
+                   prepared_graph=config.dataset if prepared else folder, launcher_pid=os.getpid(),
+                   launcher_peak_memory_bytes=peak_memory_bytes(torch.device("cpu")))
+
+
+def _launcher_checks(graph, prepared: bool):
+    """The launcher's refusals once the grid is known, before the graph is reordered: a prepared folder made
+    for another model, and more processes than the vertices allow (one line each)."""
+    def check(config: TrainConfig, shape) -> None:
+        from gridgnn.cost.spmm_cost import partition_stats
+        from gridgnn.train.grid_train import model_operator
+
+        if prepared:
+            model_operator(config, graph)
+        partition_stats(shape.algo, shape, graph.num_nodes)
+    return check
 
 
 def format_comm_summary(metrics: dict) -> str:

@@ -1,14 +1,15 @@
 """`gridgnn train --nprocs P`: start P local workers, stream rank 0, fail fast, reap everything.
 
-Each worker is ``gridgnn <same arguments>`` run by this Python, importing the very package this launcher
-runs (`worker_command`: never a ``gridgnn`` folder that happens to sit in the current folder), with the
-torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT a free loopback
-port), so a worker cannot tell this launcher from torchrun. Rank 0 writes to this terminal; the other ranks'
-stderr is kept and shown if they fail. When any worker fails, the others are stopped (SIGTERM, then
-SIGKILL), one line names the worker at the cause (the workers themselves stay quiet about lost peers,
-`gridgnn.peer_errors`), and its exit status is returned. A closed stdout (``| head``) ends the run quietly
-with 141, whichever process notices it first: rank 0 when its next line fails, or the launcher, which
-watches its stdout while it waits (a run that prints, i.e. not ``--quiet``).
+Each worker is `gridgnn.cli.worker` run by this Python on the run spec the launcher resolved and wrote
+(its only argument; `gridgnn.run_spec`), importing the very package this launcher runs (`worker_command`:
+never a ``gridgnn`` folder that happens to sit in the current folder), with the torchrun environment (RANK,
+WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT a free loopback port) and
+OMP_NUM_THREADS, and no other variable of ours: everything else it needs is in the spec. Rank 0 writes to
+this terminal; the other ranks' stderr is kept and shown if they fail. When any worker fails, the others
+are stopped (SIGTERM, then SIGKILL), one line names the worker at the cause (the workers themselves stay
+quiet about lost peers, `gridgnn.peer_errors`), and its exit status is returned. A closed stdout
+(``| head``) ends the run quietly with 141, whichever process notices it first: rank 0 when its next line
+fails, or the launcher, which watches its stdout while it waits (a run that prints, i.e. not ``--quiet``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ import time
 from pathlib import Path
 
 import gridgnn
-from gridgnn.launch.orphans import LAUNCHER_PID_ENV
 from gridgnn.launch.spawn import free_port
-from gridgnn.peer_errors import LAUNCHER_ENV
 
 EXIT_USAGE = 2
 """A worker's status for bad input (`gridgnn.cli.main.EXIT_USAGE`)."""
@@ -48,21 +47,20 @@ def worker_threads(nprocs: int, requested: int | None = None) -> int:
 def _worker_env(rank: int, nprocs: int, port: int, threads: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(RANK=str(rank), WORLD_SIZE=str(nprocs), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nprocs),
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GRIDGNN_THREADS=str(threads),
-               OMP_NUM_THREADS=str(threads), **{LAUNCHER_ENV: "1", LAUNCHER_PID_ENV: str(os.getpid())})
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS=str(threads))
     return env
 
 
-def worker_command(argv: list[str]) -> list[str]:
-    """``python -c ...`` running ``gridgnn <argv>`` from the folder that holds this launcher's package.
+def worker_command(spec_path: str) -> list[str]:
+    """``python -c ...`` running the worker of the run spec at ``spec_path`` (`gridgnn.cli.worker`) from the
+    folder that holds this launcher's package.
 
     ``python -m gridgnn`` would put the current folder first on ``sys.path``: run from a folder holding a
     clone of the repository (a ``gridgnn`` folder), a worker would import that instead of this package.
     """
     root = str(Path(gridgnn.__file__).resolve().parent.parent)
-    code = ("import sys; sys.path[0] = sys.argv.pop(1); from gridgnn.launch.orphans import die_with_launcher; "
-            "die_with_launcher(); from gridgnn.cli.main import run; run()")
-    return [sys.executable, "-c", code, root, *argv]
+    code = "import sys; sys.path[0] = sys.argv.pop(1); from gridgnn.cli.worker import run; run()"
+    return [sys.executable, "-c", code, root, spec_path]
 
 
 def stdout_closed(fd: int = 1) -> bool:
@@ -79,11 +77,11 @@ def stdout_closed(fd: int = 1) -> bool:
     return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
-def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
-                 extra_env: dict[str, str] | None = None, *, watch_stdout: bool = False) -> int:
-    """Run ``gridgnn <argv>`` on ``nprocs`` local workers (``extra_env`` added to their environment);
-    returns 0 or the first failing worker's status. With ``watch_stdout`` (a run that prints) a closed
-    stdout stops the workers and returns 141 at once, as rank 0 would on its next line."""
+def launch_local(spec_path: str, nprocs: int, threads: int | None = None, *, watch_stdout: bool = False) -> int:
+    """Run the worker of the run spec at ``spec_path`` on ``nprocs`` local workers of ``threads`` compute
+    threads (`worker_threads`); returns 0 or the first failing worker's status. With ``watch_stdout`` (a run
+    that prints) a closed stdout stops the workers and returns 141 at once, as rank 0 would on its next
+    line."""
     port, threads = free_port(), worker_threads(nprocs, threads)
     logs = [tempfile.TemporaryFile(mode="w+") for _ in range(nprocs)]
     procs = []
@@ -91,9 +89,8 @@ def launch_local(argv: list[str], nprocs: int, threads: int | None = None,
         for rank in range(nprocs):
             out = None if rank == 0 else subprocess.DEVNULL
             err = None if rank == 0 else logs[rank]
-            procs.append(subprocess.Popen(worker_command(argv), stdout=out, stderr=err,
-                                          env={**_worker_env(rank, nprocs, port, threads),
-                                               **(extra_env or {})}))
+            procs.append(subprocess.Popen(worker_command(spec_path), stdout=out, stderr=err,
+                                          env=_worker_env(rank, nprocs, port, threads)))
         return _wait(procs, logs, watch_stdout)
     finally:
         _stop(procs)

@@ -1,7 +1,7 @@
 """Nothing outlives the local launcher: not its workers, not the folder of the graph it prepared.
 
-A worker started by `gridgnn.launch.local` finds the launcher's pid in ``GRIDGNN_LAUNCHER_PID``. As it
-starts (before importing torch) it asks Linux to SIGKILL it when its parent dies (``prctl(PR_SET_PDEATHSIG)``)
+A worker started by `gridgnn.launch.local` finds the launcher's pid in its run spec (`gridgnn.run_spec`). As
+it starts (before importing torch) it asks Linux to SIGKILL it when its parent dies (``prctl(PR_SET_PDEATHSIG)``)
 and then checks that its parent is still the launcher, which covers a launcher that died before the request.
 Elsewhere the request is skipped (the launcher's own SIGTERM/SIGHUP handling still stops the workers).
 
@@ -23,8 +23,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-LAUNCHER_PID_ENV = "GRIDGNN_LAUNCHER_PID"
-"""Set by the local launcher for its workers: its own pid."""
 PREPARED_PREFIX = "gridgnn-prepared-"
 """Name prefix of the launcher's prepared-graph folders in the temporary directory."""
 MARKER = "gridgnn-launcher.json"
@@ -34,14 +32,13 @@ EXIT_LAUNCHER_GONE = 3
 """A worker's status when its launcher was gone before it started (nobody reads it)."""
 
 
-def die_with_launcher() -> None:
-    """In a worker of the local launcher: be killed when the launcher dies, and exit at once if it is
-    already gone. Does nothing in any other process."""
-    launcher = os.environ.get(LAUNCHER_PID_ENV, "")
-    if not launcher.isdigit():
+def die_with_launcher(launcher: int | None) -> None:
+    """In a worker of the local launcher whose pid is ``launcher``: be killed when the launcher dies, and
+    exit at once if it is already gone. Does nothing with None (any other process)."""
+    if launcher is None:
         return
     set_parent_death_signal(signal.SIGKILL)
-    if os.getppid() != int(launcher):  # the launcher died before the request above: we were re-parented
+    if os.getppid() != launcher:  # the launcher died before the request above: we were re-parented
         os._exit(EXIT_LAUNCHER_GONE)
 
 

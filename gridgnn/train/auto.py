@@ -71,13 +71,6 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
     return dataclasses.replace(config, comm=choice), reason
 
 
-def auto_flags(config: TrainConfig) -> list[str]:
-    """Command-line flags that pin the configuration `choose_configuration` returned (appended to argv,
-    where the last occurrence of a flag wins)."""
-    flags = ["--algo", config.algo, "--replication", str(config.replication), "--comm", config.comm]
-    return flags + (["--grid", config.grid] if config.grid else [])
-
-
 def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> dict:
     """The model's bytes and calls of one training step on every rank, by phase (the keys
     ``predicted_bytes``, ``predicted_calls``, ``predicted_by_phase``, ``predicted_calls_by_phase``)."""

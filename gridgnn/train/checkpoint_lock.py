@@ -2,11 +2,11 @@
 
 Two runs saving into one folder would delete each other's partial saves and prune each other's
 checkpoints. So the process that owns a run takes the lock before anything else touches the folder: a
-one-process run itself, the local launcher for its workers (they find the folder in
-``GRIDGNN_CHECKPOINT_LOCK`` and take nothing), and rank 0 of a torchrun job (which tells the other ranks
-whether it got it). The holder writes its pid and host into the file, so that a second run is refused at
-once with one line naming them. The kernel drops the lock when its holder exits, however it exits; the
-file itself stays (removing it would let two runs lock two different files).
+one-process run itself, the local launcher for its workers (their run spec says so,
+`gridgnn.run_spec.RunSpec.launched_locally`, and they take nothing), and rank 0 of a torchrun job (which
+tells the other ranks whether it got it). The holder writes its pid and host into the file, so that a
+second run is refused at once with one line naming them. The kernel drops the lock when its holder exits,
+however it exits; the file itself stays (removing it would let two runs lock two different files).
 """
 
 from __future__ import annotations
@@ -27,26 +27,19 @@ from gridgnn.grid.peer_failures import peer_failures_explained
 
 LOCK_FILE = ".gridgnn-lock"
 """The lock file inside a checkpoint folder; it holds ``<pid> <host>`` of the run that has it."""
-LOCK_HELD_ENV = "GRIDGNN_CHECKPOINT_LOCK"
-"""Set by the local launcher for its workers: the checkpoint folder it holds the lock of."""
-
-
-def held_by_launcher(config: TrainConfig) -> bool:
-    """True in a worker whose launcher holds the lock of ``config.checkpoint_dir``."""
-    held = os.environ.get(LOCK_HELD_ENV)
-    return held is not None and config.checkpoint_dir is not None and \
-        os.path.realpath(held) == os.path.realpath(config.checkpoint_dir)
 
 
 @contextmanager
-def hold_checkpoint_dir(config: TrainConfig, *, agree: bool = False) -> Iterator[None]:
-    """Hold the lock of ``config.checkpoint_dir`` for the duration (nothing without a folder, or in a worker
-    whose launcher holds it). Raises `ConfigError` naming the holder when another run has it.
+def hold_checkpoint_dir(config: TrainConfig, *, agree: bool = False,
+                        held_by_launcher: bool = False) -> Iterator[None]:
+    """Hold the lock of ``config.checkpoint_dir`` for the duration (nothing without a folder, or with
+    ``held_by_launcher``: in a worker of the local launcher, which holds it for the whole run). Raises
+    `ConfigError` naming the holder when another run has it.
 
     With ``agree`` (a worker of a process group): only rank 0 locks, and every rank raises alike;
     collective on the world. A folder that cannot be created is left to `check_checkpoint_dir` to report.
     """
-    if config.checkpoint_dir is None or held_by_launcher(config):
+    if config.checkpoint_dir is None or held_by_launcher:
         yield
         return
     distributed = agree and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1

@@ -4,7 +4,7 @@
 `gridgnn.train.trainer.EpochRecord` as a dict (``epoch`` 1, 2, ... in order; ``loss``, accuracies and
 ``time_s`` numbers: NaN and infinities come back from the manifest's ``nonfinite`` list) and each ``comm``
 entry, one per epoch, is null (an epoch of a local run) or the merged communication of one epoch of a
-distributed run (`gridgnn.train.run_distributed.merge_epoch_comm`): per-rank lists of ``bytes``, ``calls``,
+distributed run (`gridgnn.train.grid_train.merge_epoch_comm`): per-rank lists of ``bytes``, ``calls``,
 ``eval_bytes`` and ``peak_memory_bytes``, per-phase objects of such lists, and the three times.
 `history_problem` names the first thing wrong, or returns None. Not collective.
 """

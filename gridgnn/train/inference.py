@@ -18,6 +18,7 @@ from gridgnn.data.operators import operator_matrix
 from gridgnn.data.shard import shard_node_data
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.grid.shape import GridShape
 from gridgnn.nn import as_model_input
 from gridgnn.nn.export import ModelFileError, build_model, load_model
 from gridgnn.nn.models import operator_of
@@ -33,14 +34,17 @@ def local_inputs(graph, operator: str = "gcn") -> tuple[object, LocalSpMM]:
     return as_model_input(graph.features), LocalSpMM(operator_matrix(operator, graph.adj))
 
 
-def grid_inputs(config: TrainConfig, graph, world_size: int) -> tuple[object, GridOps]:
-    """(this rank's feature block, `GridOps`) on the grid ``config`` describes (algo, replication, grid).
+def grid_inputs(config: TrainConfig, graph, world_size: int,
+                shape: GridShape | None = None) -> tuple[object, GridOps]:
+    """(this rank's feature block, `GridOps`) on the grid ``config`` describes (algo, replication, grid), or
+    on ``shape``, the grid of a resolved run.
 
     Collective on the world (builds the device mesh); without a process group, a 1-process grid.
     """
-    from gridgnn.train.run_distributed import grid_shape_for, model_operator
+    from gridgnn.train.grid_train import model_operator
+    from gridgnn.train.resolve import grid_shape_for
 
-    grid = ProcessGrid.create(grid_shape_for(config, world_size))
+    grid = ProcessGrid.create(shape or grid_shape_for(config, world_size))
     adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
     ops = GridOps(grid, Communicator(grid, overlap=False), adj, operator=operator_of(config.model))
     shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), grid.device)

@@ -18,7 +18,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.errors import ConfigError
 from gridgnn.grid.process_grid import default_device
-from gridgnn.grid.shape import resolve_grid
+from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.limits import oversized_product
 from gridgnn.nn.stack import check_model_size
 from gridgnn.plan import plan
@@ -56,17 +56,19 @@ def available_per_proc(config: TrainConfig, local_procs: int) -> tuple[int | Non
     return host // max(local_procs, 1), f"available host memory{share}"
 
 
-def predicted_per_proc(config: TrainConfig, stats, world_size: int) -> int:
-    """The planner's peak bytes on the busiest rank of ``config``'s grid (``local``: a 1-process 1D grid)."""
+def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridShape | None = None) -> int:
+    """The planner's peak bytes on the busiest rank of ``config``'s grid (``local``: a 1-process 1D grid;
+    ``shape``: the grid of a resolved run, else validated here)."""
     if config.algo == "local":
         shape = resolve_grid("1d", 1)
-    else:
+    elif shape is None:
         replication = config.replication if config.algo == "1.5d" else None
         shape = resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
     return int(predict_epoch(config, stats, shape).memory_bytes.max())
 
 
-def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int | None = None) -> str | None:
+def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int | None = None,
+                   shape: GridShape | None = None) -> str | None:
     """The one-line refusal when the run does not fit, else None. Not collective."""
     if not config.memory_check:
         return None
@@ -83,7 +85,7 @@ def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int
     if oversized is not None:  # beyond 2^58 elements: no machine holds it, and the estimate would overflow
         return (f"not enough memory: {oversized} is more than 2^58 elements for {where}, beyond any "
                 f"machine's memory; lower --hidden (now {config.hidden}) or use a smaller graph")
-    needed = predicted_per_proc(config, stats, world_size)
+    needed = predicted_per_proc(config, stats, world_size, shape)
     if needed <= available:
         return None
     return (f"not enough memory: predicted {_human(needed)} per process for {where}, but {source} is "
@@ -104,21 +106,22 @@ def _suggest(config: TrainConfig, stats, world_size: int, available: int) -> str
     return f"no configuration fits on up to {world_size * LARGER_GRIDS[-1]} processes (see gridgnn plan)"
 
 
-def check_memory(config: TrainConfig, graph, world_size: int, local_procs: int | None = None) -> None:
+def check_memory(config: TrainConfig, graph, world_size: int, local_procs: int | None = None, *,
+                 shape: GridShape | None = None) -> None:
     """Raise `ConfigError` when the run will not fit (see the module docstring): first the model's weight
-    matrices alone (`check_model_size`, on every rank alike), then the planner's estimate. In a launched
-    worker of a process group, rank 0's verdict is shared so all ranks stop together (collective on the
-    world); workers started by ``gridgnn train --nprocs`` skip it (the launcher checked)."""
+    matrices alone (`check_model_size`, on every rank alike), then the planner's estimate (on ``shape``, the
+    grid of a resolved run, when given). In a launched worker of a process group, rank 0's verdict is shared
+    so all ranks stop together (collective on the world). Workers started by ``gridgnn train --nprocs`` do
+    not call it: the launcher checked."""
     import torch.distributed as dist
 
-    from gridgnn.train.worker_env import PREPARED_ENV
-
-    if not config.memory_check or os.environ.get(PREPARED_ENV):
+    if not config.memory_check:
         return
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # alike on every rank
     local = local_procs or int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     grouped = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    refusal = memory_refusal(config, graph, world_size, local) if not grouped or dist.get_rank() == 0 else None
+    refusal = (memory_refusal(config, graph, world_size, local, shape) if not grouped or dist.get_rank() == 0
+               else None)
     if grouped:
         shared = [refusal]
         dist.broadcast_object_list(shared, src=0)

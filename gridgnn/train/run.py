@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 
@@ -12,6 +11,7 @@ from gridgnn.data.operators import operator_matrix
 from gridgnn.errors import ConfigError
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
+from gridgnn.run_spec import ProcessOptions, RunSpec
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
 from gridgnn.train.memory_guard import check_memory
@@ -33,25 +33,30 @@ def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
 
 def run_training(config: TrainConfig, *, graph: Graph | None = None,
                  on_epoch: Callable[[EpochRecord], None] | None = None, timeout_s: float = 300.0,
-                 on_ready: Callable[[str, float], None] | None = None) -> Run:
+                 on_ready: Callable[[str, float], None] | None = None, spec: RunSpec | None = None,
+                 process: ProcessOptions | None = None) -> Run:
     """Train as ``config`` says; writes ``config.metrics_out`` (atomically) when set.
 
     A distributed ``config.algo`` makes this process one worker of the grid (`run_worker`): alone when no
     launcher started it (a 1-process grid), else rank RANK of WORLD_SIZE; ``timeout_s`` bounds every
     collective there. Only rank 0's `Run` carries metrics. ``on_ready(label, seconds)`` is called on rank 0
-    once every rank of a grid has built its blocks (label e.g. ``"2d 2x2 on 4 processes"``).
+    once every rank of a grid has built its blocks (label e.g. ``"2d 2x2 on 4 processes"``). ``spec``: in a
+    worker of the local launcher, the run it resolved (its configuration replaces ``config``); ``process``:
+    how a worker joins its group (`ProcessOptions`; default: ``timeout_s`` alone).
 
     The output path is checked before any work, so a bad path fails in a second, not after training.
     """
-    if config.algo == "auto" and "WORLD_SIZE" not in os.environ:  # one process: nothing to distribute
-        from gridgnn.train.auto import choose_configuration
+    if spec is not None:
+        config = spec.config
+    if "WORLD_SIZE" not in os.environ:  # one process: nothing to distribute
+        from gridgnn.train.resolve import resolve_auto
 
-        config, reason = choose_configuration(config, graph, 1)
-        config = dataclasses.replace(config, auto_reason=reason)
+        config = resolve_auto(config, graph, 1)
     if config.algo != "local":
         from gridgnn.train.run_distributed import run_worker
 
-        return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph, on_ready=on_ready)
+        return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph, on_ready=on_ready, spec=spec,
+                          process=process)
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
     with hold_checkpoint_dir(config):

@@ -1,0 +1,171 @@
+"""Training on the grid: build the grid, its blocks and the trainer, train (resuming and checkpointing),
+and bring every rank's communication and set-up figures to rank 0. Collective on the world.
+
+Under the local launcher the graph is the one it prepared once (memory-mapped, `gridgnn.data.prepared`);
+under torchrun each worker loaded it itself. Either way each rank keeps only its blocks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch.distributed as dist
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.data.operators import operator_matrix
+from gridgnn.data.prepared import PreparedGraph
+from gridgnn.errors import ConfigError
+from gridgnn.grid.comm import PHASES, Communicator
+from gridgnn.grid.hosts import HostMap
+from gridgnn.grid.peer_failures import peer_failures_explained
+from gridgnn.grid.placement import Placement
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.grid.shape import GridShape
+from gridgnn.nn.models import operator_of
+from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.train.auto import choose_comm
+from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
+from gridgnn.train.host_placement import place_ranks
+from gridgnn.train.process_group import process_age_s
+from gridgnn.train.products import write_products
+from gridgnn.train.resolve import grid_shape_for, reordered_for_grid
+from gridgnn.train.resume import ResumePoint, fit_resumable
+from gridgnn.train.trainer import EpochRecord, TrainResult
+
+
+@dataclass
+class TrainedGrid:
+    """The outcome of `train_on_grid` on one rank.
+
+    ``comm``: the per-epoch communication of every rank merged (rank 0; None elsewhere), one entry per
+    epoch of ``result`` (None for epochs a resumed checkpoint recorded without it); ``resumed_from``: the
+    checkpoint the run continued from, if any; ``setup_peak_memory_bytes``: every rank's peak resident
+    memory once its blocks were built, before the first epoch (rank 0; None elsewhere); ``spmm_setup``: every
+rank's SpMM set-up (comm mode, index-exchange bytes and calls, seconds; rank 0).
+    """
+
+    result: TrainResult
+    comm: list[dict | None] | None
+    shape: GridShape
+    resumed_from: ResumePoint | None = None
+    setup_peak_memory_bytes: list[int] | None = None
+    spmm_setup: list[dict] | None = None
+    reorder_meta: dict | None = None
+    graph: Graph | None = None  # the graph trained on (reordered when ``--reorder`` asked)
+    placement: Placement | None = None
+
+
+def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRecord], None] | None = None,
+                  *, return_model: bool = False, hosts: HostMap | None = None,
+                  on_ready: Callable[[str, float], None] | None = None, shape: GridShape | None = None):
+    """Train on the grid of ``config`` (collective on the world), resuming and saving checkpoints as
+    ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model.
+    ``hosts``: where each rank runs; on several hosts the ranks are placed so that the heaviest axis stays
+    within a host when it fits (`gridgnn.train.host_placement`). ``on_ready(label, seconds)`` runs on rank 0
+    once every rank has built its blocks (after the set-up barrier; seconds since this process started).
+    ``shape``: the grid of a resolved run (`gridgnn.run_spec.RunSpec`); by default `grid_shape_for` the world."""
+    if shape is None:
+        shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
+    graph = reordered_for_grid(config, graph, shape)
+    if config.comm == "auto":
+        config, _ = choose_comm(config, graph, shape)
+    grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
+    comm = Communicator(grid, overlap=config.overlap)
+    setup_start = time.perf_counter()
+    ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model),
+                  comm_mode=config.comm)
+    setup = {"comm": config.comm, "index_exchange_bytes": sum(r.bytes for r in comm.records),
+             "index_exchange_calls": len(comm.records), "index_exchange_s": sum(r.seconds for r in comm.records),
+             "spmm_setup_s": time.perf_counter() - setup_start}
+    trainer = DistributedTrainer(config, graph, ops)
+    setup_peak = peak_memory_bytes(grid.device)
+    if isinstance(graph, PreparedGraph):
+        graph.release_pages()  # the rows this rank cut are copied out: their file pages leave its resident set
+    reset_peak_memory(grid.device)  # each epoch's peak_memory_bytes is then training's, not set-up's
+    if dist.is_initialized():
+        with peer_failures_explained("the barrier after set-up"):
+            dist.barrier()  # so that set-up skew between ranks is not billed to the first epoch
+    if on_ready is not None and grid.rank == 0:
+        on_ready(f"{shape.algo} {shape.label()} on {shape.world_size} processes", process_age_s())
+
+    def comm_so_far(point: ResumePoint | None) -> list[dict] | None:
+        """Every epoch's merged communication on rank 0 (collective); epochs a checkpoint recorded without
+        it (a local run's) are None."""
+        per_rank = gather_to_rank0(trainer.epoch_comm)
+        if per_rank is None:
+            return None
+        earlier = ((point.comm or [None] * point.epoch) if point is not None else [])
+        return earlier + merge_epoch_comm(per_rank)
+
+    grid_info = {"algo": config.algo, "grid_shape": shape.label(), "world_size": shape.world_size}
+    result, point = fit_resumable(trainer, config, graph, on_epoch if grid.rank == 0 else None, grid=grid_info,
+                                  comm_so_far=comm_so_far)
+    merged = comm_so_far(point)
+    write_products(config, trainer, graph, result, rank=grid.rank)
+    outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup),
+                          {k: v for k, v in graph.meta.items() if k.startswith(("reorder", "nnz_imbalance"))},
+                          graph, grid.placement)
+    return (outcome, trainer.model) if return_model else outcome
+
+
+def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
+    """The ``setup`` keys of the SpMM set-up: ``comm`` (dense or sparse), ``index_exchange_bytes`` and
+    ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm sparse``, 0 for dense),
+    ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for peers included) and
+    ``spmm_setup_s`` (the slowest rank's seconds building its blocks and index sets)."""
+    if not per_rank:
+        return {}
+    return {"comm": per_rank[0]["comm"],
+            "index_exchange_bytes": [r["index_exchange_bytes"] for r in per_rank],
+            "index_exchange_calls": [r["index_exchange_calls"] for r in per_rank],
+            "index_exchange_s": max(r.get("index_exchange_s", 0.0) for r in per_rank),
+            "spmm_setup_s": max(r["spmm_setup_s"] for r in per_rank)}
+
+
+def model_operator(config: TrainConfig, graph: Graph | PreparedGraph):
+    """The global matrix of ``config.model``'s operator: a prepared graph's (memory-mapped; it must have been
+    prepared for that operator), else built from ``graph.adj``. Raises `ConfigError` on a mismatch."""
+    operator = operator_of(config.model)
+    if not isinstance(graph, PreparedGraph):
+        return operator_matrix(operator, graph.adj)
+    if graph.operator != operator:
+        raise ConfigError(f"prepared graph '{graph.folder}' holds the {graph.operator!r} operator, but --model "
+                          f"{config.model} needs {operator!r}: prepare it again with --model {config.model}")
+    return graph.norm_adj
+
+
+def gather_to_rank0(value: object) -> list | None:
+    """Every rank's ``value`` on rank 0 (after training; outside the counted epochs)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return [value]
+    out = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+    with peer_failures_explained(f"gathering to rank 0 (rank {dist.get_rank()})"):
+        dist.gather_object(value, out, dst=0)
+    return out
+
+
+def merge_epoch_comm(per_rank: list[list[dict]]) -> list[dict]:
+    """Per-epoch ``comm`` objects with per-rank lists (see the metrics file description)."""
+    merged = []
+    for epoch_index in range(len(per_rank[0])):
+        ranks = [records[epoch_index] for records in per_rank]
+        merged.append({
+            "bytes": [r["bytes"] for r in ranks],
+            "calls": [r["calls"] for r in ranks],
+            "by_phase": {phase: [r["by_phase"][phase] for r in ranks] for phase in PHASES},
+            "calls_by_phase": {phase: [r["calls_by_phase"][phase] for r in ranks] for phase in PHASES},
+            "eval_bytes": [r.get("eval_bytes", 0) for r in ranks],
+            "comm_time_s": max(r["comm_time_s"] for r in ranks),
+            "exposed_comm_time_s": max(r["exposed_comm_time_s"] for r in ranks),
+            "compute_time_s": max(r["compute_time_s"] for r in ranks),
+            # the maxima above may come from different ranks: keep every rank's split too
+            "rank_times_s": {key: [r[f"{key}_time_s"] for r in ranks]
+                             for key in ("comm", "exposed_comm", "compute")},
+            "peak_memory_bytes": [r["peak_memory_bytes"] for r in ranks],
+            "by_axis": {axis: [r.get("by_axis", {}).get(axis, 0) for r in ranks]
+                        for axis in dict.fromkeys(a for r in ranks for a in r.get("by_axis", {}))},
+        })
+    return merged

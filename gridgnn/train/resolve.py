@@ -1,0 +1,87 @@
+"""Resolving a run, once: ``--algo auto``, the grid shape, the vertex order and ``--comm auto``, into a
+`gridgnn.run_spec.RunSpec`.
+
+`resolve_run` is the one place a run is settled: the local launcher calls it once (and writes the spec for
+its workers); a torchrun worker, or a one-process grid, calls it itself on the same graph, deterministically.
+`resolve_auto` alone settles ``--algo auto`` for a run in one process. Not collective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.data.prepared import PreparedGraph
+from gridgnn.errors import ConfigError
+from gridgnn.grid.shape import GridShape, resolve_grid
+from gridgnn.train.auto import choose_comm, choose_configuration
+
+Say = Callable[[str], None]
+"""Where a resolution's one-line reason goes (printed by rank 0 unless ``--quiet``)."""
+
+
+def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
+    """The validated grid of ``config`` on ``world_size`` processes (raises `ConfigError`; the rule that only
+    1.5d takes a replication factor is `TrainConfig.validate`'s)."""
+    replication = config.replication if config.algo == "1.5d" else None
+    return resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
+
+
+def resolve_auto(config: TrainConfig, graph: Graph | PreparedGraph | None, world_size: int, *,
+                 on_grid: bool = False, device_type: str = "cpu", say: Say | None = None) -> TrainConfig:
+    """``config`` with ``--algo auto`` settled (`gridgnn.train.auto.choose_configuration`) and the reason in
+    ``auto_reason`` (passed to ``say``); ``config`` itself when its algorithm is given."""
+    if config.algo != "auto":
+        return config
+    chosen, reason = choose_configuration(config, graph, world_size, device_type, on_grid=on_grid)
+    if say is not None:
+        say(reason)
+    return dataclasses.replace(chosen, auto_reason=reason)
+
+
+def resolve_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape, *,
+                 say: Say | None = None) -> TrainConfig:
+    """``config`` with ``--comm auto`` settled on ``shape`` (`gridgnn.train.auto.choose_comm`), its reason
+    added to ``auto_reason`` (and passed to ``say``); ``config`` itself when its comm is given."""
+    if config.comm != "auto":
+        return config
+    chosen, reason = choose_comm(config, graph, shape)
+    if say is not None:
+        say(reason)
+    return dataclasses.replace(chosen, auto_reason="; ".join(filter(None, [config.auto_reason, reason])))
+
+
+def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int, *,
+                shape: GridShape | None = None, on_grid: bool = True, device_type: str = "cpu",
+                check: Callable[[TrainConfig, GridShape], None] | None = None,
+                say: Say | None = None) -> tuple[TrainConfig, GridShape, Graph | PreparedGraph]:
+    """A grid run settled on ``world_size`` processes: (configuration, grid shape, graph in the order it
+    trains in). In order: ``--algo auto`` on ``graph`` as given; the grid shape (``shape`` when the caller
+    validated it already: `grid_shape_for` runs once per run); ``check(config, shape)`` (the launcher's
+    refusals, before any reordering); the vertex order (`reordered_for_grid`); ``--comm auto`` on the
+    reordered graph (sparse bytes depend on the order). Deterministic. Not collective."""
+    config = resolve_auto(config, graph, world_size, on_grid=on_grid, device_type=device_type, say=say)
+    if shape is None:
+        shape = grid_shape_for(config, world_size)
+    if check is not None:
+        check(config, shape)
+    graph = reordered_for_grid(config, graph, shape)
+    return resolve_comm(config, graph, shape, say=say), shape, graph
+
+
+def reordered_for_grid(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape):
+    """``graph`` in the vertex order ``config.reorder`` asks (`gridgnn.data.reorder`), METIS cutting it into the
+    grid's row blocks; as is when it already has that order. A prepared folder made with another reordering is
+    refused (`ConfigError`, one line): it cannot be reordered in place. Not collective (deterministic)."""
+    have = graph.meta.get("reorder", "none")
+    if have == config.reorder:
+        return graph
+    if isinstance(graph, PreparedGraph):
+        raise ConfigError(f"prepared graph '{graph.folder}' was made with --reorder {have}, but --reorder "
+                          f"{config.reorder} was asked: train with --reorder {have}, or prepare it again with "
+                          f"--reorder {config.reorder}")
+    from gridgnn.data.reorder import reorder_graph
+
+    return reorder_graph(graph, config.reorder, shape.sizes[0], config.seed)

@@ -1,0 +1,126 @@
+"""The frozen run spec (`gridgnn.run_spec`): its file round-trips, every cross-field rule is refused in one
+line, the launcher resolves it once (one `grid_shape_for`, one auto choice) into the spec a torchrun worker
+reaches on its own, and nothing but torchrun's variables reaches a local worker's environment."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.prepared import is_prepared
+from gridgnn.errors import ConfigError
+from gridgnn.grid.shape import GridShape
+from gridgnn.run_spec import SPEC_FILE, ProcessOptions, RunSpec, read_spec
+from gridgnn.train import resolve
+from gridgnn.train.resolve import grid_shape_for, resolve_run
+from gridgnn.train.run import load_graph
+
+DATA = "csbm:nodes=120,classes=3,features=8"
+
+
+def _spec(**changes) -> RunSpec:
+    config = TrainConfig(dataset=DATA, algo="1.5d", replication=2, nprocs=4, comm="dense")
+    fields = dict(config=config, shape=grid_shape_for(config, 4), process=ProcessOptions(60.0, 1, "lo"),
+                  prepared_graph="/tmp/x", launcher_pid=os.getpid(), launcher_peak_memory_bytes=123)
+    return RunSpec(**{**fields, **changes})
+
+
+def test_the_spec_file_round_trips_and_is_read_without_torch_state(tmp_path):
+    spec = _spec()
+    path = spec.write(tmp_path)
+    assert path.name == SPEC_FILE and read_spec(path) == spec
+    document = json.loads(path.read_text())
+    assert document["format"] == "gridgnn-run-spec" and document["shape"] == {"algo": "1.5d",
+                                                                             "axes": ["row", "rep"],
+                                                                             "sizes": [2, 2]}
+    predict = _spec(command="predict", model_file="/m.pt")
+    assert RunSpec.from_json(predict.to_json()) == predict and predict.launched_locally
+    alone = RunSpec(TrainConfig(dataset=DATA), None)
+    assert RunSpec.from_json(alone.to_json()) == alone and not alone.launched_locally
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"config": TrainConfig(dataset=DATA, algo="auto", nprocs=4)}, "--algo auto must be resolved first"),
+    ({"config": TrainConfig(dataset=DATA)}, "--algo local has no grid shape"),
+    ({"shape": None}, "--algo 1.5d needs its grid shape"),
+    ({"shape": GridShape("2d", ("row", "col"), (2, 2))}, "is not a grid of --algo 1.5d"),
+    ({"shape": GridShape("1.5d", ("row", "rep"), (4, 1))}, "does not have --replication 2"),
+    ({"shape": GridShape("1.5d", ("row", "rep"), (4, 2))}, "is not 4 processes"),
+    ({"config": TrainConfig(dataset=DATA, algo="2d", grid="1x4", nprocs=4)}, "is not --grid 1x4"),
+    ({"command": "predict"}, "names a model file exactly when its command is predict"),
+    ({"command": "serve"}, "command must be one of train, predict"),
+    ({"launcher_pid": None}, "only with its launcher's pid"),
+    ({"process": ProcessOptions(0.0)}, "timeout_s must be a positive number"),
+    ({"process": ProcessOptions(threads=0)}, "threads must be a positive integer"),
+    ({"launcher_peak_memory_bytes": -1}, "must be a non-negative integer"),
+])
+def test_every_cross_field_rule_is_refused_in_one_line(changes, words):
+    if "config" in changes and "shape" not in changes and changes["config"].algo == "2d":
+        changes["shape"] = GridShape("2d", ("row", "col"), (2, 2))
+    with pytest.raises(ConfigError, match=words) as info:
+        _spec(**changes)
+    assert "\n" not in str(info.value)
+
+
+def test_a_file_that_is_not_a_spec_ends_a_worker_with_one_line(tmp_path, capsys):
+    from gridgnn.cli.worker import main
+
+    for name, text in [("garbage", "{not json"), ("foreign", '{"format": "x"}'),
+                       ("other-version", json.dumps({**_spec().to_json(), "version": 99})),
+                       ("incomplete", json.dumps({k: v for k, v in _spec().to_json().items() if k != "process"}))]:
+        (tmp_path / name).write_text(text)
+        assert main(str(tmp_path / name)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("gridgnn: error: ") and err.count("\n") == 1, err
+    with pytest.raises(ConfigError, match="different gridgnn versions"):
+        read_spec(tmp_path / "other-version")
+
+
+def test_the_launcher_resolves_once_into_the_spec_a_torchrun_worker_reaches(tmp_path, monkeypatch):
+    """`prepare_for_workers` (the launcher) calls `grid_shape_for` and the auto choice once; a torchrun
+    worker resolving on the same graph gets the same configuration and grid."""
+    from gridgnn.cli.train_cmd import prepare_for_workers
+
+    calls = {"shape": 0, "auto": 0}
+    real_shape, real_choose = resolve.grid_shape_for, resolve.choose_configuration
+
+    def count(key, real):
+        def counted(*args, **kwargs):
+            calls[key] += 1
+            return real(*args, **kwargs)
+        return counted
+
+    monkeypatch.setattr(resolve, "grid_shape_for", count("shape", real_shape))
+    monkeypatch.setattr(resolve, "choose_configuration", count("auto", real_choose))
+    config = TrainConfig(dataset=DATA, algo="auto", comm="auto", nprocs=4, memory_check=False)
+    spec = prepare_for_workers(config, str(tmp_path), ProcessOptions(30.0, 1))
+    assert calls == {"shape": 1, "auto": 1}
+    assert spec.launched_locally and spec.prepared_graph == str(tmp_path) and spec.launcher_peak_memory_bytes > 0
+    assert spec.config.algo != "auto" and spec.config.comm != "auto" and spec.config.auto_reason.startswith(
+        "--algo auto chose")
+    worker, shape, _ = resolve_run(config, load_graph(config), 4)
+    assert (worker, shape) == (spec.config, spec.shape)
+    assert is_prepared(tmp_path)  # the graph the workers memory-map
+
+
+def test_a_local_worker_gets_torchruns_variables_and_the_spec_path_only(monkeypatch):
+    from gridgnn.launch.local import _worker_env, worker_command
+
+    for key in [k for k in os.environ if k.startswith("GRIDGNN_")]:
+        monkeypatch.delenv(key)
+    env = _worker_env(1, 4, 29500, 2)
+    assert not [k for k in env if k.startswith("GRIDGNN_")]
+    assert {k: env[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMP_NUM_THREADS")} == {
+        "RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4", "OMP_NUM_THREADS": "2"}
+    command = worker_command("/tmp/run/run-spec.json")
+    assert command[-1] == "/tmp/run/run-spec.json" and "gridgnn.cli.worker" in command[2]
+
+
+def test_the_spec_is_frozen():
+    spec = _spec()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.shape = None
