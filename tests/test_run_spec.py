@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -29,10 +31,14 @@ def _spec(**changes) -> RunSpec:
     return RunSpec(**{**fields, **changes})
 
 
-def test_the_spec_file_round_trips_and_is_read_without_torch_state(tmp_path):
+def test_the_spec_file_round_trips_and_is_read_before_torch_is_imported(tmp_path):
     spec = _spec()
     path = spec.write(tmp_path)
     assert path.name == SPEC_FILE and read_spec(path) == spec
+    code = ("import sys; import gridgnn.cli.worker; from gridgnn.run_spec import read_spec; "
+            f"read_spec({str(path)!r}); print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr  # a worker whose launcher is gone stops before torch
     document = json.loads(path.read_text())
     assert document["format"] == "gridgnn-run-spec" and document["shape"] == {"algo": "1.5d",
                                                                              "axes": ["row", "rep"],
