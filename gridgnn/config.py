@@ -52,9 +52,10 @@ def model_comms(model: str, comm: str) -> tuple[str, ...]:
     return ("dense",) if model == "gat" else ("dense", "sparse")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
-    """Everything that determines a training run.
+    """Everything that determines a training run (frozen: a changed run is a new one, `dataclasses.replace`,
+    validated again).
 
     Model/optimizer defaults are Kipf & Welling's (2 layers, hidden 16, dropout 0.5, lr 0.01, weight decay
     5e-4, 200 epochs). ``normalize_features=None`` lets the dataset decide (row-normalized bag-of-words
