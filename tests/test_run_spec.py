@@ -113,6 +113,23 @@ def test_the_launcher_resolves_once_into_the_spec_a_torchrun_worker_reaches(tmp_
     assert is_prepared(tmp_path)  # the graph the workers memory-map
 
 
+def test_a_worker_that_resolves_its_own_run_validates_its_grid_once(monkeypatch):
+    """torchrun's case, on a one-process grid: `resolve_run` validates the grid; training, the memory guard
+    and the metrics reuse it."""
+    from gridgnn.train import grid_train, memory_guard
+    from gridgnn.train.run import run_training
+
+    calls = []
+    for module, name in ((resolve, "grid_shape_for"), (grid_train, "grid_shape_for"),
+                         (memory_guard, "resolve_grid")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    run = run_training(TrainConfig(dataset=DATA, algo="2d", comm="auto", epochs=1, quiet=True))
+    assert calls == ["grid_shape_for"] and run.metrics["config"]["grid_shape"] == "1x1"
+    assert run.metrics["config"]["comm"] in ("dense", "sparse") and "--comm auto chose" in run.metrics["config"][
+        "auto_reason"]
+
+
 def test_a_local_worker_gets_torchruns_variables_and_the_spec_path_only(monkeypatch):
     from gridgnn.launch.local import _worker_env, worker_command
 
