@@ -309,7 +309,7 @@ def test_a_fresh_run_refuses_a_folder_holding_another_runs_checkpoints(tmp_path,
 
 def test_comm_summary_of_a_run_resumed_on_a_smaller_grid():
     from gridgnn.cli.train_cmd import format_comm_summary
-    from gridgnn.grid.comm import PHASES
+    from gridgnn.grid.comm_records import PHASES
 
     def epoch(ranks: int) -> dict:
         by_phase = {phase: [8] * ranks for phase in PHASES}

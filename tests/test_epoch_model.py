@@ -15,7 +15,7 @@ from gridgnn.cost.epoch_model import PHASES, ModelSpec, predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
 from gridgnn.cost.spmm_cost import partition_stats, spmm_cost
-from gridgnn.grid.comm import PHASES as COMM_PHASES
+from gridgnn.grid.comm_records import PHASES as COMM_PHASES
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.train.run import load_graph

@@ -357,7 +357,7 @@ _COMM = {"bytes": [8, 8], "calls": [1, 1], "by_phase": None, "calls_by_phase": N
 
 
 def _comm_entry(**change) -> dict:
-    from gridgnn.grid.comm import PHASES
+    from gridgnn.grid.comm_records import PHASES
 
     entry = {**_COMM, "by_phase": {p: [1, 1] for p in PHASES}, "calls_by_phase": {p: [0, 0] for p in PHASES}}
     entry.update(change)
