@@ -33,7 +33,7 @@ from gridgnn.errors import CollectiveError
 from gridgnn.grid.comm_records import PHASES, CommRecord, CommTotals
 from gridgnn.grid.overlap import InFlight, Pending, pipeline
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.peer_errors import clean_text
+from gridgnn.peer_errors import first_line, peer_failure_text
 
 # torch 2.13 renamed the equal-part collectives; older releases (>= 2.4) only have the first names.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -70,9 +70,8 @@ class Communicator:
 
     def lost_peer(self, op: str, axis: str, error: RuntimeError) -> CollectiveError:
         """The one-line `CollectiveError` for collective ``op`` on ``axis`` that failed with ``error``."""
-        first = clean_text((str(error).strip().splitlines() or [type(error).__name__])[0])
-        return CollectiveError(f"{op} on axis '{axis}' (rank {self.grid.rank}) failed: another worker "
-                               f"stopped or did not answer in time ({first[:200]})")
+        return CollectiveError(peer_failure_text(f"{op} on axis '{axis}' (rank {self.grid.rank})",
+                                                 first_line(error, 200)))
 
     def _issue(self, op: str, axis: str, nbytes: int, tensor: torch.Tensor, call,
                then: Callable[[torch.Tensor], object] | None = None) -> Pending:

@@ -16,6 +16,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 
 from gridgnn.errors import CheckpointError, CollectiveError
 from gridgnn.grid.peer_failures import is_peer_failure
+from gridgnn.peer_errors import peer_failure_text
 
 
 def _causes(error: BaseException) -> list[BaseException]:
@@ -38,6 +39,5 @@ def failures_explained(what: str, folder: Path) -> Iterator[None]:
         text = " ".join(str(causes[0]).split())[:300]
         first = f"{type(causes[0]).__name__}: {text}" if text else type(causes[0]).__name__
         if any(is_peer_failure(cause) for cause in causes):
-            raise CollectiveError(f"{what} '{folder}' failed: another worker stopped or did not answer in "
-                                  f"time ({first})") from None
+            raise CollectiveError(peer_failure_text(f"{what} '{folder}'", first)) from None
         raise CheckpointError(f"{what} '{folder}' failed: {first}") from None
