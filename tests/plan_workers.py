@@ -13,11 +13,11 @@ import torch
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.nn import GCN
 from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.sparse.adjacency import gcn_normalize
 from gridgnn.train.distributed import DistributedTrainer
 from gridgnn.train.run import load_graph
 from gridgnn.train.run_distributed import grid_shape_for
