@@ -10,7 +10,7 @@ Two sources, one interface (`GraphStats`):
 - ``GraphStats.from_counts(n, num_edges, ...)``: for graphs too large to load. ``num_edges`` counts stored
   adjacency entries (an undirected edge twice, no self-loops, as ``gridgnn info`` prints ``stored_edges``);
   Â has ``num_edges + n`` entries, assumed spread uniformly over the matrix (`exact=False`): block nnz are
-  the expected ``nnz * rows * cols / n²`` (see `gridgnn.cost.block_stats.uniform_block_nnz`).
+  the expected ``nnz * rows * cols / n²`` rounded to integers.
 
 Pure code, no process group.
 """
