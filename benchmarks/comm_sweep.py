@@ -41,10 +41,10 @@ TINY_ALGOS = ("1d", "2d")
 
 def step_worker(rank: int, world_size: int, config_kwargs: dict, graph, shape_sizes: tuple, steps: int) -> list:
     """This rank's per-step records (bytes and calls by phase, comm and compute seconds)."""
-    from gridgnn.data.transforms import gcn_normalize
     from gridgnn.grid.comm import Communicator
     from gridgnn.grid.process_grid import ProcessGrid
     from gridgnn.parallel.grid_ops import GridOps
+    from gridgnn.sparse.adjacency import gcn_normalize
     from gridgnn.train.distributed import DistributedTrainer
     from gridgnn.train.resolve import grid_shape_for
 

@@ -49,7 +49,7 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.transforms import gcn_normalize
+from gridgnn.sparse.adjacency import gcn_normalize
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 
 DEFAULT_DATASETS = ("cora", "citeseer", "amazon-computers", "rmat:scale=17,edge_factor=16,features=128")

@@ -36,8 +36,8 @@ import torch.nn.functional as F
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.nn import masked_accuracy
+from gridgnn.sparse.adjacency import gcn_normalize
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.trainer import Trainer, deterministic
 

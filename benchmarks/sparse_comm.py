@@ -37,11 +37,11 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.graph import Graph
 from gridgnn.data.registry import load_dataset
 from gridgnn.data.reorder import REORDERS, reorder_graph
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.partition import block_bounds
+from gridgnn.sparse.adjacency import gcn_normalize
 
 DATA = "/work/shared/datasets"
 SAR_KIB = {("amazon-computers", 2): 562, ("amazon-computers", 4): 867}

@@ -17,7 +17,7 @@ _EXPORTS = {
     "GCN": "gridgnn.nn.gcn", "Graph": "gridgnn.data.graph", "load_dataset": "gridgnn.data.registry",
     "TrainConfig": "gridgnn.config", "GridOps": "gridgnn.parallel.grid_ops",
     "ProcessGrid": "gridgnn.grid.process_grid", "resolve_grid": "gridgnn.grid.shape",
-    "masked_cross_entropy": "gridgnn.nn.loss", "normalize_adjacency": "gridgnn.data.transforms:gcn_normalize",
+    "masked_cross_entropy": "gridgnn.nn.loss", "normalize_adjacency": "gridgnn.sparse.adjacency:gcn_normalize",
 }
 
 __all__ = ["__version__", *_EXPORTS]

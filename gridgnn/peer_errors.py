@@ -27,9 +27,26 @@ _SOURCE_PATH = re.compile(r"\[[^\[\]\s]*\.(?:cc|cpp|cu|h|hpp|c):\d+\]\s*")
 """A C++ source location as torch and gloo print them: ``[/path/to/file.cc:123]``."""
 
 
+PEER_STOPPED = "another worker stopped or did not answer"
+"""What every line about a lost or silent peer says (`peer_failure_text`, and the launcher's report)."""
+
+
 def clean_text(text: str) -> str:
     """``text`` without C++ source locations, on one line (whitespace collapsed)."""
     return " ".join(_SOURCE_PATH.sub("", text).split())
+
+
+def first_line(error: BaseException, limit: int | None = None) -> str:
+    """The first non-blank line of ``error``'s text (its type name when there is none), cleaned by
+    `clean_text`, cut to ``limit`` characters when given."""
+    return clean_text((str(error).strip().splitlines() or [type(error).__name__])[0])[:limit]
+
+
+def peer_failure_text(what: str, detail: str) -> str:
+    """The one line for step ``what`` that failed because a peer died or stopped answering:
+    ``"<what> failed: another worker stopped or did not answer in time (<detail>)"``. The only place that
+    builds it (the counted collectives, control collectives and checkpoint steps all use it)."""
+    return f"{what} failed: {PEER_STOPPED} in time ({detail})"
 
 
 def debug_enabled() -> bool:
@@ -54,5 +71,4 @@ def collective_error_line(error: BaseException, *, launcher_speaks: bool = False
     debug_log(error)
     if launcher_speaks or os.environ.get("RANK", "0") != "0":
         return None
-    first = next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
-    return clean_text(first)
+    return first_line(error)

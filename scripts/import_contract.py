@@ -6,8 +6,9 @@ or prints one line and exits 0. Imports inside functions count too: a lazy impor
 Layers, top to bottom; a module may import from its own layer and the layers above it (lower numbers):
 
     0  config, errors, files, limits, gridgnn.__version__
-    1  partition, cost/, grid.shape, grid.placement, sparse.layout, sparse.cut, run_spec   (pure index
-       math, the cost model and the frozen run spec: no torch.distributed)
+    1  partition, cost/, grid.shape, grid.placement, grid.comm_records, sparse.layout, sparse.cut,
+       sparse.adjacency, run_spec   (pure index math, the cost model, the records it shares with the
+       collectives and the frozen run spec: no torch.distributed)
     2  grid/, peer_errors          the process grid and its counted collectives
     3  sparse/                     local kernels and block containers
     4  spmm/, data/                one module per algorithm; graphs, readers, shards
@@ -28,7 +29,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gridgnn"
 LAYERS = {
     "gridgnn.config": 0, "gridgnn.errors": 0, "gridgnn.files": 0, "gridgnn.limits": 0,
     "gridgnn.partition": 1, "gridgnn.cost": 1, "gridgnn.grid.shape": 1, "gridgnn.grid.placement": 1,
-    "gridgnn.sparse.layout": 1, "gridgnn.sparse.cut": 1, "gridgnn.run_spec": 1,
+    "gridgnn.grid.comm_records": 1,
+    "gridgnn.sparse.layout": 1, "gridgnn.sparse.cut": 1, "gridgnn.sparse.adjacency": 1,
+    "gridgnn.run_spec": 1,
     "gridgnn.grid": 2, "gridgnn.peer_errors": 2,
     "gridgnn.sparse": 3,
     "gridgnn.spmm": 4, "gridgnn.data": 4,

@@ -22,7 +22,10 @@ from gridgnn.config import TrainConfig
 from gridgnn.errors import CheckpointError
 from gridgnn.launch.spawn import run_workers
 from gridgnn.train import checkpoint as ckpt
-from gridgnn.train.checkpoint import latest_checkpoint, list_checkpoints, read_manifest, read_weights
+from gridgnn.train.checkpoint import read_weights
+from gridgnn.train.checkpoint_manifest import MANIFEST, read_manifest
+from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
+from gridgnn.train.checkpoint_safe_reader import MetadataUnpickler, VerifiedReader, WeightsOnlyLoadPlanner
 from gridgnn.train.run import run_training
 
 DATA_ROOT = "../shared/datasets"
@@ -70,10 +73,10 @@ def test_keeps_the_newest_checkpoints_and_records_the_run(tmp_path):
 def test_a_crash_while_saving_leaves_the_previous_checkpoint_the_newest(tmp_path, monkeypatch):
     _run(tmp_path, 4, checkpoint_every=2)
 
-    def crash(path, document):
+    def crash(folder, epoch, entries):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ckpt, "_write_manifest", crash)
+    monkeypatch.setattr(ckpt, "write_manifest", crash)  # the save's last step before the rename
     with pytest.raises(CheckpointError, match="No space left"):
         _run(tmp_path, 6, checkpoint_every=2, resume=True)
     monkeypatch.undo()
@@ -125,11 +128,11 @@ def _forbidden_metadata(folder: Path, marker: Path) -> None:
 
 
 def _rehash(folder: Path) -> None:
-    manifest = json.loads((folder / ckpt.MANIFEST).read_text())
+    manifest = json.loads((folder / MANIFEST).read_text())
     for name in manifest["files"]:
         data = (folder / name).read_bytes()
         manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    (folder / ckpt.MANIFEST).write_text(json.dumps(manifest))
+    (folder / MANIFEST).write_text(json.dumps(manifest))
 
 
 def _truncate(folder: Path, name: str) -> None:
@@ -148,7 +151,7 @@ def _metadata_pointing_outside(folder: Path, marker: Path) -> None:
     """Rewrite .metadata so that a data file lies outside the folder (a valid pickle, rehashed manifest)."""
     import pickle
 
-    metadata = ckpt._MetadataUnpickler((folder / ".metadata").open("rb")).load()
+    metadata = MetadataUnpickler((folder / ".metadata").open("rb")).load()
     for info in metadata.storage_data.values():
         info.relative_path = "../" + info.relative_path
     (folder / ".metadata").write_bytes(pickle.dumps(metadata))
@@ -161,9 +164,9 @@ DAMAGE = {
     "flipped-byte": (lambda f, m: _flip_byte(f, "__0_0.distcp"), "does not match its SHA-256"),
     "truncated-metadata": (lambda f, m: _truncate(f, ".metadata"), "truncated or altered"),
     "missing-data-file": (lambda f, m: (f / "__0_0.distcp").unlink(), "is missing"),
-    "no-manifest": (lambda f, m: (f / ckpt.MANIFEST).unlink(), "no gridgnn-checkpoint.json"),
-    "manifest-not-json": (lambda f, m: (f / ckpt.MANIFEST).write_text("{not json"), "not valid JSON"),
-    "manifest-other-format": (lambda f, m: (f / ckpt.MANIFEST).write_text('{"format": "x"}'),
+    "no-manifest": (lambda f, m: (f / MANIFEST).unlink(), "no gridgnn-checkpoint.json"),
+    "manifest-not-json": (lambda f, m: (f / MANIFEST).write_text("{not json"), "not valid JSON"),
+    "manifest-other-format": (lambda f, m: (f / MANIFEST).write_text('{"format": "x"}'),
                               "unknown checkpoint format"),
     "forbidden-pickle": (_forbidden_metadata, "forbidden global"),
     "rehashed-garbage": (lambda f, m: ((f / "__0_0.distcp").write_bytes(b"\0" * 64), _rehash(f)),
@@ -202,8 +205,8 @@ def test_weights_only_planner_refuses_pickled_objects_in_the_state(tmp_path):
         dcp.save({"x": Evil()}, checkpoint_id=str(tmp_path / "raw"), no_dist=True)
         state = {"x": None}
         with pytest.raises(BaseException, match="Weights only load failed|Unsupported global"):
-            dcp.load(state, storage_reader=ckpt._VerifiedReader(tmp_path / "raw"),
-                     planner=ckpt._WeightsOnlyLoadPlanner(), no_dist=True)
+            dcp.load(state, storage_reader=VerifiedReader(tmp_path / "raw"),
+                     planner=WeightsOnlyLoadPlanner(), no_dist=True)
     assert not (tmp_path / "pwned").exists()
 
 
@@ -306,7 +309,7 @@ def test_a_fresh_run_refuses_a_folder_holding_another_runs_checkpoints(tmp_path,
 
 def test_comm_summary_of_a_run_resumed_on_a_smaller_grid():
     from gridgnn.cli.train_cmd import format_comm_summary
-    from gridgnn.grid.comm import PHASES
+    from gridgnn.grid.comm_records import PHASES
 
     def epoch(ranks: int) -> dict:
         by_phase = {phase: [8] * ranks for phase in PHASES}

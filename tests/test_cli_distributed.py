@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from gridgnn.config import TrainConfig
-from gridgnn.grid.comm import PHASES
+from gridgnn.grid.comm_records import PHASES
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.trainer import Trainer
 

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from gridgnn.data import Graph
 from gridgnn.data.generators import csbm, rmat
-from gridgnn.data.transforms import gcn_normalize
+from gridgnn.sparse.adjacency import gcn_normalize
 
 
 def _same(a: Graph, b: Graph) -> bool:

@@ -7,13 +7,12 @@ import pytest
 import scipy.sparse as sp
 
 from gridgnn.data.transforms import (
-    add_self_loops,
     drop_duplicate_edges,
-    gcn_normalize,
     remove_self_loops,
     row_normalize_features,
     symmetrize,
 )
+from gridgnn.sparse.adjacency import add_self_loops, gcn_normalize
 
 # Directed 3-node graph, adj[dst, src]: edges 0 -> 1, 2 -> 1, 1 -> 2.
 SMALL = sp.csr_matrix(np.array([[0, 0, 0], [1, 0, 1], [0, 1, 0]], dtype=np.float32))
@@ -111,3 +110,25 @@ def test_l2_row_normalization_sparse_and_dense() -> None:
     expected = np.array([[0.6, 0.8, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
     assert np.allclose(row_normalize_features(sp.csr_matrix(dense), "l2").toarray(), expected)
     assert np.allclose(row_normalize_features(dense, "l2"), expected)
+
+
+def test_the_cost_model_counts_the_entries_of_the_operators_training_builds() -> None:
+    """One `add_self_loops` behind Â, GAT's pattern and the cost model's count (weights, loops, zeros)."""
+    from types import SimpleNamespace
+
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.data.operators import operator_matrix
+
+    adj = _random_adj(40, 200, seed=5)
+    adj.data[::7] = 0.0  # explicit zeros are not edges
+    adj.data[1::7] = 2.5
+    graph = SimpleNamespace(adj=adj, features=np.zeros((40, 3), np.float32), name="g", num_features=3,
+                            num_classes=2)
+    for self_loops, operators in ((True, ("gcn", "gat")), (False, ("sum", "mean"))):
+        stats = GraphStats.from_graph(graph, self_loops=self_loops)
+        for operator in operators:
+            matrix = operator_matrix(operator, adj)
+            assert stats.nnz == matrix.nnz and np.array_equal(stats.indptr, matrix.indptr), operator
+            assert np.array_equal(np.sort(stats.indices), np.sort(matrix.indices)), operator
+    pattern = add_self_loops((adj != 0).astype(np.int8), dtype=np.int8)
+    assert pattern.dtype == np.int8 and np.array_equal(pattern.diagonal(), np.ones(40))

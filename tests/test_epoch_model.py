@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import plan_workers as pw
 import pytest
+from cost_oracles import block_nnz, spmm_cost
 from model_helpers import random_stats
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.block_stats import block_nnz
 from gridgnn.cost.cagnet import cagnet_broadcast_words
 from gridgnn.cost.epoch_model import PHASES, ModelSpec, predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
-from gridgnn.cost.spmm_cost import partition_stats, spmm_cost
-from gridgnn.grid.comm import PHASES as COMM_PHASES
+from gridgnn.cost.spmm_cost import partition_stats
+from gridgnn.grid.comm_records import PHASES as COMM_PHASES
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.train.resolve import grid_shape_for

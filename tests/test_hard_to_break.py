@@ -41,8 +41,9 @@ from gridgnn.data.prepared import open_prepared, prepare_graph
 from gridgnn.data.registry import load_dataset
 from gridgnn.errors import CheckpointError, ConfigError, DataError
 from gridgnn.launch.orphans import MARKER, PREPARED_PREFIX, remove_orphaned_folders
-from gridgnn.train.checkpoint import MANIFEST, latest_checkpoint, read_manifest
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
+from gridgnn.train.checkpoint_manifest import MANIFEST, read_manifest
+from gridgnn.train.checkpoint_naming import latest_checkpoint
 from gridgnn.train.metrics import write_json_atomic
 from gridgnn.train.nonfinite import decode_nonfinite
 
@@ -356,7 +357,7 @@ _COMM = {"bytes": [8, 8], "calls": [1, 1], "by_phase": None, "calls_by_phase": N
 
 
 def _comm_entry(**change) -> dict:
-    from gridgnn.grid.comm import PHASES
+    from gridgnn.grid.comm_records import PHASES
 
     entry = {**_COMM, "by_phase": {p: [1, 1] for p in PHASES}, "calls_by_phase": {p: [0, 0] for p in PHASES}}
     entry.update(change)

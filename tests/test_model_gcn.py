@@ -6,10 +6,10 @@ import scipy.sparse as sp
 import torch
 from model_helpers import random_graph
 
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.nn import GCN, GCNLayer, SparseFeatures, as_model_input, masked_accuracy, masked_cross_entropy
 from gridgnn.nn.gcn import global_ids, resolve_order
 from gridgnn.nn.layout import LocalLayout
+from gridgnn.sparse.adjacency import gcn_normalize
 from gridgnn.spmm.local import LocalSpMM
 
 

@@ -7,8 +7,8 @@ import torch
 from model_helpers import random_graph, shared_datasets
 
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.nn import GCNLayer, SparseFeatures
+from gridgnn.sparse.adjacency import gcn_normalize
 from gridgnn.spmm.local import LocalSpMM
 
 GCNConv = pytest.importorskip("torch_geometric.nn").GCNConv

@@ -116,7 +116,7 @@ def test_every_algorithm_across_two_hosts_of_four(tmp_path, cora_prepared, cora_
 
 
 def _wait_for_checkpoint(folder: Path, procs, timeout_s: float) -> int:
-    from gridgnn.train.checkpoint import latest_checkpoint
+    from gridgnn.train.checkpoint_naming import latest_checkpoint
 
     deadline = time.monotonic() + timeout_s
     while latest_checkpoint(folder) is None:
@@ -163,7 +163,7 @@ def _resume_on_host_zero(cluster: NetnsCluster | None, prepared: Path, ckpt: Pat
     """Resume on host 0 alone, on another grid (2d 1x2, two workers), two epochs past the newest checkpoint:
     every epoch equals an uninterrupted single-process run's. With ``cluster``: ``gridgnn train --nprocs 2``
     inside host 0's namespace; without: the same workers started by `run_workers` (no launcher process)."""
-    from gridgnn.train.checkpoint import latest_checkpoint
+    from gridgnn.train.checkpoint_naming import latest_checkpoint
 
     saved = int(latest_checkpoint(ckpt).name.split("-")[1])
     if cluster is None:

@@ -56,3 +56,35 @@ def test_other_errors_pass_unchanged(monkeypatch):
 ])
 def test_peer_failures_are_told_from_other_errors(error, peer):
     assert is_peer_failure(error) is peer
+
+
+def test_every_peer_failure_line_is_built_alike_and_keeps_its_text(monkeypatch, capsys):
+    """One formatter (`gridgnn.peer_errors.peer_failure_text`) behind the counted collectives, the control
+    collectives, checkpoint steps, the torchrun line and the launcher's report; the texts are pinned."""
+    import io
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from gridgnn.grid.comm import Communicator
+    from gridgnn.launch.local import EXIT_PEER_FAILED, _report
+    from gridgnn.peer_errors import collective_error_line
+    from gridgnn.train.checkpoint_errors import failures_explained
+
+    told = "Timed out waiting 5000ms for recv operation to complete"
+    peer = "another worker stopped or did not answer"
+    lost = Communicator(SimpleNamespace(rank=3)).lost_peer("broadcast", "row", GLOO_TIMEOUT)
+    assert str(lost) == f"broadcast on axis 'row' (rank 3) failed: {peer} in time ({told})"
+    with pytest.raises(CollectiveError) as info, peer_failures_explained("the barrier after set-up"):
+        raise GLOO_TIMEOUT
+    assert str(info.value) == f"the barrier after set-up failed: {peer} in time ({told})"
+    with pytest.raises(CollectiveError) as info, failures_explained("saving checkpoint", Path("/ck/epoch-00000002")):
+        raise GLOO_TIMEOUT
+    assert str(info.value) == (f"saving checkpoint '/ck/epoch-00000002' failed: {peer} in time (RuntimeError: "
+                               f"[../gloo/transport/tcp/unbound_buffer.cc:78] {told})")
+    monkeypatch.setenv("RANK", "0")
+    assert collective_error_line(RuntimeError(f"\n  {GLOO_TIMEOUT}\nsecond line")) == told
+    assert collective_error_line(RuntimeError("  \n")) == "RuntimeError"
+    capsys.readouterr()
+    _report(1, EXIT_PEER_FAILED, io.StringIO(""), [])
+    assert capsys.readouterr().err == (f"gridgnn: error: worker rank 1 lost contact with another worker (a collective "
+                                       f"failed: {peer}); stopping the other workers\n")

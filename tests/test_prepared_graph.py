@@ -11,9 +11,9 @@ import scipy.sparse as sp
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.prepared import RowBlockCSR, graph_digest, open_prepared, prepare_graph
-from gridgnn.data.transforms import gcn_normalize
 from gridgnn.errors import DataError
-from gridgnn.train.checkpoint import run_fingerprint
+from gridgnn.sparse.adjacency import gcn_normalize
+from gridgnn.train.checkpoint_fingerprint import run_fingerprint
 from gridgnn.train.run import load_graph
 
 

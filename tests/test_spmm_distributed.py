@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import spmm_workers as w
 import torch
+from cost_oracles import block_nnz, spmm_cost
 
-from gridgnn.cost.block_stats import block_nnz
-from gridgnn.cost.spmm_cost import partition_stats, spmm_cost
+from gridgnn.cost.spmm_cost import partition_stats
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 

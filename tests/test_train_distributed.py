@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import train_workers as tw
+from cost_oracles import training_step_spmm_cost
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.epoch_cost import training_step_spmm_cost
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.partition import block_bounds

@@ -44,12 +44,10 @@ from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
 from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.grid.comm_records import PHASES
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
 from gridgnn.partition import block_bounds
-
-PHASES = ("spmm_forward", "spmm_backward", "dense", "weight_grad", "loss", "other")
-"""The phases of `gridgnn.grid.comm.PHASES` (repeated here so the cost model imports no torch code)."""
 
 LOSS_BYTES = 8  # the loss is all-reduced as one float64
 

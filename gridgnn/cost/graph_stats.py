@@ -6,10 +6,11 @@ Two sources, one interface (`GraphStats`):
   Â = D^-1/2 (A + I) D^-1/2 that training uses (the pattern of A plus every missing self-loop), so each
   block's nnz is the one the distributed SpMMs move (`exact=True`). With ``self_loops=False`` it counts the
   pattern of A itself: the ``mean`` and ``sum`` operators of GraphSAGE and GIN (`gridgnn.data.operators`).
+  The self-loops are added by `gridgnn.sparse.adjacency.add_self_loops`, as training adds them.
 - ``GraphStats.from_counts(n, num_edges, ...)``: for graphs too large to load. ``num_edges`` counts stored
   adjacency entries (an undirected edge twice, no self-loops, as ``gridgnn info`` prints ``stored_edges``);
   Â has ``num_edges + n`` entries, assumed spread uniformly over the matrix (`exact=False`): block nnz are
-  the expected ``nnz * rows * cols / n²`` (see `gridgnn.cost.block_stats.uniform_block_nnz`).
+  the expected ``nnz * rows * cols / n²`` rounded to integers.
 
 Pure code, no process group.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.sparse.adjacency import add_self_loops
 from gridgnn.sparse.cut import CHUNK_ENTRIES, checked_column_ids
 
 TABLE_CELLS = 1 << 22
@@ -65,9 +67,8 @@ class GraphStats:
         if normalized_adj is None:
             adj = sp.csr_matrix(graph.adj)
             adj.eliminate_zeros()
-            n = adj.shape[0]
             adj = (adj != 0).astype(np.int8)
-            adj = sp.csr_matrix(adj + sp.identity(n, dtype=np.int8, format="csr") if self_loops else adj)
+            adj = add_self_loops(adj, dtype=np.int8) if self_loops else sp.csr_matrix(adj)
         else:
             adj = normalized_adj
         features = graph.features

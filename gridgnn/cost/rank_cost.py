@@ -1,8 +1,9 @@
 """Vectorized per-rank communication of one distributed SpMM: every rank of the grid at once.
 
-The same closed forms as `gridgnn.cost.spmm_cost` (which prices one rank; the tests check they agree
-rank by rank), restated with numpy over all P ranks and split into *terms*: one (operation, axis) pair
-each, with per-rank calls and bytes, so a machine profile can price each collective by its own α and β.
+The same closed forms as the per-rank test oracle ``tests/cost_oracles.py`` (`spmm_cost`, which prices
+one rank; the tests check they agree rank by rank), restated with numpy over all P ranks and split into
+*terms*: one (operation, axis) pair each, with per-rank calls and bytes, so a machine profile can price each
+collective by its own α and β.
 This is what makes `gridgnn plan` answer for P = 4096 in well under a second per configuration.
 
 Rank order is row-major over the grid axes (`GridShape.coords`): ``rank = i*c + k`` on 1.5D,

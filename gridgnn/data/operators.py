@@ -3,7 +3,7 @@
 =========  ===============================  ===================================================
 operator   matrix (n x n, CSR float32)       used by
 =========  ===============================  ===================================================
-``gcn``    Â = D^-1/2 (A + I) D^-1/2         GCN (`gridgnn.data.transforms.gcn_normalize`)
+``gcn``    Â = D^-1/2 (A + I) D^-1/2         GCN (`gridgnn.sparse.adjacency.gcn_normalize`)
 ``mean``   D_in⁻¹ A (row i: 1/deg_in(i))      GraphSAGE-mean; an isolated row stays empty (zeros)
 ``sum``    A (0/1)                           GIN (sum over in-neighbours)
 ``gat``    pattern of A + I (0/1)            GAT: the edges attention runs on (PyG's GATConv adds self-loops)
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.data.transforms import gcn_normalize
+from gridgnn.sparse.adjacency import add_self_loops, gcn_normalize
 
 OPERATORS = ("gcn", "mean", "sum", "gat")
 """Operator names, in the order of the table above."""
@@ -53,6 +53,6 @@ def operator_matrix(operator: str, adj: sp.spmatrix) -> sp.csr_matrix:
     if operator == "sum":
         return pattern(adj)
     if operator == "gat":
-        return pattern(pattern(adj) + sp.identity(adj.shape[0], dtype=np.float32, format="csr"))
+        return pattern(add_self_loops(pattern(adj)))
     raise ValueError(f"operator must be one of {', '.join(OPERATORS)}; got {operator!r}")
 

@@ -1,7 +1,8 @@
 """Whole-graph transforms, applied once before sharding. Each returns a new object; inputs are not modified.
 
 Orientation (as in `Graph`): ``adj[dst, src] != 0`` for an edge src -> dst, so row i lists the
-in-neighbours of node i.
+in-neighbours of node i. Self-loops and the GCN normalization Â are `gridgnn.sparse.adjacency` (pure, shared
+with the cost model).
 """
 
 from __future__ import annotations
@@ -9,17 +10,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.sparse.adjacency import row_ids
+
 
 def _csr(adj: sp.spmatrix, dtype: type = np.float32) -> sp.csr_matrix:
     """A canonical CSR copy (summed duplicates, sorted column ids) of a square matrix."""
     out = sp.csr_matrix(adj, dtype=dtype, copy=True)
     out.sum_duplicates()
     return out
-
-
-def _row_ids(adj: sp.csr_matrix) -> np.ndarray:
-    """Row id of every stored entry, shape (nnz,)."""
-    return np.repeat(np.arange(adj.shape[0], dtype=adj.indices.dtype), np.diff(adj.indptr))
 
 
 def symmetrize(adj: sp.spmatrix) -> sp.csr_matrix:
@@ -45,42 +43,12 @@ def drop_duplicate_edges(adj: sp.spmatrix) -> sp.csr_matrix:
 def remove_self_loops(adj: sp.spmatrix) -> sp.csr_matrix:
     """CSR copy of `adj` (n, n) without diagonal entries."""
     a = _csr(adj, dtype=adj.dtype)
-    rows = _row_ids(a)
+    rows = row_ids(a)
     keep = a.indices != rows
     counts = np.bincount(rows[keep], minlength=a.shape[0])
     indptr = np.zeros(a.shape[0] + 1, dtype=a.indptr.dtype)
     np.cumsum(counts, out=indptr[1:])
     return sp.csr_matrix((a.data[keep], a.indices[keep], indptr), shape=a.shape)
-
-
-def add_self_loops(adj: sp.spmatrix, fill_value: float = 1.0) -> sp.csr_matrix:
-    """CSR copy of `adj` (n, n) in which every node without a self-loop gets one of weight `fill_value`.
-
-    Existing self-loops keep their weight (PyG's ``add_remaining_self_loops``, which ``gcn_norm`` uses); for
-    a loop-free adjacency the result is exactly ``A + fill_value * I``.
-    """
-    a = _csr(adj, dtype=np.result_type(adj.dtype, np.float32))
-    missing = a.diagonal() == 0
-    out = (a + sp.diags(np.where(missing, fill_value, 0.0).astype(a.dtype), format="csr")).tocsr()
-    out.eliminate_zeros()
-    out.sort_indices()
-    return out
-
-
-def gcn_normalize(adj: sp.spmatrix) -> sp.csr_matrix:
-    """Â = D^-1/2 (A + I) D^-1/2 as CSR float32 of shape (n, n), D = diag of the row sums of A + I.
-
-    Rows are targets, so D is the in-degree + 1: for directed graphs this equals PyG's ``gcn_norm``
-    (which normalizes at the target with flow source_to_target). Self-loops already present keep their
-    weight instead of gaining one more (see `add_self_loops`). Computed in float64, stored as float32.
-    """
-    a = add_self_loops(sp.csr_matrix(adj, dtype=np.float64))
-    degree = np.asarray(a.sum(axis=1)).ravel()
-    inv_sqrt = np.zeros_like(degree)
-    positive = degree > 0
-    inv_sqrt[positive] = 1.0 / np.sqrt(degree[positive])
-    data = a.data * inv_sqrt[_row_ids(a)] * inv_sqrt[a.indices]
-    return sp.csr_matrix((data.astype(np.float32), a.indices.copy(), a.indptr.copy()), shape=a.shape)
 
 
 def row_normalize_features(features: np.ndarray | sp.spmatrix, norm: str = "l1") -> np.ndarray | sp.csr_matrix:
@@ -98,7 +66,7 @@ def row_normalize_features(features: np.ndarray | sp.spmatrix, norm: str = "l1")
         norms = np.asarray(squared.sum(axis=1), dtype=np.float64).ravel()
         norms = np.sqrt(norms) if norm == "l2" else norms
         scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-        x.data = (x.data * scale[_row_ids(x)]).astype(np.float32)
+        x.data = (x.data * scale[row_ids(x)]).astype(np.float32)
         return x
     x = np.asarray(features, dtype=np.float64)
     norms = np.linalg.norm(x, ord=1 if norm == "l1" else 2, axis=1, keepdims=True)

@@ -15,9 +15,9 @@ all-to-all        the bytes this process receives from the others (its own part 
 All-gather and reduce-scatter pad every part to the largest one (NCCL and gloo need equal parts), and the
 padding is counted: it is really sent. A collective on a group of one process is skipped and not recorded.
 
-Time: each record has ``seconds`` (from issue to completion) and ``exposed_seconds`` (how long the caller was
-blocked by it). They are equal for a blocking collective; for one issued with `broadcast_async` /
-`reduce_async` and overlapped with computation (`pipeline`, `InFlight`), the difference is the hidden part.
+Records (`CommRecord`, `CommTotals`, `PHASES`) are `gridgnn.grid.comm_records`; the overlap scheduler
+(`Pending`, `InFlight`, `pipeline`), which issues these collectives asynchronously and waits for them behind
+the computation, is `gridgnn.grid.overlap`.
 """
 
 from __future__ import annotations
@@ -25,130 +25,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
 from gridgnn.errors import CollectiveError
+from gridgnn.grid.comm_records import PHASES, CommRecord, CommTotals
+from gridgnn.grid.overlap import InFlight, Pending, pipeline
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.peer_errors import clean_text
+from gridgnn.peer_errors import first_line, peer_failure_text
 
 # torch 2.13 renamed the equal-part collectives; older releases (>= 2.4) only have the first names.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-
-PHASES = ("spmm_forward", "spmm_backward", "dense", "weight_grad", "loss", "other")
-
-
-@dataclass(frozen=True)
-class CommRecord:
-    """One collective as seen by this rank."""
-
-    op: str
-    axis: str
-    group_size: int
-    bytes: int
-    seconds: float
-    phase: str
-    exposed_seconds: float | None = None
-
-    @property
-    def blocked_seconds(self) -> float:
-        """Seconds the caller waited for this collective (all of it unless it was overlapped)."""
-        return self.seconds if self.exposed_seconds is None else self.exposed_seconds
-
-
-@dataclass
-class CommTotals:
-    """Sums over a list of records: bytes and calls overall and per phase."""
-
-    bytes: int = 0
-    calls: int = 0
-    seconds: float = 0.0
-    exposed_seconds: float = 0.0
-    bytes_by_phase: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
-    calls_by_phase: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
-
-    @classmethod
-    def of(cls, records: list[CommRecord]) -> CommTotals:
-        totals = cls()
-        for rec in records:
-            totals.bytes += rec.bytes
-            totals.calls += 1
-            totals.seconds += rec.seconds
-            totals.exposed_seconds += rec.blocked_seconds
-            totals.bytes_by_phase[rec.phase] += rec.bytes
-            totals.calls_by_phase[rec.phase] += 1
-        return totals
-
-
-class Pending:
-    """An issued asynchronous collective. `wait()` blocks until it is done and returns ``then(tensor)``
-    (the tensor by default); it is recorded then, with the phase that was current at issue."""
-
-    def __init__(self, comm: Communicator, work, op: str, axis: str, nbytes: int, tensor: torch.Tensor,
-                 then: Callable[[torch.Tensor], object] | None = None):
-        self.comm, self.work, self.op, self.axis, self.nbytes = comm, work, op, axis, nbytes
-        self.tensor, self.then, self.phase = tensor, then, comm._phase
-        self.start, self._done_at = time.perf_counter(), None
-        self._result = None
-        if work is not None:
-            try:  # completion time, seen from the communication thread (not supported everywhere)
-                work.get_future().add_done_callback(self._mark_done)
-            except (RuntimeError, AttributeError, NotImplementedError):
-                pass
-
-    def _mark_done(self, _future) -> None:
-        self._done_at = time.perf_counter()
-
-    def wait(self) -> object:
-        if self.work is not None:
-            blocked_from = time.perf_counter()
-            try:
-                self.work.wait()
-            except RuntimeError as error:
-                raise self.comm._lost_peer(self.op, self.axis, error) from error
-            if self.comm.grid.device.type == "cuda":
-                torch.cuda.synchronize(self.comm.grid.device)
-            now = time.perf_counter()
-            exposed = now - blocked_from
-            # Lifetime: issue to completion (seen by the communication thread), never less than the wait.
-            total = max(min(self._done_at or now, now) - self.start, exposed)
-            self.comm.records.append(CommRecord(self.op, self.axis, self.comm.grid.size(self.axis), self.nbytes,
-                                                total, self.phase, exposed))
-            self.work = None
-            self._result = self.then(self.tensor) if self.then is not None else self.tensor
-        elif self._result is None:
-            self._result = self.then(self.tensor) if self.then is not None else self.tensor
-        return self._result
-
-
-class InFlight:
-    """Collectives issued after the computation that feeds them (e.g. reduces of partial products): with
-    overlap, `add` leaves the new one running while the caller computes the next part, and waits for the
-    one before; without, it waits at once. `drain` (or leaving the ``with`` block) waits for the rest."""
-
-    def __init__(self, overlap: bool):
-        self.overlap, self.pending = overlap, []
-
-    def add(self, pending: Pending) -> None:
-        self.pending.append(pending)
-        keep = 1 if self.overlap else 0
-        while len(self.pending) > keep:
-            self.pending.pop(0).wait()
-
-    def drain(self) -> None:
-        while self.pending:
-            self.pending.pop(0).wait()
-
-    def __enter__(self) -> InFlight:
-        return self
-
-    def __exit__(self, kind, value, traceback) -> None:
-        if kind is None:
-            self.drain()
-
 
 class Communicator:
     """Collectives on the axes of a `ProcessGrid`, each recorded with the current phase tag.
@@ -165,30 +54,24 @@ class Communicator:
         self._phase = "other"
 
     def pipeline(self, stages: Iterable, issue: Callable[[object], object]) -> Iterator[tuple]:
-        """Yield ``(stage, results)`` for each stage, where ``issue(stage)`` starts that stage's collectives
-        (a `Pending`, a tuple of them, or None) and ``results`` is what they deliver once waited for.
-
-        With overlap, stage s + 1 is issued before stage s is handed to the caller (double buffering: two
-        stages' receive buffers are alive at once); without, each stage is issued and waited for in turn.
-        Every process of the groups involved must iterate the same stages.
-        """
-        stages = list(stages)
-        ahead = issue(stages[0]) if stages and self.overlap else None
-        for index, stage in enumerate(stages):
-            current = ahead if self.overlap else issue(stage)
-            results = _wait_all(current)
-            if self.overlap and index + 1 < len(stages):
-                ahead = issue(stages[index + 1])
-            yield stage, results
+        """`gridgnn.grid.overlap.pipeline` with this communicator's ``overlap``: yields ``(stage, results)``,
+        ``issue(stage)`` starting that stage's collectives. Every process of the groups involved must iterate
+        the same stages."""
+        return pipeline(stages, issue, self.overlap)
 
     def in_flight(self) -> InFlight:
         """An `InFlight` for collectives issued behind the computation (see there)."""
         return InFlight(self.overlap)
 
-    def _lost_peer(self, op: str, axis: str, error: RuntimeError) -> CollectiveError:
-        first = clean_text((str(error).strip().splitlines() or [type(error).__name__])[0])
-        return CollectiveError(f"{op} on axis '{axis}' (rank {self.grid.rank}) failed: another worker "
-                               f"stopped or did not answer in time ({first[:200]})")
+    @property
+    def current_phase(self) -> str:
+        """The phase tag collectives issued now are recorded with (`phase`)."""
+        return self._phase
+
+    def lost_peer(self, op: str, axis: str, error: RuntimeError) -> CollectiveError:
+        """The one-line `CollectiveError` for collective ``op`` on ``axis`` that failed with ``error``."""
+        return CollectiveError(peer_failure_text(f"{op} on axis '{axis}' (rank {self.grid.rank})",
+                                                 first_line(error, 200)))
 
     def _issue(self, op: str, axis: str, nbytes: int, tensor: torch.Tensor, call,
                then: Callable[[torch.Tensor], object] | None = None) -> Pending:
@@ -198,7 +81,7 @@ class Communicator:
         try:
             work = call(self.grid.group(axis))
         except RuntimeError as error:
-            raise self._lost_peer(op, axis, error) from error
+            raise self.lost_peer(op, axis, error) from error
         return Pending(self, work, op, axis, nbytes, tensor, then)
 
     def broadcast_async(self, tensor: torch.Tensor, axis: str, root: int,
@@ -263,7 +146,7 @@ class Communicator:
         try:
             call(self.grid.group(axis))
         except RuntimeError as error:  # gloo and NCCL report a lost or silent peer as RuntimeError
-            raise self._lost_peer(op, axis, error) from error
+            raise self.lost_peer(op, axis, error) from error
         if self.grid.device.type == "cuda":
             torch.cuda.synchronize(self.grid.device)
         self.records.append(CommRecord(op, axis, p, nbytes, time.perf_counter() - start, self._phase))
@@ -324,15 +207,6 @@ class Communicator:
         self._run("reduce_scatter", axis, (p - 1) * _nbytes(out),
                   lambda g: _reduce_scatter_single(out, stacked, group=g))
         return out[: row_counts[self.grid.index(axis)]]
-
-
-def _wait_all(pending):
-    """Wait for a `Pending`, a tuple of them (and Nones), or None; returns what they deliver."""
-    if pending is None:
-        return None
-    if isinstance(pending, tuple):
-        return tuple(p.wait() if p is not None else None for p in pending)
-    return pending.wait()
 
 
 def _nbytes(tensor: torch.Tensor) -> int:

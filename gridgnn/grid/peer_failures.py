@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import torch.distributed as dist
 
 from gridgnn.errors import CollectiveError
-from gridgnn.peer_errors import clean_text
+from gridgnn.peer_errors import first_line, peer_failure_text
 
 
 def is_peer_failure(error: BaseException) -> bool:
@@ -36,6 +36,4 @@ def peer_failures_explained(what: str) -> Iterator[None]:
     except RuntimeError as error:
         if isinstance(error, CollectiveError) or not is_peer_failure(error):
             raise
-        first = clean_text((str(error).strip().splitlines() or [type(error).__name__])[0])
-        raise CollectiveError(f"{what} failed: another worker stopped or did not answer in time "
-                              f"({first[:200]})") from error
+        raise CollectiveError(peer_failure_text(what, first_line(error, 200))) from error

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import gridgnn
 from gridgnn.launch.spawn import free_port
+from gridgnn.peer_errors import PEER_STOPPED
 
 EXIT_USAGE = 2
 """A worker's status for bad input (`gridgnn.cli.main.EXIT_USAGE`)."""
@@ -190,7 +191,7 @@ def _report(rank: int, code: int, log, silent: list[tuple[int, str]]) -> None:
     if code < 0:
         how = f"was killed by {signal.Signals(-code).name}"
     elif code == EXIT_PEER_FAILED:
-        how = "lost contact with another worker (a collective failed: another worker stopped or did not answer)"
+        how = f"lost contact with another worker (a collective failed: {PEER_STOPPED})"
     else:
         how = f"failed with status {code}"
     print(f"gridgnn: error: worker rank {rank} {how}; stopping the other workers", file=sys.stderr)

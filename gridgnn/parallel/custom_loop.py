@@ -25,7 +25,7 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     """
     import torch.distributed as dist
 
-    from gridgnn.data.transforms import gcn_normalize
+    from gridgnn.data.operators import operator_matrix
     from gridgnn.grid.comm import Communicator
     from gridgnn.grid.process_grid import ProcessGrid
     from gridgnn.grid.shape import resolve_grid
@@ -33,7 +33,7 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
     shape = resolve_grid(algo, world, replication=replication if algo == "1.5d" else None, grid=grid)
     process_grid = ProcessGrid.create(shape)
-    adj = gcn_normalize(adjacency) if normalize else sp.csr_matrix(adjacency)
+    adj = operator_matrix("gcn", adjacency) if normalize else sp.csr_matrix(adjacency)
     return GridOps(process_grid, Communicator(process_grid), adj)
 
 

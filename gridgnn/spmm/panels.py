@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from gridgnn.grid.comm import Communicator, Pending
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.overlap import Pending
 from gridgnn.sparse.csr import PackedLayout, SparseBlock
 from gridgnn.sparse.packed import PackedPanel
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gridgnn.grid.comm import Communicator, Pending
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.overlap import Pending
 from gridgnn.spmm.row_exchange import exchange_wanted
 
 

@@ -11,7 +11,7 @@ distributed run (`gridgnn.train.grid_train.merge_epoch_comm`): per-rank lists of
 
 from __future__ import annotations
 
-from gridgnn.grid.comm import PHASES
+from gridgnn.grid.comm_records import PHASES
 
 RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
 _RANK_LISTS = ("bytes", "calls")

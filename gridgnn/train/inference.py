@@ -24,7 +24,8 @@ from gridgnn.nn.export import ModelFileError, build_model, load_model
 from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.checkpoint import read_manifest, read_weights
+from gridgnn.train.checkpoint import read_weights
+from gridgnn.train.checkpoint_manifest import read_manifest
 from gridgnn.train.distributed import _model_input
 
 

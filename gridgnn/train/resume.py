@@ -4,7 +4,8 @@ A run with ``checkpoint_dir`` saves after every ``checkpoint_every``-th epoch an
 resumes from the newest checkpoint there when asked (``resume``) or, by itself, when torchrun restarted the
 job (``TORCHELASTIC_RESTART_COUNT`` > 0, i.e. ``torchrun --max-restarts N``). Resuming restores the weights,
 Adam's state, the RNG state and the history of earlier epochs, so the finished run has the same weights and
-metrics as one that was never interrupted. Storage, atomicity and verification are `gridgnn.train.checkpoint`.
+metrics as one that was never interrupted. Storage and atomicity are `gridgnn.train.checkpoint`, verification
+`gridgnn.train.checkpoint_manifest`, what a checkpoint belongs to `gridgnn.train.checkpoint_fingerprint`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
+from gridgnn.train.checkpoint_fingerprint import check_compatible, run_fingerprint
+from gridgnn.train.checkpoint_manifest import read_manifest
+from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
 
 
 def _store():
-    """`gridgnn.train.checkpoint`, imported on first use: it loads ``torch.distributed.checkpoint`` (about a
-    second per process), which a run without ``checkpoint_dir`` never needs."""
+    """`gridgnn.train.checkpoint` (saving and loading), imported on first use: it loads
+    ``torch.distributed.checkpoint`` (about a second per process), which a run without ``checkpoint_dir``
+    never needs."""
     from gridgnn.train import checkpoint
 
     return checkpoint
@@ -65,7 +70,7 @@ def check_checkpoint_dir(config: TrainConfig) -> None:
         raise ConfigError(f"{where}: '{existing}' is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{where}: '{existing}' is not writable")
-    found = _store().list_checkpoints(target)
+    found = list_checkpoints(target)
     if found and not (config.resume or restarted_by_torchrun()):
         raise ConfigError(f"{where}: it holds checkpoints of another run (newest: epoch {found[-1][0]}); pass "
                           "--resume to continue that run, or choose an empty folder")
@@ -80,9 +85,9 @@ def checkpoint_to_resume(config: TrainConfig) -> Path | None:
     """
     if config.checkpoint_dir is None or not (config.resume or restarted_by_torchrun()):
         return None
-    path = _store().latest_checkpoint(config.checkpoint_dir)
+    path = latest_checkpoint(config.checkpoint_dir)
     if path is not None:
-        _store().read_manifest(path)
+        read_manifest(path)
     return path
 
 
@@ -91,8 +96,8 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
 
     Collective on the world when a process group exists (every rank loads the replicated state).
     """
-    manifest = _store().read_manifest(path)
-    _store().check_compatible(manifest, _store().run_fingerprint(config, graph), path)
+    manifest = read_manifest(path)
+    check_compatible(manifest, run_fingerprint(config, graph), path)
     if manifest["epoch"] > config.epochs:
         raise CheckpointError(f"checkpoint '{path}' is at epoch {manifest['epoch']}, past --epochs "
                               f"{config.epochs}; ask for at least {manifest['epoch']} epochs")
@@ -148,7 +153,7 @@ class EpochSaver:
     def __init__(self, config: TrainConfig, graph: Graph, trainer: Trainer, grid: dict,
                  comm_so_far: Callable[[], list[dict] | None] = lambda: None):
         self.config, self.trainer, self.grid, self.comm_so_far = config, trainer, grid, comm_so_far
-        self.fingerprint = _store().run_fingerprint(config, graph)
+        self.fingerprint = run_fingerprint(config, graph)
 
     def __call__(self, epoch: int, result: TrainResult) -> None:
         if epoch % self.config.checkpoint_every and epoch != self.config.epochs:

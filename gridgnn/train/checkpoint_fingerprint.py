@@ -1,0 +1,59 @@
+"""What a checkpoint belongs to: the run fingerprint, and the check that a checkpoint fits the run resuming
+it (not collective)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gridgnn.config import TrainConfig
+from gridgnn.data.graph import Graph
+from gridgnn.data.prepared import PreparedGraph, graph_digest
+from gridgnn.errors import CheckpointError
+from gridgnn.train.checkpoint_manifest import MANIFEST
+
+
+def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
+    """What a checkpoint must share with the run that resumes it: the dataset (sizes and a digest of the
+    adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``/``gat``, its widths
+    and options) and the optimizer settings.
+
+    The grid (algorithm, P, replication, shape), the product order and the number of epochs may change.
+    """
+    digest = graph.digest if isinstance(graph, PreparedGraph) else graph_digest(graph)
+    return {
+        "dataset": {"name": graph.name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
+                    "num_features": graph.num_features, "num_classes": graph.num_classes,
+                    "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
+                    "digest": digest},
+        "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
+                  "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
+                  "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
+                  "output_heads": config.output_heads, "attn_dropout": config.attn_dropout},
+        "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay},
+    }
+
+
+_BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
+                       ("model", "gin_train_eps"): False, ("model", "heads"): 1, ("model", "output_heads"): 1,
+                       ("model", "attn_dropout"): 0.0}
+"""What a checkpoint written before model kinds existed (no such fields) holds: a GCN."""
+
+
+def check_compatible(manifest: dict, current: dict, path: Path) -> None:
+    """Raise `CheckpointError` naming the first field where the checkpoint's fingerprint differs."""
+    saved = manifest["fingerprint"]
+    for group, fields in current.items():
+        recorded = saved.get(group)
+        if not isinstance(recorded, dict):
+            raise CheckpointError(f"checkpoint '{path}': {MANIFEST} is malformed (fingerprint {group})")
+        for name, value in fields.items():
+            before = recorded.get(name, _BEFORE_MODEL_KINDS.get((group, name)))
+            if before != value:
+                what = "content" if name == "digest" else name
+                raise CheckpointError(
+                    f"checkpoint '{path}' belongs to another run: {group} {what} is {_show(before)} there and "
+                    f"{_show(value)} here (the grid, order and epochs may change; the data and model may not)")
+
+
+def _show(value: object) -> str:
+    return f"{value[:12]}…" if isinstance(value, str) and len(value) == 64 else repr(value)
