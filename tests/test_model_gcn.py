@@ -9,7 +9,7 @@ from model_helpers import random_graph
 from gridgnn.data.transforms import gcn_normalize
 from gridgnn.nn import GCN, GCNLayer, SparseFeatures, as_model_input, masked_accuracy, masked_cross_entropy
 from gridgnn.nn.gcn import global_ids, resolve_order
-from gridgnn.nn.layout import LocalLayout
+from gridgnn.nn.layout import LocalLayout, as_layout
 from gridgnn.spmm.local import LocalSpMM
 
 
@@ -70,17 +70,22 @@ def test_layer_without_bias_and_extra_repr():
     assert layer(torch.ones(3, 4), lambda h: h).shape == (3, 2)
 
 
-def test_global_ids_come_from_the_aggregation_layout():
-    class BlockAgg:
+def test_global_ids_come_from_the_layout():
+    class BlockLayout(LocalLayout):  # rows 10..19 and the second half of the columns, as a grid rank's
         row_range = (10, 20)
 
         def col_range(self, width):
             return (width // 2, width)
 
-    rows, cols = global_ids(BlockAgg(), 8, torch.device("cpu"))
+    rows, cols = global_ids(BlockLayout(lambda h: h, "gcn", 10), 8, torch.device("cpu"))
     assert rows.tolist() == list(range(10, 20)) and cols.tolist() == [4, 5, 6, 7]
-    rows, cols = global_ids(LocalLayout(lambda h: h, "gcn"), 8, torch.device("cpu"))  # one process, no row count
-    assert rows is None and cols.tolist() == list(range(8))
+    layout = as_layout(lambda h: h, "gcn", 5)  # one process, a plain callable: all rows of the input
+    rows, cols = global_ids(layout, 8, torch.device("cpu"))
+    assert rows.tolist() == list(range(5)) and cols.tolist() == list(range(8))
+    layout.set_vertex_order([3, 0, 4, 1, 2])  # a reordered graph: its rows keep their original ids
+    assert global_ids(layout, 8, torch.device("cpu"))[0].tolist() == [3, 0, 4, 1, 2]
+    with pytest.raises(TypeError, match="num_nodes"):
+        LocalLayout(lambda h: h, "gcn")
 
 
 def test_masked_loss_and_accuracy():

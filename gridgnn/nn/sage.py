@@ -40,7 +40,7 @@ class SAGELayer(nn.Module):
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
         """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
         ``layout``: a `Layout`, or a plain single-process callable ``x -> M x``."""
-        layout = as_layout(layout, self.operator)
+        layout = as_layout(layout, self.operator, h.shape[0])
         if self.order == "transform-first":
             neigh = layout.aggregate(layout.linear(h, self.weight_neigh))
         else:

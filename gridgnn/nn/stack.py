@@ -97,7 +97,7 @@ class LayerStack(nn.Module):
         ``layout``: a `Layout`, or a plain callable ``x -> M x`` (one process). ``epoch`` selects the
         dropout masks (ignored in eval mode).
         """
-        layout = as_layout(layout, self.operator)
+        layout = as_layout(layout, self.operator, x.shape[0])
         stream = {"seed": self.seed, "epoch": epoch, "training": self.training}
         h: Tensor | SparseBlock
         if isinstance(x, SparseFeatures):
