@@ -7,6 +7,7 @@ import torch
 from model_helpers import random_graph
 
 from gridgnn.data.transforms import gcn_normalize
+from gridgnn.errors import ConfigError
 from gridgnn.nn import GCN, GCNLayer, SparseFeatures, as_model_input, masked_accuracy, masked_cross_entropy
 from gridgnn.nn.gcn import global_ids, resolve_order
 from gridgnn.nn.layout import LocalLayout, as_layout
@@ -20,6 +21,18 @@ def test_auto_order_puts_the_narrower_width_through_the_spmm():
     assert resolve_order("aggregate-first", 1433, 16) == "aggregate-first"
     model = GCN(100, 16, 7, num_layers=3)
     assert [layer.order for layer in model.layers] == ["transform-first", "aggregate-first", "transform-first"]
+    with pytest.raises(ConfigError, match="order must be one of"):
+        GCN(100, 16, 7, order="sideways")
+
+
+def test_the_order_rule_has_one_home_read_by_models_and_cost_model():
+    import gridgnn.config
+    import gridgnn.cost.epoch_cost
+    import gridgnn.cost.epoch_model
+
+    assert resolve_order is gridgnn.config.resolve_order
+    assert gridgnn.cost.epoch_cost.resolve_order is resolve_order is gridgnn.cost.epoch_model.resolve_order
+    assert gridgnn.cost.epoch_cost.spmm_widths([1433, 16, 64, 7], "auto") == ([16, 16, 7], [16, 16, 7])
 
 
 def _forward_and_grads(graph, order, *, sparse):

@@ -12,20 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gridgnn.config import resolve_order
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo, spmm_cost
 from gridgnn.grid.shape import GridShape
-
-ORDERS = ("auto", "aggregate-first", "transform-first")
-
-
-def resolve_order(order: str, in_channels: int, out_channels: int) -> str:
-    """``aggregate-first`` or ``transform-first`` for one layer; ``auto`` sends the narrower width
-    through the SpMM (transform first when ``out_channels < in_channels``)."""
-    if order == "auto":
-        return "transform-first" if out_channels < in_channels else "aggregate-first"
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
-    return order
 
 
 def spmm_widths(widths: list[int], order: str) -> tuple[list[int], list[int]]:

@@ -11,8 +11,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from gridgnn.config import resolve_order
 from gridgnn.nn.layout import Layout, as_layout, global_ids
-from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
+from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
 __all__ = ["GCN", "Aggregation", "GCNLayer", "global_ids", "resolve_order"]

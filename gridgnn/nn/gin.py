@@ -12,8 +12,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from gridgnn.config import resolve_order
 from gridgnn.nn.layout import Layout, as_layout
-from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
+from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
 
