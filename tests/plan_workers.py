@@ -13,10 +13,10 @@ import torch
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
-from gridgnn.data.transforms import gcn_normalize
+from gridgnn.data.operators import operator_matrix
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.nn import GCN
+from gridgnn.nn import GCN, operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.distributed import DistributedTrainer
 from gridgnn.train.run import load_graph
@@ -28,7 +28,8 @@ def step_comm_worker(rank: int, world_size: int, config_kwargs: dict, steps: int
     config = TrainConfig(**config_kwargs)
     graph = load_graph(config)
     grid = ProcessGrid.create(grid_shape_for(config, world_size))
-    ops = GridOps(grid, Communicator(grid), gcn_normalize(graph.adj))
+    operator = operator_of(config.model)
+    ops = GridOps(grid, Communicator(grid), operator_matrix(operator, graph.adj), operator=operator)
     trainer = DistributedTrainer(config, graph, ops)
     for epoch in range(1, steps + 1):
         trainer.train_step(epoch)
@@ -75,12 +76,13 @@ def memory_worker(rank: int, world_size: int, config_kwargs: dict, graph, steps:
     _warm_up_libraries()
     _libc_release_freed_memory()
     config = TrainConfig(**config_kwargs)
-    adj = gcn_normalize(graph.adj)
+    operator = operator_of(config.model)
+    adj = operator_matrix(operator, graph.adj)
     grid = ProcessGrid.create(grid_shape_for(config, world_size))
     dist.barrier()
     _libc_release_freed_memory()
     baseline = _status_kib("VmRSS")
-    ops = GridOps(grid, Communicator(grid), adj)
+    ops = GridOps(grid, Communicator(grid), adj, operator=operator)
     trainer = DistributedTrainer(config, graph, ops)
     _libc_release_freed_memory()
     after_build = _status_kib("VmRSS")
