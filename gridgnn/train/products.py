@@ -63,7 +63,7 @@ def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainRe
     if not wants_products(config):
         return
     epoch = select_weights(trainer.model, result, config.weights)
-    write_vertex_outputs(trainer.model, trainer.features, trainer.agg, graph, predictions_out=config.predictions_out,
+    write_vertex_outputs(trainer.model, trainer.features, trainer.layout, graph, predictions_out=config.predictions_out,
                          embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
     if config.save_model is not None and rank == 0:
         info = {"epoch": epoch, "weights": config.weights, "dataset": graph.name,
