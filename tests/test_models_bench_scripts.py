@@ -28,7 +28,7 @@ def test_accuracy_models_and_speed_scripts_tiny(tmp_path):
     accuracy = _load("accuracy_models")
     records = accuracy.main(["--dataset", TINY, "--seeds", "2", "--max-epochs", "2", "--json",
                              str(tmp_path / "a.json"), "--markdown", str(tmp_path / "a.md")])
-    assert [r["model"] for r in records] == ["sage", "gin", "pyg-gin"]
+    assert [r["model"] for r in records] == ["sage", "gat", "gin", "pyg-gin"]
     assert all(len(r["test_acc"]) == 2 and 0.0 <= r["mean"] <= 1.0 for r in records)
     assert json.loads((tmp_path / "a.json").read_text())["records"][0]["dataset"] == TINY
     assert "| sage |" in (tmp_path / "a.md").read_text()
