@@ -49,8 +49,9 @@ class SAGELayer(nn.Module):
         out = layout.add_bias(neigh + layout.linear(h, self.weight_root), self.bias)
         if not self.normalize:
             return out
-        norm = layout.row_sum(out * out).sqrt()
-        return out / norm.clamp_min(NORM_EPS)
+        # clamp before the root: sqrt's gradient at an all-zero row would be inf · 0 = NaN
+        norm = layout.row_sum(out * out).clamp_min(NORM_EPS * NORM_EPS).sqrt()
+        return out / norm
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, order={self.order}, normalize={self.normalize}"
