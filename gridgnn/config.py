@@ -18,6 +18,18 @@ ORDERS = ("auto", "aggregate-first", "transform-first")
 """Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
 ``auto`` puts the narrower of in/out width through the SpMM (transform first when out < in)."""
 
+
+def resolve_order(order: str, in_channels: int, out_channels: int) -> str:
+    """``aggregate-first`` or ``transform-first`` for one layer of widths ``in_channels -> out_channels``:
+    the one home of the order rule, read by the models (`gridgnn.nn`) and the cost model (`gridgnn.cost`).
+    ``auto`` sends the narrower width through the SpMM (transform first when ``out_channels <
+    in_channels``). Raises `ConfigError` for a name not in `ORDERS`."""
+    if order == "auto":
+        return "transform-first" if out_channels < in_channels else "aggregate-first"
+    if order not in ORDERS:
+        raise ConfigError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
+    return order
+
 ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
 ``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.cost.epoch_cost import resolve_order
+from gridgnn.config import resolve_order
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.shape import GridShape
 from gridgnn.partition import block_bounds, owner, refine, sub_bounds

@@ -6,9 +6,10 @@ import scipy.sparse as sp
 import torch
 from model_helpers import random_graph
 
+from gridgnn.errors import ConfigError
 from gridgnn.nn import GCN, GCNLayer, SparseFeatures, as_model_input, masked_accuracy, masked_cross_entropy
 from gridgnn.nn.gcn import global_ids, resolve_order
-from gridgnn.nn.layout import LocalLayout
+from gridgnn.nn.layout import LocalLayout, as_layout
 from gridgnn.sparse.adjacency import gcn_normalize
 from gridgnn.spmm.local import LocalSpMM
 
@@ -20,6 +21,19 @@ def test_auto_order_puts_the_narrower_width_through_the_spmm():
     assert resolve_order("aggregate-first", 1433, 16) == "aggregate-first"
     model = GCN(100, 16, 7, num_layers=3)
     assert [layer.order for layer in model.layers] == ["transform-first", "aggregate-first", "transform-first"]
+    with pytest.raises(ConfigError, match="order must be one of"):
+        GCN(100, 16, 7, order="sideways")
+
+
+def test_the_order_rule_has_one_home_read_by_models_and_cost_model():
+    import cost_oracles
+
+    import gridgnn.config
+    import gridgnn.cost.epoch_model
+
+    assert resolve_order is gridgnn.config.resolve_order
+    assert cost_oracles.resolve_order is resolve_order is gridgnn.cost.epoch_model.resolve_order
+    assert cost_oracles.spmm_widths([1433, 16, 64, 7], "auto") == ([16, 16, 7], [16, 16, 7])
 
 
 def _forward_and_grads(graph, order, *, sparse):
@@ -70,17 +84,22 @@ def test_layer_without_bias_and_extra_repr():
     assert layer(torch.ones(3, 4), lambda h: h).shape == (3, 2)
 
 
-def test_global_ids_come_from_the_aggregation_layout():
-    class BlockAgg:
+def test_global_ids_come_from_the_layout():
+    class BlockLayout(LocalLayout):  # rows 10..19 and the second half of the columns, as a grid rank's
         row_range = (10, 20)
 
         def col_range(self, width):
             return (width // 2, width)
 
-    rows, cols = global_ids(BlockAgg(), 8, torch.device("cpu"))
+    rows, cols = global_ids(BlockLayout(lambda h: h, "gcn", 10), 8, torch.device("cpu"))
     assert rows.tolist() == list(range(10, 20)) and cols.tolist() == [4, 5, 6, 7]
-    rows, cols = global_ids(LocalLayout(lambda h: h, "gcn"), 8, torch.device("cpu"))  # one process, no row count
-    assert rows is None and cols.tolist() == list(range(8))
+    layout = as_layout(lambda h: h, "gcn", 5)  # one process, a plain callable: all rows of the input
+    rows, cols = global_ids(layout, 8, torch.device("cpu"))
+    assert rows.tolist() == list(range(5)) and cols.tolist() == list(range(8))
+    layout.set_vertex_order([3, 0, 4, 1, 2])  # a reordered graph: its rows keep their original ids
+    assert global_ids(layout, 8, torch.device("cpu"))[0].tolist() == [3, 0, 4, 1, 2]
+    with pytest.raises(TypeError, match="num_nodes"):
+        LocalLayout(lambda h: h, "gcn")
 
 
 def test_masked_loss_and_accuracy():

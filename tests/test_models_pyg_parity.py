@@ -5,6 +5,8 @@ with isolated vertices (so the transpose and the empty mean are exercised) and o
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -93,6 +95,23 @@ def test_sage_layer_matches_sageconv_forward_and_backward(order, normalize):
     graph = _directed_graph()
     conv, ours, pairs = _sage_pair(graph.num_features, 7, order, normalize)
     _check(conv, ours, pairs, graph, "mean")
+
+
+def test_sage_normalize_of_an_all_zero_row_has_finite_gradients_as_pyg():
+    """A row whose output is exactly zero (no neighbours, zero input, zero bias: common at initialization
+    after a ReLU) divides by the norm floor; its gradients are finite and equal PyG's (they were NaN)."""
+    graph = _directed_graph()
+    row = int(np.flatnonzero(np.diff(graph.adj.tocsr().indptr) == 0)[0])
+    features = graph.dense_features().copy()
+    features[row] = 0.0
+    graph = dataclasses.replace(graph, features=features)
+    conv, ours, pairs = _sage_pair(graph.num_features, 7, "transform-first", True)
+    with torch.no_grad():
+        ours.bias.zero_()
+        conv.lin_l.bias.zero_()
+    assert float(ours(torch.from_numpy(features), _layout(graph, "mean"))[row].abs().max()) == 0.0
+    _check(conv, ours, pairs, graph, "mean")
+    assert all(torch.isfinite(param.grad).all() for param, _, _ in pairs)
 
 
 @pytest.mark.parametrize(("eps", "train_eps"), [(0.0, False), (0.25, False), (-0.3, True)])

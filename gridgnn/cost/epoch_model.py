@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gridgnn.cost.epoch_cost import resolve_order
+from gridgnn.config import resolve_order
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile

@@ -79,7 +79,7 @@ class GATLayer(nn.Module):
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
         """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
         ``layout``: a `Layout` (the score terms are whole on every process holding a row)."""
-        layout = as_layout(layout, self.operator)
+        layout = as_layout(layout, self.operator, h.shape[0])
         width = self.heads * self.channels
         c0, c1 = layout.col_range(width)
         x = layout.linear(h, self.weight)

@@ -11,8 +11,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from gridgnn.config import resolve_order
 from gridgnn.nn.layout import Layout, as_layout, global_ids
-from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
+from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
 __all__ = ["GCN", "Aggregation", "GCNLayer", "global_ids", "resolve_order"]
@@ -41,7 +42,7 @@ class GCNLayer(nn.Module):
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
         """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
         ``layout``: a `Layout`, or a plain single-process callable ``x -> M x``."""
-        layout = as_layout(layout, self.operator)
+        layout = as_layout(layout, self.operator, h.shape[0])
         if self.order == "transform-first":
             z = layout.aggregate(layout.linear(h, self.weight))
         else:

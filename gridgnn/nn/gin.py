@@ -12,8 +12,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from gridgnn.config import resolve_order
 from gridgnn.nn.layout import Layout, as_layout
-from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
+from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
 
@@ -39,7 +40,7 @@ class GINLayer(nn.Module):
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
         """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
         ``layout``: a `Layout`, or a plain single-process callable ``x -> M x``."""
-        layout = as_layout(layout, self.operator)
+        layout = as_layout(layout, self.operator, h.shape[0])
         if self.order == "transform-first":
             t = layout.linear(h, self.weight1)
             z = layout.aggregate(t) + (1 + self.eps) * t

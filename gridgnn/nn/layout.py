@@ -1,90 +1,179 @@
-"""The seam between a model and the process grid: what a layer asks of the layout its activations live in.
+"""The seam between a model and the process grid: what a model and its trainer may ask of a layout.
 
 A model is single-device math over a `Layout`; it never knows the algorithm. Every activation is a block of
 global rows `Layout.row_range` by global feature columns `Layout.col_range(width)` (the whole matrix on one
-process). A layout offers exactly the operations whose result depends on that split:
+process). A layout offers exactly the operations whose result depends on that split; each method's docstring
+in `Layout` gives its shapes and the axis it communicates on:
 
-==================  ==========================================================================================
-``operator``        the name of the aggregation operator it multiplies by (`gridgnn.data.operators`)
-``aggregate(x)``    ``M x`` for that operator, with autograd (backward ``Mᵀ g``)
-``linear(h, W)``    ``h @ W`` for replicated W, h dense or a `gridgnn.sparse.csr.SparseBlock` of features
-``add_bias(z, b)``  ``z + b`` with b's entries for the block's columns
-``row_sum(x)``      (m, 1): each row's sum over all global columns (for row norms)
-``full_rows(z, w)`` every one of the ``w`` columns of the block's rows (for log-softmax and the loss)
-``head_sum(x, K,    (m, K): each row's sum over the columns of each of K equal heads of a ``w``-wide matrix
-w)``                (the attention score terms), whole on every process holding the rows
-``head_mean(x, K,   (m, block of w / K columns): the mean of the K heads of a ``w``-wide matrix
-w)``
-``attend(x, ...)``  graph attention on the ``gat`` pattern: edge softmax of the score terms, then the
-                    per-head weighted aggregation (`gridgnn.spmm.attention.attention`), with autograd
-==================  ==========================================================================================
+=======================  =================================================================================
+``operator``, ``device``  the aggregation operator it multiplies by (`gridgnn.data.operators`); its device
+``row_range``,            this process's global rows; its block of a ``width``-wide matrix's columns
+``col_range(width)``
+``row_ids(device)``       the global ids the dropout masks give its rows (a reordered graph's original ids)
+``aggregate(x)``          ``M x`` for that operator, with autograd (backward ``Mᵀ g``)
+``linear(h, W)``          ``h @ W`` for replicated W, h dense or a `gridgnn.sparse.csr.SparseBlock` of features
+``add_bias(z, b)``        ``z + b`` with b's entries for the block's columns
+``row_sum(x)``            (m, 1): each row's sum over all global columns (for row norms)
+``full_rows(z, w)``       every one of the ``w`` columns of the block's rows (the class-column gather, for
+                          log-softmax, the loss and embeddings)
+``head_sum(x, K, w)``     (m, K): each row's sum over the columns of each of K equal heads of a ``w``-wide
+                          matrix (the attention score terms), whole on every process holding the rows
+``head_mean(x, K, w)``    (m, block of w / K columns): the mean of the K heads of a ``w``-wide matrix
+``attend(x, ...)``        graph attention on the ``gat`` pattern: edge softmax of the score terms, then the
+                          per-head weighted aggregation (`gridgnn.spmm.attention.attention`), with autograd
+``reduce_gradients(ps)``  the trainer's gradient reduction: replicated parameters' gradients summed over the
+                          processes holding distinct parts
+``global_sum(v)``         a per-row quantity (the loss, correct counts) summed over every row of the graph
+``set_vertex_order(o)``   the trainer's set-up: rows of a reordered graph keep their original ids
+=======================  =================================================================================
 
-Gradients of replicated parameters are left partial by a layout (each process holds the sum over its own
-block); the trainer reduces them (`gridgnn.parallel.grid_ops.GridOps.reduce_gradients`), a parameter whose
-gradient is a sum over every element of a block (GIN's ε) included. `LocalLayout` is the single-process
-layout; `gridgnn.parallel.grid_ops.GridOps` is the layout of one rank of a grid.
+Gradients of replicated parameters are left partial by the layout's products (each process holds the sum over
+its own block); the trainer calls `Layout.reduce_gradients` once per step, a parameter whose gradient is a sum
+over every element of a block (GIN's ε) included. `LocalLayout` is the single-process layout (every
+reduction the identity); `gridgnn.parallel.grid_ops.GridOps` is the layout of one rank of a grid. Both satisfy
+`Layout`; models and `gridgnn.train.trainer.Trainer` have one code path for both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from gridgnn.nn.features import sparse_linear
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.spmm.attention import DropFn, LocalStages, attention
+from gridgnn.spmm.local import LocalSpMM
 
 
 @runtime_checkable
 class Layout(Protocol):
-    """What a model needs from the layout of its activations (see the module table)."""
+    """What a model and its trainer may ask of the layout of their activations (see the module table).
+
+    m = rows of the block (``r1 - r0`` of `row_range`); "a block of width w" is the (m, c1 - c0) block of a
+    global (n, w) matrix, (c0, c1) = ``col_range(w)``. Axes are the grid's (`gridgnn.grid.process_grid`); a
+    layout of one process communicates on none.
+    """
 
     operator: str
+    """The aggregation operator's name (`gridgnn.data.operators`): ``gcn``, ``mean``, ``sum`` or ``gat``."""
 
     @property
-    def row_range(self) -> tuple[int, int]: ...
+    def device(self) -> torch.device:
+        """The device of this process's blocks (where the model and its inputs live). Not collective."""
+        ...
 
-    def col_range(self, width: int) -> tuple[int, int]: ...
+    @property
+    def row_range(self) -> tuple[int, int]:
+        """(r0, r1): the global rows of every activation block this process holds (in the graph's own,
+        possibly reordered, numbering). Not collective."""
+        ...
 
-    def aggregate(self, x: Tensor) -> Tensor: ...
+    def col_range(self, width: int) -> tuple[int, int]:
+        """(c0, c1): the global columns this process holds of a ``width``-wide activation. Not collective."""
+        ...
 
-    def linear(self, h: Tensor | SparseBlock, weight: Tensor) -> Tensor: ...
+    def row_ids(self, device: torch.device) -> Tensor:
+        """(m,) int64 on ``device``: the global ids the dropout masks give this process's rows: a reordered
+        graph's original ids (`set_vertex_order`), else ``arange(r0, r1)``. Not collective."""
+        ...
 
-    def add_bias(self, z: Tensor, bias: Tensor) -> Tensor: ...
+    def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
+        """Name this process's rows by ``order[r0:r1]`` in `row_ids` (``order``: (n,) original id of each row
+        of a reordered graph, `gridgnn.data.reorder`; None: the rows' own numbers). Not collective."""
+        ...
 
-    def row_sum(self, x: Tensor) -> Tensor: ...
+    def aggregate(self, x: Tensor) -> Tensor:
+        """``M x`` for the block x of width w: (m, w block) -> (m, w block), autograd computes ``Mᵀ g``.
+        Collective on the SpMM's axes (1D: ``row``; 1.5D: ``row`` and ``rep``; 2D: ``row`` and ``col``;
+        3D: all three)."""
+        ...
 
-    def full_rows(self, z: Tensor, width: int) -> Tensor: ...
+    def linear(self, h: Tensor | SparseBlock, weight: Tensor) -> Tensor:
+        """``h @ W`` for replicated W (f_in, f_out): (m, f_in block) -> (m, f_out block); h dense or sparse.
+        Collective on ``col`` on 2D/3D grids (phase ``dense``); else not collective."""
+        ...
 
-    def head_sum(self, x: Tensor, heads: int, width: int) -> Tensor: ...
+    def add_bias(self, z: Tensor, bias: Tensor) -> Tensor:
+        """``z + b`` for replicated b (w,): (m, w block) -> (m, w block). Not collective."""
+        ...
 
-    def head_mean(self, x: Tensor, heads: int, width: int) -> Tensor: ...
+    def row_sum(self, x: Tensor) -> Tensor:
+        """(m, w block) -> (m, 1): each row's sum over all w global columns. Collective on ``col`` on 2D/3D
+        grids (phase ``dense``); else not collective."""
+        ...
+
+    def full_rows(self, z: Tensor, width: int) -> Tensor:
+        """(m, width block) -> (m, width): every column of this process's rows (the class-column gather).
+        Collective on ``col`` on 2D/3D grids (phase ``loss``); else not collective (z itself)."""
+        ...
+
+    def head_sum(self, x: Tensor, heads: int, width: int) -> Tensor:
+        """(m, width block) -> (m, heads): each row's sum over each head's width / heads columns. Collective
+        on ``col`` on 2D/3D grids (phase ``dense``); else not collective."""
+        ...
+
+    def head_mean(self, x: Tensor, heads: int, width: int) -> Tensor:
+        """(m, width block) -> (m, width / heads block): the mean of the heads. Collective on ``col`` on
+        2D/3D grids (phase ``dense``); else not collective."""
+        ...
 
     def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, width: int, negative_slope: float,
-               drop: DropFn | None) -> Tensor: ...
+               drop: DropFn | None) -> Tensor:
+        """Graph attention: x (m, width block), score terms s_dst, s_src (m, heads) -> (m, width block).
+        Collective on the SpMM's axes (as `aggregate`)."""
+        ...
+
+    def reduce_gradients(self, params: list[nn.Parameter]) -> None:
+        """Sum each replicated parameter's ``grad`` (partial after backward) over the processes holding
+        distinct parts, in place. Collective on ``row`` (1D/1.5D) or the world (2D/3D), phase
+        ``weight_grad``; one process: not collective, the identity."""
+        ...
+
+    def global_sum(self, values: Tensor) -> Tensor:
+        """(k,) per-row sums over this process's rows -> (k,) sums over all rows of the graph (a new tensor).
+        Collective on the world, phase ``loss``; one process: not collective, ``values`` itself."""
+        ...
 
 
 class LocalLayout:
     """One process holds every row and column; ``aggregate`` is any ``x -> M x`` with autograd (e.g.
-    `gridgnn.spmm.local.LocalSpMM`). Not collective."""
+    `gridgnn.spmm.local.LocalSpMM`, whose matrix gives ``num_nodes`` and the edges of ``attend``; a plain
+    callable needs ``num_nodes``). Not collective: every reduction is the identity."""
 
     def __init__(self, aggregation: Callable[[Tensor], Tensor], operator: str, num_nodes: int | None = None):
-        self.aggregation, self.operator = aggregation, operator
-        self.num_nodes = num_nodes if num_nodes is not None else getattr(aggregation, "num_nodes", None)
+        if num_nodes is None:
+            if not isinstance(aggregation, LocalSpMM):
+                raise TypeError("a LocalLayout around a plain callable needs num_nodes (its row count)")
+            num_nodes = aggregation.num_nodes
+        self.aggregation, self.operator, self.num_nodes = aggregation, operator, num_nodes
+        self._row_ids: Tensor | None = None
         self._stages: LocalStages | None = None
 
     @property
+    def device(self) -> torch.device:
+        if isinstance(self.aggregation, LocalSpMM):
+            return self.aggregation.block.csr.device
+        return torch.device("cpu")
+
+    @property
     def row_range(self) -> tuple[int, int]:
-        if self.num_nodes is None:
-            raise AttributeError("a LocalLayout without num_nodes has no row_range")
         return 0, self.num_nodes
 
     def col_range(self, width: int) -> tuple[int, int]:
         return 0, width
+
+    def row_ids(self, device: torch.device) -> Tensor:
+        if self._row_ids is not None:
+            return self._row_ids.to(device)
+        return torch.arange(*self.row_range, device=device)
+
+    def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
+        self._row_ids = None if order is None else torch.from_numpy(np.array(order, dtype=np.int64))
 
     def aggregate(self, x: Tensor) -> Tensor:
         return self.aggregation(x)
@@ -114,34 +203,32 @@ class LocalLayout:
         """Attention over the whole pattern of the aggregation's matrix (a `LocalSpMM` of the ``gat``
         operator); its tile is built on first use."""
         if self._stages is None:
-            block = getattr(self.aggregation, "block", None)
-            if block is None:
+            if not isinstance(self.aggregation, LocalSpMM):
                 raise TypeError("attention needs a LocalSpMM aggregation (its matrix gives the edges)")
-            self._stages = LocalStages(EdgeBlock.from_csr(block.csr))
+            self._stages = LocalStages(EdgeBlock.from_csr(self.aggregation.block.csr))
         return attention(x, s_dst, s_src, self._stages, heads=heads, width=width, negative_slope=negative_slope,
                          drop=drop)
 
+    def reduce_gradients(self, params: list[nn.Parameter]) -> None:
+        """Nothing to reduce: one process holds every part."""
 
-def as_layout(agg: Layout | Callable[[Tensor], Tensor], operator: str) -> Layout:
+    def global_sum(self, values: Tensor) -> Tensor:
+        return values
+
+
+def as_layout(agg: Layout | Callable[[Tensor], Tensor], operator: str, num_rows: int | None = None) -> Layout:
     """``agg`` itself when it is a `Layout` (its operator must be ``operator``), else a `LocalLayout` around
-    the callable ``agg``, taken to multiply by ``operator``'s matrix. Raises ValueError on a mismatch."""
+    the callable ``agg``, taken to multiply by ``operator``'s matrix (``num_rows``: its row count, needed
+    unless ``agg`` is a `LocalSpMM`). Raises ValueError on a mismatch. Not collective."""
     if isinstance(agg, Layout):
         if agg.operator != operator:
             raise ValueError(f"the layout aggregates with the {agg.operator!r} operator; this model needs "
                              f"{operator!r}")
         return agg
-    return LocalLayout(agg, operator)
+    return LocalLayout(agg, operator, None if isinstance(agg, LocalSpMM) else num_rows)
 
 
-def global_ids(layout: Layout, width: int, device: torch.device) -> tuple[Tensor | None, Tensor | None]:
-    """Global row and column ids of the block ``layout`` holds of a matrix of global width ``width`` (rows: the
-    layout's ``row_ids`` when it has them, the original ids of a reordered graph); None for rows means "all"
-    (a `LocalLayout` without a row count)."""
-    ids = getattr(layout, "row_ids", None)  # a reordered graph's original row ids (dropout stays the same)
-    if ids is not None:
-        return ids.to(device), torch.arange(*layout.col_range(width), device=device)
-    try:
-        rows = torch.arange(*layout.row_range, device=device)
-    except AttributeError:
-        rows = None
-    return rows, torch.arange(*layout.col_range(width), device=device)
+def global_ids(layout: Layout, width: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Global row ids (`Layout.row_ids`: a reordered graph's original ids) and column ids
+    (``arange(*col_range(width))``) of the block ``layout`` holds of a ``width``-wide matrix. Not collective."""
+    return layout.row_ids(device), torch.arange(*layout.col_range(width), device=device)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from gridgnn.config import resolve_order
 from gridgnn.nn.layout import Layout, as_layout
-from gridgnn.nn.stack import LayerStack, as_dense, glorot, resolve_order
+from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
 NORM_EPS = 1e-12
@@ -40,7 +41,7 @@ class SAGELayer(nn.Module):
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
         """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
         ``layout``: a `Layout`, or a plain single-process callable ``x -> M x``."""
-        layout = as_layout(layout, self.operator)
+        layout = as_layout(layout, self.operator, h.shape[0])
         if self.order == "transform-first":
             neigh = layout.aggregate(layout.linear(h, self.weight_neigh))
         else:
@@ -48,8 +49,9 @@ class SAGELayer(nn.Module):
         out = layout.add_bias(neigh + layout.linear(h, self.weight_root), self.bias)
         if not self.normalize:
             return out
-        norm = layout.row_sum(out * out).sqrt()
-        return out / norm.clamp_min(NORM_EPS)
+        # clamp before the root: sqrt's gradient at an all-zero row would be inf · 0 = NaN
+        norm = layout.row_sum(out * out).clamp_min(NORM_EPS * NORM_EPS).sqrt()
+        return out / norm
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, order={self.order}, normalize={self.normalize}"

@@ -14,25 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gridgnn.cost.epoch_cost import resolve_order as _resolve_order
 from gridgnn.errors import ConfigError
 from gridgnn.limits import MAX_LAYERS, check_weight_matrix
 from gridgnn.nn.dropout import dropout, relu_dropout
 from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.layout import Layout, as_layout, global_ids
 from gridgnn.sparse.csr import SparseBlock
-
-
-def resolve_order(order: str, in_channels: int, out_channels: int) -> str:
-    """``aggregate-first`` or ``transform-first`` for one layer.
-
-    ``auto`` sends the narrower width through the SpMM: transform first when out < in. The cost model
-    (`gridgnn.cost.epoch_cost.resolve_order`) owns the rule; this raises `ConfigError` for a bad name.
-    """
-    try:
-        return _resolve_order(order, in_channels, out_channels)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def glorot(in_channels: int, out_channels: int, generator: torch.Generator | None) -> nn.Parameter:
@@ -97,7 +84,7 @@ class LayerStack(nn.Module):
         ``layout``: a `Layout`, or a plain callable ``x -> M x`` (one process). ``epoch`` selects the
         dropout masks (ignored in eval mode).
         """
-        layout = as_layout(layout, self.operator)
+        layout = as_layout(layout, self.operator, x.shape[0])
         stream = {"seed": self.seed, "epoch": epoch, "training": self.training}
         h: Tensor | SparseBlock
         if isinstance(x, SparseFeatures):

@@ -16,6 +16,9 @@ algorithm  product with W        weight / bias gradient reduced over       rows 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import scipy.sparse as sp
 import torch
 
@@ -37,7 +40,7 @@ class GridOps:
                  dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense"):
         self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode)
-        self.row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
+        self._row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
         self.col_axis = self.spmm.num_col_blocks_axis
         self.grad_axis = "row" if self.col_axis is None else WORLD
         self.row_replicas = 1 if self.col_axis is None else grid.size(self.col_axis)
@@ -45,11 +48,28 @@ class GridOps:
             self.row_replicas = grid.size("rep")
 
     @property
+    def device(self) -> torch.device:
+        return self.grid.device
+
+    @property
     def row_range(self) -> tuple[int, int]:
         return self.spmm.row_range
 
     def col_range(self, width: int) -> tuple[int, int]:
         return self.spmm.col_range(width)
+
+    def row_ids(self, device: torch.device) -> torch.Tensor:
+        """(m,) global ids of this rank's rows for the dropout masks: a reordered graph's original ids, else
+        ``arange(*row_range)``. Not collective."""
+        if self._row_ids is not None:
+            return self._row_ids.to(device)
+        return torch.arange(*self.row_range, device=device)
+
+    def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
+        """Name this rank's rows ``order[r0:r1]`` in `row_ids` (``order``: a reordered graph's original id of
+        each row, `gridgnn.data.reorder`); None: their own numbers. Not collective."""
+        self._row_ids = None if order is None else torch.from_numpy(
+            np.array(order[slice(*self.row_range)], dtype=np.int64))
 
     def aggregate(self, x: torch.Tensor) -> torch.Tensor:
         """``M x`` in the layout, M the operator ``adj`` (collective: the SpMM's axes)."""
@@ -135,7 +155,9 @@ class GridOps:
 
     def reduce_gradients(self, params: list[torch.nn.Parameter]) -> None:
         """Sum replicated parameters' gradients over the processes holding distinct parts (phase
-        ``weight_grad``): one all-reduce of the flattened gradients, on ``row`` (1D/1.5D) or ``world``."""
+        ``weight_grad``): one all-reduce of the flattened gradients, collective on ``row`` (1D/1.5D) or
+        ``world`` (2D/3D). A parameter without a gradient counts as zeros; afterwards every ``grad`` is a view
+        into one fresh buffer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         flat = torch.cat([g.reshape(-1) for g in grads])
         with self.comm.phase("weight_grad"):

@@ -1,10 +1,11 @@
-"""Training on a process grid: the `Trainer` loop with a rank's block of the data and `GridOps`.
+"""Training on a process grid: the `Trainer` with a rank's block of the node data and `GridOps` as its layout.
 
-Every rank builds the same model (same seed, so the same Glorot weights), computes its block of every
-activation, and after the backward pass sums the weight gradients over the processes that hold distinct
-parts (`GridOps.reduce_gradients`), so every rank applies the same Adam update and the replicated weights
-stay identical. The loss is a mean over all training vertices of the graph: each rank divides its local sum
-by the global count. Accuracies are global counts over global mask sizes.
+Construction and step are the `Trainer`'s: every rank builds the same model (same seed, so the same Glorot
+weights), computes its block of every activation, and after the backward pass the layout sums the weight
+gradients over the processes that hold distinct parts (`GridOps.reduce_gradients`), so every rank applies the
+same Adam update and the replicated weights stay identical. The loss is a mean over all training vertices of
+the graph: each rank divides its local sum by the global count. Accuracies are global counts over global mask
+sizes. What this class adds: the rank's rows of the node data, and each step's communication record.
 """
 
 from __future__ import annotations
@@ -12,63 +13,47 @@ from __future__ import annotations
 import resource
 import time
 
-import numpy as np
 import torch
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.data.shard import shard_node_data
+from gridgnn.data.shard import LocalShard, shard_node_data
 from gridgnn.grid.comm import CommTotals
-from gridgnn.nn import as_model_input, build_model, masked_cross_entropy
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.trainer import Trainer
 
 
 class DistributedTrainer(Trainer):
-    """A `Trainer` whose model runs on one rank's blocks; collective on the whole grid."""
+    """A `Trainer` whose model runs on one rank's blocks; collective on the whole grid. ``epoch_comm``: one
+    record of each training step's communication (bytes, calls, phases, axes, times, peak memory)."""
 
     def __init__(self, config: TrainConfig, graph: Graph, ops: GridOps):
-        self.config, self.graph, self.agg, self.ops = config, graph, ops, ops
-        shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), ops.grid.device)
-        order = graph.meta.get("reorder_order")
-        if order is not None:  # a reordered graph: dropout draws from the original rows (`gridgnn.data.reorder`)
-            ops.row_ids = torch.from_numpy(np.array(order[slice(*ops.row_range)], dtype=np.int64))
-        self.features = _model_input(shard.features, ops, graph.num_features)
-        self.labels, self.masks = shard.labels, shard.masks
-        self.mask_totals = shard.mask_totals
-        self.model = build_model(config, graph.num_features, graph.num_classes).to(ops.grid.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
-                                          weight_decay=config.weight_decay)
+        self.ops = ops
+        super().__init__(config, graph, ops)
         self.epoch_comm: list[dict] = []
 
+    def node_data(self, graph: Graph) -> LocalShard:
+        """This rank's block of the node data (rows `GridOps.row_range`, feature columns ``col_range``)."""
+        ops = self.ops
+        return shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), ops.device)
+
     def train_step(self, epoch: int) -> float:
-        """Forward, backward, gradient reduction and Adam step; returns the global training loss."""
+        """`Trainer.train_step`, its communication recorded in ``epoch_comm``; returns the global loss."""
         comm = self.ops.comm
         comm.reset()
         start = time.perf_counter()
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        log_probs = self.model(self.features, self.ops, epoch=epoch)
-        loss = masked_cross_entropy(log_probs, self.labels, self.masks[0], num_selected=self.mask_totals[0])
-        loss.backward()
-        self.ops.reduce_gradients(list(self.model.parameters()))
-        self.optimizer.step()
-        global_loss = self.ops.global_sum(loss.detach().double().reshape(1))
+        loss = super().train_step(epoch)
         records = comm.reset()
         self._record_step(CommTotals.of(records), time.perf_counter() - start)
         self.epoch_comm[-1]["by_axis"] = bytes_by_axis(records)
-        return float(global_loss[0])
+        return loss
 
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float, float]:
-        """Global (train, val, test) accuracy in eval mode; its communication is kept apart (``eval``)."""
-        self.model.eval()
-        log_probs = self.model(self.features, self.ops)
-        predictions = log_probs.argmax(dim=1) == self.labels
-        correct = torch.stack([predictions[m].sum() for m in self.masks]).double()
-        correct = self.ops.global_sum(correct)
+        """`Trainer.evaluate`; its communication is kept apart (``eval_bytes``)."""
+        accuracies = super().evaluate()
         self.epoch_comm[-1]["eval_bytes"] = sum(r.bytes for r in self.ops.comm.reset())
-        return tuple(float(c) / max(t, 1) for c, t in zip(correct.tolist(), self.mask_totals, strict=True))
+        return accuracies
 
     def _record_step(self, totals: CommTotals, elapsed: float) -> None:
         self.epoch_comm.append({
@@ -78,17 +63,6 @@ class DistributedTrainer(Trainer):
             "compute_time_s": max(elapsed - totals.exposed_seconds, 0.0), "peak_memory_bytes": peak_memory_bytes(
                 self.ops.grid.device),
         })
-
-
-def _model_input(block, ops: GridOps, width: int):
-    """The rank's feature block as model input: sparse on CPU when sparse enough, dense on the device."""
-    if not isinstance(block, torch.Tensor) and ops.grid.device.type != "cpu":
-        return torch.from_numpy(block.toarray()).to(ops.grid.device)
-    if isinstance(block, torch.Tensor):
-        return block
-    rows = ops.row_ids if ops.row_ids is not None else torch.arange(*ops.row_range)
-    cols = torch.arange(*ops.col_range(width))
-    return as_model_input(block, row_ids=rows, col_ids=cols)
 
 
 PROC_STATUS, PROC_CLEAR_REFS = "/proc/self/status", "/proc/self/clear_refs"

@@ -21,18 +21,19 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import GridShape
 from gridgnn.nn import as_model_input
 from gridgnn.nn.export import ModelFileError, build_model, load_model
+from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint import read_weights
 from gridgnn.train.checkpoint_manifest import read_manifest
-from gridgnn.train.distributed import _model_input
+from gridgnn.train.trainer import model_input
 
 
-def local_inputs(graph, operator: str = "gcn") -> tuple[object, LocalSpMM]:
-    """(features, aggregation by ``operator``'s matrix, `gridgnn.data.operators`) of the whole graph in one
-    process. Not collective."""
-    return as_model_input(graph.features), LocalSpMM(operator_matrix(operator, graph.adj))
+def local_inputs(graph, operator: str = "gcn") -> tuple[object, LocalLayout]:
+    """(features, the `LocalLayout` of ``operator``'s matrix, `gridgnn.data.operators`) of the whole graph
+    in one process. Not collective."""
+    return as_model_input(graph.features), LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj)), operator)
 
 
 def grid_inputs(config: TrainConfig, graph, world_size: int,
@@ -49,7 +50,7 @@ def grid_inputs(config: TrainConfig, graph, world_size: int,
     adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
     ops = GridOps(grid, Communicator(grid, overlap=False), adj, operator=operator_of(config.model))
     shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), grid.device)
-    return _model_input(shard.features, ops, graph.num_features), ops
+    return model_input(shard.features, ops, graph.num_features), ops
 
 
 def load_trained(path: str | os.PathLike) -> tuple[nn.Module, dict]:

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from gridgnn.errors import ConfigError
+from gridgnn.nn.layout import as_layout
 from gridgnn.train.metrics import check_writable
 
 SUFFIXES = (".npy", ".csv")
@@ -79,10 +80,8 @@ def infer(model: nn.Module, features, agg, embedding_layer: int | None = None) -
     z = captured["z"]
     if embedding_layer < len(model.layers):
         z = torch.relu(z)
-    full_rows = getattr(agg, "full_rows", None)
-    if full_rows is not None:
-        z = full_rows(z, model.layers[embedding_layer - 1].out_channels)
-    return log_probs, z
+    layout = as_layout(agg, model.operator, log_probs.shape[0])
+    return log_probs, layout.full_rows(z, model.layers[embedding_layer - 1].out_channels)
 
 
 def vertex_ids(graph, rows: tuple[int, int]) -> np.ndarray:

@@ -10,6 +10,7 @@ from torch import nn
 from gridgnn.config import TrainConfig
 from gridgnn.errors import ConfigError
 from gridgnn.nn.export import save_model
+from gridgnn.nn.layout import as_layout
 from gridgnn.train.outputs import (
     check_embedding_layer,
     check_output_path,
@@ -62,7 +63,7 @@ def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainRe
     if not wants_products(config):
         return
     epoch = select_weights(trainer.model, result, config.weights)
-    write_vertex_outputs(trainer.model, trainer.features, trainer.agg, graph, predictions_out=config.predictions_out,
+    write_vertex_outputs(trainer.model, trainer.features, trainer.layout, graph, predictions_out=config.predictions_out,
                          embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
     if config.save_model is not None and rank == 0:
         info = {"epoch": epoch, "weights": config.weights, "dataset": graph.name,
@@ -74,15 +75,16 @@ def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainRe
 
 def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_out: str | None = None,
                          embeddings_out: str | None = None, embedding_layer: int | None = None) -> None:
-    """Predictions and/or embeddings of ``model`` on this rank's rows (``agg.row_range``, else all rows),
-    written as `gridgnn.train.outputs` describes. Collective on the grid of ``agg``."""
+    """Predictions and/or embeddings of ``model`` on this rank's rows (`Layout.row_range` of ``agg``, a
+    `gridgnn.nn.layout.Layout` or a one-process aggregation), written as `gridgnn.train.outputs` describes.
+    Collective on the grid of ``agg``."""
     if predictions_out is None and embeddings_out is None:
         return
     layer = None
     if embeddings_out is not None:
         layer = embedding_layer if embedding_layer is not None else default_embedding_layer(model)
     log_probs, embedding = infer(model, features, agg, layer)
-    rows = tuple(getattr(agg, "row_range", (0, graph.num_nodes)))
+    rows = as_layout(agg, model.operator, graph.num_nodes).row_range
     ids = vertex_ids(graph, rows)
     order = getattr(graph, "meta", {}).get("reorder_order")  # a reordered graph: write at original positions
     at = None if order is None else np.asarray(order[rows[0]:rows[1]], dtype=np.int64)

@@ -14,12 +14,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
+import scipy.sparse as sp
 import torch
+from torch import Tensor, nn
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.nn import as_model_input, build_model, masked_accuracy, masked_cross_entropy
+from gridgnn.data.shard import LocalShard
+from gridgnn.nn import as_model_input, build_model, masked_cross_entropy, operator_of
+from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
+from gridgnn.nn.layout import Layout, as_layout, global_ids
 
 
 @dataclass
@@ -96,39 +102,80 @@ def deterministic(seed: int) -> Iterator[None]:
         torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
 
 
+def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Adam:
+    """Adam with ``config.lr`` and ``config.weight_decay`` on every parameter of ``model``, in one parameter
+    group (see the module docstring). Not collective."""
+    return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+
+def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width: int) -> Tensor | SparseFeatures:
+    """This process's feature block (the ``col_range(width)`` columns of its rows) as model input:
+    `SparseFeatures` on CPU when sparse enough (dropout draws by the layout's global row and column ids), else
+    a dense tensor on the layout's device. Not collective."""
+    if isinstance(block, Tensor):
+        return block
+    if layout.device.type != "cpu":
+        dense = block.toarray() if sp.issparse(block) else np.ascontiguousarray(block, dtype=np.float32)
+        return torch.from_numpy(dense).to(layout.device)
+    cpu = torch.device("cpu")
+    rows, cols = global_ids(layout, width, cpu)
+    return as_model_input(block, row_ids=rows, col_ids=cols)
+
+
+def whole_graph(graph: Graph) -> LocalShard:
+    """The node data of every row of ``graph`` as it is (no copy of its features). Not collective."""
+    masks = tuple(torch.from_numpy(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask))
+    return LocalShard(graph.features, torch.from_numpy(graph.labels).long(), masks,
+                      tuple(int(m.sum()) for m in masks))
+
+
 class Trainer:
     """Trains the model ``config.model`` on ``graph`` with the layout ``agg`` (a `gridgnn.nn.layout.Layout`,
     or a plain ``x -> M x`` with M the model's operator, shape (n, f) -> (n, f)).
 
+    One construction and one step for every layout: the layout's rows of the node data (`node_data`), the
+    model on the layout's device, `build_optimizer`; a step reduces the gradients and sums the loss through
+    the layout (`gridgnn.nn.layout.Layout.reduce_gradients`, ``global_sum``: the identity on one process).
     The caller builds ``agg`` from the model's operator (see `gridgnn.train.build_aggregation`). Epochs
-    are numbered from 1; the epoch number also selects the dropout masks.
+    are numbered from 1; the epoch number also selects the dropout masks. Collective on the layout's grid.
     """
 
-    def __init__(self, config: TrainConfig, graph: Graph, agg: Aggregation):
-        self.config, self.graph, self.agg = config, graph, agg
-        self.features = as_model_input(graph.features)
-        self.labels = torch.from_numpy(graph.labels).long()
-        self.masks = [torch.from_numpy(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask)]
-        self.model = build_model(config, graph.num_features, graph.num_classes)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr,
-                                          weight_decay=config.weight_decay)
+    def __init__(self, config: TrainConfig, graph: Graph, agg: Layout | Aggregation):
+        self.config, self.graph = config, graph
+        self.layout = self.agg = as_layout(agg, operator_of(config.model), graph.num_nodes)
+        self.layout.set_vertex_order(graph.meta.get("reorder_order"))  # dropout by a reordered graph's old ids
+        data = self.node_data(graph)
+        self.features = model_input(data.features, self.layout, graph.num_features)
+        self.labels, self.masks, self.mask_totals = data.labels, list(data.masks), data.mask_totals
+        self.model = build_model(config, graph.num_features, graph.num_classes).to(self.layout.device)
+        self.optimizer = build_optimizer(self.model, config)
+
+    def node_data(self, graph: Graph) -> LocalShard:
+        """The node data of the layout's rows: the whole graph on one process. Not collective."""
+        return whole_graph(graph)
 
     def train_step(self, epoch: int) -> float:
-        """One forward/backward/Adam step in training mode; returns the masked training loss."""
+        """One forward/backward/gradient reduction/Adam step in training mode; returns the training loss,
+        a mean over every training vertex of the graph."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        log_probs = self.model(self.features, self.agg, epoch=epoch)
-        loss = masked_cross_entropy(log_probs, self.labels, self.masks[0])
+        log_probs = self.model(self.features, self.layout, epoch=epoch)
+        loss = masked_cross_entropy(log_probs, self.labels, self.masks[0], num_selected=self.mask_totals[0])
         loss.backward()
+        self.layout.reduce_gradients(list(self.model.parameters()))
         self.optimizer.step()
-        return float(loss.detach())
+        return float(self.layout.global_sum(loss.detach().double().reshape(1))[0])
 
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float, float]:
-        """(train, val, test) accuracy of the current weights in eval mode (no dropout)."""
+        """(train, val, test) accuracy of the current weights in eval mode (no dropout): correct counts
+        summed over the graph by the layout, over the masks' global sizes."""
         self.model.eval()
-        log_probs = self.model(self.features, self.agg)
-        return tuple(masked_accuracy(log_probs, self.labels, mask) for mask in self.masks)
+        log_probs = self.model(self.features, self.layout)
+        predictions = log_probs.argmax(dim=1) == self.labels
+        correct = torch.stack([predictions[m].sum() for m in self.masks]).double()
+        correct = self.layout.global_sum(correct)
+        return tuple(float(c) / max(t, 1) for c, t in zip(correct.tolist(), self.mask_totals, strict=True))
 
     def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None, *, start: TrainResult | None = None,
             rng_state: torch.Tensor | None = None,
