@@ -86,14 +86,17 @@ def test_trainers_share_construction_and_step(model):
     assert len(grid.epoch_comm) == 2 and all(r["bytes"] == 0 and r["eval_bytes"] == 0 for r in grid.epoch_comm)
 
 
-def test_a_reordered_graph_trains_by_its_original_ids_on_one_process():
-    """Dropout draws by the original vertex ids (`Layout.set_vertex_order`), so the one-process run on a
-    reordered graph is the run on the original graph up to summation order."""
+@pytest.mark.parametrize("model", [dict(model="gcn"), dict(model="gat", heads=2, attn_dropout=0.5)])
+def test_a_reordered_graph_trains_by_its_original_ids_on_one_process(model):
+    """Dropout draws by the original vertex ids (`Layout.set_vertex_order`), GAT's attention dropout too (an
+    edge by its original row and column), so the one-process run on a reordered graph is the run on the
+    original graph up to summation order."""
     graph = random_graph(n=40)
-    config = TrainConfig(epochs=1, hidden=6, dropout=0.5)
+    config = TrainConfig(epochs=1, hidden=6, dropout=0.5, **model)
+    operator = "gat" if config.model == "gat" else "gcn"
     reordered = reorder_graph(graph, "random", 2, seed=3)
-    original = Trainer(config, graph, LocalSpMM(operator_matrix("gcn", graph.adj)))
-    trainer = Trainer(config, reordered, LocalSpMM(operator_matrix("gcn", reordered.adj)))
+    original = Trainer(config, graph, LocalSpMM(operator_matrix(operator, graph.adj)))
+    trainer = Trainer(config, reordered, LocalSpMM(operator_matrix(operator, reordered.adj)))
     assert trainer.layout.row_ids(torch.device("cpu")).tolist() == list(reordered.meta["reorder_order"])
     with torch.random.fork_rng():
         assert trainer.train_step(1) == pytest.approx(original.train_step(1), rel=1e-5)

@@ -84,3 +84,15 @@ def test_fit_on_workers_with_a_reordering_trains_the_local_run():
     np.testing.assert_allclose([e.loss for e in reordered.history], [e.loss for e in local.history], rtol=1e-4)
     assert [e.val_acc for e in reordered.history] == [e.val_acc for e in local.history]
     assert reordered.metrics["setup"]["reorder"]["method"] == "rcm"
+
+
+def test_gat_attention_dropout_on_a_reordered_grid_trains_the_local_run():
+    """Attention dropout names each edge by its original (row, column), so METIS order on 1D keeps the run."""
+    from gridgnn.api import fit
+
+    graph = csbm(nodes=200, classes=3, features=8, seed=4)
+    kw = dict(model="gat", heads=2, attn_dropout=0.5, hidden=4, epochs=2)
+    reordered = fit(graph, nprocs=2, algo="1d", reorder="metis", threads=1, **kw)
+    local = fit(graph, **kw)
+    np.testing.assert_allclose([e.loss for e in reordered.history], [e.loss for e in local.history], rtol=1e-4)
+    assert [e.val_acc for e in reordered.history] == [e.val_acc for e in local.history]

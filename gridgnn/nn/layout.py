@@ -46,7 +46,7 @@ from torch import Tensor, nn
 from gridgnn.nn.features import sparse_linear
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.sparse.csr import SparseBlock
-from gridgnn.spmm.attention import DropFn, LocalStages, attention
+from gridgnn.spmm.attention import DropFn, LocalStages, attention, drop_by_original_ids
 from gridgnn.spmm.local import LocalSpMM
 
 
@@ -152,6 +152,7 @@ class LocalLayout:
             num_nodes = aggregation.num_nodes
         self.aggregation, self.operator, self.num_nodes = aggregation, operator, num_nodes
         self._row_ids: Tensor | None = None
+        self._order: Tensor | None = None  # a reordered graph's original id of each row
         self._stages: LocalStages | None = None
 
     @property
@@ -173,7 +174,7 @@ class LocalLayout:
         return torch.arange(*self.row_range, device=device)
 
     def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
-        self._row_ids = None if order is None else torch.from_numpy(np.array(order, dtype=np.int64))
+        self._order = self._row_ids = None if order is None else torch.from_numpy(np.array(order, dtype=np.int64))
 
     def aggregate(self, x: Tensor) -> Tensor:
         return self.aggregation(x)
@@ -207,7 +208,7 @@ class LocalLayout:
                 raise TypeError("attention needs a LocalSpMM aggregation (its matrix gives the edges)")
             self._stages = LocalStages(EdgeBlock.from_csr(self.aggregation.block.csr))
         return attention(x, s_dst, s_src, self._stages, heads=heads, width=width, negative_slope=negative_slope,
-                         drop=drop)
+                         drop=drop_by_original_ids(drop, self._order))
 
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Nothing to reduce: one process holds every part."""

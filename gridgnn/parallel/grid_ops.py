@@ -29,7 +29,7 @@ from gridgnn.partition import block_bounds, block_sizes
 from gridgnn.sparse.attention import head_segments
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.sparse.linear import sparse_linear
-from gridgnn.spmm.attention import DropFn, attention
+from gridgnn.spmm.attention import DropFn, attention, drop_by_original_ids
 from gridgnn.spmm.registry import build_spmm
 
 
@@ -41,6 +41,7 @@ class GridOps:
         self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode)
         self._row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
+        self._order: torch.Tensor | None = None  # and of every row (attention dropout names columns too)
         self.col_axis = self.spmm.num_col_blocks_axis
         self.grad_axis = "row" if self.col_axis is None else WORLD
         self.row_replicas = 1 if self.col_axis is None else grid.size(self.col_axis)
@@ -68,8 +69,8 @@ class GridOps:
     def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
         """Name this rank's rows ``order[r0:r1]`` in `row_ids` (``order``: a reordered graph's original id of
         each row, `gridgnn.data.reorder`); None: their own numbers. Not collective."""
-        self._row_ids = None if order is None else torch.from_numpy(
-            np.array(order[slice(*self.row_range)], dtype=np.int64))
+        self._order = None if order is None else torch.from_numpy(np.array(order, dtype=np.int64))
+        self._row_ids = None if order is None else self._order[slice(*self.row_range)]
 
     def aggregate(self, x: torch.Tensor) -> torch.Tensor:
         """``M x`` in the layout, M the operator ``adj`` (collective: the SpMM's axes)."""
@@ -112,7 +113,7 @@ class GridOps:
         """Graph attention on this rank's tiles of the ``gat`` pattern (`gridgnn.spmm.attention`). Collective
         on the SpMM's axes (phases ``spmm_forward`` and ``spmm_backward``)."""
         return attention(x, s_dst, s_src, self.spmm.attention_stages(), heads=heads, width=width,
-                         negative_slope=negative_slope, drop=drop)
+                         negative_slope=negative_slope, drop=drop_by_original_ids(drop, self._order))
 
     def _counts(self, width: int) -> list[int]:
         return block_sizes(block_bounds(width, self.grid.size(self.col_axis), allow_empty=True,

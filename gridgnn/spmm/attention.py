@@ -36,6 +36,20 @@ DropFn = Callable[[EdgeBlock, Tensor, Tensor], Tensor]
 global ids of its rows and columns."""
 
 
+def drop_by_original_ids(drop: DropFn | None, order: Tensor | None) -> DropFn | None:
+    """``drop`` asked with original vertex ids: ``order`` (n,) int64 is the original id of each row of a
+    reordered graph (None: not reordered, ``drop`` itself), so a reordered run drops the same edges as the
+    run in the original order. Not collective."""
+    if drop is None or order is None:
+        return drop
+
+    def renamed(block: EdgeBlock, row_ids: Tensor, col_ids: Tensor) -> Tensor:
+        table = order.to(row_ids.device)
+        return drop(block, table[row_ids], table[col_ids])
+
+    return renamed
+
+
 class AttentionStages(Protocol):
     """Where a rank's attention tiles and their column data come from (see the module docstring).
 
