@@ -187,6 +187,11 @@ def markdown(records: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _feature_norm(model: str, features: str) -> bool | None:
+    """``normalize_features`` for `TrainConfig`: the model's setting, None (the dataset's default) or False."""
+    return {"setting": SETTINGS[model]["normalize_features"], "default": None, "raw": False}[features]
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", nargs="+", default=DATASETS)
@@ -194,6 +199,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--max-epochs", type=int, default=1000)
     parser.add_argument("--patience", type=int, default=50)
+    parser.add_argument("--features", choices=["setting", "default", "raw"], default="setting",
+                        help="input features: each model's setting (Shchur et al.'s, SETTINGS), gridgnn's default "
+                             "row normalization (L1 Planetoid, L2 gnn-benchmark), or raw")
     parser.add_argument("--data-root")
     parser.add_argument("--json")
     parser.add_argument("--markdown")
@@ -212,7 +220,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> list[dict]:
     for model in args.models:
         for dataset in args.dataset:
             graph = largest_component(load_graph(TrainConfig(
-                dataset=dataset, data_root=args.data_root, normalize_features=SETTINGS[model]["normalize_features"])))
+                dataset=dataset, data_root=args.data_root, normalize_features=_feature_norm(model, args.features))))
             if model == "pyg-gin" and graph.num_nodes * graph.num_features > DENSE_FEATURE_LIMIT:
                 print(f"{model} {dataset}: skipped (dense features too large here)", flush=True)
                 continue

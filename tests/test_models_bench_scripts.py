@@ -32,6 +32,8 @@ def test_accuracy_models_and_speed_scripts_tiny(tmp_path):
     assert all(len(r["test_acc"]) == 2 and 0.0 <= r["mean"] <= 1.0 for r in records)
     assert json.loads((tmp_path / "a.json").read_text())["records"][0]["dataset"] == TINY
     assert "| sage |" in (tmp_path / "a.md").read_text()
+    assert [accuracy._feature_norm("sage", f) for f in ("setting", "default", "raw")] == [False, None, False]
+    assert accuracy._feature_norm("gin", "setting") is None
     speed = _load("pyg_models_compare")
     records = speed.main(["--dataset", TINY, "--epochs", "2", "--markdown", str(tmp_path / "s.md")])
     assert [r["model"] for r in records] == ["sage", "gin"]
