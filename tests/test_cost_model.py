@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from cost_oracles import block_nnz, spmm_cost, uniform_block_nnz
 
-from gridgnn.cost.spmm_cost import partition_stats
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.shape import resolve_grid
 
 N, F = 1 << 22, 64
@@ -18,12 +18,10 @@ N, F = 1 << 22, 64
 def _dense_bytes(algo: str, p: int, **kwargs) -> int:
     """Forward bytes of rank 0 for one SpMM with no non-zeros moved (the dense volume only)."""
     shape = resolve_grid(algo, p, **kwargs)
-    stats = partition_stats(algo, shape, N)
+    layout = stage_layout(algo, shape.sizes, N)
     nnz = None
-    if algo == "2d":
-        nnz = np.zeros((shape.sizes[0], len(stats["stages"]) - 1), dtype=np.int64)
-    if algo == "3d":
-        nnz = np.zeros((shape.sizes[0], len(stats["sub_bounds"]) - 1), dtype=np.int64)
+    if algo in ("2d", "3d"):
+        nnz = np.zeros((shape.sizes[0], len(layout.segments) - 1), dtype=np.int64)
     return spmm_cost(shape, 0, N, F, nnz).forward_bytes
 
 

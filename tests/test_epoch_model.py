@@ -14,7 +14,7 @@ from gridgnn.cost.cagnet import cagnet_broadcast_words
 from gridgnn.cost.epoch_model import PHASES, ModelSpec, predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
-from gridgnn.cost.spmm_cost import partition_stats
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm_records import PHASES as COMM_PHASES
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
@@ -81,9 +81,8 @@ def test_vectorized_spmm_cost_equals_the_per_rank_closed_form(algo, p, extra):
     n = adj.shape[0]
     shape = resolve_grid(algo, p, **extra)
     blocks = shape_blocks(shape, stats)
-    parts = partition_stats(algo, shape, n)
-    panels = {"2d": lambda: block_nnz(adj, parts["row_bounds"], parts["stages"]),
-              "3d": lambda: block_nnz(adj, parts["row_bounds"], parts["sub_bounds"])}.get(algo, lambda: None)()
+    layout = stage_layout(algo, shape.sizes, n)
+    panels = block_nnz(adj, layout.row_bounds, layout.segments) if algo in ("2d", "3d") else None
     for width in (1, 2, 5, 16):
         fwd, bwd = spmm_terms(blocks, width, backward=False), spmm_terms(blocks, width, backward=True)
         for rank in range(p):

@@ -1,7 +1,8 @@
 """Every algorithm at world sizes 1..9 against the single-process product, forward and backward.
 
-Also checks that the bytes and calls each rank recorded equal the closed-form cost model exactly, and that
-the number of collectives agrees with torch's own `CommDebugMode`.
+Also checks that the bytes and calls each rank recorded equal the closed-form cost model exactly, that its
+records are the plan's steps (`gridgnn.cost.spmm_plan`) one for one, and that the number of collectives
+agrees with torch's own `CommDebugMode`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import spmm_workers as w
 import torch
 from cost_oracles import block_nnz, spmm_cost
 
-from gridgnn.cost.spmm_cost import partition_stats
+from gridgnn.cost.spmm_plan import spmm_steps
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 
@@ -31,12 +33,15 @@ CASES = {
 
 
 def _panel_nnz(adj, shape):
-    stats = partition_stats(shape.algo, shape, adj.shape[0])
-    if shape.algo == "2d":
-        return block_nnz(adj, stats["row_bounds"], stats["stages"])
-    if shape.algo == "3d":
-        return block_nnz(adj, stats["row_bounds"], stats["sub_bounds"])
-    return None
+    layout = stage_layout(shape.algo, shape.sizes, adj.shape[0])
+    return block_nnz(adj, layout.row_bounds, layout.segments) if shape.algo in ("2d", "3d") else None
+
+
+def _planned(shape, rank, width, panel_nnz) -> list[tuple]:
+    """The plan's collectives of one forward and one backward SpMM, as the workers record them (sorted)."""
+    return sorted((step.op, step.axis, step.bytes, phase)
+                  for phase, backward in (("spmm_forward", False), ("spmm_backward", True))
+                  for step in spmm_steps(shape, rank, N, width, panel_nnz, backward=backward))
 
 
 def _check_blocks(per_rank: list[dict], key: str, reference: np.ndarray) -> None:
@@ -77,6 +82,7 @@ def test_spmm_matches_single_process_and_cost_model(world_size):
                             res["backward_calls"])
                 assert measured == (cost.forward_bytes, cost.forward_calls, cost.backward_bytes,
                                     cost.backward_calls), (algo, grid_text, c, width, rank)
+                assert res["records"] == _planned(shape, rank, width, panel_nnz), (algo, grid_text, c, width, rank)
                 assert res["debug_calls"] == res["forward_calls"] + res["backward_calls"]
                 if world_size > 1 and res["forward_calls"]:
                     assert res["phases"] == ["spmm_forward", "spmm_backward"]

@@ -434,12 +434,12 @@ def _launcher_checks(graph, prepared: bool):
     """The launcher's refusals once the grid is known, before the graph is reordered: a prepared folder made
     for another model, and more processes than the vertices allow (one line each)."""
     def check(config: TrainConfig, shape) -> None:
-        from gridgnn.cost.spmm_cost import partition_stats
+        from gridgnn.cost.stages import stage_layout
         from gridgnn.train.grid_train import model_operator
 
         if prepared:
             model_operator(config, graph)
-        partition_stats(shape.algo, shape, graph.num_nodes)
+        stage_layout(shape.algo, shape.sizes, graph.num_nodes)  # refuses more blocks than vertices
     return check
 
 

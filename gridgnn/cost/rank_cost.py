@@ -19,8 +19,9 @@ import numpy as np
 
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.shape import GridShape
-from gridgnn.partition import block_bounds, refine, sub_bounds
+from gridgnn.partition import block_bounds
 
 
 @dataclass(frozen=True)
@@ -66,18 +67,12 @@ class ShapeBlocks:
 
 
 def nnz_bounds(shape: GridShape, n: int) -> tuple[list[int], list[int]]:
-    """The (row bounds, column bounds) on which `shape_blocks` counts Â's entries for ``shape`` (n vertices)."""
-    if shape.algo in ("1d", "1.5d"):
-        bounds = block_bounds(n, shape.sizes[0])
-        return bounds, bounds
-    if shape.algo == "2d":
-        pr, pc = shape.sizes
-        rows = block_bounds(n, pr)
-        # per-stage nnz only matter when panels move (pc > 1); a single process column needs row sums
-        return rows, (refine(rows, block_bounds(n, pc)) if pc > 1 else [0, n])
-    q, _, d = shape.sizes
-    rows = block_bounds(n, q)
-    return rows, sorted({b for k in range(q) for b in sub_bounds(rows[k], rows[k + 1], d)})
+    """The (row bounds, column bounds) on which `shape_blocks` counts Â's entries for ``shape`` (n vertices):
+    the row blocks and the stage segments of `gridgnn.cost.stages`."""
+    layout = stage_layout(shape.algo, shape.sizes, n)
+    if shape.algo == "2d" and shape.sizes[1] == 1:
+        return layout.row_bounds, [0, n]  # per-stage nnz only matter when panels move; one column needs row sums
+    return layout.row_bounds, layout.segments
 
 
 def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
@@ -94,25 +89,21 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k], stats=stats)
     if shape.algo == "2d":
         pc = shape.sizes[1]
-        col_blocks = block_bounds(n, pc)
-        stages = refine(rows, col_blocks)  # = cols when pc > 1
+        layout = stage_layout("2d", shape.sizes, n)
+        stages = layout.segments  # = cols when pc > 1
         nnz = stats.grouped_nnz(rows, cols)
         i, j = coords["row"], coords["col"]
-        owner = _segment_owner(stages, col_blocks) if pc > 1 else np.zeros(1, dtype=np.int64)
+        owner = layout.panel_root if pc > 1 else np.zeros(1, dtype=np.int64)
         own = np.add.reduceat(nnz, np.searchsorted(owner, np.arange(pc)), axis=1) if pc > 1 else nnz
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
                            segments=stages, stats=stats)
     q, _, d = shape.sizes
-    sub = np.array([np.diff(sub_bounds(rows[k], rows[k + 1], d)) for k in range(q)], dtype=np.int64)
+    sub = np.diff(np.asarray(cols, dtype=np.int64)).reshape(q, d)  # rows of each sub-block S[k][l]
     nnz = stats.grouped_nnz(rows, cols)
     i, j, m = coords["row"], coords["col"], coords["depth"]
     z = nnz.reshape(q, q, d)
     return ShapeBlocks(shape, n, coords, rows, nnz, sub[i, m], z[i, j, m], z.sum(axis=1)[i, m], sub=sub,
                        stats=stats)
-
-
-def _segment_owner(stages: list[int], bounds: list[int]) -> np.ndarray:
-    return np.searchsorted(bounds, np.asarray(stages[:-1]), side="right") - 1
 
 
 def feature_widths(width: int, parts: int) -> np.ndarray:
@@ -187,7 +178,7 @@ def _terms_2d(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list
         if key not in blocks.cache:
             packed_rows = seg_rows[None, :] if backward else heights[:, None]
             packed = _packed(packed_rows, blocks.nnz, sz)  # (pr, nseg)
-            owner = _segment_owner(stages, block_bounds(blocks.n, pc))
+            owner = stage_layout("2d", shape.sizes, blocks.n).panel_root
             starts = np.searchsorted(owner, np.arange(pc))  # owners ascend: each column block's first segment
             own = np.add.reduceat(packed, starts, axis=1)  # (pr, pc)
             calls = (blocks.nnz > 0).sum(axis=1)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, _terms_2d, _terms_3d, _terms_15d, feature_widths, spmm_terms
-from gridgnn.cost.sparse_stages import StageLayout, expected_touched, stage_layout, touched_counts
+from gridgnn.cost.sparse_stages import expected_touched, touched_counts
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.cost.stages import StageLayout, stage_layout
 
 
 def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:

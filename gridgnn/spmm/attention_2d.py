@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from gridgnn.partition import owner
 from gridgnn.sparse.attention import EdgeBlock, head_segments
 
 if TYPE_CHECKING:  # the SpMM imports this module on first use
@@ -15,7 +14,7 @@ if TYPE_CHECKING:  # the SpMM imports this module on first use
 
 
 class Stages2D:
-    """Attention on the SUMMA stages: the owner (i, col_owner(a)) of panel Â[i, a:b] computes its
+    """Attention on the SUMMA stages: the owner (i, panel_root[s]) of panel Â[i, a:b] computes its
     coefficients. The score terms s_src[a:b] reach the owners by ``row`` broadcasts within their grid column;
     rows split over the grid row get their maximum and sum by all-reduces on ``col``; the coefficients (K per
     entry) travel with the panel on ``col`` while X[a:b, j] travels on ``row`` as in `SpMM2D.forward`.
@@ -33,7 +32,7 @@ class Stages2D:
         return torch.arange(*self.spmm.stages[s], device=self.row_ids.device)
 
     def _row_root(self, s: int) -> int:
-        return owner(self.spmm.row_bounds, self.spmm.stages[s][0])
+        return self.spmm.stage_root[s]
 
     def gather(self, t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
         """Rows a:b of ``t`` for each owned stage [a, b). Collective on ``row`` (this grid column)."""
@@ -82,7 +81,7 @@ class Stages2D:
             return None
         held = kept[s].contiguous() if s in kept else torch.empty((nnz, heads), dtype=dtype,
                                                                    device=self.row_ids.device)
-        return self.comm.broadcast_async(held, "col", root=self.spmm._col_owner(self.spmm.stages[s][0]))
+        return self.comm.broadcast_async(held, "col", root=self.spmm.panel_root[s])
 
     def _stage(self, x: torch.Tensor, kept: dict, heads: int):
         """Issue stage s: the panel's pattern and coefficients on ``col``, X[a:b, j] on ``row``."""
@@ -127,7 +126,7 @@ class Stages2D:
                     block = self._block(s, panel)
                     d_part = block.sddmm(grad, held, segments, heads) if held is not None else \
                         grad.new_zeros((block.nnz, heads))
-                    flight.add(self.comm.reduce_async(d_part, "col", root=self.spmm._col_owner(a)))
+                    flight.add(self.comm.reduce_async(d_part, "col", root=self.spmm.panel_root[s]))
                     if s in self.blocks:
                         d_kept[s] = d_part
                 if x.shape[1] == 0:

@@ -20,7 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from gridgnn.cost.sparse_stages import stage_layout, touched_columns
+from gridgnn.cost.sparse_stages import touched_columns
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.partition import block_bounds

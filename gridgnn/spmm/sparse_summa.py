@@ -5,8 +5,9 @@ tables); the Â panels still travel along process rows as packed broadcasts (the
 replica-free depth collectives of 3D are unchanged. Only the X half of a stage changes: instead of a
 broadcast of the whole panel X[a:b, j] down process column j, the root sends each process (i, j) the rows of
 X[a:b, j] that Â[i, a:b] has a stored entry in (`gridgnn.spmm.stage_rows`), and in backward those rows of
-Â[i, a:b]ᵀ G[i, j] come back to the root, summed there. The index sets come from
-`gridgnn.cost.sparse_stages` (the same the cost model prices) and are exchanged once, at set-up, on ``row``.
+Â[i, a:b]ᵀ G[i, j] come back to the root, summed there. The stages come from `gridgnn.cost.stages`, the
+index sets from `gridgnn.cost.sparse_stages` (the same the cost model prices); the index sets are exchanged
+once, at set-up, on ``row``.
 Overlap works as in dense SUMMA: stage s + 1's panel broadcast and row exchange are in flight while stage s
 multiplies; a stage's backward exchange runs behind the next stage's product.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
-from gridgnn.cost.sparse_stages import stage_layout, touched_columns
+from gridgnn.cost.sparse_stages import touched_columns
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.spmm.spmm_2d import SpMM2D
@@ -30,12 +31,10 @@ class SparseSpMM2D(SpMM2D):
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32):
         super().__init__(grid, comm, adj, dtype=dtype)
-        layout = stage_layout("2d", grid.shape.sizes, self.num_nodes)
-        roots = layout.root.tolist()
-        remote = [s for s in range(len(self.stages)) if roots[s] != self.i]
-        wanted = touched_columns(adj, self.row_range, layout.segments, remote)
+        remote = [s for s in range(len(self.stages)) if self.stage_root[s] != self.i]
+        wanted = touched_columns(adj, self.row_range, self.layout.segments, remote)
         with comm.phase("other"):
-            self.rows = StageRows(comm, self.stages, roots, wanted)
+            self.rows = StageRows(comm, self.stages, self.stage_root, wanted)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X[i, j] (n_i x f_j) -> Y[i, j]. Collective on ``col`` (Â) and ``row`` (touched X rows)."""
@@ -78,13 +77,13 @@ class SparseSpMM3D(SpMM3D):
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32):
         super().__init__(grid, comm, adj, dtype=dtype)
-        q, d = grid.size("row"), grid.size("depth")
-        layout = stage_layout("3d", grid.shape.sizes, self.num_nodes)
+        stages = range(grid.size("row"))
+        remote = [k for k in stages if self._root(k) != self.i]
         rows = (self.bounds[self.i], self.bounds[self.i + 1])
-        touched = touched_columns(adj, rows, layout.segments, [k * d + self.l for k in range(q) if k != self.i])
-        wanted = {k: touched[k * d + self.l] for k in range(q) if k != self.i}
+        touched = touched_columns(adj, rows, self.layout.segments, [self.my_segments[k] for k in remote])
+        wanted = {k: touched[self.my_segments[k]] for k in remote}
         with comm.phase("other"):
-            self.rows = StageRows(comm, [self._slice(k) for k in range(q)], list(range(q)), wanted)
+            self.rows = StageRows(comm, [self._slice(k) for k in stages], [self._root(k) for k in stages], wanted)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (touched rows), ``depth``."""
@@ -95,7 +94,7 @@ class SparseSpMM3D(SpMM3D):
             panel = self._panel(k, transpose=False)
             if width == 0:
                 return panel, None
-            return panel, self.rows.gather_async(k, x if k == self.i else None, width, x)
+            return panel, self.rows.gather_async(k, x if self._root(k) == self.i else None, width, x)
 
         for _, (panel, held) in self.comm.pipeline(range(self.grid.size("row")), issue):
             if panel is not None and held is not None:
@@ -117,6 +116,6 @@ class SparseSpMM3D(SpMM3D):
                 a, b = self._slice(k)
                 part = panel.matmul(full) if panel is not None else grad_y.new_zeros((b - a, width))
                 flight.add(self.rows.reduce_async(k, part))
-                if k == self.i:
+                if self._root(k) == self.i:
                     grad_x = part  # summed in place once the exchange is waited for
         return grad_y.new_zeros(grad_y.shape) if grad_x is None else grad_x

@@ -27,9 +27,9 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.partition import block_bounds
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.spmm.base import DistributedSpMM
@@ -42,10 +42,11 @@ class SpMM15D(DistributedSpMM):
                  dtype: torch.dtype = torch.float32):
         super().__init__(grid, comm, adj.shape[0])
         self.replication = grid.size("rep") if "rep" in grid.shape.axes else 1
-        self.bounds = block_bounds(self.num_nodes, grid.size("row"))
+        layout = stage_layout(grid.algo, grid.shape.sizes, self.num_nodes)
+        self.bounds = layout.row_bounds
         self.i = grid.index("row")
         self.k = grid.index("rep") if self.replication > 1 else 0
-        self.share = [j for j in range(grid.size("row")) if j % self.replication == self.k]
+        self.share = layout.handled_by(self.k)  # stage j: block j's X rows, rooted at row coordinate j
         index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
         column_blocks = list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
         _, kept = cut_panels(adj, self.row_range, column_blocks, self.share)

@@ -2,19 +2,20 @@
 
 Axes ``row`` (size pr, coordinate i) and ``col`` (size pc, coordinate j). Vertex rows follow
 ``block_bounds(n, pr)``; Â's columns follow ``block_bounds(n, pc)``; feature columns follow
-``block_bounds(f, pc)``. The stages are the segments of the common refinement of the two vertex partitions
-(``refine``), so every stage's Â panel lies in one process column and its X panel in one process row; on a
-square grid the stages are the blocks.
+``block_bounds(f, pc)``. The stages (`gridgnn.cost.stages`, shared with the cost model and the plan of
+collectives `gridgnn.cost.spmm_plan`) are the segments of the common refinement of the two vertex partitions
+(``refine``), so every stage's Â panel lies in one process column (its ``panel_root``) and its X panel in one
+process row (its ``root``); on a square grid the stages are the blocks.
 
 Layout of X, Y, dX, dY: ``Shard(0)`` on ``row``, ``Shard(1)`` on ``col``: process (i, j) holds rows of block i
 and feature columns of block j. Process (i, j) keeps Â[rows i, cols in column block j], one packed panel per
 stage segment inside that block (and each panel's transpose). For a 2 x 3 grid on n = 12:
 row blocks [0, 6, 12], Â column blocks [0, 4, 8, 12], stages [0, 4, 6, 8, 12].
 
-Forward, stage s = [a, b): the owner (i, col_owner(a)) broadcasts Â[i, a:b] on ``col`` (its grid row), the
-owner (row_owner(a), j) broadcasts X[a:b, j] on ``row`` (its grid column), and Y[i, j] += Â[i, a:b] X[a:b, j].
+Forward, stage s = [a, b): the owner (i, panel_root[s]) broadcasts Â[i, a:b] on ``col`` (its grid row), the
+owner (root[s], j) broadcasts X[a:b, j] on ``row`` (its grid column), and Y[i, j] += Â[i, a:b] X[a:b, j].
 Backward, stage s: the owner broadcasts Â[i, a:b]ᵀ on ``col``; each process forms Â[i, a:b]ᵀ G[i, j] and
-the sum over i is reduced on ``row`` to (row_owner(a), j), which writes rows a:b of dX[·, j].
+the sum over i is reduced on ``row`` to (root[s], j), which writes rows a:b of dX[·, j].
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.partition import block_bounds, owner, refine
 from gridgnn.sparse.csr import index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
@@ -41,13 +42,13 @@ class SpMM2D(DistributedSpMM):
                  dtype: torch.dtype = torch.float32):
         super().__init__(grid, comm, adj.shape[0])
         n = self.num_nodes
-        self.row_bounds = block_bounds(n, grid.size("row"))
-        self.col_bounds = block_bounds(n, grid.size("col"))
-        stages = refine(self.row_bounds, self.col_bounds)
-        self.stages = list(zip(stages[:-1], stages[1:], strict=True))
+        self.layout = layout = stage_layout("2d", grid.shape.sizes, n)
+        self.row_bounds = layout.row_bounds
+        self.stages = [layout.segment(s) for s in range(len(layout.root))]
+        self.stage_root, self.panel_root = layout.root.tolist(), layout.panel_root.tolist()
         self.i, self.j = grid.index("row"), grid.index("col")
         self.index_dtype, self.dtype = index_dtype_for(n, adj.nnz), dtype
-        mine = [s for s, (a, _) in enumerate(self.stages) if self._col_owner(a) == self.j]
+        mine = [s for s in range(len(self.stages)) if self.panel_root[s] == self.j]
         self.panel_nnz, kept = cut_panels(adj, self.row_range, self.stages, mine)
         self.own = {
             s: PackedPanel(kept.pop(s), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
@@ -64,15 +65,12 @@ class SpMM2D(DistributedSpMM):
     def row_range(self) -> tuple[int, int]:
         return self.row_bounds[self.i], self.row_bounds[self.i + 1]
 
-    def _col_owner(self, a: int) -> int:
-        return owner(self.col_bounds, a)
-
     def _panel(self, s: int, transpose: bool):
         a, b = self.stages[s]
         r0, r1 = self.row_range
         layout = panel_layout(r1 - r0, b - a, self.panel_nnz[s], index_dtype=self.index_dtype,
                               dtype=self.dtype, transpose=transpose)
-        return broadcast_panel(self.comm, "col", self._col_owner(a), self.own.get(s), layout,
+        return broadcast_panel(self.comm, "col", self.panel_root[s], self.own.get(s), layout,
                                transpose=transpose)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -88,7 +86,7 @@ class SpMM2D(DistributedSpMM):
             panel = self._panel(s, transpose=False)
             if x.shape[1] == 0:
                 return panel, None
-            root = owner(self.row_bounds, a)
+            root = self.stage_root[s]
             held = x[a - r0:b - r0].contiguous() if root == self.i else x.new_empty((b - a, x.shape[1]))
             return panel, self.comm.broadcast_async(held, "row", root=root)
 
@@ -113,7 +111,7 @@ class SpMM2D(DistributedSpMM):
                     continue
                 a, b = self.stages[s]
                 part = panel.matmul(grad_y) if panel is not None else grad_y.new_zeros((b - a, grad_y.shape[1]))
-                root = owner(self.row_bounds, a)
+                root = self.stage_root[s]
                 flight.add(self.comm.reduce_async(part, "row", root=root))
                 if root == self.i:
                     mine.append((a - r0, b - r0, part))  # summed once the reduce is waited for

@@ -20,9 +20,9 @@ from __future__ import annotations
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.partition import block_bounds, sub_bounds
 from gridgnn.sparse.csr import index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
@@ -39,9 +39,11 @@ class SpMM3D(DistributedSpMM):
                  dtype: torch.dtype = torch.float32):
         super().__init__(grid, comm, adj.shape[0])
         q, d = grid.size("row"), grid.size("depth")
-        self.bounds = block_bounds(self.num_nodes, q)
-        self.sub = [sub_bounds(self.bounds[k], self.bounds[k + 1], d) for k in range(q)]
         self.i, self.j, self.l = grid.index("row"), grid.index("col"), grid.index("depth")
+        self.layout = stage_layout("3d", grid.shape.sizes, self.num_nodes)
+        self.bounds = self.layout.row_bounds
+        self.sub = [self.layout.segments[k * d:(k + 1) * d + 1] for k in range(q)]  # S[k][·], k's sub-blocks
+        self.my_segments = self.layout.handled_by(self.l)  # stage k runs segment k*d + l
         self.index_dtype, self.dtype = index_dtype_for(self.num_nodes, adj.nnz), dtype
         rows = (self.bounds[self.i], self.bounds[self.i + 1])
         self.panel_nnz, kept = cut_panels(adj, rows, [self._slice(k) for k in range(q)], [self.j])
@@ -49,8 +51,12 @@ class SpMM3D(DistributedSpMM):
         self._attention = None
 
     def _slice(self, k: int) -> tuple[int, int]:
-        """Global rows S[k][l] of this process's layer l."""
-        return self.sub[k][self.l], self.sub[k][self.l + 1]
+        """Global rows S[k][l] of this process's layer l (the segment of stage k)."""
+        return self.layout.segment(self.my_segments[k])
+
+    def _root(self, k: int) -> int:
+        """Coordinate of stage k's X rows on ``row`` and of its Â panel on ``col`` (both k)."""
+        return int(self.layout.root[self.my_segments[k]])
 
     @property
     def stored_nnz(self) -> int:
@@ -69,8 +75,9 @@ class SpMM3D(DistributedSpMM):
         (a, b), n_i = self._slice(k), self.bounds[self.i + 1] - self.bounds[self.i]
         layout = panel_layout(n_i, b - a, self.panel_nnz[k], index_dtype=self.index_dtype,
                               dtype=self.dtype, transpose=transpose)
-        own = self.own if k == self.j else None
-        return broadcast_panel(self.comm, "col", k, own, layout, transpose=transpose)
+        root = int(self.layout.panel_root[self.my_segments[k]])
+        own = self.own if root == self.j else None
+        return broadcast_panel(self.comm, "col", root, own, layout, transpose=transpose)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (X), ``depth`` (reduce-scatter).
@@ -85,8 +92,8 @@ class SpMM3D(DistributedSpMM):
             if width == 0:
                 return panel, None
             a, b = self._slice(k)
-            held = x if k == self.i else x.new_empty((b - a, width))
-            return panel, self.comm.broadcast_async(held, "row", root=k)
+            held = x if self._root(k) == self.i else x.new_empty((b - a, width))
+            return panel, self.comm.broadcast_async(held, "row", root=self._root(k))
 
         for _, (panel, held) in self.comm.pipeline(range(self.grid.size("row")), issue):
             if panel is not None and held is not None:
@@ -111,8 +118,8 @@ class SpMM3D(DistributedSpMM):
                     continue
                 a, b = self._slice(k)
                 part = panel.matmul(full) if panel is not None else grad_y.new_zeros((b - a, width))
-                flight.add(self.comm.reduce_async(part, "row", root=k))
-                if k == self.i:
+                flight.add(self.comm.reduce_async(part, "row", root=self._root(k)))
+                if self._root(k) == self.i:
                     grad_x = part  # summed once the reduce is waited for (at the latest, leaving the block)
         return grad_y.new_zeros(grad_y.shape) if grad_x is None else grad_x
 

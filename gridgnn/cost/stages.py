@@ -1,0 +1,72 @@
+"""The stages of every algorithm's SpMM: the one place that knows them (pure, no process group).
+
+Every distributed SpMM is a loop over *stages*. A stage multiplies one column *segment* of Â (the vertices
+``[segments[s], segments[s + 1])``) with the matching rows of the dense operand; those rows are held by one
+process of the ``row`` axis (``root[s]``), and on 2D/3D the Â columns of the segment are kept by one process
+of the ``col`` axis (``panel_root[s]``). Dense algorithms (`gridgnn.spmm.spmm_15d`, `spmm_2d`, `spmm_3d`), their
+sparse variants (`gridgnn.spmm.sparse_15d`, `sparse_summa`), the attention stages, the plan of collectives
+(`gridgnn.cost.spmm_plan`) and the vectorized cost model (`gridgnn.cost.rank_cost`) all take their stages from
+`stage_layout`.
+
+=====  ==============================  ===============================  ============  ==========  ============
+algo   dense rows (``row_bounds``)     segments                         root (row)    panel_root  handled by
+=====  ==============================  ===============================  ============  ==========  ============
+1.5d   ``block_bounds(n, R)``          the R row blocks                 j             none        replica j % c
+2d     ``block_bounds(n, pr)``         ``refine(rows, cols)``           row block     col block   every process
+3d     ``block_bounds(n, q)``          sub-blocks S[k][l] (k-major)     k             k           depth l
+=====  ==============================  ===============================  ============  ==========  ============
+
+Worked example, 2D on a 2 x 3 grid, n = 12: rows [0, 6, 12], Â column blocks [0, 4, 8, 12], segments
+[0, 4, 6, 8, 12], roots [0, 0, 1, 1], panel roots [0, 1, 1, 2].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gridgnn.partition import block_bounds, refine, sub_bounds
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    """The dense row blocks, the column segments (S of them), and per segment: its root on ``row``, the Â
+    panel's root on ``col`` (None where Â never moves: 1D/1.5D) and the group (replica on 1.5D, depth slice
+    on 3D, 0 on 2D) whose processes run it."""
+
+    row_bounds: list[int]
+    segments: list[int]
+    root: np.ndarray
+    group: np.ndarray
+    panel_root: np.ndarray | None = None
+
+    def handled_by(self, group: int) -> list[int]:
+        """The segments a process of ``group`` (replica or depth index) runs, in stage order."""
+        return np.flatnonzero(self.group == group).tolist()
+
+    def segment(self, s: int) -> tuple[int, int]:
+        """Global vertex rows ``[a, b)`` of segment ``s``."""
+        return self.segments[s], self.segments[s + 1]
+
+
+def stage_layout(algo: str, sizes: tuple[int, ...], n: int) -> StageLayout:
+    """The `StageLayout` of ``algo`` on a grid of ``sizes`` (as `GridShape.sizes`) for n vertices."""
+    if algo in ("1d", "1.5d"):
+        num_rows = sizes[0]
+        c = sizes[1] if algo == "1.5d" else 1
+        rows = block_bounds(n, num_rows)
+        blocks = np.arange(num_rows)
+        return StageLayout(rows, rows, blocks, blocks % c)
+    if algo == "2d":
+        rows, cols = block_bounds(n, sizes[0]), block_bounds(n, sizes[1])
+        segments = refine(rows, cols)
+        starts = np.asarray(segments[:-1])
+        return StageLayout(rows, segments, np.searchsorted(rows, starts, side="right") - 1,
+                           np.zeros(len(segments) - 1, dtype=np.int64),
+                           np.searchsorted(cols, starts, side="right") - 1)
+    q, d = sizes[0], sizes[2]
+    rows = block_bounds(n, q)
+    segments = [0] + [b for k in range(q) for b in sub_bounds(rows[k], rows[k + 1], d)[1:]]
+    index = np.arange(q * d)
+    return StageLayout(rows, segments, index // d, index % d, index // d)
