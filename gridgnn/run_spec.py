@@ -151,7 +151,7 @@ def _check_shape(config: TrainConfig, shape: GridShape) -> None:
         raise ConfigError(f"run spec grid {shape.algo} {shape.axes} is not a grid of --algo {config.algo}")
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in shape.sizes):
         raise ConfigError(f"run spec grid sizes must be positive integers, got {shape.sizes}")
-    if config.algo == "1.5d" and shape.size("rep") != config.replication:
+    if shape.replication != config.replication:
         raise ConfigError(f"run spec grid {shape.label()} does not have --replication {config.replication}")
     if config.grid is not None and config.grid_shape() != shape.sizes:
         raise ConfigError(f"run spec grid {shape.label()} is not --grid {config.grid}")

@@ -60,6 +60,20 @@ def test_invalid_grids_fail_with_the_factors(algo, p, kwargs, message):
         resolve_grid(algo, p, **kwargs)
 
 
+@pytest.mark.parametrize("algo,p,kwargs,expected", [
+    ("1d", 4, {}, (1, 1, 1, False, {"grid": None, "replication": 1}, [])),
+    ("1.5d", 6, {"replication": 3}, (3, 1, 1, False, {"grid": None, "replication": 3}, ["--replication", "3"])),
+    ("2d", 6, {"grid": "2x3"}, (1, 3, 1, True, {"grid": "2x3", "replication": 1}, ["--grid", "2x3"])),
+    ("3d", 12, {"grid": "2x2x3"}, (1, 2, 3, True, {"grid": "2x2x3", "replication": 1}, ["--grid", "2x2x3"])),
+])
+def test_shape_properties_replace_algorithm_branches(algo, p, kwargs, expected):
+    shape = resolve_grid(algo, p, **kwargs)
+    assert (shape.replication, shape.col_blocks, shape.depth, shape.splits_features, shape.config_fields(),
+            shape.grid_flags()) == expected
+    again = resolve_grid(algo, p, **{k: v for k, v in shape.config_fields().items() if v is not None})
+    assert again == shape  # the fields select the same shape
+
+
 def test_parse_shape():
     assert parse_shape("2x2x2") == (2, 2, 2)
 

@@ -367,7 +367,7 @@ def _attention_terms_3d(blocks: ShapeBlocks, width: int, heads: int, sizes: Size
 
 
 def _col_size(shape: GridShape) -> int:
-    return shape.sizes[1] if shape.algo in ("2d", "3d") else 1
+    return shape.col_blocks
 
 
 def _column_term(blocks: ShapeBlocks, phase: str, op: str, width: int, sizes: SizeInfo) -> Term:
@@ -406,7 +406,7 @@ def _dense_terms(blocks: ShapeBlocks, step: LayerStep, sizes: SizeInfo) -> list[
 
 def _weight_grad_terms(shape: GridShape, spec: ModelSpec, sizes: SizeInfo) -> list[Term]:
     p = shape.world_size
-    axis, size = ("row", shape.sizes[0]) if shape.algo in ("1d", "1.5d") else ("world", p)
+    axis, size = ("world", p) if shape.splits_features else ("row", shape.sizes[0])
     if size == 1:
         return []
     nbytes = 2 * spec.num_parameters() * sizes.value * (size - 1) // size

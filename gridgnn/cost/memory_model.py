@@ -52,7 +52,7 @@ SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features be
 def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo) -> dict[str, np.ndarray]:
     """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`."""
     m = blocks.local_rows.astype(np.int64)
-    pcol = blocks.shape.sizes[1] if blocks.shape.algo in ("2d", "3d") else 1
+    pcol = blocks.shape.col_blocks
     out = {
         "graph": _graph_bytes(blocks, sizes),
         "features": _feature_bytes(blocks, stats, pcol, sizes),
@@ -72,7 +72,7 @@ def _graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
     values = 2 * blocks.local_nnz * (idx + sz.sparse_value)
     i = blocks.coords["row"]
     if shape.algo in ("1d", "1.5d"):
-        c = shape.sizes[1] if shape.algo == "1.5d" else 1
+        c = shape.replication
         k = blocks.coords.get("rep", np.zeros_like(i))
         share = np.arange(len(heights)) % c
         count = np.bincount(share, minlength=c)[k]
@@ -160,7 +160,7 @@ def _attention_bytes(blocks: ShapeBlocks, spec, steps, sz: SizeInfo) -> np.ndarr
                 for step in steps)
     widest = max(step.heads for step in steps)
     total = own * (EDGE_INDEX_BYTES + saved + 4 * widest * sz.value)
-    if blocks.shape.algo in ("2d", "3d"):
+    if blocks.shape.splits_features:  # Â panels (and their coefficients) in flight
         i = blocks.coords["row"]
         panel = blocks.nnz.max(axis=1)[i].astype(np.int64)
         total = total + (PANELS_IN_FLIGHT * panel * (EDGE_INDEX_BYTES + widest * sz.value)).astype(np.int64)
@@ -171,7 +171,7 @@ def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo) -> np.nda
     heights = np.diff(blocks.row_bounds).astype(np.int64)
     width = max(_local(s.spmm_width, pcol) for s in steps)
     i = blocks.coords["row"]
-    if blocks.shape.algo in ("1d", "1.5d"):
+    if not blocks.shape.splits_features:
         return 2 * heights.max() * width * sz.value + 0 * i
     # Â panels in flight: a stage's panel is received before the previous stage's is released, and gloo
     # sometimes stages a message that arrives before its receive is posted (measured: 2 to 3 panels)

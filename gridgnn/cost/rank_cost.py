@@ -82,8 +82,7 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
                                                                                    shape.sizes), strict=True)}
     rows, cols = nnz_bounds(shape, n)
     if shape.algo in ("1d", "1.5d"):
-        num_rows = shape.sizes[0]
-        c = shape.sizes[1] if shape.algo == "1.5d" else 1
+        num_rows, c = shape.sizes[0], shape.replication
         nnz = stats.grouped_nnz(rows, cols, np.arange(num_rows) % c, num_groups=c)
         i, k = coords["row"], coords.get("rep", np.zeros_like(coords["row"]))
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k], stats=stats)
@@ -141,8 +140,7 @@ def _term(phase, op, axis, size, calls, nbytes, num_ranks) -> Term:
 
 def _terms_15d(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
     shape, p = blocks.shape, blocks.shape.world_size
-    num_rows = shape.sizes[0]
-    c = shape.sizes[1] if shape.algo == "1.5d" else 1
+    num_rows, c = shape.sizes[0], shape.replication
     phase = "spmm_backward" if backward else "spmm_forward"
     sizes = np.diff(blocks.row_bounds).astype(np.int64)
     share = np.arange(num_rows) % c

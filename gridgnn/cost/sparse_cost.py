@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gridgnn.cost.rank_cost import ShapeBlocks, Term, _terms_2d, _terms_3d, _terms_15d, feature_widths, spmm_terms
+from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, spmm_terms
 from gridgnn.cost.sparse_stages import expected_touched, touched_counts
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.stages import StageLayout, stage_layout
@@ -53,7 +53,7 @@ def _row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
 def _count_rows(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
     layout, u = touched_rows(blocks)
     coords = blocks.coords
-    group_axis = {"1d": None, "1.5d": "rep", "2d": None, "3d": "depth"}[blocks.shape.algo]
+    group_axis = layout.group_axis
     group = coords[group_axis] if group_axis else np.zeros(blocks.shape.world_size, dtype=np.int64)
     num_groups = blocks.shape.size(group_axis) if group_axis else 1  # replicas (1.5D), depth (3D); some may idle
     segments = np.arange(u.shape[1])
@@ -74,20 +74,19 @@ def _count_rows(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
 
 def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -> list[Term]:
     """Terms of one sparse SpMM half: the dense terms with the X exchange on ``row`` made all-to-alls."""
-    algo, p = blocks.shape.algo, blocks.shape.world_size
-    dense = {"1d": _terms_15d, "1.5d": _terms_15d, "2d": _terms_2d, "3d": _terms_3d}[algo]
-    terms = [t for t in dense(blocks, width, backward, sz) if t.axis != "row"]
+    p = blocks.shape.world_size
+    terms = [t for t in spmm_terms(blocks, width, backward=backward, sizes=sz) if t.axis != "row"]
     num_rows = blocks.shape.sizes[0]
     if num_rows == 1:
         return terms
     phase = "spmm_backward" if backward else "spmm_forward"
     rows = _row_counts(blocks)[1 if backward else 0]
-    if algo in ("1d", "1.5d"):
+    if not blocks.shape.splits_features:
         fw, calls = np.full(p, width, dtype=np.int64), np.ones(p, dtype=np.int64)
     else:
         layout, _ = touched_rows(blocks)
-        fw = feature_widths(width, blocks.shape.sizes[1])[blocks.coords["col"]]
-        stages = len(layout.segments) - 1 if algo == "2d" else num_rows
+        fw = feature_widths(width, blocks.shape.col_blocks)[blocks.coords["col"]]
+        stages = (len(layout.segments) - 1) // blocks.shape.depth  # each depth slice runs its own segments
         calls = np.where(fw > 0, stages, 0).astype(np.int64)
     nbytes = np.where(calls > 0, rows * fw * sz.value, 0).astype(np.int64)
     return terms + [Term(phase, "all_to_all", "row", num_rows, calls, nbytes)]

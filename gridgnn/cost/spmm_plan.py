@@ -88,8 +88,8 @@ def _dense(op, axis, root, stage, rows, width, me, sz: SizeInfo) -> Step:
 
 def _steps_15d(shape, layout: StageLayout, coords, f, backward, sz) -> list[Step]:
     num_rows = shape.sizes[0]
-    c = shape.sizes[1] if shape.algo == "1.5d" else 1
-    i, k = coords["row"], coords.get("rep", 0)
+    c = shape.replication
+    i, k = coords["row"], coords.get(layout.group_axis, 0)
     n_i = layout.row_bounds[i + 1] - layout.row_bounds[i]
     steps = []
     if num_rows > 1:
@@ -109,8 +109,8 @@ def _steps_summa(shape, layout: StageLayout, coords, width, nnz, backward, sz) -
     """2D (``pr x pc``) and 3D (``q x q x d``, depth slice l runs the segments k*d + l)."""
     i, j = coords["row"], coords["col"]
     pr, pc = shape.sizes[0], shape.sizes[1]
-    depth = shape.sizes[2] if shape.algo == "3d" else 1
-    mine = layout.handled_by(coords.get("depth", 0))
+    depth = shape.depth
+    mine = layout.handled_by(coords.get(layout.group_axis, 0))
     n_i = layout.row_bounds[i + 1] - layout.row_bounds[i]
     f_j = int(np.diff(block_bounds(width, pc, allow_empty=True, what="feature columns"))[j])
     chunk = max(np.diff(layout.segments[i * depth:(i + 1) * depth + 1])) if depth > 1 else 0

@@ -33,13 +33,15 @@ from gridgnn.partition import block_bounds, refine, sub_bounds
 class StageLayout:
     """The dense row blocks, the column segments (S of them), and per segment: its root on ``row``, the Â
     panel's root on ``col`` (None where Â never moves: 1D/1.5D) and the group (replica on 1.5D, depth slice
-    on 3D, 0 on 2D) whose processes run it."""
+    on 3D, 0 on 2D) whose processes run it; ``group_axis`` is the grid axis whose coordinate is that group
+    (``rep``, ``depth``, or None where every process runs every segment)."""
 
     row_bounds: list[int]
     segments: list[int]
     root: np.ndarray
     group: np.ndarray
     panel_root: np.ndarray | None = None
+    group_axis: str | None = None
 
     def handled_by(self, group: int) -> list[int]:
         """The segments a process of ``group`` (replica or depth index) runs, in stage order."""
@@ -57,7 +59,7 @@ def stage_layout(algo: str, sizes: tuple[int, ...], n: int) -> StageLayout:
         c = sizes[1] if algo == "1.5d" else 1
         rows = block_bounds(n, num_rows)
         blocks = np.arange(num_rows)
-        return StageLayout(rows, rows, blocks, blocks % c)
+        return StageLayout(rows, rows, blocks, blocks % c, group_axis="rep" if algo == "1.5d" else None)
     if algo == "2d":
         rows, cols = block_bounds(n, sizes[0]), block_bounds(n, sizes[1])
         segments = refine(rows, cols)
@@ -69,4 +71,4 @@ def stage_layout(algo: str, sizes: tuple[int, ...], n: int) -> StageLayout:
     rows = block_bounds(n, q)
     segments = [0] + [b for k in range(q) for b in sub_bounds(rows[k], rows[k + 1], d)[1:]]
     index = np.arange(q * d)
-    return StageLayout(rows, segments, index // d, index % d, index // d)
+    return StageLayout(rows, segments, index // d, index % d, index // d, group_axis="depth")

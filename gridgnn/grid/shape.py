@@ -57,6 +57,40 @@ class GridShape:
         """The shape as the user writes it, e.g. ``"2x3"``."""
         return "x".join(str(s) for s in self.sizes)
 
+    def _size_or_one(self, axis: str) -> int:
+        return self.size(axis) if axis in self.axes else 1
+
+    @property
+    def replication(self) -> int:
+        """Replicas of every block row: the ``rep`` axis (1.5D's c), 1 on grids without one."""
+        return self._size_or_one("rep")
+
+    @property
+    def col_blocks(self) -> int:
+        """Blocks of the feature columns: the ``col`` axis (2D's pc, 3D's q), 1 on grids without one."""
+        return self._size_or_one("col")
+
+    @property
+    def depth(self) -> int:
+        """Depth slices of every block: the ``depth`` axis (3D's d), 1 on grids without one."""
+        return self._size_or_one("depth")
+
+    @property
+    def splits_features(self) -> bool:
+        """Whether feature columns are split (a ``col`` axis: 2D, 3D), so Â panels move along ``col``."""
+        return "col" in self.axes
+
+    def config_fields(self) -> dict:
+        """The `TrainConfig` fields that select this shape for its algorithm: ``grid`` (the label, where the
+        shape has a ``col`` axis and the user gives ``--grid``) and ``replication``."""
+        return {"grid": self.label() if self.splits_features else None, "replication": self.replication}
+
+    def grid_flags(self) -> list[str]:
+        """The ``gridgnn train`` flags that select this shape for its algorithm: ``--replication`` where the
+        shape has a ``rep`` axis, ``--grid`` where it has a ``col`` axis."""
+        flags = ["--replication", str(self.replication)] if "rep" in self.axes else []
+        return flags + (["--grid", self.label()] if self.splits_features else [])
+
 
 def _factors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]

@@ -31,7 +31,7 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     from gridgnn.grid.shape import resolve_grid
 
     world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-    shape = resolve_grid(algo, world, replication=replication if algo == "1.5d" else None, grid=grid)
+    shape = resolve_grid(algo, world, replication=replication, grid=grid)
     process_grid = ProcessGrid.create(shape)
     adj = operator_matrix("gcn", adjacency) if normalize else sp.csr_matrix(adjacency)
     return GridOps(process_grid, Communicator(process_grid), adj)

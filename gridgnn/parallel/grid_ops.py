@@ -44,9 +44,7 @@ class GridOps:
         self._order: torch.Tensor | None = None  # and of every row (attention dropout names columns too)
         self.col_axis = self.spmm.num_col_blocks_axis
         self.grad_axis = "row" if self.col_axis is None else WORLD
-        self.row_replicas = 1 if self.col_axis is None else grid.size(self.col_axis)
-        if grid.algo == "1.5d":
-            self.row_replicas = grid.size("rep")
+        self.row_replicas = grid.shape.replication * grid.shape.col_blocks  # processes holding each row
 
     @property
     def device(self) -> torch.device:

@@ -71,7 +71,7 @@ class PlanEntry:
 
     @property
     def replication(self) -> int:
-        return self.shape.sizes[1] if self.shape.algo == "1.5d" else 1
+        return self.shape.replication
 
     def to_dict(self) -> dict:
         """The JSON object of ``gridgnn plan --json`` (bytes, calls and memory: max over ranks, one epoch)."""
@@ -93,10 +93,7 @@ class PlanEntry:
         `plan` (``run_flags``: dataset, data root, direction, seed; layers, hidden width, order), then this
         configuration. A plan made on statistics names no dataset: add ``--dataset``."""
         flags = [*self.run_flags, "--algo", self.algo, "--nprocs", str(self.shape.world_size)]
-        if self.algo == "1.5d":
-            flags += ["--replication", str(self.replication)]
-        elif self.algo in ("2d", "3d"):
-            flags += ["--grid", self.grid]
+        flags += self.shape.grid_flags()
         if self.comm != "dense":
             flags += ["--comm", self.comm]
         return flags

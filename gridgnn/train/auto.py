@@ -52,8 +52,7 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
     ranked = plan(config, graph_stats(priced, config.model), world_size, profile=default_profile(device_type),
                   comms=comms)
     best = ranked.best
-    chosen = dataclasses.replace(config, algo=best.algo, grid=best.grid if best.algo in ("2d", "3d") else None,
-                                 replication=best.replication if best.algo == "1.5d" else 1, comm=best.comm)
+    chosen = dataclasses.replace(config, algo=best.algo, comm=best.comm, **best.shape.config_fields())
     return chosen, f"--algo auto chose {ranked.reason}"
 
 

@@ -62,8 +62,7 @@ def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridS
     if config.algo == "local":
         shape = resolve_grid("1d", 1)
     elif shape is None:
-        replication = config.replication if config.algo == "1.5d" else None
-        shape = resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
+        shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
     return int(predict_epoch(config, stats, shape).memory_bytes.max())
 
 

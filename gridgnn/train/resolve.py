@@ -24,9 +24,8 @@ Say = Callable[[str], None]
 
 def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
     """The validated grid of ``config`` on ``world_size`` processes (raises `ConfigError`; the rule that only
-    1.5d takes a replication factor is `TrainConfig.validate`'s)."""
-    replication = config.replication if config.algo == "1.5d" else None
-    return resolve_grid(config.algo, world_size, replication=replication, grid=config.grid)
+    1.5d takes a replication factor is `TrainConfig.validate`'s; the others keep the default 1)."""
+    return resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
 
 
 def resolve_auto(config: TrainConfig, graph: Graph | PreparedGraph | None, world_size: int, *,
