@@ -251,6 +251,59 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
     return lines
 
 
+VARIANTS = {("none", "dense"): ("dense, natural order", "-", "tab:gray"),
+            ("none", "sparse"): ("sparse, natural order", "--", "tab:blue"),
+            ("metis", "dense"): ("dense, METIS order", "-", "tab:orange"),
+            ("metis", "sparse"): ("sparse, METIS order", "--", "tab:red")}
+"""The curves of each plot: (reorder, comm) -> label, line style, colour."""
+
+
+def plots(out: Path, model: list[dict], measured: list[dict]) -> list[Path]:
+    """``bytes_vs_p_<graph>.png`` (model: KiB per rank per step, max over ranks, against P, one panel per
+    algorithm) and ``measured_steps.png`` (measured step seconds, dense vs sparse); needs matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plots (pip install -e '.[bench]')")
+        return []
+    written = []
+    for graph in dict.fromkeys(r["graph"] for r in model):
+        fig, axes = plt.subplots(1, 4, figsize=(15, 3.8), sharey=True)
+        for ax, algo in zip(axes, ("1d", "1.5d", "2d", "3d"), strict=True):
+            for (reorder, comm), (label, style, colour) in VARIANTS.items():
+                rows = sorted((r for r in model if r["graph"] == graph and r["algo"] == algo
+                               and r["reorder"] == reorder and r["comm"] == comm), key=lambda r: r["p"])
+                ax.plot([r["p"] for r in rows], [r["max_bytes"] / 1024 for r in rows], style, color=colour,
+                        marker="o", markersize=3, label=label)
+            ax.set(xscale="log", yscale="log", title=f"{graph} {algo}", xlabel="P")
+        axes[0].set_ylabel("KiB per rank per step (max)")
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        written.append(out / f"bytes_vs_p_{graph}.png")
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+    pairs = [(r, _find(measured, graph=r["graph"], p=r["p"], algo=r["algo"], reorder=r["reorder"], comm="sparse"))
+             for r in measured if r["comm"] == "dense"]
+    pairs = [(d, sp) for d, sp in pairs if sp is not None]
+    if pairs:
+        fig, ax = plt.subplots(figsize=(max(8, 0.28 * len(pairs)), 4.2))
+        x = range(len(pairs))
+        ax.bar([i - 0.2 for i in x], [d["step_s"] for d, _ in pairs], 0.4, label="dense", color="tab:gray")
+        ax.bar([i + 0.2 for i in x], [sp["step_s"] for _, sp in pairs], 0.4, label="sparse", color="tab:red")
+        ax.set_xticks(list(x), [f"{d['graph'][:8]} P={d['p']} {d['algo']} {d['reorder']}" for d, _ in pairs],
+                      rotation=75, fontsize=6)
+        ax.set(ylabel="median step seconds (measured)", title="gloo, forked workers, 1 thread each, 2-core machine")
+        ax.legend()
+        fig.tight_layout()
+        written.append(out / "measured_steps.png")
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+    return written
+
+
 def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
     """Markdown: KiB per rank per training step (max over ranks, model) at P = ``p`` for every graph and algorithm,
     dense and sparse in natural and METIS order, the METIS reordering's seconds and imbalance; then the measured
@@ -339,6 +392,7 @@ def main() -> None:
         (out / "goals.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
         table = summary(read_csv(out / "model.csv"), read_csv(out / "measured.csv"))
         (out / "summary.md").write_text("\n".join(table) + "\n", encoding="utf-8")
+        plots(out, read_csv(out / "model.csv"), read_csv(out / "measured.csv"))
         print("\n".join(lines + [""] + table))
         return
     (out / "command.txt").write_text("python " + " ".join(sys.argv) + "\n", encoding="utf-8")
@@ -357,6 +411,7 @@ def main() -> None:
             measured += measured_rows(name, graph, measure_p, args.epochs)
             write_csv(out / "measured.csv", measured)
     (out / "goals.md").write_text("\n".join(goals(model, measured)) + "\n", encoding="utf-8")
+    plots(out, model, measured)
     print("\n".join(goals(model, measured)))
 
 

@@ -119,3 +119,23 @@ def test_sparse_comm_benchmark_tiny(tmp_path):
         rows = list(csv.DictReader(f))
     assert rows and all(r["model_equal"] == "True" for r in rows)
     assert "| goal |" in (tmp_path / "goals.md").read_text()
+
+
+def test_sparse_comm_plots_from_rows(tmp_path):
+    """The benchmark's plots from its CSV rows: one bytes-vs-P figure per graph and the measured steps."""
+    pytest.importorskip("matplotlib")
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sparse_comm.py"
+    spec = importlib.util.spec_from_file_location("bench_sparse_comm_plots", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    model = [{"graph": "g", "algo": algo, "p": p, "reorder": reorder, "comm": comm, "max_bytes": 1024 * p}
+             for algo in ("1d", "1.5d", "2d", "3d") for p in (4, 16) for reorder in ("none", "metis")
+             for comm in ("dense", "sparse")]
+    measured = [{"graph": "g", "p": 4, "algo": "1d", "reorder": "none", "comm": comm, "step_s": 0.1}
+                for comm in ("dense", "sparse")]
+    written = bench.plots(tmp_path, model, measured)
+    assert [p.name for p in written] == ["bytes_vs_p_g.png", "measured_steps.png"]
+    assert all(p.stat().st_size > 1000 for p in written)
