@@ -44,10 +44,10 @@ from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
 from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm_records import PHASES
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
-from gridgnn.partition import block_bounds
 
 LOSS_BYTES = 8  # the loss is all-reduced as one float64
 
@@ -307,8 +307,8 @@ def _attention_terms_2d(blocks: ShapeBlocks, width: int, heads: int, sizes: Size
     i, j = blocks.coords["row"], blocks.coords["col"]
     stages = np.asarray(blocks.segments)
     seg_rows = np.diff(stages).astype(np.int64)
-    col_owner = np.searchsorted(np.asarray(block_bounds(blocks.n, pc)), stages[:-1], side="right") - 1
-    row_owner = np.searchsorted(np.asarray(blocks.row_bounds), stages[:-1], side="right") - 1
+    layout = stage_layout("2d", shape.sizes, blocks.n)
+    col_owner, row_owner = layout.panel_root, layout.root
     forward = spmm_terms(blocks, width, backward=False, sizes=sizes)
     terms = forward + [replace(t, phase="spmm_backward") for t in forward]
     terms += [t for t in spmm_terms(blocks, width, backward=True, sizes=sizes) if t.axis == "row"]

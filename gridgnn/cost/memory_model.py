@@ -38,7 +38,7 @@ import numpy as np
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import ShapeBlocks, feature_widths
 from gridgnn.cost.spmm_cost import SizeInfo
-from gridgnn.partition import block_bounds
+from gridgnn.cost.stages import stage_layout
 
 SPARSE_FEATURE_BYTES = 40
 """Bytes per stored input-feature value on a rank (scipy CSR 8, torch CSR and its transpose 16, the
@@ -80,11 +80,10 @@ def _graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
         return count * (heights[i] + 1) * idx + (share_rows + count) * idx + values
     if shape.algo == "2d":
         pc = shape.sizes[1]
-        col_bounds = block_bounds(blocks.n, pc)
-        stages = np.asarray(blocks.segments)
-        owner = np.searchsorted(col_bounds, stages[:-1], side="right") - 1
-        count = np.bincount(owner, minlength=pc)[blocks.coords["col"]]
-        widths = np.diff(col_bounds)[blocks.coords["col"]]
+        layout = stage_layout("2d", shape.sizes, blocks.n)
+        count = np.bincount(layout.panel_root, minlength=pc)[blocks.coords["col"]]  # panels kept per column
+        widths = np.bincount(layout.panel_root, weights=np.diff(layout.segments), minlength=pc).astype(np.int64)
+        widths = widths[blocks.coords["col"]]  # Â columns of each process column
         return count * (heights[i] + 1) * idx + (widths + count) * idx + values
     j, m = blocks.coords["col"], blocks.coords["depth"]
     return (heights[i] + 1 + blocks.sub[j, m] + 1) * idx + values

@@ -24,7 +24,6 @@ from gridgnn.cost.sparse_stages import touched_columns
 from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.partition import block_bounds
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.spmm.base import DistributedSpMM
@@ -39,11 +38,11 @@ class SparseSpMM15D(SpMM15D):
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32):
         DistributedSpMM.__init__(self, grid, comm, adj.shape[0])
-        self.replication = grid.size("rep") if "rep" in grid.shape.axes else 1
-        self.bounds = block_bounds(self.num_nodes, grid.size("row"))
+        self.replication = grid.shape.replication
+        layout = stage_layout(grid.algo, grid.shape.sizes, self.num_nodes)
+        self.bounds = layout.row_bounds
         self.i = grid.index("row")
         self.k = grid.index("rep") if self.replication > 1 else 0
-        layout = stage_layout(grid.algo, grid.shape.sizes, self.num_nodes)
         self.share = layout.handled_by(self.k)
         remote = [j for j in self.share if j != self.i]
         touched = touched_columns(adj, self.row_range, layout.segments, remote)

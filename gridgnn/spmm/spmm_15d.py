@@ -41,7 +41,7 @@ class SpMM15D(DistributedSpMM):
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32):
         super().__init__(grid, comm, adj.shape[0])
-        self.replication = grid.size("rep") if "rep" in grid.shape.axes else 1
+        self.replication = grid.shape.replication
         layout = stage_layout(grid.algo, grid.shape.sizes, self.num_nodes)
         self.bounds = layout.row_bounds
         self.i = grid.index("row")
