@@ -7,7 +7,9 @@ labelled nodes per class for training, 30 per class for validation, every other 
 weights of the best-validation-loss epoch restored (their "gnnbench" criterion); the test accuracy of those
 weights is reported. GraphSAGE-mean uses their optimized hyper-parameters (their repository,
 ``config/optimized/graphsage_mean.conf.yaml``): 2 layers, hidden 32, dropout 0.4, lr 0.001, weight decay 0.1
-on the first layer's weights only, raw (not row-normalized) features as their ``normalize_features: false``.
+on the first layer's weights only, raw (not row-normalized) features as their ``normalize_features: false``
+(``--features default`` uses gridgnn's default row normalization instead: how the README's Coauthor CS row,
+``results/accuracy/sage_coauthor_cs_l2.md``, reaches the published mean).
 Our SAGE is PyG's ``SAGEConv`` (mean over in-neighbours without a self-loop, root weight) without ``normalize``:
 their TensorFlow code divides each layer's output rows by ``max(norm, 1)`` and averages over the neighbours
 and the vertex itself; PyG's ``normalize=True`` (``--sage-normalize``, rows of norm 1) makes the logits so
