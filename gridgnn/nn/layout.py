@@ -174,7 +174,9 @@ class LocalLayout:
         return torch.arange(*self.row_range, device=device)
 
     def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
-        self._order = self._row_ids = None if order is None else torch.from_numpy(np.array(order, dtype=np.int64))
+        # on the layout's device once: dropout asks for these ids every epoch and every attention tile
+        self._order = self._row_ids = None if order is None else \
+            torch.from_numpy(np.array(order, dtype=np.int64)).to(self.device)
 
     def aggregate(self, x: Tensor) -> Tensor:
         return self.aggregation(x)

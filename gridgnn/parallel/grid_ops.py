@@ -67,7 +67,8 @@ class GridOps:
     def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
         """Name this rank's rows ``order[r0:r1]`` in `row_ids` (``order``: a reordered graph's original id of
         each row, `gridgnn.data.reorder`); None: their own numbers. Not collective."""
-        self._order = None if order is None else torch.from_numpy(np.array(order, dtype=np.int64))
+        # on the grid's device once: dropout asks for these ids every epoch and every attention tile
+        self._order = None if order is None else torch.from_numpy(np.array(order, dtype=np.int64)).to(self.device)
         self._row_ids = None if order is None else self._order[slice(*self.row_range)]
 
     def aggregate(self, x: torch.Tensor) -> torch.Tensor:

@@ -39,12 +39,13 @@ global ids of its rows and columns."""
 def drop_by_original_ids(drop: DropFn | None, order: Tensor | None) -> DropFn | None:
     """``drop`` asked with original vertex ids: ``order`` (n,) int64 is the original id of each row of a
     reordered graph (None: not reordered, ``drop`` itself), so a reordered run drops the same edges as the
-    run in the original order. Not collective."""
+    run in the original order. ``order`` should live on the tiles' device (the layouts put it there once).
+    Not collective."""
     if drop is None or order is None:
         return drop
 
     def renamed(block: EdgeBlock, row_ids: Tensor, col_ids: Tensor) -> Tensor:
-        table = order.to(row_ids.device)
+        table = order.to(row_ids.device)  # a no-op when it already lives there
         return drop(block, table[row_ids], table[col_ids])
 
     return renamed
