@@ -142,7 +142,7 @@ class Trainer:
 
     def __init__(self, config: TrainConfig, graph: Graph, agg: Layout | Aggregation):
         self.config, self.graph = config, graph
-        self.layout = self.agg = as_layout(agg, operator_of(config.model), graph.num_nodes)
+        self.layout = as_layout(agg, operator_of(config.model), graph.num_nodes)
         self.layout.set_vertex_order(graph.meta.get("reorder_order"))  # dropout by a reordered graph's old ids
         data = self.node_data(graph)
         self.features = model_input(data.features, self.layout, graph.num_features)
