@@ -53,3 +53,22 @@ def run_all(rank: int, world_size: int, spmm_cases: list[tuple], train_cases: li
                            "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
                            "comm": trained.comm, "setup": trained.spmm_setup})
     return {"spmm": spmm, "train": trains}
+
+
+def run_uneven_training(rank: int, world_size: int, cases: list[dict], bounds: dict[int, list[int]]) -> list[dict]:
+    """Each training case on a randomly renumbered graph whose row blocks follow ``bounds[row blocks]`` (an
+    uneven vertex partition, as METIS leaves it); rank 0 returns losses, accuracies, communication, set-up."""
+    from gridgnn.data.reorder import reorder_graph
+
+    out = []
+    for kwargs in cases:
+        config = TrainConfig(**kwargs)
+        graph = reorder_graph(load_graph(config), "random", 1, seed=9)
+        shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
+        graph.meta["reorder_bounds"] = bounds[shape.sizes[0]]
+        trained = train_on_grid(config, graph)
+        if rank == 0:
+            out.append({"loss": [r.loss for r in trained.result.epochs],
+                        "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
+                        "comm": trained.comm, "row_blocks": trained.reorder_meta["reorder_row_blocks"]})
+    return out

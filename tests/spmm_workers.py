@@ -36,13 +36,15 @@ def dense_inputs(n: int, width: int, seed: int) -> tuple[torch.Tensor, torch.Ten
 
 
 def run_case(algo: str, replication: int | None, grid_text: str | None, n: int, seed: int,
-             overlap: bool = True) -> list[dict]:
-    """Forward + backward at every width on this rank; returns blocks, ranges and counted communication."""
+             overlap: bool = True, parts: list[int] | None = None, comm_mode: str = "dense") -> list[dict]:
+    """Forward + backward at every width on this rank; returns blocks, ranges and counted communication.
+    ``parts``: a vertex partition the row blocks follow (`gridgnn.cost.stages`)."""
     adj = random_directed(n, seed=seed)
     shape = resolve_grid(algo, torch.distributed.get_world_size(), replication=replication, grid=grid_text)
     grid = ProcessGrid.create(shape, test_device())
     comm = Communicator(grid, overlap=overlap)
-    op = build_spmm(grid, comm, adj)
+    op = build_spmm(grid, comm, adj, parts=parts, comm_mode=comm_mode)
+    comm.reset()  # the sparse variants' index exchange is set-up, not the product
     out = []
     for width in WIDTHS:
         x_global, g_global = dense_inputs(n, width, seed)
@@ -74,3 +76,8 @@ def run_overlap_pairs(rank: int, world_size: int, cases: list[tuple], n: int, se
     """Each case without and with overlap on this rank: (blocking results, overlapped results)."""
     return [(run_case(algo, c, g, n, seed, overlap=False), run_case(algo, c, g, n, seed, overlap=True))
             for algo, c, g in cases]
+
+
+def run_partition_cases(rank: int, world_size: int, cases: list[tuple], n: int, seed: int) -> list[list[dict]]:
+    """Each (algo, c, grid, parts, comm_mode) case on this rank, blocks following ``parts``."""
+    return [run_case(algo, c, g, n, seed, parts=parts, comm_mode=mode) for algo, c, g, parts, mode in cases]

@@ -32,18 +32,22 @@ def test_every_order_is_a_permutation_and_the_graph_follows_it(method):
 
 def test_metis_parts_are_contiguous_and_cut_less_than_natural_order():
     graph = csbm(nodes=400, classes=4, features=4, seed=0)
-    order = vertex_order(graph.adj, "metis", 4)
+    order, bounds = vertex_order(graph.adj, "metis", 4)
     reordered = sp.csr_matrix(graph.adj)[order][:, order].tocsr()
     # each part is one run of rows: METIS again on the reordered graph finds runs (few part changes)
-    changes = np.count_nonzero(np.diff(vertex_order(reordered, "metis", 4)) != 1)
+    changes = np.count_nonzero(np.diff(vertex_order(reordered, "metis", 4)[0]) != 1)
     assert changes < 40
+    assert len(bounds) == 5 and bounds[0] == 0 and bounds[-1] == 400 and all(np.diff(bounds) > 0)
 
-    def cut(adj):
-        rows = np.repeat(np.arange(adj.shape[0]), np.diff(adj.indptr)) * 4 // adj.shape[0]
-        return int((rows != adj.indices * 4 // adj.shape[0]).sum())
+    def cut(adj, blocks):
+        rows = np.repeat(np.arange(adj.shape[0]), np.diff(adj.indptr))
+        return int((np.searchsorted(blocks, rows, "right") != np.searchsorted(blocks, adj.indices, "right")).sum())
 
-    assert cut(reordered) < cut(sp.csr_matrix(graph.adj))
-    assert nnz_imbalance(reordered, 4) < 1.5
+    natural = sp.csr_matrix(graph.adj)
+    assert cut(reordered, bounds) < cut(natural, [0, 100, 200, 300, 400])
+    # the parts' boundaries, not balanced ones, are the cut the grid sees: METIS minimized that one
+    assert cut(reordered, bounds) <= cut(reordered, [0, 100, 200, 300, 400])
+    assert nnz_imbalance(reordered, 4, bounds) < 1.5
 
 
 def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path, capsys):
@@ -60,6 +64,23 @@ def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path, capsys):
     assert capsys.readouterr().err.strip().splitlines() == [
         f"gridgnn: error: prepared graph '{tmp_path / 'g'}' was made with --reorder rcm, but --reorder metis "
         "was asked: train with --reorder rcm, or prepare it again with --reorder metis"]
+
+
+def test_prepared_folder_keeps_metis_parts_and_the_model_follows_them(tmp_path):
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.cost.rank_cost import shape_blocks
+    from gridgnn.grid.shape import resolve_grid
+
+    graph = reorder_graph(csbm(nodes=400, classes=4, features=4, seed=0), "metis", parts=4)
+    bounds = graph.meta["reorder_bounds"]
+    prepare_graph(graph, tmp_path / "g")
+    prepared = open_prepared(tmp_path / "g")
+    assert prepared.meta["reorder_bounds"] == bounds
+    stats = GraphStats.from_graph(prepared, normalized_adj=prepared.norm_adj)
+    assert stats.parts == tuple(bounds)
+    assert shape_blocks(resolve_grid("1d", 4), stats).row_bounds == bounds  # as many blocks as parts: followed
+    assert shape_blocks(resolve_grid("1d", 2), stats).row_bounds == [0, 200, 400]  # any other count: balanced
+    assert reorder_graph(graph, "rcm", parts=4).meta.get("reorder_bounds") is None  # a new order drops them
 
 
 def test_prepare_metis_needs_parts_and_an_unknown_order_is_refused(tmp_path, capsys):

@@ -44,7 +44,6 @@ from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
 from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
-from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm_records import PHASES
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
@@ -307,7 +306,7 @@ def _attention_terms_2d(blocks: ShapeBlocks, width: int, heads: int, sizes: Size
     i, j = blocks.coords["row"], blocks.coords["col"]
     stages = np.asarray(blocks.segments)
     seg_rows = np.diff(stages).astype(np.int64)
-    layout = stage_layout("2d", shape.sizes, blocks.n)
+    layout = blocks.layout
     col_owner, row_owner = layout.panel_root, layout.root
     forward = spmm_terms(blocks, width, backward=False, sizes=sizes)
     terms = forward + [replace(t, phase="spmm_backward") for t in forward]

@@ -39,6 +39,8 @@ class GraphStats:
     ``nnz`` (None for the uniform estimate). Both are kept as given (any integer dtype, memory-mapped arrays
     stay on disk), so exact statistics cost no copy of the graph; `grouped_nnz` reads ``indices`` in chunks.
     ``feature_nnz``: stored non-zeros of the input features when they are sparse, else None (dense).
+    ``parts``: the vertex partition of a METIS-reordered graph (``meta["reorder_bounds"]``), which the row
+    blocks of a grid with as many blocks follow (`gridgnn.cost.stages`); None: balanced blocks.
     """
 
     name: str
@@ -49,6 +51,7 @@ class GraphStats:
     feature_nnz: int | None = None
     indptr: np.ndarray | None = field(default=None, repr=False)
     indices: np.ndarray | None = field(default=None, repr=False)
+    parts: tuple[int, ...] | None = None
     # (row bounds, column bounds, counts) of the last `count_once`, or None
     _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                       compare=False)
@@ -74,8 +77,9 @@ class GraphStats:
         features = graph.features
         # scipy sparse, or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (it has nnz too)
         feature_nnz = int(features.nnz) if sp.issparse(features) or hasattr(features, "nnz") else None
+        parts = getattr(graph, "meta", {}).get("reorder_bounds")
         return cls(graph.name, int(adj.shape[0]), int(adj.nnz), int(graph.num_features), int(graph.num_classes),
-                   feature_nnz, adj.indptr, adj.indices)
+                   feature_nnz, adj.indptr, adj.indices, None if parts is None else tuple(int(b) for b in parts))
 
     @classmethod
     def from_counts(cls, num_nodes: int, num_edges: int, num_features: int, num_classes: int, *,

@@ -38,7 +38,6 @@ import numpy as np
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import ShapeBlocks, feature_widths
 from gridgnn.cost.spmm_cost import SizeInfo
-from gridgnn.cost.stages import stage_layout
 
 SPARSE_FEATURE_BYTES = 40
 """Bytes per stored input-feature value on a rank (scipy CSR 8, torch CSR and its transpose 16, the
@@ -80,7 +79,7 @@ def _graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
         return count * (heights[i] + 1) * idx + (share_rows + count) * idx + values
     if shape.algo == "2d":
         pc = shape.sizes[1]
-        layout = stage_layout("2d", shape.sizes, blocks.n)
+        layout = blocks.layout
         count = np.bincount(layout.panel_root, minlength=pc)[blocks.coords["col"]]  # panels kept per column
         widths = np.bincount(layout.panel_root, weights=np.diff(layout.segments), minlength=pc).astype(np.int64)
         widths = widths[blocks.coords["col"]]  # Â columns of each process column

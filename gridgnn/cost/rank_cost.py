@@ -19,7 +19,7 @@ import numpy as np
 
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
-from gridgnn.cost.stages import stage_layout
+from gridgnn.cost.stages import StageLayout, stage_layout
 from gridgnn.grid.shape import GridShape
 from gridgnn.partition import block_bounds
 
@@ -63,13 +63,14 @@ class ShapeBlocks:
     segments: list[int] | None = None
     sub: np.ndarray | None = None  # 3D: (q, d) rows of each sub-block S[k][l]
     stats: GraphStats | None = field(default=None, repr=False)  # for the sparse variants' touched rows
+    layout: StageLayout | None = field(default=None, repr=False)  # the stages (`gridgnn.cost.stages`)
     cache: dict = field(default_factory=dict, repr=False)  # width-independent Â panel terms
 
 
-def nnz_bounds(shape: GridShape, n: int) -> tuple[list[int], list[int]]:
-    """The (row bounds, column bounds) on which `shape_blocks` counts Â's entries for ``shape`` (n vertices):
-    the row blocks and the stage segments of `gridgnn.cost.stages`."""
-    layout = stage_layout(shape.algo, shape.sizes, n)
+def nnz_bounds(shape: GridShape, n: int, parts: tuple[int, ...] | None = None) -> tuple[list[int], list[int]]:
+    """The (row bounds, column bounds) on which `shape_blocks` counts Â's entries for ``shape`` (n vertices,
+    ``parts`` as `GraphStats.parts`): the row blocks and the stage segments of `gridgnn.cost.stages`."""
+    layout = stage_layout(shape.algo, shape.sizes, n, parts)
     if shape.algo == "2d" and shape.sizes[1] == 1:
         return layout.row_bounds, [0, n]  # per-stage nnz only matter when panels move; one column needs row sums
     return layout.row_bounds, layout.segments
@@ -80,29 +81,30 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
     n = stats.num_nodes
     coords = {a: c.astype(np.int64) for a, c in zip(shape.axes, np.unravel_index(np.arange(shape.world_size),
                                                                                    shape.sizes), strict=True)}
-    rows, cols = nnz_bounds(shape, n)
+    layout = stage_layout(shape.algo, shape.sizes, n, stats.parts)
+    rows, cols = nnz_bounds(shape, n, stats.parts)
     if shape.algo in ("1d", "1.5d"):
         num_rows, c = shape.sizes[0], shape.replication
         nnz = stats.grouped_nnz(rows, cols, np.arange(num_rows) % c, num_groups=c)
         i, k = coords["row"], coords.get("rep", np.zeros_like(coords["row"]))
-        return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k], stats=stats)
+        return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k], stats=stats,
+                           layout=layout)
     if shape.algo == "2d":
         pc = shape.sizes[1]
-        layout = stage_layout("2d", shape.sizes, n)
         stages = layout.segments  # = cols when pc > 1
         nnz = stats.grouped_nnz(rows, cols)
         i, j = coords["row"], coords["col"]
         owner = layout.panel_root if pc > 1 else np.zeros(1, dtype=np.int64)
         own = np.add.reduceat(nnz, np.searchsorted(owner, np.arange(pc)), axis=1) if pc > 1 else nnz
         return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
-                           segments=stages, stats=stats)
+                           segments=stages, stats=stats, layout=layout)
     q, _, d = shape.sizes
     sub = np.diff(np.asarray(cols, dtype=np.int64)).reshape(q, d)  # rows of each sub-block S[k][l]
     nnz = stats.grouped_nnz(rows, cols)
     i, j, m = coords["row"], coords["col"], coords["depth"]
     z = nnz.reshape(q, q, d)
     return ShapeBlocks(shape, n, coords, rows, nnz, sub[i, m], z[i, j, m], z.sum(axis=1)[i, m], sub=sub,
-                       stats=stats)
+                       stats=stats, layout=layout)
 
 
 def feature_widths(width: int, parts: int) -> np.ndarray:
@@ -176,7 +178,7 @@ def _terms_2d(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list
         if key not in blocks.cache:
             packed_rows = seg_rows[None, :] if backward else heights[:, None]
             packed = _packed(packed_rows, blocks.nnz, sz)  # (pr, nseg)
-            owner = stage_layout("2d", shape.sizes, blocks.n).panel_root
+            owner = blocks.layout.panel_root
             starts = np.searchsorted(owner, np.arange(pc))  # owners ascend: each column block's first segment
             own = np.add.reduceat(packed, starts, axis=1)  # (pr, pc)
             calls = (blocks.nnz > 0).sum(axis=1)

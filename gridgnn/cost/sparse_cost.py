@@ -23,14 +23,14 @@ import numpy as np
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, spmm_terms
 from gridgnn.cost.sparse_stages import expected_touched, touched_counts
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
-from gridgnn.cost.stages import StageLayout, stage_layout
+from gridgnn.cost.stages import StageLayout
 
 
 def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:
     """The shape's `StageLayout` and U (R, S): touched columns per (row block, segment); cached per shape."""
     if "touched" not in blocks.cache:
-        shape, stats = blocks.shape, blocks.stats
-        layout = stage_layout(shape.algo, shape.sizes, blocks.n)
+        stats = blocks.stats
+        layout = blocks.layout
         if stats is not None and stats.exact:
             u = touched_counts(stats.indptr, stats.indices, layout.row_bounds, layout.segments)
         else:  # uniform: U depends only on (block height, segment width), which take a few values

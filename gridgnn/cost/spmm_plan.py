@@ -62,14 +62,15 @@ class Step:
 
 
 def spmm_steps(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.ndarray | None = None, *,
-               backward: bool, sizes: SizeInfo = FLOAT32) -> list[Step]:
+               backward: bool, sizes: SizeInfo = FLOAT32, parts: tuple[int, ...] | None = None) -> list[Step]:
     """The collectives of ``rank`` for one SpMM half of width ``width`` on ``shape`` (n vertices), in issue
     order.
 
     ``panel_nnz``: nnz of Â per (row block, segment of `stage_layout`), shape (row blocks, segments); used by
-    2D and 3D, whose panels move (1D/1.5D never send Â).
+    2D and 3D, whose panels move (1D/1.5D never send Â). ``parts``: a vertex partition the row blocks
+    follow (`gridgnn.cost.stages`).
     """
-    layout = stage_layout(shape.algo, shape.sizes, n)
+    layout = stage_layout(shape.algo, shape.sizes, n, parts)
     coords = shape.coords(rank)
     if shape.algo in ("1d", "1.5d"):
         return _steps_15d(shape, layout, coords, width, backward, sizes)

@@ -18,14 +18,23 @@ algo   dense rows (``row_bounds``)     segments                         root (ro
 
 Worked example, 2D on a 2 x 3 grid, n = 12: rows [0, 6, 12], Â column blocks [0, 4, 8, 12], segments
 [0, 4, 6, 8, 12], roots [0, 0, 1, 1], panel roots [0, 1, 1, 2].
+
+**Partition-following blocks.** A graph reordered by METIS (`gridgnn.data.reorder`) carries its parts'
+boundaries (``meta["reorder_bounds"]``, contiguous after the reordering). When their count equals the
+algorithm's row blocks (R, pr or q), ``parts`` replaces ``block_bounds`` as the dense row blocks, so the cut
+METIS minimized is the cut the grid sees; a square 2D grid cuts Â's columns the same way, and 3D cuts each
+uneven block into d balanced sub-blocks. With any other count the blocks stay balanced. For example 1D on 2
+processes with parts [0, 5, 12]: rows [0, 5, 12] instead of [0, 6, 12].
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from gridgnn.errors import ConfigError
 from gridgnn.partition import block_bounds, refine, sub_bounds
 
 
@@ -52,23 +61,37 @@ class StageLayout:
         return self.segments[s], self.segments[s + 1]
 
 
-def stage_layout(algo: str, sizes: tuple[int, ...], n: int) -> StageLayout:
-    """The `StageLayout` of ``algo`` on a grid of ``sizes`` (as `GridShape.sizes`) for n vertices."""
+def stage_layout(algo: str, sizes: tuple[int, ...], n: int, parts: Sequence[int] | None = None) -> StageLayout:
+    """The `StageLayout` of ``algo`` on a grid of ``sizes`` (as `GridShape.sizes`) for n vertices; ``parts``:
+    a vertex partition's boundaries (module docstring), used when it has as many blocks as the grid rows."""
     if algo in ("1d", "1.5d"):
         num_rows = sizes[0]
         c = sizes[1] if algo == "1.5d" else 1
-        rows = block_bounds(n, num_rows)
+        rows = row_blocks(n, num_rows, parts)
         blocks = np.arange(num_rows)
         return StageLayout(rows, rows, blocks, blocks % c, group_axis="rep" if algo == "1.5d" else None)
     if algo == "2d":
-        rows, cols = block_bounds(n, sizes[0]), block_bounds(n, sizes[1])
+        rows = row_blocks(n, sizes[0], parts)
+        cols = rows if sizes[1] == sizes[0] else block_bounds(n, sizes[1])
         segments = refine(rows, cols)
         starts = np.asarray(segments[:-1])
         return StageLayout(rows, segments, np.searchsorted(rows, starts, side="right") - 1,
                            np.zeros(len(segments) - 1, dtype=np.int64),
                            np.searchsorted(cols, starts, side="right") - 1)
     q, d = sizes[0], sizes[2]
-    rows = block_bounds(n, q)
+    rows = row_blocks(n, q, parts)
     segments = [0] + [b for k in range(q) for b in sub_bounds(rows[k], rows[k + 1], d)[1:]]
     index = np.arange(q * d)
     return StageLayout(rows, segments, index // d, index % d, index // d, group_axis="depth")
+
+
+def row_blocks(n: int, count: int, parts: Sequence[int] | None = None) -> list[int]:
+    """The boundaries of ``count`` dense row blocks of n vertices: ``parts`` when it has ``count`` blocks
+    (each non-empty, covering ``range(n)``: else `ConfigError`), otherwise balanced (`block_bounds`)."""
+    if parts is None or len(parts) != count + 1:
+        return block_bounds(n, count)
+    bounds = [int(b) for b in parts]
+    if bounds[0] != 0 or bounds[-1] != n or any(b <= a for a, b in zip(bounds[:-1], bounds[1:], strict=True)):
+        raise ConfigError(f"vertex partition {bounds[:4]}... does not cut {n} vertices into {count} non-empty "
+                          f"blocks: reorder the graph again (gridgnn prepare --reorder metis --parts {count})")
+    return bounds

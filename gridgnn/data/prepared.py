@@ -164,6 +164,8 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
         _save(target, "vertex_ids", np.asarray(graph.meta["vertex_ids"], dtype=np.int64))
     if graph.meta.get("reorder_order") is not None:  # a reordered graph's original rows (`gridgnn.data.reorder`)
         _save(target, "reorder_order", np.asarray(graph.meta["reorder_order"], dtype=np.int64))
+    if graph.meta.get("reorder_bounds") is not None:  # METIS parts, the row blocks follow (`gridgnn.cost.stages`)
+        _save(target, "reorder_bounds", np.asarray(graph.meta["reorder_bounds"], dtype=np.int64))
     meta = {key: value for key, value in graph.meta.items() if isinstance(value, (str, int, float, bool))}
     manifest = {"format": FORMAT, "name": graph.name, "num_nodes": graph.num_nodes,
                 "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
@@ -227,6 +229,8 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         meta["vertex_ids"] = load("vertex_ids", np.int64, (n,))
     if (root / "reorder_order.npy").exists():
         meta["reorder_order"] = load("reorder_order", np.int64, (n,))
+    if (root / "reorder_bounds.npy").exists():
+        meta["reorder_bounds"] = [int(b) for b in load("reorder_bounds", np.int64)]
     if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
         raise DataError(f"{where}: labels outside [0, {classes})")
     return PreparedGraph(

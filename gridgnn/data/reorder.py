@@ -9,9 +9,10 @@ none    the identity
 random  a seeded uniform permutation (balances non-zeros across blocks, destroys locality)
 rcm     reverse Cuthill-McKee of the symmetrized pattern (`scipy.sparse.csgraph`): a narrow band
 metis   METIS k-way (`pymetis`) into the grid's number of row blocks, parts laid out one after another
-        (a part's vertices keep their original relative order), so the cut METIS minimized is the cut
-        the grid sees. Blocks keep gridgnn's balanced boundaries (`gridgnn.partition.block_bounds`): a
-        part larger or smaller than its block by METIS's imbalance (≤ 3 %) spills into a neighbour.
+        (a part's vertices keep their original relative order) and their boundaries kept
+        (``meta["reorder_bounds"]``): the grid's row blocks follow the parts (`gridgnn.cost.stages`),
+        so the cut METIS minimized is exactly the cut the grid sees. METIS balances vertices (parts
+        within its 3 % tolerance), not non-zeros.
 ======  ===========================================================================================
 
 Everything a user sees stays in original ids: ``meta["vertex_ids"]`` names each new row's original id (outputs),
@@ -47,24 +48,25 @@ def symmetric_pattern(adj: sp.spmatrix) -> sp.csr_matrix:
     return sym
 
 
-def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0) -> np.ndarray:
-    """The permutation (int64, length n; row r of the result is original vertex ``order[r]``) of ``method``."""
+def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0) -> tuple[np.ndarray, list[int] | None]:
+    """The permutation (int64, length n; row r of the result is original vertex ``order[r]``) of ``method``,
+    and the boundaries of the parts it laid out contiguously (``parts + 1`` ints; None: no partition)."""
     n = adj.shape[0]
     if method == "none":
-        return np.arange(n, dtype=np.int64)
+        return np.arange(n, dtype=np.int64), None
     if method == "random":
-        return np.random.default_rng(seed).permutation(n).astype(np.int64)
+        return np.random.default_rng(seed).permutation(n).astype(np.int64), None
     if method == "rcm":
-        return reverse_cuthill_mckee(symmetric_pattern(adj), symmetric_mode=True).astype(np.int64)
+        return reverse_cuthill_mckee(symmetric_pattern(adj), symmetric_mode=True).astype(np.int64), None
     if method == "metis":
         return _metis_order(symmetric_pattern(adj), parts)
     raise ConfigError(f"unknown reordering {method!r}; choose one of {', '.join(REORDERS)}")
 
 
-def _metis_order(sym: sp.csr_matrix, parts: int) -> np.ndarray:
+def _metis_order(sym: sp.csr_matrix, parts: int) -> tuple[np.ndarray, list[int] | None]:
     n = sym.shape[0]
     if parts <= 1 or n <= parts:
-        return np.arange(n, dtype=np.int64)
+        return np.arange(n, dtype=np.int64), None
     try:
         import pymetis
     except ImportError:
@@ -74,13 +76,19 @@ def _metis_order(sym: sp.csr_matrix, parts: int) -> np.ndarray:
         _, membership = pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(sym.indptr, sym.indices))
     else:
         _, membership = pymetis.part_graph(parts, xadj=sym.indptr, adjncy=sym.indices)
-    return np.argsort(np.asarray(membership, dtype=np.int64), kind="stable")
+    membership = np.asarray(membership, dtype=np.int64)
+    sizes = np.bincount(membership, minlength=parts)
+    if not sizes.all():  # METIS left a part empty (tiny or disconnected graphs): no block may be empty
+        return np.argsort(membership, kind="stable"), None
+    return np.argsort(membership, kind="stable"), [0, *np.cumsum(sizes).tolist()]
 
 
-def nnz_imbalance(adj: sp.spmatrix, parts: int) -> float:
-    """Max over mean of the stored entries per row block (``block_bounds(n, parts)``); 1.0 is perfect."""
+def nnz_imbalance(adj: sp.spmatrix, parts: int, bounds: list[int] | None = None) -> float:
+    """Max over mean of the stored entries per row block (``bounds``, default ``block_bounds(n, parts)``);
+    1.0 is perfect."""
     indptr = np.asarray(sp.csr_matrix(adj).indptr, dtype=np.int64)
-    per_block = np.diff(indptr[np.asarray(block_bounds(adj.shape[0], parts))])
+    bounds = block_bounds(adj.shape[0], parts) if bounds is None else bounds
+    per_block = np.diff(indptr[np.asarray(bounds)])
     mean = per_block.mean() if per_block.size else 0.0
     return float(per_block.max() / mean) if mean > 0 else 1.0
 
@@ -98,10 +106,11 @@ def permute(graph: Graph, order: np.ndarray) -> Graph:
 def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0) -> Graph:
     """``graph`` reordered by ``method`` for ``parts`` row blocks, with the meta keys of the module docstring
     and ``reorder`` (the method), ``reorder_parts``, ``reorder_seconds``, ``reorder_peak_rss_bytes`` and
-    ``nnz_imbalance_before`` / ``nnz_imbalance_after`` (max/mean stored entries per row block)."""
+    ``nnz_imbalance_before`` / ``nnz_imbalance_after`` (max/mean stored entries per row block: balanced
+    blocks before, the blocks the grid will cut after)."""
     before = nnz_imbalance(graph.adj, parts)
     start = time.perf_counter()
-    order = vertex_order(graph.adj, method, parts, seed)
+    order, bounds = vertex_order(graph.adj, method, parts, seed)
     out = permute(graph, order) if method != "none" else dataclasses.replace(graph, meta=dict(graph.meta))
     seconds = time.perf_counter() - start
     ids = graph.meta.get("vertex_ids")
@@ -109,14 +118,19 @@ def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0) -> Graph
     original = np.asarray(ids, dtype=np.int64) if ids is not None else np.arange(graph.num_nodes) + base
     out.meta.update(reorder=method, reorder_parts=int(parts), reorder_seconds=seconds,
                     reorder_peak_rss_bytes=int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
-                    nnz_imbalance_before=before, nnz_imbalance_after=nnz_imbalance(out.adj, parts))
+                    nnz_imbalance_before=before, nnz_imbalance_after=nnz_imbalance(out.adj, parts, bounds))
+    out.meta.pop("reorder_bounds", None)
     if method != "none":
         out.meta.update(vertex_ids=original[order], reorder_order=order)
+    if bounds is not None:
+        out.meta["reorder_bounds"] = bounds
     return out
 
 
 def reorder_info(meta: dict) -> dict:
-    """The ``setup.reorder`` object of the metrics file from a graph's meta (method ``none`` if never set)."""
+    """The ``setup.reorder`` object of the metrics file from a graph's meta (method ``none`` if never set);
+    ``row_blocks``: ``parts`` when the grid's row blocks followed METIS's parts, else ``balanced``."""
     keys = ("reorder_parts", "reorder_seconds", "reorder_peak_rss_bytes", "nnz_imbalance_before",
             "nnz_imbalance_after")
-    return {"method": meta.get("reorder", "none"), **{key: meta.get(key) for key in keys}}
+    return {"method": meta.get("reorder", "none"), **{key: meta.get(key) for key in keys},
+            "row_blocks": meta.get("reorder_row_blocks", "balanced")}

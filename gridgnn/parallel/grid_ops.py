@@ -37,9 +37,10 @@ class GridOps:
     """The aggregation, dense products, logits and reductions of one rank. Built once per run."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense"):
+                 dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense",
+                 parts: Sequence[int] | None = None):
         self.grid, self.comm, self.operator = grid, comm, operator
-        self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode)
+        self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode, parts=parts)
         self._row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
         self._order: torch.Tensor | None = None  # and of every row (attention dropout names columns too)
         self.col_axis = self.spmm.num_col_blocks_axis

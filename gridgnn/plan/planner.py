@@ -170,7 +170,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     flags = (*(run_flags or ()), "--layers", str(spec.layers), "--hidden", str(spec.hidden), "--order", spec.order)
     shapes = [shape for shape in candidate_shapes(world_size, algos)
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
-    stats.count_once(nnz_bounds(shape, stats.num_nodes) for shape in shapes)  # one pass over Â for all
+    stats.count_once(nnz_bounds(shape, stats.num_nodes, stats.parts) for shape in shapes)  # one pass over Â for all
     entries = []
     comms = tuple(comms)
     for shape in shapes:

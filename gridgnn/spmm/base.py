@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 
 import torch
 
+from gridgnn.cost.stages import StageLayout, stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.partition import block_bounds
@@ -22,10 +24,15 @@ class DistributedSpMM(ABC):
 
     num_col_blocks_axis: str | None = None  # the grid axis that splits feature columns, if any
 
-    def __init__(self, grid: ProcessGrid, comm: Communicator, num_nodes: int):
+    def __init__(self, grid: ProcessGrid, comm: Communicator, num_nodes: int, parts: Sequence[int] | None = None):
         self.grid = grid
         self.comm = comm
         self.num_nodes = num_nodes
+        self.parts = parts  # a reordered graph's vertex partition (`gridgnn.cost.stages`), or None: balanced
+
+    def stage_layout(self) -> StageLayout:
+        """This grid's stages for the graph (`gridgnn.cost.stages.stage_layout`). Not collective."""
+        return stage_layout(self.grid.algo, self.grid.shape.sizes, self.num_nodes, self.parts)
 
     @property
     @abstractmethod

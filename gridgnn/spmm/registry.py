@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import scipy.sparse as sp
 import torch
 
@@ -22,9 +24,12 @@ SPARSE_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SparseSpMM15D, "1.5d":
 
 
 def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-               dtype: torch.dtype = torch.float32, comm_mode: str = "dense") -> DistributedSpMM:
+               dtype: torch.dtype = torch.float32, comm_mode: str = "dense",
+               parts: Sequence[int] | None = None) -> DistributedSpMM:
     """The SpMM of ``grid.algo`` for the global normalized adjacency ``adj`` (n x n, CSR); ``comm_mode``
-    ``"sparse"`` picks the sparse variant (its set-up exchanges index sets: collective on the grid).
+    ``"sparse"`` picks the sparse variant (its set-up exchanges index sets: collective on the grid);
+    ``parts``: a reordered graph's vertex partition, which the row blocks follow when it has as many blocks
+    (`gridgnn.cost.stages`).
 
     Every rank passes the same global ``adj`` and keeps only its own blocks. Not collective. A
     `gridgnn.data.prepared.RowBlockCSR` (memory-mapped) is used as is: the algorithms only cut their
@@ -35,4 +40,4 @@ def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
     if comm_mode not in ("dense", "sparse"):
         raise ValueError(f"comm_mode must be 'dense' or 'sparse' (resolve 'auto' first), got {comm_mode!r}")
     classes = SPARSE_CLASSES if comm_mode == "sparse" else SPMM_CLASSES
-    return classes[grid.algo](grid, comm, adj, dtype=dtype)
+    return classes[grid.algo](grid, comm, adj, dtype=dtype, parts=parts)

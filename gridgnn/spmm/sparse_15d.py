@@ -16,12 +16,13 @@ X[j] reach process (i, k) for the column blocks j of replica k's share:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from gridgnn.cost.sparse_stages import touched_columns
-from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
@@ -36,10 +37,10 @@ class SparseSpMM15D(SpMM15D):
     at set-up (the index exchange)."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32):
-        DistributedSpMM.__init__(self, grid, comm, adj.shape[0])
+                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
+        DistributedSpMM.__init__(self, grid, comm, adj.shape[0], parts)
         self.replication = grid.shape.replication
-        layout = stage_layout(grid.algo, grid.shape.sizes, self.num_nodes)
+        layout = self.stage_layout()
         self.bounds = layout.row_bounds
         self.i = grid.index("row")
         self.k = grid.index("rep") if self.replication > 1 else 0

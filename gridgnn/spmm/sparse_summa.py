@@ -14,6 +14,8 @@ multiplies; a stage's backward exchange runs behind the next stage's product.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import scipy.sparse as sp
 import torch
 
@@ -29,8 +31,8 @@ class SparseSpMM2D(SpMM2D):
     """SUMMA SpMM moving only touched X rows. Built once from the global Â (collective on ``row``)."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32):
-        super().__init__(grid, comm, adj, dtype=dtype)
+                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
+        super().__init__(grid, comm, adj, dtype=dtype, parts=parts)
         remote = [s for s in range(len(self.stages)) if self.stage_root[s] != self.i]
         wanted = touched_columns(adj, self.row_range, self.layout.segments, remote)
         with comm.phase("other"):
@@ -75,8 +77,8 @@ class SparseSpMM3D(SpMM3D):
     """Split-3D SpMM moving only touched X rows. Built once from the global Â (collective on ``row``)."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32):
-        super().__init__(grid, comm, adj, dtype=dtype)
+                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
+        super().__init__(grid, comm, adj, dtype=dtype, parts=parts)
         stages = range(grid.size("row"))
         remote = [k for k in stages if self._root(k) != self.i]
         rows = (self.bounds[self.i], self.bounds[self.i + 1])

@@ -1,7 +1,8 @@
 """1D and 1.5D SpMM: block-row Â, broadcast stages within a layer, replica all-reduce (DESIGN.md §2).
 
 Grid ``R x c`` (axes ``row`` of size R = P / c and ``rep`` of size c; 1D is ``c = 1`` on a grid with the
-``row`` axis only). Process (i, k) is replica k of block row i. Vertex blocks follow ``block_bounds(n, R)``.
+``row`` axis only). Process (i, k) is replica k of block row i. Vertex blocks follow ``block_bounds(n, R)``,
+or a METIS reordering's R parts (`gridgnn.cost.stages`).
 
 Layout (DTensor words, the same for X, Y, dX, dY): ``Shard(0)`` on ``row``, ``Replicate()`` on ``rep``; all
 feature columns on every process. For P = 4, c = 2:
@@ -24,10 +25,11 @@ Backward (Âᵀ, no symmetry assumed): for each j in the share, Â[i, j]ᵀ G[i]
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import scipy.sparse as sp
 import torch
 
-from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
@@ -39,10 +41,10 @@ class SpMM15D(DistributedSpMM):
     """1.5D (and, with ``c = 1``, 1D) SpMM on an ``R x c`` grid. Built once from the global Â."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32):
-        super().__init__(grid, comm, adj.shape[0])
+                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
+        super().__init__(grid, comm, adj.shape[0], parts)
         self.replication = grid.shape.replication
-        layout = stage_layout(grid.algo, grid.shape.sizes, self.num_nodes)
+        layout = self.stage_layout()
         self.bounds = layout.row_bounds
         self.i = grid.index("row")
         self.k = grid.index("rep") if self.replication > 1 else 0

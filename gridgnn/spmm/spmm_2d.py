@@ -1,8 +1,8 @@
 """2D SpMM: SUMMA on a ``pr x pc`` grid, square or not (DESIGN.md §2).
 
 Axes ``row`` (size pr, coordinate i) and ``col`` (size pc, coordinate j). Vertex rows follow
-``block_bounds(n, pr)``; Â's columns follow ``block_bounds(n, pc)``; feature columns follow
-``block_bounds(f, pc)``. The stages (`gridgnn.cost.stages`, shared with the cost model and the plan of
+``block_bounds(n, pr)`` (or a METIS reordering's pr parts); Â's columns follow ``block_bounds(n, pc)`` (the
+same parts on a square grid); feature columns follow ``block_bounds(f, pc)``. The stages (`gridgnn.cost.stages`, shared with the cost model and the plan of
 collectives `gridgnn.cost.spmm_plan`) are the segments of the common refinement of the two vertex partitions
 (``refine``), so every stage's Â panel lies in one process column (its ``panel_root``) and its X panel in one
 process row (its ``root``); on a square grid the stages are the blocks.
@@ -20,10 +20,11 @@ the sum over i is reduced on ``row`` to (root[s], j), which writes rows a:b of d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import scipy.sparse as sp
 import torch
 
-from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import index_dtype_for
@@ -39,10 +40,10 @@ class SpMM2D(DistributedSpMM):
     num_col_blocks_axis = "col"
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32):
-        super().__init__(grid, comm, adj.shape[0])
+                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
+        super().__init__(grid, comm, adj.shape[0], parts)
         n = self.num_nodes
-        self.layout = layout = stage_layout("2d", grid.shape.sizes, n)
+        self.layout = layout = self.stage_layout()
         self.row_bounds = layout.row_bounds
         self.stages = [layout.segment(s) for s in range(len(layout.root))]
         self.stage_root, self.panel_root = layout.root.tolist(), layout.panel_root.tolist()

@@ -1,8 +1,8 @@
 """3D SpMM: Split-3D on a ``q x q x d`` grid (DESIGN.md §2; ``d = q`` gives the paper's q³).
 
 Axes ``row`` (i), ``col`` (j), both of size q, and ``depth`` (l) of size d. Vertex blocks follow
-``block_bounds(n, q)``; block k is cut again into d sub-blocks S[k][l] (``sub_bounds``); feature columns follow
-``block_bounds(f, q)``.
+``block_bounds(n, q)`` (or a METIS reordering's q parts); block k is cut again into d sub-blocks S[k][l]
+(``sub_bounds``); feature columns follow ``block_bounds(f, q)``.
 
 Layout of X, Y, dX, dY: rows S[i][l], feature columns of block j on process (i, j, l) — ``Shard(0)`` on
 ``row`` then again on ``depth``, ``Shard(1)`` on ``col``. Process (i, j, l) keeps the panel Â[rows of block i,
@@ -17,10 +17,11 @@ each process forms Â[i, S[k][l]]ᵀ G[i, j], and the sum over i is reduced on `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import scipy.sparse as sp
 import torch
 
-from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import index_dtype_for
@@ -36,11 +37,11 @@ class SpMM3D(DistributedSpMM):
     num_col_blocks_axis = "col"
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32):
-        super().__init__(grid, comm, adj.shape[0])
+                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
+        super().__init__(grid, comm, adj.shape[0], parts)
         q, d = grid.size("row"), grid.size("depth")
         self.i, self.j, self.l = grid.index("row"), grid.index("col"), grid.index("depth")
-        self.layout = stage_layout("3d", grid.shape.sizes, self.num_nodes)
+        self.layout = self.stage_layout()
         self.bounds = self.layout.row_bounds
         self.sub = [self.layout.segments[k * d:(k + 1) * d + 1] for k in range(q)]  # S[k][·], k's sub-blocks
         self.my_segments = self.layout.handled_by(self.l)  # stage k runs segment k*d + l

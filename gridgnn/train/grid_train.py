@@ -76,7 +76,7 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     comm = Communicator(grid, overlap=config.overlap)
     setup_start = time.perf_counter()
     ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model),
-                  comm_mode=config.comm)
+                  comm_mode=config.comm, parts=graph.meta.get("reorder_bounds"))  # blocks follow METIS parts
     setup = {"comm": config.comm, "index_exchange_bytes": sum(r.bytes for r in comm.records),
              "index_exchange_calls": len(comm.records), "index_exchange_s": sum(r.seconds for r in comm.records),
              "spmm_setup_s": time.perf_counter() - setup_start}
@@ -105,9 +105,12 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
     write_products(config, trainer, graph, result, rank=grid.rank)
+    reorder = {k: v for k, v in graph.meta.items() if k.startswith(("reorder", "nnz_imbalance"))}
+    parts = graph.meta.get("reorder_bounds")
+    follows = parts is not None and list(ops.spmm.stage_layout().row_bounds) == list(parts)
+    reorder["reorder_row_blocks"] = "parts" if follows else "balanced"
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup),
-                          {k: v for k, v in graph.meta.items() if k.startswith(("reorder", "nnz_imbalance"))},
-                          graph, grid.placement)
+                          reorder, graph, grid.placement)
     return (outcome, trainer.model) if return_model else outcome
 
 

@@ -1,0 +1,104 @@
+"""What METIS's balance and gridgnn's block boundaries do to the cut and the work per rank (`--reorder metis`).
+
+For each graph and number of parts K, METIS k-way on the symmetrized pattern, the parts laid out one after
+another, then four ways to cut the reordered graph into K row blocks:
+
+- ``vertices/parts``: vertex-balanced METIS (what ``--reorder metis`` runs), blocks = the parts (what the
+  grid now cuts, `gridgnn.cost.stages`);
+- ``vertices/balanced``: the same order, blocks of equal size (what the grid cut before the blocks followed
+  the parts);
+- ``nnz/parts``: METIS with each vertex weighted by its row of Â (stored entries + the self-loop), so parts
+  hold equal non-zeros; blocks = the parts;
+- ``none/balanced``: the natural order, equal blocks (the baseline).
+
+Columns: the METIS seconds, rows and Â non-zeros of the largest block over the mean, the stored entries of Â
+outside the diagonal blocks (the cut the grid sees), and the most remote rows any block touches (what its
+rank receives per 1D sparse SpMM, in rows) over those of dense 1D (n minus the block).
+
+    python benchmarks/metis_balance.py --out results/sparse_comm/metis_balance.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from gridgnn.data.registry import load_dataset
+from gridgnn.data.reorder import symmetric_pattern
+from gridgnn.partition import block_bounds
+from gridgnn.sparse.adjacency import add_self_loops
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+GRAPHS = {"amazon-computers": "amazon-computers", "coauthor-physics": "coauthor-physics",
+          "ca-AstroPh": f"{DATA}/suitesparse-mtx/ca-AstroPh.mtx"}
+
+
+def metis_parts(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None) -> np.ndarray:
+    """METIS k-way membership of every vertex (``weights``: one positive int per vertex, or None)."""
+    import pymetis
+
+    adjacency = pymetis.CSRAdjacency(sym.indptr, sym.indices)
+    _, membership = pymetis.part_graph(parts, adjacency=adjacency,
+                                       vweights=None if weights is None else weights.tolist())
+    return np.asarray(membership, dtype=np.int64)
+
+
+def block_figures(adj: sp.csr_matrix, bounds: list[int]) -> dict:
+    """Row and nnz imbalance, the cut and the busiest block's remote rows of ``adj`` cut at ``bounds``."""
+    bounds_array = np.asarray(bounds)
+    rows, nnz = np.diff(bounds_array), np.diff(adj.indptr[bounds_array])
+    row_block = np.repeat(np.arange(len(rows)), rows)
+    entry_block = np.repeat(row_block, np.diff(adj.indptr))
+    col_block = np.searchsorted(bounds_array, adj.indices, side="right") - 1
+    remote = [np.unique(adj.indices[adj.indptr[a]:adj.indptr[b]][col_block[adj.indptr[a]:adj.indptr[b]] != k]).size
+              for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
+    busiest = int(np.argmax(remote))
+    return {"rows_max_over_mean": round(float(rows.max() / rows.mean()), 3),
+            "nnz_max_over_mean": round(float(nnz.max() / nnz.mean()), 3),
+            "cut_entries": int((entry_block != col_block).sum()), "max_remote_rows": int(remote[busiest]),
+            "remote_over_dense_1d": round(remote[busiest] / (adj.shape[0] - rows[busiest]), 3)}
+
+
+def rows_for(name: str, adj: sp.csr_matrix, parts: int) -> list[dict]:
+    n, sym = adj.shape[0], symmetric_pattern(adj)
+    out = [{"graph": name, "parts": parts, "weights": "none", "blocks": "balanced", "metis_s": 0.0,
+            **block_figures(adj, block_bounds(n, parts))}]
+    for weights in ("vertices", "nnz"):
+        start = time.perf_counter()
+        membership = metis_parts(sym, parts, None if weights == "vertices" else np.diff(adj.indptr))
+        seconds = round(time.perf_counter() - start, 3)
+        order = np.argsort(membership, kind="stable")
+        reordered = adj[order][:, order].tocsr()
+        parts_bounds = [0, *np.cumsum(np.bincount(membership, minlength=parts)).tolist()]
+        cuts = {"parts": parts_bounds, "balanced": block_bounds(n, parts)} if weights == "vertices" \
+            else {"parts": parts_bounds}
+        out += [{"graph": name, "parts": parts, "weights": weights, "blocks": blocks, "metis_s": seconds,
+                 **block_figures(reordered, bounds)} for blocks, bounds in cuts.items()]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--parts", type=int, nargs="+", default=[4, 16, 64])
+    args = parser.parse_args()
+    table = []
+    for name, source in GRAPHS.items():
+        graph = load_dataset(source, data_root=str(DATA))
+        adj = add_self_loops((sp.csr_matrix(graph.adj) != 0).astype(np.int8), dtype=np.int8)  # Â's pattern
+        for parts in args.parts:
+            table += rows_for(name, adj, parts)
+            print(*(f"{k}={v}" for k, v in table[-1].items()))
+    with open(args.out, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+
+
+if __name__ == "__main__":
+    main()
