@@ -66,6 +66,17 @@ def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path, capsys):
         "was asked: train with --reorder rcm, or prepare it again with --reorder metis"]
 
 
+def test_metis_nnz_balances_the_non_zeros_of_the_row_blocks_metis_leaves_skewed():
+    from gridgnn.data.registry import load_dataset
+
+    graph = load_dataset("rmat:scale=10,edge_factor=8,features=4,classes=2")  # skewed degrees
+    by_vertices, by_nnz = (reorder_graph(graph, method, parts=4) for method in ("metis", "metis-nnz"))
+    assert by_vertices.meta["nnz_imbalance_after"] > 2.0  # equal vertices, unequal work
+    assert by_nnz.meta["nnz_imbalance_after"] < 1.1  # the blocks (its parts) hold equal non-zeros
+    sizes = np.diff(by_nnz.meta["reorder_bounds"])
+    assert sizes.sum() == graph.num_nodes and sizes.max() > 1.05 * sizes.mean()  # and unequal vertices
+
+
 def test_prepared_folder_keeps_metis_parts_and_the_model_follows_them(tmp_path):
     from gridgnn.cost.graph_stats import GraphStats
     from gridgnn.cost.rank_cost import shape_blocks

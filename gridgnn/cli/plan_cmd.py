@@ -235,7 +235,8 @@ def run_plan(args: argparse.Namespace) -> int:
         raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
                           "blocks); use --comm dense or auto")
     comms = model_comms(args.model, args.comm)
-    per_p = {p: stats if args.reorder != "metis" or p == max(args.nprocs) else graph_stats_from_args(args, p)
+    metis = args.reorder.startswith("metis")
+    per_p = {p: stats if not metis or p == max(args.nprocs) else graph_stats_from_args(args, p)
              for p in args.nprocs}  # METIS cuts into each P
     results = [plan(spec, per_p[p], p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
                     run_flags=flags, comms=comms) for p in args.nprocs]

@@ -32,7 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                              "(default: %(default)s)")
     parser.add_argument("--parts", type=int, default=None, metavar="K",
                         help="the row blocks of the grid the folder is for (P for 1d, P/c for 1.5d, PR for 2d, "
-                             "Q for 3d): METIS cuts into K parts; needed by --reorder metis")
+                             "Q for 3d): METIS cuts into K parts; needed by --reorder metis and metis-nnz")
     parser.set_defaults(handler=run_prepare)
 
 
@@ -49,9 +49,9 @@ def run_prepare(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out '{target}': folder '{target.parent}' does not exist")
     if args.parts is not None and args.parts < 1:
         raise ConfigError(f"--parts must be at least 1, got {args.parts}")
-    if args.reorder == "metis" and args.parts is None:
-        raise ConfigError("--reorder metis needs --parts K: the grid's row blocks (P for 1d, P/c for 1.5d, PR for "
-                          "2d, Q for 3d)")
+    if args.reorder.startswith("metis") and args.parts is None:
+        raise ConfigError(f"--reorder {args.reorder} needs --parts K: the grid's row blocks (P for 1d, P/c for "
+                          "1.5d, PR for 2d, Q for 3d)")
     graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
                          normalize_features=args.normalize_features, seed=args.seed)
     if args.reorder != "none":

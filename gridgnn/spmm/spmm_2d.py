@@ -2,10 +2,11 @@
 
 Axes ``row`` (size pr, coordinate i) and ``col`` (size pc, coordinate j). Vertex rows follow
 ``block_bounds(n, pr)`` (or a METIS reordering's pr parts); Â's columns follow ``block_bounds(n, pc)`` (the
-same parts on a square grid); feature columns follow ``block_bounds(f, pc)``. The stages (`gridgnn.cost.stages`, shared with the cost model and the plan of
-collectives `gridgnn.cost.spmm_plan`) are the segments of the common refinement of the two vertex partitions
-(``refine``), so every stage's Â panel lies in one process column (its ``panel_root``) and its X panel in one
-process row (its ``root``); on a square grid the stages are the blocks.
+same parts on a square grid); feature columns follow ``block_bounds(f, pc)``. The stages
+(`gridgnn.cost.stages`, shared with the cost model and the plan of collectives `gridgnn.cost.spmm_plan`) are
+the segments of the common refinement of the two vertex partitions (``refine``), so every stage's Â panel lies
+in one process column (its ``panel_root``) and its X panel in one process row (its ``root``); on a square grid
+the stages are the blocks.
 
 Layout of X, Y, dX, dY: ``Shard(0)`` on ``row``, ``Shard(1)`` on ``col``: process (i, j) holds rows of block i
 and feature columns of block j. Process (i, j) keeps Â[rows i, cols in column block j], one packed panel per
