@@ -2,15 +2,15 @@
 
 For each graph (Amazon Computers, Coauthor Physics, SuiteSparse ca-AstroPh with placeholder features, an R-MAT
 2^17 and a random geometric graph in the unit square, a mesh-like graph), each reordering (none, random,
-rcm, metis) and each P:
+rcm, metis, metis-nnz; METIS's parts are the row blocks, which follow them) and each P:
 
 - model (exact, from the graph's structure; measured = modelled is what the tests check): every algorithm
   (1d; 1.5d c = 2; 2d and 3d on their default grids) x {dense, sparse}: bytes per rank per training step (max
   and mean over ranks, all phases and the SpMM phases alone), calls, the reordering's seconds and the non-zero
   and row imbalance (max/mean per row block), at ``--model-p``;
 - measured (``--measure-p``): a few training steps on P forked gloo workers (1 thread each) for 1d and 2d x
-  {dense, sparse} x {none, metis}: median step time, set-up seconds (reordering, blocks, index exchange),
-  measured bytes (checked equal to the model).
+  {dense, sparse} x ``--measure-orders`` (default none, metis, metis-nnz): median step time, set-up seconds
+  (reordering, blocks, index exchange), measured bytes (checked equal to the model).
 
     python benchmarks/sparse_comm.py --out results/sparse_comm            # ~20 min on 2 busy cores
     python benchmarks/sparse_comm.py --tiny --out /tmp/sparse_comm        # seconds
@@ -31,16 +31,16 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import REORDERS, TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.stages import row_blocks
 from gridgnn.data.graph import Graph
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.reorder import REORDERS, reorder_graph
+from gridgnn.data.reorder import reorder_graph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
-from gridgnn.partition import block_bounds
 from gridgnn.sparse.adjacency import gcn_normalize
 
 DATA = "/work/shared/datasets"
@@ -91,9 +91,10 @@ def grids(p: int) -> list[tuple[str, dict]]:
 
 
 def imbalance(graph: Graph, parts: int) -> tuple[float, float]:
-    """(nnz, rows) max/mean per row block of ``block_bounds(n, parts)`` (Â's entries)."""
+    """(nnz, rows) max/mean of Â's entries and rows per row block, the ``parts`` blocks the grid cuts (METIS's
+    parts when the graph has as many, else balanced: `gridgnn.cost.stages.row_blocks`)."""
     adj = gcn_normalize(graph.adj)
-    bounds = np.asarray(block_bounds(graph.num_nodes, parts))
+    bounds = np.asarray(row_blocks(graph.num_nodes, parts, graph.meta.get("reorder_bounds")))
     nnz = np.diff(adj.indptr[bounds])
     rows = np.diff(bounds)
     return float(nnz.max() / nnz.mean()), float(rows.max() / rows.mean())
@@ -106,7 +107,7 @@ class Orders:
         self.graph, self.cache = graph, {}
 
     def get(self, method: str, parts: int) -> Graph:
-        key = (method, parts if method == "metis" else 0)
+        key = (method, parts if method.startswith("metis") else 0)
         if key not in self.cache:
             self.cache[key] = reorder_graph(self.graph, method, parts)
         return self.cache[key]
@@ -170,12 +171,12 @@ def measured_worker(rank: int, world: int, kwargs: dict, graph: Graph) -> dict:
             "bytes": comm["bytes"], "total_s": total}
 
 
-def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int) -> list[dict]:
+def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: list[str]) -> list[dict]:
     rows = []
     for p in ps:
         for algo in ("1d", "2d"):
             shape = resolve_grid(algo, p)
-            for method in ("none", "metis"):
+            for method in orders:
                 g = reorder_graph(graph, method, shape.sizes[0])
                 stats = GraphStats.from_graph(g)
                 for comm in ("dense", "sparse"):
@@ -203,23 +204,24 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
     lines = ["| goal | graph | figures | met |", "|---|---|---|---|"]
 
     def ratio_line(goal, graph, algo, p, limit):
-        sparse = _find(model, graph=graph, algo=algo, p=p, reorder="metis", comm="sparse")
-        dense = _find(model, graph=graph, algo=algo, p=p, reorder="none", comm="dense")
-        same = _find(model, graph=graph, algo=algo, p=p, reorder="metis", comm="dense")
-        if sparse is None or dense is None:
-            return
-        r = sparse["max_bytes"] / dense["max_bytes"]
-        rs = sparse["max_spmm_bytes"] / max(dense["max_spmm_bytes"], 1)
-        r_same = sparse["max_bytes"] / same["max_bytes"]
-        lines.append(f"| {goal} | {graph} | vs dense natural order: all phases {r:.3f} ({sparse['max_bytes']:,} / "
-                     f"{dense['max_bytes']:,} B), SpMM phases {rs:.3f}; vs dense METIS order {r_same:.3f} | "
-                     f"{'met' if r <= limit else 'not met'} |")
+        for order in ("metis", "metis-nnz"):
+            sparse = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="sparse")
+            dense = _find(model, graph=graph, algo=algo, p=p, reorder="none", comm="dense")
+            same = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="dense")
+            if sparse is None or dense is None:
+                continue
+            r = sparse["max_bytes"] / dense["max_bytes"]
+            rs = sparse["max_spmm_bytes"] / max(dense["max_spmm_bytes"], 1)
+            r_same = sparse["max_bytes"] / same["max_bytes"]
+            lines.append(f"| {goal.format(order=order)} | {graph} | vs dense natural order: all phases {r:.3f} "
+                         f"({sparse['max_bytes']:,} / {dense['max_bytes']:,} B), SpMM phases {rs:.3f}; vs dense "
+                         f"{order} order {r_same:.3f} | {'met' if r <= limit else 'not met'} |")
 
     for graph in ("amazon-computers", "coauthor-physics"):
-        ratio_line("sparse 1D METIS ≤ 1/10 dense, P=16", graph, "1d", 16, 0.1)
-        ratio_line("sparse 2D METIS ≤ 1/3 dense, P=16", graph, "2d", 16, 1 / 3)
-        ratio_line("sparse 3D METIS ≤ 1/3 dense, P=16", graph, "3d", 16, 1 / 3)
-    ratio_line("mesh: sparse 1D METIS ≤ 1/50 dense, P=64 (model)", "rgg-40k", "1d", 64, 1 / 50)
+        ratio_line("sparse 1D {order} ≤ 1/10 dense, P=16", graph, "1d", 16, 0.1)
+        ratio_line("sparse 2D {order} ≤ 1/3 dense, P=16", graph, "2d", 16, 1 / 3)
+        ratio_line("sparse 3D {order} ≤ 1/3 dense, P=16", graph, "3d", 16, 1 / 3)
+    ratio_line("mesh: sparse 1D {order} ≤ 1/50 dense, P=64 (model)", "rgg-40k", "1d", 64, 1 / 50)
     for (graph, p), kib in SAR_KIB.items():
         best = min((r for r in model if r["graph"] == graph and r["p"] == p and r["comm"] == "sparse"),
                    key=lambda r: r["max_bytes"], default=None)
@@ -309,8 +311,9 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
     dense and sparse in natural and METIS order, the METIS reordering's seconds and imbalance; then the measured
     step times."""
     lines = [f"Model, P = {p}: KiB received per rank per training step (max over ranks; all phases)", "",
-             "| graph | algo | grid | dense | sparse | dense, METIS | sparse, METIS | sparse METIS / dense | "
-             "METIS s | nnz imbalance none → METIS |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| graph | algo | grid | dense | sparse | dense, METIS | sparse, METIS | sparse, METIS-nnz | "
+             "sparse METIS / dense | METIS s | nnz imbalance none → METIS → METIS-nnz |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for graph in dict.fromkeys(r["graph"] for r in model):
         for algo in ("1d", "1.5d", "2d", "3d"):
             cell = {(r["reorder"], r["comm"]): r for r in model
@@ -319,11 +322,14 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
                 continue
             kib = {k: v["max_bytes"] / 1024 for k, v in cell.items()}
             base, metis = cell["none", "dense"], cell["metis", "sparse"]
+            by_nnz = cell.get(("metis-nnz", "sparse"))
+            nnz_kib = f"{kib['metis-nnz', 'sparse']:,.0f}" if by_nnz else "-"
             lines.append(f"| {graph} | {algo} | {base['grid']} | {kib['none', 'dense']:,.0f} | "
                          f"{kib['none', 'sparse']:,.0f} | {kib['metis', 'dense']:,.0f} | "
-                         f"{kib['metis', 'sparse']:,.0f} | "
+                         f"{kib['metis', 'sparse']:,.0f} | {nnz_kib} | "
                          f"{kib['metis', 'sparse'] / kib['none', 'dense']:.3f} | {metis['reorder_s']} | "
-                         f"{base['nnz_imbalance']} → {metis['nnz_imbalance']} |")
+                         f"{base['nnz_imbalance']} → {metis['nnz_imbalance']} → "
+                         f"{by_nnz['nnz_imbalance'] if by_nnz else '-'} |")
     if measured:
         lines += ["", "Measured (gloo, forked workers, 1 thread each): median training-step seconds; set-up seconds "
                   "(blocks + index exchange); bytes equal to the model", "",
@@ -377,6 +383,7 @@ def main() -> None:
     parser.add_argument("--measure-p", type=int, nargs="+", default=None)
     parser.add_argument("--measure-graphs", nargs="+", default=None)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--measure-orders", nargs="+", default=["none", "metis", "metis-nnz"], choices=REORDERS)
     parser.add_argument("--goals-only", action="store_true", help="rewrite goals.md from the CSVs in --out")
     parser.add_argument("--auto-only", action="store_true", help="only the auto-choice rows on R-MAT (auto.csv)")
     parser.add_argument("--measure-only", action="store_true", help="keep model.csv, run the measurements")
@@ -408,7 +415,7 @@ def main() -> None:
         write_csv(out / "model.csv", model)
     for name, graph in graphs.items():
         if args.measure_graphs is None or name in args.measure_graphs:
-            measured += measured_rows(name, graph, measure_p, args.epochs)
+            measured += measured_rows(name, graph, measure_p, args.epochs, args.measure_orders)
             write_csv(out / "measured.csv", measured)
     (out / "goals.md").write_text("\n".join(goals(model, measured)) + "\n", encoding="utf-8")
     plots(out, model, measured)

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gridgnn.config import REORDERS
 from gridgnn.data.generators import csbm
 from gridgnn.data.prepared import open_prepared, prepare_graph
-from gridgnn.data.reorder import REORDERS, nnz_imbalance, reorder_graph, vertex_order
+from gridgnn.data.reorder import nnz_imbalance, reorder_graph, vertex_order
 
 
 def _graph():
