@@ -59,7 +59,7 @@ def train(prepared: Path, algo: str, args: argparse.Namespace, work: Path) -> di
     metrics_path = work / f"metrics-{algo}.json"
     argv = [*GRIDGNN, "train", "--dataset", str(prepared), *algo_flags(algo, args.replication),
             "--nprocs", str(args.nprocs), "--epochs", str(args.epochs), "--quiet", "--metrics-out",
-            str(metrics_path)]
+            str(metrics_path), "--comm", args.comm, "--hidden", str(args.hidden)]
     wall, _ = run_measured(argv, work / f"train-{algo}.log")
     metrics = json.loads(metrics_path.read_text())
     epochs = metrics["epochs"]
@@ -75,7 +75,8 @@ def train(prepared: Path, algo: str, args: argparse.Namespace, work: Path) -> di
         "setup_peak_bytes": metrics["setup"]["peak_memory_bytes"],
         "peak_bytes": [max(e["peak_memory_bytes"][r] for e in epochs) for r in range(args.nprocs)],
         "config": {"algo": algo, "replication": args.replication if algo == "1.5d" else 1,
-                   "grid": metrics["config"]["grid_shape"] if algo in ("2d", "3d") else None},
+                   "grid": metrics["config"]["grid_shape"] if algo in ("2d", "3d") else None,
+                   "comm": args.comm, "hidden": args.hidden},
         "test_acc": metrics["final"]["test_acc"],
     }
 
@@ -99,7 +100,7 @@ def predictions(prepared: Path, runs: list[dict], args: argparse.Namespace) -> N
     stats = graph_stats(open_prepared(prepared))
     for run in runs:
         config = TrainConfig(dataset=str(prepared), nprocs=args.nprocs, **run["config"])
-        prediction = predict_epoch(config, stats, grid_shape_for(config, args.nprocs))
+        prediction = predict_epoch(config, stats, grid_shape_for(config, args.nprocs), comm=config.comm)
         run["predicted_bytes_per_rank"] = [int(b) for b in prediction.bytes]
         run["predicted_memory_bytes"] = [int(m) for m in prediction.memory_bytes]
         run["predicted_memory_by_component"] = {k: [int(x) for x in v] for k, v in prediction.memory.items()}
@@ -233,6 +234,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--replication", type=int, default=2, help="c for 1.5d")
     parser.add_argument("--algos", nargs="+", default=["1d", "1.5d", "2d"])
+    parser.add_argument("--comm", choices=["dense", "sparse"], default="dense", help="--comm of every run")
+    parser.add_argument("--hidden", type=int, default=16, help="--hidden of every run")
     parser.add_argument("--pyg", action="store_true", help="also try PyG in one process")
     parser.add_argument("--pyg-memory-gib", type=float, default=18.0)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="PyG's threads")

@@ -252,7 +252,7 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
     compute_s = compute_seconds(blocks, spec, steps, stats, profile)
-    memory = memory_per_rank(blocks, spec, steps, stats, sizes)
+    memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm)
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name)
 
 

@@ -24,7 +24,11 @@ attention              GAT only: the pattern of the rank's own attention tiles (
 receive_buffers        the largest transient receive buffers of a stage (a dense panel and, on 2D/3D,
                        `PANELS_IN_FLIGHT` Â panels: the next arrives before the last is freed, and the
                        transport may stage an early message) and on 3D the partial product and the
-                       gathered gradient
+                       gathered gradient. ``--comm sparse`` (`_sparse_row_bytes`): on 1D/1.5D the one
+                       all-to-all's send and receive buffers (every touched row at once: on a graph
+                       without locality nearly all of X, where dense holds two blocks); on 2D/3D a
+                       stage's touched rows, sent (the root: every receiver's) or received with the
+                       dense panel they fill, in place of the broadcast panel
 =====================  ==========================================================================
 
 This counts the algorithm's working set. It does not count the interpreter and library code, nor the global
@@ -37,6 +41,7 @@ import numpy as np
 
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import ShapeBlocks, feature_widths
+from gridgnn.cost.sparse_cost import row_counts, touched_rows
 from gridgnn.cost.spmm_cost import SizeInfo
 
 SPARSE_FEATURE_BYTES = 40
@@ -48,8 +53,10 @@ arrives), and half a panel on average for the transport's staging of messages th
 SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features become a dense tensor
 
 
-def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo) -> dict[str, np.ndarray]:
-    """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`."""
+def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo,
+                    comm: str = "dense") -> dict[str, np.ndarray]:
+    """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`; ``comm``:
+    the SpMM variant (``dense`` or ``sparse``)."""
     m = blocks.local_rows.astype(np.int64)
     pcol = blocks.shape.col_blocks
     out = {
@@ -59,7 +66,7 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
                                      dtype=np.int64),
         "activations": _activation_bytes(m, steps, spec, pcol, sizes, _sparse_features(stats)),
-        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes),
+        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm),
         "attention": _attention_bytes(blocks, spec, steps, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
@@ -165,14 +172,39 @@ def _attention_bytes(blocks: ShapeBlocks, spec, steps, sz: SizeInfo) -> np.ndarr
     return total
 
 
-def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo) -> np.ndarray:
+def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo, comm: str = "dense") -> np.ndarray:
     heights = np.diff(blocks.row_bounds).astype(np.int64)
     width = max(_local(s.spmm_width, pcol) for s in steps)
     i = blocks.coords["row"]
+    sparse = comm == "sparse" and blocks.shape.sizes[0] > 1  # one row block: nothing to exchange
     if not blocks.shape.splits_features:
+        if sparse:
+            return _sparse_row_bytes(blocks, width, sz)
         return 2 * heights.max() * width * sz.value + 0 * i
     # Â panels in flight: a stage's panel is received before the previous stage's is released, and gloo
     # sometimes stages a message that arrives before its receive is posted (measured: 2 to 3 panels)
     panel = PANELS_IN_FLIGHT * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
     dense = (2 if blocks.shape.algo == "3d" else 1) * heights[i] * width * sz.value
-    return (panel + dense + heights.max() * width * sz.value).astype(np.int64)
+    x_panel = _sparse_row_bytes(blocks, width, sz) if sparse else heights.max() * width * sz.value
+    return (panel + dense + x_panel).astype(np.int64)
+
+
+def _sparse_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo) -> np.ndarray:
+    """(P,) bytes of the touched rows of X (width ``width``, local columns) a rank holds in flight under
+    ``--comm sparse``: 1D/1.5D, its send and receive buffers of the one all-to-all (forward: the rows others
+    ask of it and the rows it asks for; backward the same two, reversed); 2D/3D, the most of any stage it runs:
+    as the root, the rows of every receiver, else its own and the dense panel it fills from them (`gridgnn.spmm.
+    stage_rows`). 1D/1.5D add the int64 index of the rows it sends."""
+    forward, backward = row_counts(blocks)  # rows received in forward; in backward (= the rows it sends)
+    if not blocks.shape.splits_features:
+        return ((forward + backward) * width * sz.value + backward * 8).astype(np.int64)
+    layout, u = touched_rows(blocks)  # (R, S) rows of segment s that block row i touches
+    segments = np.arange(u.shape[1])
+    sent = u.sum(axis=0) - u[layout.root, segments]  # (S,) rows the root of s sends
+    filled = np.diff(layout.segments)[None, :] + u  # a receiver fills the stage's dense panel from its rows
+    rows = np.where(layout.root[None, :] == np.arange(u.shape[0])[:, None], sent[None, :], filled)  # (R, S)
+    group = blocks.coords[layout.group_axis] if layout.group_axis else np.zeros_like(blocks.coords["row"])
+    runs = layout.group[None, :] == group[:, None]  # (P, S): the segments each rank's group runs
+    most = np.where(runs, rows[blocks.coords["row"]], 0).max(axis=1)
+    return (most * width * sz.value).astype(np.int64)
+

@@ -43,7 +43,7 @@ def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:
     return blocks.cache["touched"]
 
 
-def _row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
+def row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
     """(P,) rows each rank receives in forward and in backward, over the segments its group handles (cached)."""
     if "sparse_rows" not in blocks.cache:
         blocks.cache["sparse_rows"] = _count_rows(blocks)
@@ -80,7 +80,7 @@ def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeI
     if num_rows == 1:
         return terms
     phase = "spmm_backward" if backward else "spmm_forward"
-    rows = _row_counts(blocks)[1 if backward else 0]
+    rows = row_counts(blocks)[1 if backward else 0]
     if not blocks.shape.splits_features:
         fw, calls = np.full(p, width, dtype=np.int64), np.ones(p, dtype=np.int64)
     else:
