@@ -256,7 +256,8 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
 VARIANTS = {("none", "dense"): ("dense, natural order", "-", "tab:gray"),
             ("none", "sparse"): ("sparse, natural order", "--", "tab:blue"),
             ("metis", "dense"): ("dense, METIS order", "-", "tab:orange"),
-            ("metis", "sparse"): ("sparse, METIS order", "--", "tab:red")}
+            ("metis", "sparse"): ("sparse, METIS order", "--", "tab:red"),
+            ("metis-nnz", "sparse"): ("sparse, METIS-nnz order", ":", "tab:purple")}
 """The curves of each plot: (reorder, comm) -> label, line style, colour."""
 
 
