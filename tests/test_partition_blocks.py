@@ -37,7 +37,9 @@ def test_stage_layout_follows_a_partition_with_as_many_blocks():
     assert three.row_bounds == [0, 5, 12] and three.segments == [0, 3, 5, 9, 12]
     assert stage_layout("1.5d", (2, 2), 12, parts=[0, 5, 12]).row_bounds == [0, 5, 12]
     assert stage_layout("1d", (3,), 12, parts=[0, 5, 12]).row_bounds == [0, 4, 8, 12]  # 2 parts, 3 blocks
-    assert row_blocks(12, 2, None) == [0, 6, 12]
+    assert stage_layout("1d", (2,), 12, parts=[0, 2, 5, 9, 12]).row_bounds == [0, 5, 12]  # 4 parts, 2 by 2
+    assert stage_layout("2d", (2, 2), 12, parts=[0, 2, 5, 9, 12]).segments == [0, 5, 12]
+    assert row_blocks(12, 2, None) == [0, 6, 12] and row_blocks(12, 1, [0, 5, 12]) == [0, 12]
 
 
 @pytest.mark.parametrize("parts", [[0, 12, 12], [1, 5, 12], [0, 5, 11]])

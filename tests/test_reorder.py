@@ -91,7 +91,8 @@ def test_prepared_folder_keeps_metis_parts_and_the_model_follows_them(tmp_path):
     stats = GraphStats.from_graph(prepared, normalized_adj=prepared.norm_adj)
     assert stats.parts == tuple(bounds)
     assert shape_blocks(resolve_grid("1d", 4), stats).row_bounds == bounds  # as many blocks as parts: followed
-    assert shape_blocks(resolve_grid("1d", 2), stats).row_bounds == [0, 200, 400]  # any other count: balanced
+    assert shape_blocks(resolve_grid("1d", 2), stats).row_bounds == bounds[::2]  # half as many: parts merged
+    assert shape_blocks(resolve_grid("1d", 3), stats).row_bounds == [0, 134, 267, 400]  # any other: balanced
     assert reorder_graph(graph, "rcm", parts=4).meta.get("reorder_bounds") is None  # a new order drops them
 
 

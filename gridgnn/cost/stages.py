@@ -23,8 +23,10 @@ Worked example, 2D on a 2 x 3 grid, n = 12: rows [0, 6, 12], Â column blocks [0
 boundaries (``meta["reorder_bounds"]``, contiguous after the reordering). When their count equals the
 algorithm's row blocks (R, pr or q), ``parts`` replaces ``block_bounds`` as the dense row blocks, so the cut
 METIS minimized is the cut the grid sees; a square 2D grid cuts Â's columns the same way, and 3D cuts each
-uneven block into d balanced sub-blocks. With any other count the blocks stay balanced. For example 1D on 2
-processes with parts [0, 5, 12]: rows [0, 5, 12] instead of [0, 6, 12].
+uneven block into d balanced sub-blocks. When the parts are a multiple k of the row blocks (a folder prepared
+with ``--parts 16`` trained on a 4 x 4 grid), every k consecutive parts make one block. With any other count
+the blocks stay balanced. For example 1D on 2 processes with parts [0, 5, 12]: rows [0, 5, 12] instead of
+[0, 6, 12]; with parts [0, 2, 5, 9, 12]: rows [0, 5, 12].
 """
 
 from __future__ import annotations
@@ -87,10 +89,11 @@ def stage_layout(algo: str, sizes: tuple[int, ...], n: int, parts: Sequence[int]
 
 def row_blocks(n: int, count: int, parts: Sequence[int] | None = None) -> list[int]:
     """The boundaries of ``count`` dense row blocks of n vertices: ``parts`` when it has ``count`` blocks
-    (each non-empty, covering ``range(n)``: else `ConfigError`), otherwise balanced (`block_bounds`)."""
-    if parts is None or len(parts) != count + 1:
+    (each non-empty, covering ``range(n)``: else `ConfigError`); when it has a multiple k·count of them, every
+    k consecutive parts merged into one block (whole parts stay together); otherwise balanced (`block_bounds`)."""
+    if parts is None or (len(parts) - 1) % count:
         return block_bounds(n, count)
-    bounds = [int(b) for b in parts]
+    bounds = [int(b) for b in parts][::(len(parts) - 1) // count]
     if bounds[0] != 0 or bounds[-1] != n or any(b <= a for a, b in zip(bounds[:-1], bounds[1:], strict=True)):
         raise ConfigError(f"vertex partition {bounds[:4]}... does not cut {n} vertices into {count} non-empty "
                           f"blocks: reorder the graph again (gridgnn prepare --reorder metis --parts {count})")

@@ -138,7 +138,8 @@ def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0) -> Graph
 
 def reorder_info(meta: dict) -> dict:
     """The ``setup.reorder`` object of the metrics file from a graph's meta (method ``none`` if never set);
-    ``row_blocks``: ``parts`` when the grid's row blocks followed METIS's parts, else ``balanced``."""
+    ``row_blocks``: ``parts`` when the grid's row blocks followed METIS's parts (one or several consecutive
+    parts per block), else ``balanced``."""
     keys = ("reorder_parts", "reorder_seconds", "reorder_peak_rss_bytes", "nnz_imbalance_before",
             "nnz_imbalance_after")
     return {"method": meta.get("reorder", "none"), **{key: meta.get(key) for key in keys},

@@ -107,8 +107,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     write_products(config, trainer, graph, result, rank=grid.rank)
     reorder = {k: v for k, v in graph.meta.items() if k.startswith(("reorder", "nnz_imbalance"))}
     parts = graph.meta.get("reorder_bounds")
-    follows = parts is not None and list(ops.spmm.stage_layout().row_bounds) == list(parts)
-    reorder["reorder_row_blocks"] = "parts" if follows else "balanced"
+    follows = parts is not None and (len(parts) - 1) % (len(ops.spmm.stage_layout().row_bounds) - 1) == 0
+    reorder["reorder_row_blocks"] = "parts" if follows else "balanced"  # whole parts per block (`row_blocks`)
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup),
                           reorder, graph, grid.placement)
     return (outcome, trainer.model) if return_model else outcome
