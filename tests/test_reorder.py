@@ -96,6 +96,36 @@ def test_prepared_folder_keeps_metis_parts_and_the_model_follows_them(tmp_path):
     assert reorder_graph(graph, "rcm", parts=4).meta.get("reorder_bounds") is None  # a new order drops them
 
 
+def test_plan_prices_each_grid_on_the_order_training_gives_it(capsys):
+    """``plan --reorder metis`` prices every shape on the graph METIS-cut into that shape's row blocks, as
+    training reorders it (so plan = measured, which the training tests check per rank); ``--json`` stays JSON."""
+    import json
+
+    from gridgnn.cli.main import main
+    from gridgnn.config import TrainConfig
+    from gridgnn.cost.epoch_model import predict_epoch
+    from gridgnn.grid.shape import resolve_grid
+    from gridgnn.train.run import load_graph
+
+    dataset = "csbm:nodes=600,classes=4,features=8"
+    assert main(["plan", "--dataset", dataset, "--nprocs", "16", "--reorder", "metis", "--comm", "auto",
+                 "--json"]) == 0
+    out = capsys.readouterr()
+    entries = json.loads(out.out)
+    assert "metis into 8 parts" in out.err and "metis into 16 parts" in out.err
+    graph = load_graph(TrainConfig(dataset=dataset))
+    orders = {parts: reorder_graph(graph, "metis", parts) for parts in (1, 2, 4, 8, 16)}
+    differs = 0
+    for entry in entries:
+        shape = resolve_grid(entry["algo"], 16, replication=entry["replication"], grid=entry["grid"])
+        config = TrainConfig(dataset=dataset)
+        predicted = predict_epoch(config, orders[shape.sizes[0]], shape, comm=entry["comm"])  # what trains
+        assert entry["bytes_per_rank"] == int(predicted.bytes.max()), entry
+        one_order = predict_epoch(config, orders[16], shape, comm=entry["comm"])  # METIS into P for every grid
+        differs += entry["bytes_per_rank"] != int(one_order.bytes.max())
+    assert differs > 0
+
+
 def test_prepare_metis_needs_parts_and_an_unknown_order_is_refused(tmp_path, capsys):
     from gridgnn.cli.main import main
 

@@ -13,6 +13,8 @@ import dataclasses
 import json
 import re
 import shlex
+import sys
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
@@ -86,21 +88,32 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_plan)
 
 
-def graph_stats_from_args(args: argparse.Namespace, parts: int = 1) -> GraphStats:
-    """Exact statistics of ``--dataset`` (renumbered by ``--reorder``, METIS into ``parts``), else uniform
-    statistics from the counts (raises `ConfigError`)."""
+def _graph_from_args(args: argparse.Namespace):
+    """The graph of ``--dataset`` as loaded (None for a plan on counts; refuses both)."""
+    counts = (args.num_nodes, args.num_edges, args.num_features, args.num_classes)
+    if args.dataset is None:
+        return None
+    if any(c is not None for c in counts):
+        raise ConfigError("give either --dataset or --num-nodes/--num-edges/--num-features/--num-classes")
+    from gridgnn.data.any_source import load_any
+
+    return load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
+
+
+def _ordered_stats(args: argparse.Namespace, graph, parts: int) -> GraphStats:
+    """Exact statistics of ``graph`` renumbered by ``--reorder`` (METIS into ``parts``)."""
+    from gridgnn.cost.graph_stats import GraphStats
+
+    if getattr(args, "reorder", "none") != "none":
+        graph = _reordered(graph, args.reorder, parts, args.seed, sys.stderr if args.json else None)  # JSON stays pure
+    return GraphStats.from_graph(graph, self_loops=args.model in ("gcn", "gat"))
+
+
+def _stats_from_counts(args: argparse.Namespace) -> GraphStats:
+    """Uniform statistics from ``--num-nodes`` ... (raises `ConfigError`)."""
     from gridgnn.cost.graph_stats import GraphStats
 
     counts = (args.num_nodes, args.num_edges, args.num_features, args.num_classes)
-    if args.dataset is not None:
-        if any(c is not None for c in counts):
-            raise ConfigError("give either --dataset or --num-nodes/--num-edges/--num-features/--num-classes")
-        from gridgnn.data.any_source import load_any
-
-        graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
-        if getattr(args, "reorder", "none") != "none":
-            graph = _reordered(graph, args.reorder, parts, args.seed)
-        return GraphStats.from_graph(graph, self_loops=args.model in ("gcn", "gat"))
     if getattr(args, "reorder", "none") != "none":
         raise ConfigError("--reorder prices a renumbered graph: it needs --dataset, not counts")
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
@@ -116,8 +129,9 @@ def graph_stats_from_args(args: argparse.Namespace, parts: int = 1) -> GraphStat
         raise ConfigError(str(exc)) from None
 
 
-def _reordered(graph, method: str, parts: int, seed: int):
-    """``graph`` renumbered (a prepared folder keeps its own order: it must have been made with ``method``)."""
+def _reordered(graph, method: str, parts: int, seed: int, stream=None):
+    """``graph`` renumbered (a prepared folder keeps its own order: it must have been made with ``method``);
+    one line on the reordering to ``stream`` (default stdout)."""
     from gridgnn.data.prepared import PreparedGraph
     from gridgnn.data.reorder import reorder_graph
 
@@ -129,7 +143,8 @@ def _reordered(graph, method: str, parts: int, seed: int):
         return graph
     out = reorder_graph(graph, method, parts, seed)
     print(f"reorder    {method} into {parts} parts: {out.meta['reorder_seconds']:.3f} s, non-zero imbalance "
-          f"(max/mean per row block) {out.meta['nnz_imbalance_before']:.3f} -> {out.meta['nnz_imbalance_after']:.3f}")
+          f"(max/mean per row block) {out.meta['nnz_imbalance_before']:.3f} -> {out.meta['nnz_imbalance_after']:.3f}",
+          file=stream)
     return out
 
 
@@ -218,7 +233,13 @@ def run_plan(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
     if args.layers > MAX_LAYERS:
         raise ConfigError(f"--layers must be at most {MAX_LAYERS}, got {args.layers}")
-    stats = graph_stats_from_args(args, max(args.nprocs))
+    graph = _graph_from_args(args)
+    metis = graph is not None and args.reorder.startswith("metis")
+    by_rows = lru_cache(maxsize=None)(partial(_ordered_stats, args, graph)) if metis else None
+    if graph is None:
+        stats = _stats_from_counts(args)
+    else:  # exact block nnz; --reorder renumbers it (METIS into P parts for the summary lines)
+        stats = by_rows(max(args.nprocs)) if metis else _ordered_stats(args, graph, max(args.nprocs))
     check_plan_sizes(stats.num_nodes, stats.nnz, {"--hidden": args.hidden, "features": stats.num_features,
                                                    "classes": stats.num_classes})
     profile = load_profile(args.profile)
@@ -235,11 +256,9 @@ def run_plan(args: argparse.Namespace) -> int:
         raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
                           "blocks); use --comm dense or auto")
     comms = model_comms(args.model, args.comm)
-    metis = args.reorder.startswith("metis")
-    per_p = {p: stats if not metis or p == max(args.nprocs) else graph_stats_from_args(args, p)
-             for p in args.nprocs}  # METIS cuts into each P
-    results = [plan(spec, per_p[p], p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
-                    run_flags=flags, comms=comms) for p in args.nprocs]
+    # METIS cuts into each grid's row blocks, as training does: every shape is priced on its own order
+    results = [plan(spec, by_rows(p) if metis else stats, p, profile=profile, memory_per_proc=args.memory_per_proc,
+                    algos=args.algo, run_flags=flags, comms=comms, stats_for_rows=by_rows) for p in args.nprocs]
     if args.json:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0

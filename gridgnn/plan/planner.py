@@ -11,6 +11,7 @@ sorts them: configurations that fit the memory per process first, then by predic
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch, stats_for
@@ -151,7 +152,8 @@ def _against(best: PlanEntry, other: PlanEntry) -> str:
 def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None,
          memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
          sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None,
-         comms: tuple[str, ...] | list[str] = ("dense",)) -> Plan:
+         comms: tuple[str, ...] | list[str] = ("dense",),
+         stats_for_rows: Callable[[int], GraphStats] | None = None) -> Plan:
     """Price every configuration for ``world_size`` processes and rank them (best first).
 
     ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
@@ -159,7 +161,9 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     the profile's; None means unlimited). Exactly one entry has ``best`` set: the first. ``run_flags``: the
     ``gridgnn train`` flags naming the graph (``--dataset``, ...), which every entry's `PlanEntry.train_flags`
     puts before the model's (``--layers``, ``--hidden``, ``--order``: always written out) and its own.
-    ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``).
+    ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``). ``stats_for_rows``: the
+    statistics of the graph as training would order it for a grid of that many row blocks (a METIS
+    reordering cuts into the grid's row blocks), so each shape is priced on its own order; None: ``graph``'s.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -170,13 +174,17 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     flags = (*(run_flags or ()), "--layers", str(spec.layers), "--hidden", str(spec.hidden), "--order", spec.order)
     shapes = [shape for shape in candidate_shapes(world_size, algos)
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
-    stats.count_once(nnz_bounds(shape, stats.num_nodes, stats.parts) for shape in shapes)  # one pass over Â for all
+    by_rows = {rows: stats_for_rows(rows) for rows in {s.sizes[0] for s in shapes}} if stats_for_rows else {}
+    for ordered in {id(x): x for x in [stats, *by_rows.values()]}.values():  # one pass over each order's Â
+        ordered.count_once(nnz_bounds(shape, ordered.num_nodes, ordered.parts) for shape in shapes
+                           if by_rows.get(shape.sizes[0], stats) is ordered)
     entries = []
     comms = tuple(comms)
     for shape in shapes:
-        blocks = shape_blocks(shape, stats)  # shared by the dense and sparse pricing of this shape
+        priced = by_rows.get(shape.sizes[0], stats)
+        blocks = shape_blocks(shape, priced)  # shared by the dense and sparse pricing of this shape
         for comm in comms:
-            pred = predict_epoch(spec, stats, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm)
+            pred = predict_epoch(spec, priced, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm)
             fits = limit is None or int(pred.memory_bytes.max()) <= limit
             entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm))
     entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),

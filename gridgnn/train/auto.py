@@ -32,7 +32,8 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
     processes (priced with the machine profile of ``device_type``), and one line saying which and why.
 
     With ``comm="auto"`` the sparse variants compete too and the choice sets ``comm``; with a reordering and a
-    sparse or automatic ``comm`` the graph is priced reordered (METIS into ``world_size`` parts).
+    sparse or automatic ``comm`` the graph is priced reordered (one METIS run into ``world_size`` parts: every
+    grid's row blocks are whole parts, `gridgnn.cost.stages.row_blocks`).
     Deterministic, so every worker of a torchrun job reaches the same choice. One process means ``local``,
     or with ``on_grid`` (a launched worker, whose process group exists) a one-process ``1d`` grid.
     """
