@@ -9,7 +9,9 @@ another, then four ways to cut the reordered graph into K row blocks:
   the parts);
 - ``nnz/parts``: METIS with each vertex weighted by its row of Â (stored entries + the self-loop), so parts
   hold equal non-zeros; blocks = the parts;
-- ``none/balanced``: the natural order, equal blocks (the baseline).
+- ``none/balanced``: the natural order, equal blocks (the baseline);
+- ``vertices/merged``: vertex-balanced METIS into 4K parts, every 4 consecutive parts one block (what a folder
+  prepared with ``--parts 4K`` gives a grid of K row blocks).
 
 Columns: the METIS seconds, rows and Â non-zeros of the largest block over the mean, the stored entries of Â
 outside the diagonal blocks (the cut the grid sees), and the most remote rows any block touches (what its
@@ -79,6 +81,14 @@ def rows_for(name: str, adj: sp.csr_matrix, parts: int) -> list[dict]:
             else {"parts": parts_bounds}
         out += [{"graph": name, "parts": parts, "weights": weights, "blocks": blocks, "metis_s": seconds,
                  **block_figures(reordered, bounds)} for blocks, bounds in cuts.items()]
+    if 4 * parts <= n:
+        start = time.perf_counter()
+        membership = metis_parts(sym, 4 * parts, None)
+        seconds = round(time.perf_counter() - start, 3)
+        order = np.argsort(membership, kind="stable")
+        fine = [0, *np.cumsum(np.bincount(membership, minlength=4 * parts)).tolist()]
+        out.append({"graph": name, "parts": parts, "weights": "vertices", "blocks": "merged", "metis_s": seconds,
+                    **block_figures(adj[order][:, order].tocsr(), fine[::4])})
     return out
 
 
