@@ -67,6 +67,19 @@ def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path, capsys):
         "was asked: train with --reorder rcm, or prepare it again with --reorder metis"]
 
 
+def test_a_damaged_partition_file_is_one_line(tmp_path, capsys):
+    from gridgnn.cli.main import main
+
+    prepare_graph(reorder_graph(_graph(), "metis", parts=4), tmp_path / "g")
+    np.save(tmp_path / "g" / "reorder_bounds.npy", np.array([0, 90, 60, 240], dtype=np.int64))  # not increasing
+    code = main(["train", "--dataset", str(tmp_path / "g"), "--algo", "1d", "--nprocs", "2", "--epochs", "1",
+                 "--reorder", "metis"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"gridgnn: error: {tmp_path / 'g' / 'reorder_bounds.npy'}: not the boundaries of non-empty parts of 240 "
+        "vertices (0 first, then increasing to the vertex count); prepare the folder again"]
+
+
 def test_metis_nnz_balances_the_non_zeros_of_the_row_blocks_metis_leaves_skewed():
     from gridgnn.data.registry import load_dataset
 

@@ -230,7 +230,11 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     if (root / "reorder_order.npy").exists():
         meta["reorder_order"] = load("reorder_order", np.int64, (n,))
     if (root / "reorder_bounds.npy").exists():
-        meta["reorder_bounds"] = [int(b) for b in load("reorder_bounds", np.int64)]
+        bounds = load("reorder_bounds", np.int64)
+        if bounds.ndim != 1 or len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != n or (np.diff(bounds) <= 0).any():
+            raise DataError(f"{root / 'reorder_bounds.npy'}: not the boundaries of non-empty parts of {n} vertices "
+                            "(0 first, then increasing to the vertex count); prepare the folder again")
+        meta["reorder_bounds"] = [int(b) for b in bounds]
     if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
         raise DataError(f"{where}: labels outside [0, {classes})")
     return PreparedGraph(

@@ -61,13 +61,14 @@ def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0) -> tu
     if method == "rcm":
         return reverse_cuthill_mckee(symmetric_pattern(adj), symmetric_mode=True).astype(np.int64), None
     if method == "metis":
-        return _metis_order(symmetric_pattern(adj), parts)
+        return _metis_order(symmetric_pattern(adj), parts, method=method)
     if method == "metis-nnz":
-        return _metis_order(symmetric_pattern(adj), parts, weights=np.diff(sp.csr_matrix(adj).indptr) + 1)
+        return _metis_order(symmetric_pattern(adj), parts, weights=np.diff(sp.csr_matrix(adj).indptr) + 1,
+                            method=method)
     raise ConfigError(f"unknown reordering {method!r}; choose one of {', '.join(REORDERS)}")
 
 
-def _metis_order(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None
+def _metis_order(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None, method: str = "metis"
                  ) -> tuple[np.ndarray, list[int] | None]:
     """METIS k-way into ``parts`` (``weights``: one positive int per vertex, balanced across parts; None:
     vertices), the parts in order, and their boundaries."""
@@ -77,7 +78,7 @@ def _metis_order(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = No
     try:
         import pymetis
     except ImportError:
-        raise ConfigError("--reorder metis needs pymetis: pip install 'gridgnn[metis]' (or pip install "
+        raise ConfigError(f"--reorder {method} needs pymetis: pip install 'gridgnn[metis]' (or pip install "
                           "pymetis), or choose --reorder rcm|random") from None
     vweights = None if weights is None else np.asarray(weights, dtype=np.int64).tolist()
     if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025
