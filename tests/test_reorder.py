@@ -67,6 +67,33 @@ def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path, capsys):
         "was asked: train with --reorder rcm, or prepare it again with --reorder metis"]
 
 
+def test_predict_on_a_grid_keeps_a_prepared_folders_order(tmp_path):
+    """``gridgnn predict`` on a METIS-prepared folder: its order and parts as they are, outputs in original ids,
+    equal to the one-process inference on the original graph."""
+    import csv
+
+    import torch
+
+    from gridgnn.api import fit
+    from gridgnn.cli.main import main
+    from gridgnn.data.readers.native import save_graph
+
+    graph = _graph()
+    save_graph(graph, tmp_path / "g.npz")
+    fit(graph, epochs=2, save_model=str(tmp_path / "m.pt"))
+    prepare_graph(reorder_graph(graph, "metis", parts=2), tmp_path / "metis")
+    for dataset, algo, out in ((tmp_path / "g.npz", ["--algo", "local"], "local.csv"),
+                               (tmp_path / "metis", ["--algo", "1d", "--nprocs", "2", "--threads", "1"], "grid.csv")):
+        assert main(["predict", "--model", str(tmp_path / "m.pt"), "--dataset", str(dataset), *algo,
+                     "--predictions-out", str(tmp_path / out), "--quiet"]) == 0
+    local, grid = ([row for row in csv.DictReader(open(tmp_path / name))] for name in ("local.csv", "grid.csv"))
+    by_node = {row["node"]: row for row in grid}
+    assert len(by_node) == graph.num_nodes
+    for row in local:
+        assert by_node[row["node"]]["predicted"] == row["predicted"]
+        torch.testing.assert_close(float(by_node[row["node"]]["prob_0"]), float(row["prob_0"]), atol=1e-6, rtol=0)
+
+
 def test_a_damaged_partition_file_is_one_line(tmp_path, capsys):
     from gridgnn.cli.main import main
 

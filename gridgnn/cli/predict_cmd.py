@@ -54,7 +54,15 @@ def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> T
         normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),
         hidden=int(model_config["hidden_channels"]), order=str(model_config["order"]), epochs=1,
         seed=args.seed, algo=args.algo, nprocs=args.nprocs, replication=args.replication, grid=args.grid,
-        quiet=args.quiet, progress=False, **output_config(args))
+        reorder=_folder_order(args.dataset), quiet=args.quiet, progress=False, **output_config(args))
+
+
+def _folder_order(dataset: str | None) -> str:
+    """The vertex order of a prepared folder (`gridgnn prepare --reorder`), which inference keeps as it is (its
+    outputs are in original ids either way); ``none`` for any other dataset."""
+    from gridgnn.data.prepared import is_prepared, open_prepared
+
+    return open_prepared(dataset).meta.get("reorder", "none") if dataset and is_prepared(dataset) else "none"
 
 
 def run_predict(args: argparse.Namespace) -> int:
