@@ -118,7 +118,10 @@ def test_metis_nnz_balances_the_non_zeros_of_the_row_blocks_metis_leaves_skewed(
     assert sizes.sum() == graph.num_nodes and sizes.max() > 1.05 * sizes.mean()  # and unequal vertices
 
 
-def test_prepared_folder_keeps_metis_parts_and_the_model_follows_them(tmp_path):
+def test_prepared_folder_keeps_metis_parts_and_the_model_follows_them(tmp_path, capsys):
+    import json
+
+    from gridgnn.cli.main import main
     from gridgnn.cost.graph_stats import GraphStats
     from gridgnn.cost.rank_cost import shape_blocks
     from gridgnn.grid.shape import resolve_grid
@@ -134,6 +137,10 @@ def test_prepared_folder_keeps_metis_parts_and_the_model_follows_them(tmp_path):
     assert shape_blocks(resolve_grid("1d", 2), stats).row_bounds == bounds[::2]  # half as many: parts merged
     assert shape_blocks(resolve_grid("1d", 3), stats).row_bounds == [0, 134, 267, 400]  # any other: balanced
     assert reorder_graph(graph, "rcm", parts=4).meta.get("reorder_bounds") is None  # a new order drops them
+    assert main(["info", str(tmp_path / "g"), "--json"]) == 0
+    sizes = np.diff(bounds)
+    assert json.loads(capsys.readouterr().out)["reorder"] == {
+        "method": "metis", "parts": 4, "part_rows_max_over_mean": round(sizes.max() / sizes.mean(), 4)}
 
 
 def test_plan_prices_each_grid_on_the_order_training_gives_it(capsys):

@@ -53,5 +53,15 @@ def run_info(args: argparse.Namespace) -> int:
     graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed,
                          normalize_features=args.normalize_features, seed=args.seed)
     stats = graph_statistics(graph)
+    if graph.meta.get("reorder", "none") != "none":  # a folder from gridgnn prepare --reorder
+        stats["reorder"] = reorder_summary(graph.meta)
     print(json.dumps(stats, indent=1, default=str) if args.json else format_stats(stats))
     return 0
+
+
+def reorder_summary(meta: dict) -> dict:
+    """``method``, the METIS ``parts`` the folder holds (0: no partition) and their rows, max over mean."""
+    bounds = meta.get("reorder_bounds")
+    sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)] if bounds else []
+    return {"method": meta["reorder"], "parts": len(sizes),
+            "part_rows_max_over_mean": round(max(sizes) * len(sizes) / sum(sizes), 4) if sizes else None}
