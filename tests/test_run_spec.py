@@ -113,6 +113,31 @@ def test_the_launcher_resolves_once_into_the_spec_a_torchrun_worker_reaches(tmp_
     assert is_prepared(tmp_path)  # the graph the workers memory-map
 
 
+def test_auto_with_metis_reorders_once_when_it_trains_on_the_order_it_priced(monkeypatch):
+    """``--algo auto --comm auto --reorder metis``: the choice is priced on METIS into P parts; a chosen grid with
+    P row blocks trains on that very order (one METIS run), any other on METIS into its own row blocks."""
+    from gridgnn.data import reorder
+
+    cuts = []
+    real = reorder.reorder_graph
+
+    def counted(graph, method, parts, seed=0):
+        cuts.append(parts)
+        return real(graph, method, parts, seed)
+
+    monkeypatch.setattr(reorder, "reorder_graph", counted)
+    config = TrainConfig(dataset="csbm:nodes=400,classes=4,features=8", algo="auto", comm="auto", reorder="metis",
+                         nprocs=4)
+    chosen, shape, graph = resolve_run(config, load_graph(config), 4)
+    assert graph.meta["reorder"] == "metis" and graph.meta["reorder_parts"] == shape.sizes[0]
+    assert shape.sizes[0] == 4, shape  # auto picks 1d here (sparse, METIS order): the case this test is about
+    assert cuts == [4]  # priced and trained on one METIS run
+    fixed = dataclasses.replace(config, algo="2d", grid="2x2", comm="sparse")
+    cuts.clear()
+    _, two_by_two, graph = resolve_run(fixed, load_graph(fixed), 4)
+    assert cuts == [2] and graph.meta["reorder_parts"] == 2  # a given grid: METIS into its row blocks, once
+
+
 def test_a_worker_that_resolves_its_own_run_validates_its_grid_once(monkeypatch):
     """torchrun's case, on a one-process grid: `resolve_run` validates the grid; training, the memory guard
     and the metrics reuse it."""
