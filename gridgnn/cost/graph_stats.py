@@ -39,8 +39,8 @@ class GraphStats:
     ``nnz`` (None for the uniform estimate). Both are kept as given (any integer dtype, memory-mapped arrays
     stay on disk), so exact statistics cost no copy of the graph; `grouped_nnz` reads ``indices`` in chunks.
     ``feature_nnz``: stored non-zeros of the input features when they are sparse, else None (dense).
-    ``parts``: the vertex partition of a METIS-reordered graph (``meta["reorder_bounds"]``), which the row
-    blocks of a grid with as many blocks follow (`gridgnn.cost.stages`); None: balanced blocks.
+    ``parts``: the vertex partition of a METIS-reordered graph (``meta["reorder_bounds"]``), which a grid's row
+    blocks follow (`gridgnn.cost.stages.row_blocks`); None: balanced blocks.
     """
 
     name: str

@@ -65,7 +65,7 @@ class StageLayout:
 
 def stage_layout(algo: str, sizes: tuple[int, ...], n: int, parts: Sequence[int] | None = None) -> StageLayout:
     """The `StageLayout` of ``algo`` on a grid of ``sizes`` (as `GridShape.sizes`) for n vertices; ``parts``:
-    a vertex partition's boundaries (module docstring), used when it has as many blocks as the grid rows."""
+    a vertex partition's boundaries (module docstring), which the row blocks follow (`row_blocks`)."""
     if algo in ("1d", "1.5d"):
         num_rows = sizes[0]
         c = sizes[1] if algo == "1.5d" else 1
