@@ -48,6 +48,32 @@ def test_a_partition_that_does_not_cut_the_vertices_is_refused(parts):
         stage_layout("1d", (2,), 12, parts=parts)
 
 
+@pytest.mark.parametrize("rows,segments", [([0, 9, 30, 38, 61], [0, 9, 30, 38, 61]),
+                                           ([0, 20, 61], [0, 7, 20, 33, 61]), ([0, 61], [0, 61]),
+                                           ([0, 0, 30, 61], [0, 30, 30, 61])])
+def test_touched_counts_are_the_distinct_columns_of_each_block_and_segment(rows, segments):
+    """The vectorized count (column-major runs) against sets of column ids, on a directed matrix with empty
+    rows and, in the last case, an empty block and an empty segment."""
+    from gridgnn.cost.sparse_stages import column_major, touched_counts
+
+    adj = w.random_directed(N, seed=SEED).tolil()
+    adj[5, :] = 0  # an empty row
+    adj = adj.tocsr()
+    counts = touched_counts(column_major(adj.indptr, adj.indices, N), rows, segments)
+    for b in range(len(rows) - 1):
+        cols = set(adj[rows[b]:rows[b + 1]].indices.tolist())
+        for s in range(len(segments) - 1):
+            assert counts[b, s] == len([c for c in cols if segments[s] <= c < segments[s + 1]]), (b, s)
+
+
+def test_column_major_refuses_a_column_outside_the_matrix():
+    from gridgnn.cost.sparse_stages import column_major
+    from gridgnn.errors import DataError
+
+    with pytest.raises(DataError, match=r"column ids outside \[0, 4\)"):
+        column_major(np.array([0, 1, 2]), np.array([1, 4]), 4)
+
+
 @pytest.fixture(scope="module")
 def results():
     return run_workers(w.run_partition_cases, WORLD, CASES, N, SEED, timeout_s=300)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.cost.sparse_stages import ColumnMajor, column_major
 from gridgnn.sparse.adjacency import add_self_loops
 from gridgnn.sparse.cut import CHUNK_ENTRIES, checked_column_ids
 
@@ -55,6 +56,7 @@ class GraphStats:
     # (row bounds, column bounds, counts) of the last `count_once`, or None
     _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                       compare=False)
+    _columns: ColumnMajor | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def exact(self) -> bool:
@@ -94,6 +96,14 @@ class GraphStats:
             feature_nnz = int(round(feature_density * num_nodes * num_features))
         nnz = int(num_edges) + (int(num_nodes) if self_loops else 0)
         return cls(name, int(num_nodes), nnz, int(num_features), int(num_classes), feature_nnz)
+
+    def column_major(self) -> ColumnMajor:
+        """Â's entries in column order (`gridgnn.cost.sparse_stages.ColumnMajor`), built on first use and kept:
+        what the sparse variants' touched rows are counted from, for every grid shape (exact statistics only;
+        8 bytes per stored entry)."""
+        if self._columns is None:
+            self._columns = column_major(self.indptr, self.indices, self.num_nodes)
+        return self._columns
 
     def grouped_nnz(self, row_bounds: list[int], col_bounds: list[int],
                     col_group: np.ndarray | None = None, num_groups: int | None = None) -> np.ndarray:

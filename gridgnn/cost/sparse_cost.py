@@ -32,7 +32,7 @@ def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:
         stats = blocks.stats
         layout = blocks.layout
         if stats is not None and stats.exact:
-            u = touched_counts(stats.indptr, stats.indices, layout.row_bounds, layout.segments)
+            u = touched_counts(stats.column_major(), layout.row_bounds, layout.segments)
         else:  # uniform: U depends only on (block height, segment width), which take a few values
             heights, at_row = np.unique(np.diff(layout.row_bounds), return_inverse=True)
             widths, at_col = np.unique(np.diff(layout.segments), return_inverse=True)

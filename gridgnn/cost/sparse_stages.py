@@ -15,7 +15,10 @@ rows of ``Â[rows, s]ᵀ G`` that can be non-zero), summed at the root.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import scipy.sparse as sp
 
 from gridgnn.sparse.cut import CHUNK_ENTRIES, checked_column_ids
 
@@ -36,22 +39,40 @@ def touched_columns(matrix, rows: tuple[int, int], segments: list[int], keep: li
     return {s: np.flatnonzero(seen[segments[s]:segments[s + 1]]) + segments[s] for s in keep}
 
 
-def touched_counts(indptr, indices, row_bounds: list[int], segments: list[int]) -> np.ndarray:
+@dataclass(frozen=True)
+class ColumnMajor:
+    """Â's stored entries in column-major (CSC) order, rows ascending within each column: ``rows`` and ``cols``
+    (int32, one per entry, same order). 8 bytes per stored entry."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+
+
+def column_major(indptr, indices, n_cols: int) -> ColumnMajor:
+    """`ColumnMajor` of the CSR structure (``indptr``, ``indices``: any integer dtype, memory-mapped arrays
+    read once); `DataError` on a column id outside ``[0, n_cols)``. Not collective."""
+    n_rows, nnz = len(indptr) - 1, int(indptr[-1])
+    for lo in range(0, nnz, CHUNK_ENTRIES):
+        checked_column_ids(indices, lo, min(lo + CHUNK_ENTRIES, nnz), n_cols, (0, n_rows), "column ids")
+    pattern = sp.csr_matrix((np.ones(nnz, dtype=np.int8), np.asarray(indices, dtype=np.int32),
+                             np.asarray(indptr, dtype=np.int64)), shape=(n_rows, n_cols))
+    csc = pattern.tocsc()  # scipy fills each column's rows in row order: ascending
+    cols = np.repeat(np.arange(n_cols, dtype=np.int32), np.diff(csc.indptr))
+    return ColumnMajor(np.asarray(csc.indices, dtype=np.int32), cols)
+
+
+def touched_counts(columns: ColumnMajor, row_bounds: list[int], segments: list[int]) -> np.ndarray:
     """(R, S) int64: distinct columns of each row block of Â inside each segment (the rows a receiver
-    needs). One pass over the entries, row block by row block. Not collective."""
-    seg = np.asarray(segments, dtype=np.int64)
-    out = np.zeros((len(row_bounds) - 1, len(seg) - 1), dtype=np.int64)
-    n_cols = int(seg[-1])
-    for block in range(len(row_bounds) - 1):
-        lo, hi = int(indptr[row_bounds[block]]), int(indptr[row_bounds[block + 1]])
-        if hi == lo:
-            continue
-        rows = (row_bounds[block], row_bounds[block + 1])
-        parts = [np.unique(checked_column_ids(indices, a, min(a + CHUNK_ENTRIES, hi), n_cols, rows, "column ids"))
-                 for a in range(lo, hi, CHUNK_ENTRIES)]
-        cols = parts[0] if len(parts) == 1 else np.unique(np.concatenate(parts))
-        out[block] = np.bincount(np.searchsorted(seg, cols, side="right") - 1, minlength=len(seg) - 1)
-    return out
+    needs). Vectorized over the entries in column order: within a column the rows ascend, so a row block's
+    entries form one run, and a run's first entry marks one distinct (block, column) pair. Not collective."""
+    num_rows, num_segments = len(row_bounds) - 1, len(segments) - 1
+    block_of_row = np.repeat(np.arange(num_rows, dtype=np.int32), np.diff(np.asarray(row_bounds)))
+    block = block_of_row[columns.rows]
+    first = np.ones(block.size, dtype=bool)
+    first[1:] = (block[1:] != block[:-1]) | (columns.cols[1:] != columns.cols[:-1])
+    segment_of_col = np.repeat(np.arange(num_segments, dtype=np.int64), np.diff(np.asarray(segments)))
+    keys = block[first].astype(np.int64) * num_segments + segment_of_col[columns.cols[first]]
+    return np.bincount(keys, minlength=num_rows * num_segments).reshape(num_rows, num_segments)
 
 
 def expected_touched(block_nnz: np.ndarray, segments: list[int]) -> np.ndarray:
