@@ -30,6 +30,13 @@ def block_bounds(n: int, parts: int, *, allow_empty: bool = False, what: str = "
     return bounds
 
 
+def is_partition(bounds, n: int) -> bool:
+    """Whether ``bounds`` cut ``range(n)`` into non-empty blocks: 0 first, strictly increasing, n last."""
+    bounds = [int(b) for b in bounds]
+    return len(bounds) >= 2 and bounds[0] == 0 and bounds[-1] == n and all(
+        b > a for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+
+
 def block_sizes(bounds: list[int]) -> list[int]:
     """Sizes of the blocks described by ``bounds``."""
     return [bounds[k + 1] - bounds[k] for k in range(len(bounds) - 1)]

@@ -70,7 +70,11 @@ class ShapeBlocks:
 def nnz_bounds(shape: GridShape, n: int, parts: tuple[int, ...] | None = None) -> tuple[list[int], list[int]]:
     """The (row bounds, column bounds) on which `shape_blocks` counts Â's entries for ``shape`` (n vertices,
     ``parts`` as `GraphStats.parts`): the row blocks and the stage segments of `gridgnn.cost.stages`."""
-    layout = stage_layout(shape.algo, shape.sizes, n, parts)
+    return _count_bounds(shape, stage_layout(shape.algo, shape.sizes, n, parts))
+
+
+def _count_bounds(shape: GridShape, layout: StageLayout) -> tuple[list[int], list[int]]:
+    n = layout.row_bounds[-1]
     if shape.algo == "2d" and shape.sizes[1] == 1:
         return layout.row_bounds, [0, n]  # per-stage nnz only matter when panels move; one column needs row sums
     return layout.row_bounds, layout.segments
@@ -82,7 +86,7 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
     coords = {a: c.astype(np.int64) for a, c in zip(shape.axes, np.unravel_index(np.arange(shape.world_size),
                                                                                    shape.sizes), strict=True)}
     layout = stage_layout(shape.algo, shape.sizes, n, stats.parts)
-    rows, cols = nnz_bounds(shape, n, stats.parts)
+    rows, cols = _count_bounds(shape, layout)
     if shape.algo in ("1d", "1.5d"):
         num_rows, c = shape.sizes[0], shape.replication
         nnz = stats.grouped_nnz(rows, cols, np.arange(num_rows) % c, num_groups=c)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gridgnn.errors import ConfigError
-from gridgnn.partition import block_bounds, refine, sub_bounds
+from gridgnn.partition import block_bounds, is_partition, refine, sub_bounds
 
 
 @dataclass(frozen=True)
@@ -87,14 +87,19 @@ def stage_layout(algo: str, sizes: tuple[int, ...], n: int, parts: Sequence[int]
     return StageLayout(rows, segments, index // d, index % d, index // d, group_axis="depth")
 
 
+def follows_parts(count: int, parts: Sequence[int] | None) -> bool:
+    """Whether ``count`` row blocks follow the partition ``parts`` (one or k consecutive parts each)."""
+    return parts is not None and (len(parts) - 1) % count == 0
+
+
 def row_blocks(n: int, count: int, parts: Sequence[int] | None = None) -> list[int]:
     """The boundaries of ``count`` dense row blocks of n vertices: ``parts`` when it has ``count`` blocks
     (each non-empty, covering ``range(n)``: else `ConfigError`); when it has a multiple k·count of them, every
     k consecutive parts merged into one block (whole parts stay together); otherwise balanced (`block_bounds`)."""
-    if parts is None or (len(parts) - 1) % count:
+    if not follows_parts(count, parts):
         return block_bounds(n, count)
     bounds = [int(b) for b in parts][::(len(parts) - 1) // count]
-    if bounds[0] != 0 or bounds[-1] != n or any(b <= a for a, b in zip(bounds[:-1], bounds[1:], strict=True)):
+    if not is_partition(bounds, n):
         raise ConfigError(f"vertex partition {bounds[:4]}... does not cut {n} vertices into {count} non-empty "
                           f"blocks: reorder the graph again (gridgnn prepare --reorder metis --parts {count})")
     return bounds

@@ -34,6 +34,7 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.operators import OPERATORS, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
 from gridgnn.errors import DataError
+from gridgnn.partition import is_partition
 
 MANIFEST = "prepared.json"
 FORMAT = "gridgnn-prepared/1"
@@ -231,7 +232,7 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         meta["reorder_order"] = load("reorder_order", np.int64, (n,))
     if (root / "reorder_bounds.npy").exists():
         bounds = load("reorder_bounds", np.int64)
-        if bounds.ndim != 1 or len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != n or (np.diff(bounds) <= 0).any():
+        if bounds.ndim != 1 or not is_partition(bounds, n):
             raise DataError(f"{root / 'reorder_bounds.npy'}: not the boundaries of non-empty parts of {n} vertices "
                             "(0 first, then increasing to the vertex count); prepare the folder again")
         meta["reorder_bounds"] = [int(b) for b in bounds]

@@ -26,6 +26,18 @@ def graph_stats(graph: Graph | PreparedGraph, model: str = "gcn") -> GraphStats:
     return GraphStats.from_graph(graph, self_loops=model in ("gcn", "gat"))
 
 
+def priced_order(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int) -> Graph | PreparedGraph:
+    """The graph `choose_configuration` prices: reordered by ``config.reorder`` into ``world_size`` parts when
+    the choice depends on the order (sparse or automatic ``comm``, a reordering a loaded graph does not have
+    yet), else ``graph`` itself. Deterministic. Not collective."""
+    if (config.comm == "dense" or config.reorder == "none" or isinstance(graph, PreparedGraph)
+            or graph.meta.get("reorder", "none") == config.reorder):
+        return graph
+    from gridgnn.data.reorder import reorder_graph  # sparse bytes depend on the order: price the reordered graph
+
+    return reorder_graph(graph, config.reorder, world_size, config.seed)
+
+
 def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int,
                          device_type: str = "cpu", *, on_grid: bool = False) -> tuple[TrainConfig, str]:
     """Resolve ``algo="auto"``: the configuration `gridgnn.plan.plan` ranks best for ``world_size``
@@ -44,12 +56,7 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
         return dataclasses.replace(config, algo="local", grid=None, replication=1), \
             "--algo auto: one process, so local (no grid)"
     comms = model_comms(config.model, config.comm)
-    priced = graph
-    if (config.comm != "dense" and config.reorder != "none" and not isinstance(graph, PreparedGraph)
-            and graph.meta.get("reorder", "none") != config.reorder):
-        from gridgnn.data.reorder import reorder_graph  # sparse bytes depend on the order: price the reordered graph
-
-        priced = reorder_graph(graph, config.reorder, world_size, config.seed)
+    priced = priced_order(config, graph, world_size)
     ranked = plan(config, graph_stats(priced, config.model), world_size, profile=default_profile(device_type),
                   comms=comms)
     best = ranked.best

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
+from gridgnn.cost.stages import follows_parts
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import PreparedGraph
@@ -106,9 +107,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     merged = comm_so_far(point)
     write_products(config, trainer, graph, result, rank=grid.rank)
     reorder = {k: v for k, v in graph.meta.items() if k.startswith(("reorder", "nnz_imbalance"))}
-    parts = graph.meta.get("reorder_bounds")
-    follows = parts is not None and (len(parts) - 1) % (len(ops.spmm.stage_layout().row_bounds) - 1) == 0
-    reorder["reorder_row_blocks"] = "parts" if follows else "balanced"  # whole parts per block (`row_blocks`)
+    follows = follows_parts(shape.sizes[0], graph.meta.get("reorder_bounds"))
+    reorder["reorder_row_blocks"] = "parts" if follows else "balanced"
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup),
                           reorder, graph, grid.placement)
     return (outcome, trainer.model) if return_model else outcome

@@ -16,7 +16,7 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape, resolve_grid
-from gridgnn.train.auto import choose_comm, choose_configuration
+from gridgnn.train.auto import choose_comm, choose_configuration, priced_order
 
 Say = Callable[[str], None]
 """Where a resolution's one-line reason goes (printed by rank 0 unless ``--quiet``)."""
@@ -63,7 +63,7 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
     reordered graph (sparse bytes depend on the order). The order ``--algo auto`` priced (METIS into
     ``world_size`` parts) is the one trained on when the chosen grid has that many row blocks: METIS runs once.
     Deterministic. Not collective."""
-    priced = _order_auto_prices(config, graph, world_size)
+    priced = priced_order(config, graph, world_size) if config.algo == "auto" and world_size > 1 else graph
     config = resolve_auto(config, priced, world_size, on_grid=on_grid, device_type=device_type, say=say)
     if shape is None:
         shape = grid_shape_for(config, world_size)
@@ -72,18 +72,6 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
     reuse = priced is not graph and priced.meta.get("reorder_parts") == shape.sizes[0]
     graph = priced if reuse else reordered_for_grid(config, graph, shape)
     return resolve_comm(config, graph, shape, say=say), shape, graph
-
-
-def _order_auto_prices(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int):
-    """The graph ``--algo auto`` prices (`gridgnn.train.auto.choose_configuration`): reordered into
-    ``world_size`` parts when the choice depends on the order (sparse or automatic ``comm`` and a reordering
-    that a loaded graph does not have yet), else ``graph`` itself."""
-    if (config.algo != "auto" or world_size < 2 or config.comm == "dense" or config.reorder == "none"
-            or isinstance(graph, PreparedGraph) or graph.meta.get("reorder", "none") == config.reorder):
-        return graph
-    from gridgnn.data.reorder import reorder_graph
-
-    return reorder_graph(graph, config.reorder, world_size, config.seed)
 
 
 def reordered_for_grid(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape):
