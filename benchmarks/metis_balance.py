@@ -8,7 +8,9 @@ another, then four ways to cut the reordered graph into K row blocks:
 - ``vertices/balanced``: the same order, blocks of equal size (what the grid cut before the blocks followed
   the parts);
 - ``nnz/parts``: METIS with each vertex weighted by its row of Â (stored entries + the self-loop), so parts
-  hold equal non-zeros; blocks = the parts;
+  hold equal non-zeros; blocks = the parts (``--reorder metis-nnz``);
+- ``both/parts``: METIS with both weights at once (multi-constraint: equal vertices and equal non-zeros;
+  ``--reorder metis-balanced``); blocks = the parts;
 - ``none/balanced``: the natural order, equal blocks (the baseline);
 - ``vertices/merged``: vertex-balanced METIS into 4K parts, every 4 consecutive parts one block (what a folder
   prepared with ``--parts 4K`` gives a grid of K row blocks).
@@ -30,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.data.metis import membership
 from gridgnn.data.registry import load_dataset
 from gridgnn.data.reorder import symmetric_pattern
 from gridgnn.partition import block_bounds
@@ -41,13 +44,16 @@ GRAPHS = {"amazon-computers": "amazon-computers", "coauthor-physics": "coauthor-
 
 
 def metis_parts(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None) -> np.ndarray:
-    """METIS k-way membership of every vertex (``weights``: one positive int per vertex, or None)."""
-    import pymetis
+    """METIS k-way membership of every vertex (``weights``: positive ints, (n,) or (n, ncon), or None), as
+    ``--reorder metis*`` runs it."""
+    return membership(sym, parts, weights)
 
-    adjacency = pymetis.CSRAdjacency(sym.indptr, sym.indices)
-    _, membership = pymetis.part_graph(parts, adjacency=adjacency,
-                                       vweights=None if weights is None else weights.tolist())
-    return np.asarray(membership, dtype=np.int64)
+
+def vertex_weights(adj: sp.csr_matrix, weights: str) -> np.ndarray | None:
+    """The METIS weights of ``--reorder metis`` (None), ``metis-nnz`` (Â's row entries) or
+    ``metis-balanced`` (both, one column each); ``adj`` is Â's pattern (self-loops included)."""
+    entries = np.diff(adj.indptr).astype(np.int64)
+    return {"vertices": None, "nnz": entries, "both": np.stack([np.ones_like(entries), entries], axis=1)}[weights]
 
 
 def block_figures(adj: sp.csr_matrix, bounds: list[int]) -> dict:
@@ -70,23 +76,23 @@ def rows_for(name: str, adj: sp.csr_matrix, parts: int) -> list[dict]:
     n, sym = adj.shape[0], symmetric_pattern(adj)
     out = [{"graph": name, "parts": parts, "weights": "none", "blocks": "balanced", "metis_s": 0.0,
             **block_figures(adj, block_bounds(n, parts))}]
-    for weights in ("vertices", "nnz"):
+    for weights in ("vertices", "nnz", "both"):
         start = time.perf_counter()
-        membership = metis_parts(sym, parts, None if weights == "vertices" else np.diff(adj.indptr))
+        parts_of = metis_parts(sym, parts, vertex_weights(adj, weights))
         seconds = round(time.perf_counter() - start, 3)
-        order = np.argsort(membership, kind="stable")
+        order = np.argsort(parts_of, kind="stable")
         reordered = adj[order][:, order].tocsr()
-        parts_bounds = [0, *np.cumsum(np.bincount(membership, minlength=parts)).tolist()]
+        parts_bounds = [0, *np.cumsum(np.bincount(parts_of, minlength=parts)).tolist()]
         cuts = {"parts": parts_bounds, "balanced": block_bounds(n, parts)} if weights == "vertices" \
             else {"parts": parts_bounds}
         out += [{"graph": name, "parts": parts, "weights": weights, "blocks": blocks, "metis_s": seconds,
                  **block_figures(reordered, bounds)} for blocks, bounds in cuts.items()]
     if 4 * parts <= n:
         start = time.perf_counter()
-        membership = metis_parts(sym, 4 * parts, None)
+        parts_of = metis_parts(sym, 4 * parts, None)
         seconds = round(time.perf_counter() - start, 3)
-        order = np.argsort(membership, kind="stable")
-        fine = [0, *np.cumsum(np.bincount(membership, minlength=4 * parts)).tolist()]
+        order = np.argsort(parts_of, kind="stable")
+        fine = [0, *np.cumsum(np.bincount(parts_of, minlength=4 * parts)).tolist()]
         out.append({"graph": name, "parts": parts, "weights": "vertices", "blocks": "merged", "metis_s": seconds,
                     **block_figures(adj[order][:, order].tocsr(), fine[::4])})
     return out

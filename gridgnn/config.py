@@ -38,7 +38,7 @@ COMMS = ("dense", "sparse", "auto")
 """How the SpMMs move X: ``dense`` whole blocks (CAGNET), ``sparse`` only the rows each receiver's Â block
 touches (index sets exchanged once at set-up), ``auto`` whichever the cost model prices lower."""
 
-REORDERS = ("none", "random", "rcm", "metis", "metis-nnz")
+REORDERS = ("none", "random", "rcm", "metis", "metis-nnz", "metis-balanced")
 """Vertex reorderings applied before sharding (`gridgnn.data.reorder`)."""
 
 WEIGHTS = ("best", "last")

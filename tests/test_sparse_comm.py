@@ -28,7 +28,8 @@ TRAIN_CASES = [dict(TRAIN, algo="1d", nprocs=WORLD, comm="sparse"),
                dict(TRAIN, algo="1.5d", nprocs=WORLD, replication=2, comm="sparse", reorder="metis"),
                dict(TRAIN, algo="1d", nprocs=WORLD, comm="dense", reorder="random"),
                dict(TRAIN, algo="2d", nprocs=WORLD, grid="2x2", comm="sparse", reorder="rcm"),
-               dict(TRAIN, algo="3d", nprocs=WORLD, grid="2x2x1", comm="sparse", reorder="metis", overlap=False)]
+               dict(TRAIN, algo="3d", nprocs=WORLD, grid="2x2x1", comm="sparse", reorder="metis-balanced",
+                    overlap=False)]
 
 
 def _stats(adj) -> GraphStats:

@@ -33,7 +33,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--parts", type=int, default=None, metavar="K",
                         help="the row blocks of the grid the folder is for (P for 1d, P/c for 1.5d, PR for 2d, "
                              "Q for 3d), or a multiple of them (each block then takes whole parts): METIS cuts "
-                             "into K parts; needed by --reorder metis and metis-nnz")
+                             "into K parts; needed by every --reorder metis*")
     parser.set_defaults(handler=run_prepare)
 
 

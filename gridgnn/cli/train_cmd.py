@@ -85,7 +85,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "cost model prices lower" + _DEF)
     grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,
                       help="renumber the vertices before sharding: random (balance), rcm (band), metis (k-way "
-                           "cut into the grid's row blocks, equal vertices), metis-nnz (equal non-zeros); "
+                           "cut into the grid's row blocks, equal vertices), metis-nnz (equal non-zeros), "
+                           "metis-balanced (equal vertices and non-zeros); "
                            "results stay in original ids" + _DEF)
     grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                       help="limit on any one collective before the run fails" + _DEF)

@@ -1,22 +1,25 @@
-"""Vertex reordering before sharding (``--reorder {none,random,rcm,metis}``): locality for sparse communication.
+"""Vertex reordering before sharding (``--reorder``, `gridgnn.config.REORDERS`): locality for sparse communication.
 
 A reordering is a permutation ``order`` of the vertices: row r of the reordered graph is vertex ``order[r]``
 of the original. It is applied once to the global graph (adjacency ``P A Pᵀ``, features, labels, masks) before
 any rank cuts its blocks, so the row blocks of the grid are runs of the new order:
 
-======  ===========================================================================================
-none    the identity
-random  a seeded uniform permutation (balances non-zeros across blocks, destroys locality)
-rcm     reverse Cuthill-McKee of the symmetrized pattern (`scipy.sparse.csgraph`): a narrow band
-metis   METIS k-way (`pymetis`) into the grid's number of row blocks, parts laid out one after another
-        (a part's vertices keep their original relative order) and their boundaries kept
-        (``meta["reorder_bounds"]``): the grid's row blocks follow the parts (`gridgnn.cost.stages`),
-        so the cut METIS minimized is exactly the cut the grid sees. METIS balances vertices (parts
-        within its 3 % tolerance), not non-zeros.
-metis-  the same, each vertex weighted by its row of Â (its stored entries + 1, the self-loop): parts,
-nnz     hence row blocks, hold equal non-zeros (the SpMM's work) within 3 %, and unequal vertices
-        (`benchmarks/metis_balance.py`: rows up to 1.25-1.76 x the mean at 4-16 parts)
-======  ===========================================================================================
+==============  ===================================================================================
+none            the identity
+random          a seeded uniform permutation (balances non-zeros across blocks, destroys locality)
+rcm             reverse Cuthill-McKee of the symmetrized pattern (`scipy.sparse.csgraph`): a narrow band
+metis           METIS k-way (`gridgnn.data.metis`) into the grid's number of row blocks, parts laid out
+                one after another (a part's vertices keep their original relative order) and their
+                boundaries kept (``meta["reorder_bounds"]``): the grid's row blocks follow the parts
+                (`gridgnn.cost.stages`), so the cut METIS minimized is exactly the cut the grid sees.
+                METIS balances vertices (parts within its 3 % tolerance), not non-zeros.
+metis-nnz       the same, each vertex weighted by its row of Â (its stored entries + 1, the self-loop):
+                parts, hence row blocks, hold equal non-zeros (the SpMM's work) within 3 %, and unequal
+                vertices (`benchmarks/metis_balance.py`: rows up to 1.25-1.76 x the mean at 4-16 parts)
+metis-balanced  the same with both weights at once (METIS's multi-constraint mode): parts hold equal
+                vertices (the dense work: activations, the products with W) and equal non-zeros (the
+                SpMM), each within 3 %, for a somewhat larger cut
+==============  ===================================================================================
 
 Everything a user sees stays in original ids: ``meta["vertex_ids"]`` names each new row's original id (outputs),
 ``meta["reorder_order"]`` is ``order`` itself (dropout draws its masks from original rows, so a reordered
@@ -34,6 +37,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from gridgnn.config import REORDERS
+from gridgnn.data import metis
 from gridgnn.data.graph import Graph
 from gridgnn.errors import ConfigError
 from gridgnn.partition import block_bounds
@@ -63,30 +67,27 @@ def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0) -> tu
     if method == "metis":
         return _metis_order(symmetric_pattern(adj), parts, method=method)
     if method == "metis-nnz":
-        return _metis_order(symmetric_pattern(adj), parts, weights=np.diff(sp.csr_matrix(adj).indptr) + 1,
-                            method=method)
+        return _metis_order(symmetric_pattern(adj), parts, weights=_row_entries(adj), method=method)
+    if method == "metis-balanced":
+        row_entries = _row_entries(adj)
+        weights = np.stack([np.ones_like(row_entries), row_entries], axis=1)
+        return _metis_order(symmetric_pattern(adj), parts, weights=weights, method=method)
     raise ConfigError(f"unknown reordering {method!r}; choose one of {', '.join(REORDERS)}")
+
+
+def _row_entries(adj: sp.spmatrix) -> np.ndarray:
+    """Stored entries of each row of Â: A's row plus the self-loop (int64, length n)."""
+    return np.diff(sp.csr_matrix(adj).indptr).astype(np.int64) + 1
 
 
 def _metis_order(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None, method: str = "metis"
                  ) -> tuple[np.ndarray, list[int] | None]:
-    """METIS k-way into ``parts`` (``weights``: one positive int per vertex, balanced across parts; None:
-    vertices), the parts in order, and their boundaries."""
+    """METIS k-way into ``parts`` (``weights``: positive ints per vertex, shape (n,) or (n, ncon), each column
+    balanced across parts; None: vertices), the parts in order, and their boundaries."""
     n = sym.shape[0]
     if parts <= 1 or n <= parts:
         return np.arange(n, dtype=np.int64), None
-    try:
-        import pymetis
-    except ImportError:
-        raise ConfigError(f"--reorder {method} needs pymetis: pip install 'gridgnn[metis]' (or pip install "
-                          "pymetis), or choose --reorder rcm|random") from None
-    vweights = None if weights is None else np.asarray(weights, dtype=np.int64).tolist()
-    if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025
-        _, membership = pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(sym.indptr, sym.indices),
-                                           vweights=vweights)
-    else:
-        _, membership = pymetis.part_graph(parts, xadj=sym.indptr, adjncy=sym.indices, vweights=vweights)
-    membership = np.asarray(membership, dtype=np.int64)
+    membership = metis.membership(sym, parts, weights, method=method)
     sizes = np.bincount(membership, minlength=parts)
     if not sizes.all():  # METIS left a part empty (tiny or disconnected graphs): no block may be empty
         return np.argsort(membership, kind="stable"), None

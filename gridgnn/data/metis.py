@@ -1,0 +1,94 @@
+"""METIS k-way partitioning (`pymetis`), with one balance constraint or several.
+
+`membership(sym, parts, weights)` returns each vertex's part. One weight per vertex (or none: every vertex
+weighs 1) goes through ``pymetis.part_graph``. Several weights per vertex (an ``(n, ncon)`` array: METIS's
+*multi-constraint* mode, which keeps every column balanced across the parts at once) go through
+``METIS_PartGraphKway`` / ``METIS_PartGraphRecursive`` of the METIS library that the pymetis wheel carries
+and exports: pymetis's Python wrapper fixes ``ncon = 1``, so this module calls METIS's documented C entry
+point with ``ctypes`` instead (METIS 5 manual, §5.5: ``METIS_PartGraphKway(nvtxs, ncon, xadj, adjncy, vwgt,
+vsize, adjwgt, nparts, tpwgts, ubvec, options, objval, part)``). Every option keeps METIS's default (3 %
+tolerance on every constraint, a fixed seed, so the result is deterministic), as ``pymetis.part_graph``
+does; like it, 8 parts or fewer use recursive bisection. Not collective.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import scipy.sparse as sp
+
+from gridgnn.errors import ConfigError
+
+_METIS_OK = 1
+_METIS_ERROR_MEMORY = -3
+_METIS_NOPTIONS = 40  # idx_t options[METIS_NOPTIONS]; -1 everywhere = every default
+_MAX_RECURSIVE_PARTS = 8  # pymetis's own rule for recursive bisection against k-way
+
+
+def membership(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None, *, method: str = "metis"
+               ) -> np.ndarray:
+    """The part (int64, in ``[0, parts)``) of every vertex of the symmetric pattern ``sym`` (n x n CSR, no
+    diagonal), minimizing the edges cut with the parts balanced in ``weights``: None (vertices), shape (n,)
+    or (n, ncon) positive ints. ``method`` names the reordering in error messages."""
+    pymetis = _import_pymetis(method)
+    weights = None if weights is None else np.asarray(weights, dtype=np.int64)
+    if weights is not None and weights.ndim == 2 and weights.shape[1] > 1:
+        return _multi_constraint(pymetis, sym, parts, weights, method)
+    vweights = None if weights is None else weights.reshape(-1).tolist()
+    if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025
+        _, parts_of = pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(sym.indptr, sym.indices),
+                                         vweights=vweights)
+    else:
+        _, parts_of = pymetis.part_graph(parts, xadj=sym.indptr, adjncy=sym.indices, vweights=vweights)
+    return np.asarray(parts_of, dtype=np.int64)
+
+
+def _import_pymetis(method: str):
+    try:
+        import pymetis
+    except ImportError:
+        raise ConfigError(f"--reorder {method} needs pymetis: pip install 'gridgnn[metis]' (or pip install "
+                          "pymetis), or choose --reorder rcm|random") from None
+    return pymetis
+
+
+def _multi_constraint(pymetis, sym: sp.csr_matrix, parts: int, weights: np.ndarray, method: str) -> np.ndarray:
+    """METIS with ``weights.shape[1]`` balance constraints, through the library inside pymetis's extension."""
+    library, idx = _metis_library(pymetis, method)
+    n, ncon = weights.shape
+    xadj = np.ascontiguousarray(sym.indptr, dtype=idx)
+    adjncy = np.ascontiguousarray(sym.indices, dtype=idx)
+    vwgt = np.ascontiguousarray(weights, dtype=idx)  # row-major: vertex v's ncon weights side by side
+    options = np.full(_METIS_NOPTIONS, -1, dtype=idx)
+    part = np.zeros(n, dtype=idx)
+    c_idx = ctypes.c_int64 if idx == np.int64 else ctypes.c_int32
+    objval = c_idx(0)
+    entry = library.METIS_PartGraphRecursive if parts <= _MAX_RECURSIVE_PARTS else library.METIS_PartGraphKway
+    entry.restype = ctypes.c_int
+    status = entry(ctypes.byref(c_idx(n)), ctypes.byref(c_idx(ncon)), _pointer(xadj), _pointer(adjncy),
+                   _pointer(vwgt), None, None, ctypes.byref(c_idx(parts)), None, None, _pointer(options),
+                   ctypes.byref(objval), _pointer(part))
+    if status == _METIS_ERROR_MEMORY:
+        raise MemoryError(f"METIS ran out of memory partitioning {n} vertices for --reorder {method}")
+    if status != _METIS_OK:
+        raise ConfigError(f"METIS refused the graph for --reorder {method} (status {status}); "
+                          "choose --reorder metis or metis-nnz")
+    return part.astype(np.int64, copy=False)
+
+
+def _metis_library(pymetis, method: str) -> tuple[ctypes.CDLL, type]:
+    """pymetis's extension as a C library exporting METIS's API, and its ``idx_t`` (numpy type)."""
+    from pymetis import _internal
+
+    library = ctypes.CDLL(_internal.__file__)
+    if not hasattr(library, "METIS_PartGraphKway"):
+        raise ConfigError(f"--reorder {method} needs METIS's C API, which this pymetis "
+                          f"({getattr(pymetis, '__version__', '?')}) does not export: pip install -U pymetis, "
+                          "or choose --reorder metis or metis-nnz")
+    width = _internal._idx_type_width() if hasattr(_internal, "_idx_type_width") else 32
+    return library, np.int64 if width == 64 else np.int32
+
+
+def _pointer(array: np.ndarray):
+    return array.ctypes.data_as(ctypes.c_void_p)
