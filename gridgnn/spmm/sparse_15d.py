@@ -49,6 +49,10 @@ class SparseSpMM15D(SpMM15D):
         touched = touched_columns(adj, self.row_range, layout.segments, remote)
         wanted = [touched.get(j, np.zeros(0, dtype=np.int64)) for j in range(grid.size("row"))]
         self.recv_rows = [len(w) for w in wanted]
+        with comm.phase("other"):  # before cutting the blocks: no rank waits for another's cut
+            asked = exchange_wanted(comm, "row", wanted)
+        self.send_rows = [len(a) for a in asked]
+        self.send_index = gather_index(asked, self.row_range[0], grid.device)
         index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
         column_blocks = list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
         _, kept = cut_panels(adj, self.row_range, column_blocks, self.share)  # scipy panels, local column ids
@@ -57,10 +61,6 @@ class SparseSpMM15D(SpMM15D):
                                                                    device=grid.device)
         self.remote = self._compact(remote, kept, touched, index_dtype, dtype)
         self.blocks = {}
-        with comm.phase("other"):
-            asked = exchange_wanted(comm, "row", wanted)
-        self.send_rows = [len(a) for a in asked]
-        self.send_index = gather_index(asked, self.row_range[0], grid.device)
 
     def _compact(self, remote: list[int], kept: dict, touched: dict, index_dtype, dtype) -> SparseBlock | None:
         """Â[i, j] for the remote j, columns restricted to the touched ones, side by side in group order."""

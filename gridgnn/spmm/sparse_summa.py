@@ -14,14 +14,9 @@ multiplies; a stage's backward exchange runs behind the next stage's product.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import scipy.sparse as sp
 import torch
 
 from gridgnn.cost.sparse_stages import touched_columns
-from gridgnn.grid.comm import Communicator
-from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.spmm.spmm_2d import SpMM2D
 from gridgnn.spmm.spmm_3d import SpMM3D
 from gridgnn.spmm.stage_rows import StageRows
@@ -30,13 +25,12 @@ from gridgnn.spmm.stage_rows import StageRows
 class SparseSpMM2D(SpMM2D):
     """SUMMA SpMM moving only touched X rows. Built once from the global Â (collective on ``row``)."""
 
-    def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
-        super().__init__(grid, comm, adj, dtype=dtype, parts=parts)
+    def _before_cut(self, adj) -> None:
+        """The index exchange (collective on ``row``), before any rank cuts its panels."""
         remote = [s for s in range(len(self.stages)) if self.stage_root[s] != self.i]
         wanted = touched_columns(adj, self.row_range, self.layout.segments, remote)
-        with comm.phase("other"):
-            self.rows = StageRows(comm, self.stages, self.stage_root, wanted)
+        with self.comm.phase("other"):
+            self.rows = StageRows(self.comm, self.stages, self.stage_root, wanted)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X[i, j] (n_i x f_j) -> Y[i, j]. Collective on ``col`` (Â) and ``row`` (touched X rows)."""
@@ -76,16 +70,16 @@ class SparseSpMM2D(SpMM2D):
 class SparseSpMM3D(SpMM3D):
     """Split-3D SpMM moving only touched X rows. Built once from the global Â (collective on ``row``)."""
 
-    def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
-        super().__init__(grid, comm, adj, dtype=dtype, parts=parts)
-        stages = range(grid.size("row"))
+    def _before_cut(self, adj) -> None:
+        """The index exchange (collective on ``row``), before any rank cuts its panel."""
+        stages = range(self.grid.size("row"))
         remote = [k for k in stages if self._root(k) != self.i]
         rows = (self.bounds[self.i], self.bounds[self.i + 1])
         touched = touched_columns(adj, rows, self.layout.segments, [self.my_segments[k] for k in remote])
         wanted = {k: touched[self.my_segments[k]] for k in remote}
-        with comm.phase("other"):
-            self.rows = StageRows(comm, [self._slice(k) for k in stages], [self._root(k) for k in stages], wanted)
+        with self.comm.phase("other"):
+            self.rows = StageRows(self.comm, [self._slice(k) for k in stages], [self._root(k) for k in stages],
+                                  wanted)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (touched rows), ``depth``."""

@@ -50,6 +50,7 @@ class SpMM2D(DistributedSpMM):
         self.stage_root, self.panel_root = layout.root.tolist(), layout.panel_root.tolist()
         self.i, self.j = grid.index("row"), grid.index("col")
         self.index_dtype, self.dtype = index_dtype_for(n, adj.nnz), dtype
+        self._before_cut(adj)
         mine = [s for s in range(len(self.stages)) if self.panel_root[s] == self.j]
         self.panel_nnz, kept = cut_panels(adj, self.row_range, self.stages, mine)
         self.own = {
@@ -57,6 +58,9 @@ class SpMM2D(DistributedSpMM):
             for s in mine
         }
         self._attention = None
+
+    def _before_cut(self, adj) -> None:
+        """Set-up that needs the stages but not the panels (the sparse variant's index exchange); none here."""
 
     @property
     def stored_nnz(self) -> int:

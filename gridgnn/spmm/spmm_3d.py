@@ -46,6 +46,7 @@ class SpMM3D(DistributedSpMM):
         self.sub = [self.layout.segments[k * d:(k + 1) * d + 1] for k in range(q)]  # S[k][·], k's sub-blocks
         self.my_segments = self.layout.handled_by(self.l)  # stage k runs segment k*d + l
         self.index_dtype, self.dtype = index_dtype_for(self.num_nodes, adj.nnz), dtype
+        self._before_cut(adj)
         rows = (self.bounds[self.i], self.bounds[self.i + 1])
         self.panel_nnz, kept = cut_panels(adj, rows, [self._slice(k) for k in range(q)], [self.j])
         self.own = PackedPanel(kept.pop(self.j), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
@@ -58,6 +59,9 @@ class SpMM3D(DistributedSpMM):
     def _root(self, k: int) -> int:
         """Coordinate of stage k's X rows on ``row`` and of its Â panel on ``col`` (both k)."""
         return int(self.layout.root[self.my_segments[k]])
+
+    def _before_cut(self, adj) -> None:
+        """Set-up that needs the stages but not the panels (the sparse variant's index exchange); none here."""
 
     @property
     def stored_nnz(self) -> int:

@@ -75,6 +75,9 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
         config, _ = choose_comm(config, graph, shape)
     grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
     comm = Communicator(grid, overlap=config.overlap)
+    if dist.is_initialized():
+        with peer_failures_explained("the barrier before set-up"):
+            dist.barrier()  # so that skew from loading the graph is not billed to the index exchange
     setup_start = time.perf_counter()
     ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model),
                   comm_mode=config.comm, parts=graph.meta.get("reorder_bounds"))  # blocks follow METIS parts
@@ -117,7 +120,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
 def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
     """The ``setup`` keys of the SpMM set-up: ``comm`` (dense or sparse), ``index_exchange_bytes`` and
     ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm sparse``, 0 for dense),
-    ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for peers included) and
+    ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for peers that are still
+    building their blocks included; the ranks start set-up together, after a barrier) and
     ``spmm_setup_s`` (the slowest rank's seconds building its blocks and index sets)."""
     if not per_rank:
         return {}
