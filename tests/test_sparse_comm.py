@@ -101,6 +101,11 @@ def test_sparse_training_equals_local_and_model(results):
             dense = predict_epoch(run, trained_graph, shape, comm="dense")
             assert predicted.bytes_by_phase["spmm_forward"].max() < dense.bytes_by_phase["spmm_forward"].max()
             assert sum(s["index_exchange_bytes"] for s in out["setup"]) > 0
+            # the index exchange (once, at set-up) is modelled too, per rank: bytes and calls
+            assert [s["index_exchange_bytes"] for s in out["setup"]] == predicted.setup_bytes.tolist(), kwargs
+            assert [s["index_exchange_calls"] for s in out["setup"]] == predicted.setup_calls.tolist(), kwargs
+        else:
+            assert predicted.setup_terms == [] and all(s["index_exchange_bytes"] == 0 for s in out["setup"])
         assert out["setup"][0]["comm"] == run.comm
 
 

@@ -42,7 +42,7 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
-from gridgnn.cost.sparse_cost import comm_spmm_terms
+from gridgnn.cost.sparse_cost import comm_spmm_terms, index_exchange_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.comm_records import PHASES
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
@@ -183,7 +183,10 @@ def stats_for(model, graph) -> GraphStats:
 
 @dataclass
 class EpochPrediction:
-    """Per-rank prediction for one training step (arrays of shape (P,), rank order of `GridShape`)."""
+    """Per-rank prediction for one training step (arrays of shape (P,), rank order of `GridShape`).
+
+    ``setup_terms`` / ``setup_s``: what runs once before the first step, not in ``bytes`` or ``epoch_s``: the
+    index exchange of a sparse SpMM (`gridgnn.cost.sparse_cost.index_exchange_terms`) and its seconds."""
 
     shape: GridShape
     spec: ModelSpec
@@ -193,6 +196,8 @@ class EpochPrediction:
     comm_s: np.ndarray
     compute_s: np.ndarray
     profile_name: str
+    setup_terms: list[Term] = field(default_factory=list)
+    setup_s: np.ndarray | None = None
     bytes_by_phase: dict[str, np.ndarray] = field(init=False)
     calls_by_phase: dict[str, np.ndarray] = field(init=False)
 
@@ -211,6 +216,16 @@ class EpochPrediction:
     @property
     def calls(self) -> np.ndarray:
         return sum(self.calls_by_phase.values())
+
+    @property
+    def setup_bytes(self) -> np.ndarray:
+        """(P,) bytes each rank receives once, at set-up (the index exchange of ``--comm sparse``; 0 for dense)."""
+        return sum((t.bytes for t in self.setup_terms), np.zeros(self.shape.world_size, dtype=np.int64))
+
+    @property
+    def setup_calls(self) -> np.ndarray:
+        """(P,) collective calls each rank runs once, at set-up (as `setup_bytes`)."""
+        return sum((t.calls for t in self.setup_terms), np.zeros(self.shape.world_size, dtype=np.int64))
 
     @property
     def memory_bytes(self) -> np.ndarray:
@@ -253,7 +268,9 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     comm_s = comm_seconds(terms, shape, profile)
     compute_s = compute_seconds(blocks, spec, steps, stats, profile)
     memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm)
-    return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name)
+    setup = index_exchange_terms(blocks) if comm == "sparse" else []
+    return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
+                           comm_seconds(setup, shape, profile))
 
 
 def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo,

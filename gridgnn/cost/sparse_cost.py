@@ -14,6 +14,10 @@ algo  forward (rows received by process at row i)  backward (rows received by th
 
 U[i, s] = distinct columns of Â's row block i inside segment s (exact from the graph, or the uniform
 expectation for statistics from counts). Bytes = rows x (the rank's feature columns) x value size.
+
+Set-up (`index_exchange_terms`, once per sparse SpMM built, phase ``other``): two all-to-alls on ``row``
+(`gridgnn.spmm.row_exchange.exchange_wanted`): each process receives its R - 1 peers' counts, then the ids
+of the rows they need from it, which are the rows it gets back in backward; both int64.
 """
 
 from __future__ import annotations
@@ -70,6 +74,22 @@ def _count_rows(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
     np.add.at(per_root, (layout.root, layout.group), sent)
     backward = per_root[coords["row"], group]
     return forward, backward
+
+
+INDEX_BYTES = 8
+"""Bytes per index of the set-up exchange (int64, `gridgnn.spmm.row_exchange`)."""
+
+
+def index_exchange_terms(blocks: ShapeBlocks) -> list[Term]:
+    """The set-up of one sparse SpMM (the module table): per rank, two all-to-all calls on ``row``, the
+    counts (``8 (R - 1)`` bytes) and the ids its peers need from it; none when R = 1."""
+    p, num_rows = blocks.shape.world_size, blocks.shape.sizes[0]
+    if num_rows == 1:
+        return []
+    asked = row_counts(blocks)[1]
+    once = np.ones(p, dtype=np.int64)
+    return [Term("other", "all_to_all", "row", num_rows, once, np.full(p, INDEX_BYTES * (num_rows - 1))),
+            Term("other", "all_to_all", "row", num_rows, once, INDEX_BYTES * asked)]
 
 
 def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -> list[Term]:

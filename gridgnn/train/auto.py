@@ -78,7 +78,10 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
     return dataclasses.replace(config, comm=choice), reason
 
 
-def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> dict:
+def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> tuple[dict, dict]:
     """The model's bytes and calls of one training step on every rank, by phase (the keys
-    ``predicted_bytes``, ``predicted_calls``, ``predicted_by_phase``, ``predicted_calls_by_phase``)."""
-    return predict_epoch(config, graph_stats(graph, config.model), shape, comm=config.comm).comm_dict()
+    ``predicted_bytes``, ``predicted_calls``, ``predicted_by_phase``, ``predicted_calls_by_phase``), and of
+    the set-up (``predicted_index_exchange_bytes`` / ``_calls``: per-rank lists, 0 for dense)."""
+    prediction = predict_epoch(config, graph_stats(graph, config.model), shape, comm=config.comm)
+    return prediction.comm_dict(), {"predicted_index_exchange_bytes": prediction.setup_bytes.tolist(),
+                                    "predicted_index_exchange_calls": prediction.setup_calls.tolist()}

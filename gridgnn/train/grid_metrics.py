@@ -33,13 +33,16 @@ def grid_metrics(spec: RunSpec, graph: Graph, trained: TrainedGrid, hosts: HostM
                         "launcher_peak_memory_bytes": spec.launcher_peak_memory_bytes,
                         "prepared_graph": spec.prepared_graph is not None,
                         "threads": torch.get_num_threads()}
-    metrics["setup"].update(spmm_setup_metrics(trained.spmm_setup))
-    metrics["setup"]["reorder"] = reorder_info(trained.reorder_meta or {})
     placement = trained.placement or Placement.default(shape)
+    predicted_step, predicted_setup = (_in_rank_order(p, placement)
+                                       for p in predicted_comm(config, trained.graph, shape))
+    metrics["setup"].update(spmm_setup_metrics(trained.spmm_setup))
+    if "index_exchange_bytes" in metrics["setup"]:
+        metrics["setup"].update(predicted_setup)
+    metrics["setup"]["reorder"] = reorder_info(trained.reorder_meta or {})
     if hosts.spans_hosts:
         metrics["hosts"] = hosts_metrics(hosts, placement)
-    _add_epoch_comm(metrics["epochs"], trained, _in_rank_order(predicted_comm(config, trained.graph, shape),
-                                                               placement), placement, hosts)
+    _add_epoch_comm(metrics["epochs"], trained, predicted_step, placement, hosts)
     return metrics
 
 
