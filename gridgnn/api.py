@@ -15,7 +15,6 @@ this rank's block, `local_block` cuts a global array to the rows and columns the
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass
@@ -135,24 +134,21 @@ def fit(data, *, nprocs: int = 1, threads: int | None = None, **options) -> Trai
 
 
 def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: dict) -> TrainedModel:
-    """Prepare ``graph`` once, run ``gridgnn train`` on ``nprocs`` workers, read the model and metrics back."""
+    """Run ``gridgnn train``'s launcher on ``nprocs`` workers with ``graph`` (it resolves the run once:
+    grid, vertex order, auto choices; and prepares the graph for the workers), read the model and metrics
+    back."""
     import json
 
-    from gridgnn.cli.main import main
-    from gridgnn.data.prepared import prepare_graph
-    from gridgnn.nn.models import operator_of
+    from gridgnn.cli.train_cmd import launch_graph
 
     options = {"algo": "auto", **options, "nprocs": nprocs}
     if options["algo"] == "local":
         raise ConfigError(f"algo 'local' runs in one process; choose a grid for {nprocs} processes")
     with tempfile.TemporaryDirectory(prefix="gridgnn-api-") as folder:
-        prepare_graph(_reordered_for_workers(graph, nprocs, options), Path(folder) / "graph",
-                      operator=operator_of(options.get("model", "gcn")))
         options.setdefault("save_model", str(Path(folder) / "model.pt"))
         options.setdefault("metrics_out", str(Path(folder) / "metrics.json"))
-        config = TrainConfig(dataset=str(Path(folder) / "graph"), quiet=True, **options)
-        argv = ["train", *config_flags(config)] + (["--threads", str(threads)] if threads else [])
-        status = main(argv)
+        config = TrainConfig(dataset=graph.name, quiet=True, **options)
+        status = launch_graph(config, graph, threads)
         if status != 0:
             raise RuntimeError(f"gridgnn train on {nprocs} workers failed with status {status} (see its stderr)")
         model, info = _load_model(config.save_model)
@@ -160,40 +156,6 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
     history = [EpochRecord(**{k: e[k] for k in ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")})
                for e in metrics["epochs"]]
     return TrainedModel(model, int(info.get("epoch", len(history))), history, metrics, config, graph)
-
-
-def _reordered_for_workers(graph: Graph, nprocs: int, options: dict) -> Graph:
-    """``graph`` in the order ``options["reorder"]`` asks (the prepared folder must hold it; METIS into the
-    grid's row blocks, or ``nprocs`` parts when ``algo`` is ``auto``); the caller keeps the original."""
-    method = options.get("reorder", "none")
-    if method == "none":
-        return graph
-    from gridgnn.data.reorder import reorder_graph
-
-    parts = nprocs
-    if options["algo"] != "auto":
-        from gridgnn.train.resolve import grid_shape_for
-
-        parts = grid_shape_for(TrainConfig(dataset=graph.name, **options), nprocs).sizes[0]
-    return reorder_graph(graph, method, parts, options.get("seed", 0))
-
-
-_FLAG_SKIP = {"auto_reason", "progress", "quiet"}
-
-
-def config_flags(config: TrainConfig) -> list[str]:
-    """``gridgnn train`` flags that reproduce ``config`` (fields at their default are left out)."""
-    flags, defaults = [], TrainConfig()
-    for field in dataclasses.fields(TrainConfig):
-        value, name = getattr(config, field.name), field.name
-        if name in _FLAG_SKIP or value == getattr(defaults, name) or value is None:
-            continue
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(flag if value else ("--no-memory-check" if name == "memory_check" else "--no-" + flag[2:]))
-        else:
-            flags += [flag, str(value)]
-    return flags + (["--quiet"] if config.quiet else [])
 
 
 def _inputs(model: nn.Module, data) -> tuple:

@@ -227,6 +227,36 @@ def test_fit_on_workers_with_a_reordering_trains_the_local_run():
     assert reordered.metrics["setup"]["reorder"]["method"] == "rcm"
 
 
+def test_fit_on_workers_resolves_the_run_once_in_the_launcher(monkeypatch):
+    """``fit(nprocs > 1)`` hands its in-memory graph to the launcher, which settles the grid once, cuts METIS
+    into its row blocks and prepares the workers' folder (the API resolves nothing of its own); a bad grid is
+    the launcher's one-line `ConfigError`, before any worker starts."""
+    import gridgnn.launch.local as local
+    from gridgnn.api import fit
+    from gridgnn.errors import ConfigError
+    from gridgnn.run_spec import read_spec
+    from gridgnn.train import resolve
+
+    calls, seen = [], {}
+    real = resolve.grid_shape_for
+    monkeypatch.setattr(resolve, "grid_shape_for", lambda config, world: calls.append(world) or real(config, world))
+
+    def no_workers(spec_path, *args, **kwargs):  # what the workers would get, read before the folder goes
+        spec = read_spec(spec_path)
+        seen.update(shape=spec.shape, meta=open_prepared(spec.prepared_graph).meta)
+        return 1
+
+    monkeypatch.setattr(local, "launch_local", no_workers)
+    graph = csbm(nodes=200, classes=3, features=8, seed=4)
+    with pytest.raises(RuntimeError, match="failed with status 1"):
+        fit(graph, nprocs=2, algo="1d", reorder="metis", epochs=1)
+    assert calls == [2]  # once, in the launcher
+    assert seen["shape"].sizes == (2,)
+    assert seen["meta"]["reorder"] == "metis" and len(seen["meta"]["reorder_bounds"]) == 3  # METIS into 2 blocks
+    with pytest.raises(ConfigError, match="2x2"):
+        fit(graph, nprocs=2, algo="2d", grid="2x2", epochs=1)
+
+
 def test_gat_attention_dropout_on_a_reordered_grid_trains_the_local_run():
     """Attention dropout names each edge by its original (row, column), so METIS order on 1D keeps the run."""
     from gridgnn.api import fit

@@ -341,8 +341,16 @@ def use_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
-def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
-    """Validate the grid here (one clear line, before any process starts), then run P local workers."""
+def launch_graph(config: TrainConfig, graph, threads: int | None = None) -> int:
+    """Run ``config`` on ``config.nprocs`` local workers on the in-memory ``graph`` (the API's ``fit``), as
+    ``gridgnn train`` would with its default process options; returns the workers' status."""
+    args = argparse.Namespace(threads=threads, timeout=300.0, interface=None, command="train", model=None)
+    return launch_workers(config, args, graph=graph)
+
+
+def launch_workers(config: TrainConfig, args: argparse.Namespace, *, graph=None) -> int:
+    """Validate the grid here (one clear line, before any process starts), then run P local workers
+    (``graph``: an in-memory graph to train on instead of loading ``config.dataset``)."""
     from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
     from gridgnn.train.metrics import check_writable
     from gridgnn.train.products import check_products
@@ -361,15 +369,15 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
         check_checkpoint_dir(config)
         check_products(config)
         checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
-        return _launch_with_signals(config, args, shape)
+        return _launch_with_signals(config, args, shape, graph)
 
 
-def _launch_with_signals(config: TrainConfig, args: argparse.Namespace, shape) -> int:
+def _launch_with_signals(config: TrainConfig, args: argparse.Namespace, shape, graph=None) -> int:
     # A SIGTERM (Slurm's scancel, kill) or SIGHUP (the terminal closed) must still stop the workers and
     # remove the prepared graph; after a SIGKILL the workers die with this process (gridgnn.launch.orphans).
     previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return _prepare_and_launch(config, args, shape)
+        return _prepare_and_launch(config, args, shape, graph)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -382,7 +390,7 @@ def _exit_on_signal(signum: int, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace, shape) -> int:
+def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace, shape, graph=None) -> int:
     from gridgnn.launch.local import launch_local, worker_threads
     from gridgnn.launch.orphans import PREPARED_PREFIX, mark_prepared_folder, remove_orphaned_folders
 
@@ -391,7 +399,8 @@ def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace, shape) ->
         mark_prepared_folder(folder)
         threads = worker_threads(config.nprocs, args.threads)
         spec = prepare_for_workers(config, folder, process_options(args, threads), shape=shape,
-                                   command=args.command, model_file=args.model if args.command == "predict" else None)
+                                   command=args.command, model_file=args.model if args.command == "predict" else None,
+                                   graph=graph)
         spec_path = spec.write(folder)
         if not spec.config.quiet:
             if spec.config.auto_reason is not None:
@@ -401,11 +410,12 @@ def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace, shape) ->
 
 
 def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOptions, *, shape=None,
-                        command: str = "train", model_file: str | None = None) -> RunSpec:
-    """Load, check and normalize the graph once, into ``folder`` for the workers to memory-map (unless it is
-    a folder from ``gridgnn prepare``), and resolve the run on it, once (`gridgnn.train.resolve.resolve_run`;
-    ``shape``: the grid already validated, None for ``--algo auto``). Returns the `RunSpec` of the workers,
-    with this process's peak resident memory. The graph is freed before any worker starts."""
+                        command: str = "train", model_file: str | None = None, graph=None) -> RunSpec:
+    """Load, check and normalize the graph once (or take the in-memory ``graph``), into ``folder`` for the
+    workers to memory-map (unless it is a folder from ``gridgnn prepare``), and resolve the run on it, once
+    (`gridgnn.train.resolve.resolve_run`: the grid, the vertex order, the auto choices; ``shape``: the grid
+    already validated, None for ``--algo auto``). Returns the `RunSpec` of the workers, with this process's
+    peak resident memory. The graph is freed here before any worker starts."""
     import torch
 
     from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
@@ -417,8 +427,9 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     from gridgnn.train.resolve import resolve_run
     from gridgnn.train.run import load_graph
 
-    prepared = is_prepared(config.dataset)
-    graph = open_prepared(config.dataset) if prepared else load_graph(config)
+    prepared = graph is None and is_prepared(config.dataset)
+    if graph is None:
+        graph = open_prepared(config.dataset) if prepared else load_graph(config)
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
     config, shape, graph = resolve_run(config, graph, config.nprocs, shape=shape, on_grid=False,
                                        device_type=default_device().type, check=_launcher_checks(graph, prepared))
