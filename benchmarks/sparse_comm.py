@@ -2,14 +2,16 @@
 
 For each graph (Amazon Computers, Coauthor Physics, SuiteSparse ca-AstroPh with placeholder features, an R-MAT
 2^17 and a random geometric graph in the unit square, a mesh-like graph), each reordering (none, random,
-rcm, metis, metis-nnz; METIS's parts are the row blocks, which follow them) and each P:
+rcm, metis, metis-nnz, metis-balanced; METIS's parts are the row blocks, which follow them) and each P:
 
 - model (exact, from the graph's structure; measured = modelled is what the tests check): every algorithm
   (1d; 1.5d c = 2; 2d and 3d on their default grids) x {dense, sparse}: bytes per rank per training step (max
   and mean over ranks, all phases and the SpMM phases alone), calls, the reordering's seconds and the non-zero
-  and row imbalance (max/mean per row block), at ``--model-p``;
+  and row imbalance (max/mean per row block), the index exchange of ``--comm sparse`` (bytes, and seconds
+  on the gpu-cluster profile against the predicted step's), at ``--model-p``;
 - measured (``--measure-p``): a few training steps on P forked gloo workers (1 thread each) for 1d and 2d x
-  {dense, sparse} x ``--measure-orders`` (default none, metis, metis-nnz): median step time, set-up seconds
+  {dense, sparse} x ``--measure-orders`` (default none, metis, metis-nnz, metis-balanced): median step time,
+  set-up seconds
   (reordering, blocks, index exchange), measured bytes (checked equal to the model).
 
     python benchmarks/sparse_comm.py --out results/sparse_comm            # ~20 min on 2 busy cores
@@ -44,6 +46,7 @@ from gridgnn.launch.spawn import run_workers
 from gridgnn.sparse.adjacency import gcn_normalize
 
 DATA = "/work/shared/datasets"
+METIS_ORDERS = ("metis", "metis-nnz", "metis-balanced")
 SAR_KIB = {("amazon-computers", 2): 562, ("amazon-computers", 4): 867}
 """SAR's measured KiB received per rank per epoch (issue 21, same GCN, METIS partition)."""
 
@@ -113,14 +116,14 @@ class Orders:
         return self.cache[key]
 
 
-def model_rows(name: str, graph: Graph, ps: list[int]) -> list[dict]:
+def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REORDERS) -> list[dict]:
     orders, rows = Orders(graph), []
     config = TrainConfig()
     for p in ps:
         for algo, kw in grids(p):
             shape = resolve_grid(algo, p, **kw)
             parts = shape.sizes[0]
-            for method in REORDERS:
+            for method in methods:
                 g = orders.get(method, parts)
                 stats = GraphStats.from_graph(g)
                 nnz_imb, row_imb = imbalance(g, parts)
@@ -131,6 +134,8 @@ def model_rows(name: str, graph: Graph, ps: list[int]) -> list[dict]:
                                  "comm": comm, "max_bytes": int(pred.bytes.max()),
                                  "mean_bytes": float(pred.bytes.mean()), "max_spmm_bytes": int(spmm.max()),
                                  "max_calls": int(pred.calls.max()),
+                                 "setup_bytes": int(pred.setup_bytes.max()),
+                                 "setup_s": float(pred.setup_s.max()), "epoch_s": pred.epoch_s,
                                  "reorder_s": round(float(g.meta.get("reorder_seconds", 0.0)), 4),
                                  "nnz_imbalance": round(nnz_imb, 4), "row_imbalance": round(row_imb, 4)})
             print(f"model  {name} P={p} {algo} done", flush=True)
@@ -204,7 +209,7 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
     lines = ["| goal | graph | figures | met |", "|---|---|---|---|"]
 
     def ratio_line(goal, graph, algo, p, limit):
-        for order in ("metis", "metis-nnz"):
+        for order in METIS_ORDERS:
             sparse = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="sparse")
             dense = _find(model, graph=graph, algo=algo, p=p, reorder="none", comm="dense")
             same = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="dense")
@@ -241,14 +246,23 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
         lines.append(f"| random-order R-MAT: `--algo auto --comm auto` moves no more than the best dense | "
                      f"{r['graph']} P={r['p']} | auto {r['auto']} {r['auto_max_bytes']:,} B vs dense auto "
                      f"{r['dense_auto']} {r['dense_max_bytes']:,} B | {'met' if ok else 'not met'} |")
+    priced = [r for r in model if r["comm"] == "sparse" and isinstance(r.get("setup_s"), float)]
+    if priced:
+        under = [r for r in priced if r["setup_s"] < r["epoch_s"]]
+        worst = max(priced, key=lambda r: r["setup_s"] / r["epoch_s"])
+        lines.append(f"| index exchange < one step (model, gpu-cluster profile) | every graph, order, algorithm, "
+                     f"P = {min(r['p'] for r in priced)}-{max(r['p'] for r in priced)} | {len(under)} of "
+                     f"{len(priced)} sparse configurations; the highest exchange/step ratio "
+                     f"{worst['setup_s'] / worst['epoch_s']:.3f} ({worst['graph']} P={worst['p']} {worst['algo']} "
+                     f"{worst['reorder']}) | {'met' if len(under) == len(priced) else 'not met'} |")
     for r in measured:
         dense = _find(measured, graph=r["graph"], p=r["p"], algo=r["algo"], reorder=r["reorder"], comm="dense")
         if r["comm"] == "sparse" and dense is not None:
             extra = r["setup_s"] - dense["setup_s"]  # the index exchange and the compaction of the blocks
             ok = r["index_exchange_s"] < r["step_s"]
             lines.append(f"| index exchange < one step | {r['graph']} P={r['p']} {r['algo']} {r['reorder']} | "
-                         f"exchange {r['index_exchange_s']} s ({r['index_exchange_bytes']:,} B of ids, waiting for "
-                         f"peers included), set-up {extra:+.4f} s vs dense, step {r['step_s']} s | "
+                         f"exchange {r['index_exchange_s']} s ({r['index_exchange_bytes']:,} B of ids), set-up "
+                         f"{extra:+.4f} s vs dense, step {r['step_s']} s | "
                          f"{'met' if ok else 'not met'} |")
     return lines
 
@@ -257,7 +271,8 @@ VARIANTS = {("none", "dense"): ("dense, natural order", "-", "tab:gray"),
             ("none", "sparse"): ("sparse, natural order", "--", "tab:blue"),
             ("metis", "dense"): ("dense, METIS order", "-", "tab:orange"),
             ("metis", "sparse"): ("sparse, METIS order", "--", "tab:red"),
-            ("metis-nnz", "sparse"): ("sparse, METIS-nnz order", ":", "tab:purple")}
+            ("metis-nnz", "sparse"): ("sparse, METIS-nnz order", ":", "tab:purple"),
+            ("metis-balanced", "sparse"): ("sparse, METIS-balanced order", "-.", "tab:green")}
 """The curves of each plot: (reorder, comm) -> label, line style, colour."""
 
 
@@ -313,8 +328,8 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
     step times."""
     lines = [f"Model, P = {p}: KiB received per rank per training step (max over ranks; all phases)", "",
              "| graph | algo | grid | dense | sparse | dense, METIS | sparse, METIS | sparse, METIS-nnz | "
-             "sparse METIS / dense | METIS s | nnz imbalance none → METIS → METIS-nnz |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "sparse, METIS-balanced | sparse METIS / dense | METIS s | nnz imbalance none → METIS → METIS-nnz → "
+             "METIS-balanced |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for graph in dict.fromkeys(r["graph"] for r in model):
         for algo in ("1d", "1.5d", "2d", "3d"):
             cell = {(r["reorder"], r["comm"]): r for r in model
@@ -323,14 +338,14 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
                 continue
             kib = {k: v["max_bytes"] / 1024 for k, v in cell.items()}
             base, metis = cell["none", "dense"], cell["metis", "sparse"]
-            by_nnz = cell.get(("metis-nnz", "sparse"))
-            nnz_kib = f"{kib['metis-nnz', 'sparse']:,.0f}" if by_nnz else "-"
+            extra = [cell.get((order, "sparse")) for order in ("metis-nnz", "metis-balanced")]
+            extra_kib = " | ".join(f"{r['max_bytes'] / 1024:,.0f}" if r else "-" for r in extra)
+            extra_imbalance = " → ".join(str(r["nnz_imbalance"]) if r else "-" for r in extra)
             lines.append(f"| {graph} | {algo} | {base['grid']} | {kib['none', 'dense']:,.0f} | "
                          f"{kib['none', 'sparse']:,.0f} | {kib['metis', 'dense']:,.0f} | "
-                         f"{kib['metis', 'sparse']:,.0f} | {nnz_kib} | "
+                         f"{kib['metis', 'sparse']:,.0f} | {extra_kib} | "
                          f"{kib['metis', 'sparse'] / kib['none', 'dense']:.3f} | {metis['reorder_s']} | "
-                         f"{base['nnz_imbalance']} → {metis['nnz_imbalance']} → "
-                         f"{by_nnz['nnz_imbalance'] if by_nnz else '-'} |")
+                         f"{base['nnz_imbalance']} → {metis['nnz_imbalance']} → {extra_imbalance} |")
     if measured:
         lines += ["", "Measured (gloo, forked workers, 1 thread each): median training-step seconds; set-up seconds "
                   "(blocks + index exchange); bytes equal to the model", "",
@@ -368,10 +383,11 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
+    """``rows`` as CSV; columns: every key of any row (rows from an older run leave new columns empty)."""
     if not rows:
         return
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
         writer.writeheader()
         writer.writerows(rows)
 
@@ -384,10 +400,14 @@ def main() -> None:
     parser.add_argument("--measure-p", type=int, nargs="+", default=None)
     parser.add_argument("--measure-graphs", nargs="+", default=None)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--measure-orders", nargs="+", default=["none", "metis", "metis-nnz"], choices=REORDERS)
+    parser.add_argument("--measure-orders", nargs="+", default=["none", *METIS_ORDERS], choices=REORDERS)
+    parser.add_argument("--model-orders", nargs="+", default=list(REORDERS), choices=REORDERS)
+    parser.add_argument("--append", action="store_true",
+                        help="merge the new rows into the CSVs in --out (replacing rows of the same run)")
     parser.add_argument("--goals-only", action="store_true", help="rewrite goals.md from the CSVs in --out")
     parser.add_argument("--auto-only", action="store_true", help="only the auto-choice rows on R-MAT (auto.csv)")
     parser.add_argument("--measure-only", action="store_true", help="keep model.csv, run the measurements")
+    parser.add_argument("--model-only", action="store_true", help="only the model rows (no measured runs)")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -403,24 +423,48 @@ def main() -> None:
         plots(out, read_csv(out / "model.csv"), read_csv(out / "measured.csv"))
         print("\n".join(lines + [""] + table))
         return
-    (out / "command.txt").write_text("python " + " ".join(sys.argv) + "\n", encoding="utf-8")
+    command = "python " + " ".join(sys.argv) + "\n"
+    log = out / "command.txt"
+    earlier = log.read_text(encoding="utf-8") if args.append and log.exists() else ""
+    log.write_text(earlier + command, encoding="utf-8")
     model_p = args.model_p or ([2, 4] if args.tiny else [2, 4, 8, 16, 64, 256, 1024])
     measure_p = args.measure_p or ([2] if args.tiny else [4])
     graphs = load_graphs(args.tiny)
-    model, measured = [], []
-    for name, graph in graphs.items():
-        if args.measure_only:
-            model = read_csv(out / "model.csv")
-            break
-        model += model_rows(name, graph, [p for p in model_p if p <= graph.num_nodes // 4])
+    model = read_csv(out / "model.csv") if args.measure_only or args.append else []
+    measured = read_csv(out / "measured.csv") if args.append else []
+    for name, graph in graphs.items() if not args.measure_only else ():
+        ps = [p for p in model_p if p <= graph.num_nodes // 4]
+        model = merge(model, model_rows(name, graph, ps, args.model_orders), MODEL_KEYS)
         write_csv(out / "model.csv", model)
-    for name, graph in graphs.items():
+    for name, graph in graphs.items() if not args.model_only else ():
         if args.measure_graphs is None or name in args.measure_graphs:
-            measured += measured_rows(name, graph, measure_p, args.epochs, args.measure_orders)
+            new = measured_rows(name, graph, measure_p, args.epochs, args.measure_orders)
+            measured = merge(measured, new, MEASURED_KEYS)
             write_csv(out / "measured.csv", measured)
-    (out / "goals.md").write_text("\n".join(goals(model, measured)) + "\n", encoding="utf-8")
+    lines = goals(model, measured, read_csv(out / "auto.csv"))
+    (out / "goals.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / "summary.md").write_text("\n".join(summary(model, measured)) + "\n", encoding="utf-8")
     plots(out, model, measured)
-    print("\n".join(goals(model, measured)))
+    print("\n".join(lines))
+
+
+MODEL_KEYS = ("graph", "p", "algo", "grid", "reorder", "comm")
+MEASURED_KEYS = ("graph", "p", "algo", "reorder", "comm")
+"""The columns that name one run of model.csv and measured.csv (`merge` replaces a run measured again)."""
+
+
+def merge(rows: list[dict], new: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """``rows`` with every run of ``new`` replacing the row of the same ``keys`` in place, or appended."""
+    position = {tuple(r[k] for k in keys): i for i, r in enumerate(rows)}
+    out = list(rows)
+    for r in new:
+        key = tuple(r[k] for k in keys)
+        if key in position:
+            out[position[key]] = r
+        else:
+            position[key] = len(out)
+            out.append(r)
+    return out
 
 
 if __name__ == "__main__":
