@@ -43,9 +43,10 @@ class Term:
 class ShapeBlocks:
     """The partition of one grid shape and the nnz of Â it needs (computed once per shape).
 
-    ``coords``: axis -> int64 array (P,) of every rank's coordinate. ``row_bounds``: vertex blocks of
-    the dense rows. ``nnz``: 1.5D: (R, c) nnz of block row i in replica k's share of column blocks;
-    2D: (pr, nseg) nnz per (row block, SUMMA stage segment); 3D: (q, q*d) nnz per (row block, fine
+    ``coords``: axis -> int64 array (P,) of every rank's coordinate. ``layout``: the stages
+    (`gridgnn.cost.stages`), whose ``row_bounds`` (the dense row blocks) and ``segments`` (the stage
+    segments) this object also answers for. ``nnz``: 1.5D: (R, c) nnz of block row i in replica k's share
+    of column blocks; 2D: (pr, nseg) nnz per (row block, SUMMA stage segment); 3D: (q, q*d) nnz per (row block, fine
     sub-block S[k][l] at column k*d + l). ``local_rows``: (P,) dense rows each rank holds.
     ``local_nnz``: (P,) stored Â entries each rank keeps (its own blocks). ``mult_nnz``: (P,) Â entries
     each rank multiplies per SpMM (its own blocks on 1.5D; every panel of its block row it receives on
@@ -55,16 +56,24 @@ class ShapeBlocks:
     shape: GridShape
     n: int
     coords: dict
-    row_bounds: list[int]
+    layout: StageLayout = field(repr=False)
     nnz: np.ndarray
     local_rows: np.ndarray
     local_nnz: np.ndarray
     mult_nnz: np.ndarray
-    segments: list[int] | None = None
     sub: np.ndarray | None = None  # 3D: (q, d) rows of each sub-block S[k][l]
     stats: GraphStats | None = field(default=None, repr=False)  # for the sparse variants' touched rows
-    layout: StageLayout | None = field(default=None, repr=False)  # the stages (`gridgnn.cost.stages`)
     cache: dict = field(default_factory=dict, repr=False)  # width-independent Â panel terms
+
+    @property
+    def row_bounds(self) -> list[int]:
+        """The dense row blocks' vertex boundaries (``layout.row_bounds``)."""
+        return self.layout.row_bounds
+
+    @property
+    def segments(self) -> list[int]:
+        """The stage segments' vertex boundaries (``layout.segments``; the SUMMA stages on 2D)."""
+        return self.layout.segments
 
 
 def nnz_bounds(shape: GridShape, n: int, parts: tuple[int, ...] | None = None) -> tuple[list[int], list[int]]:
@@ -91,24 +100,22 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
         num_rows, c = shape.sizes[0], shape.replication
         nnz = stats.grouped_nnz(rows, cols, np.arange(num_rows) % c, num_groups=c)
         i, k = coords["row"], coords.get("rep", np.zeros_like(coords["row"]))
-        return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k], stats=stats,
-                           layout=layout)
+        return ShapeBlocks(shape, n, coords, layout, nnz, np.diff(rows)[i], nnz[i, k], nnz[i, k], stats=stats)
     if shape.algo == "2d":
         pc = shape.sizes[1]
-        stages = layout.segments  # = cols when pc > 1
         nnz = stats.grouped_nnz(rows, cols)
         i, j = coords["row"], coords["col"]
         owner = layout.panel_root if pc > 1 else np.zeros(1, dtype=np.int64)
         own = np.add.reduceat(nnz, np.searchsorted(owner, np.arange(pc)), axis=1) if pc > 1 else nnz
-        return ShapeBlocks(shape, n, coords, rows, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
-                           segments=stages, stats=stats, layout=layout)
+        return ShapeBlocks(shape, n, coords, layout, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
+                           stats=stats)
     q, _, d = shape.sizes
     sub = np.diff(np.asarray(cols, dtype=np.int64)).reshape(q, d)  # rows of each sub-block S[k][l]
     nnz = stats.grouped_nnz(rows, cols)
     i, j, m = coords["row"], coords["col"], coords["depth"]
     z = nnz.reshape(q, q, d)
-    return ShapeBlocks(shape, n, coords, rows, nnz, sub[i, m], z[i, j, m], z.sum(axis=1)[i, m], sub=sub,
-                       stats=stats, layout=layout)
+    return ShapeBlocks(shape, n, coords, layout, nnz, sub[i, m], z[i, j, m], z.sum(axis=1)[i, m], sub=sub,
+                       stats=stats)
 
 
 def feature_widths(width: int, parts: int) -> np.ndarray:
