@@ -56,6 +56,10 @@ def test_plan_command_lists_both_and_prices_a_reordering(capsys):
     entries = json.loads(captured.out)  # the whole of stdout is JSON: the reordering's line goes to stderr
     assert sorted(e["comm"] for e in entries) == ["dense", "sparse"]
     assert captured.err.startswith("reorder    rcm into 4 parts")
+    by_comm = {e["comm"]: e for e in entries}  # the set-up: sparse's index exchange, priced apart from a step
+    assert by_comm["dense"]["setup_bytes_per_rank"] == 0 and by_comm["dense"]["predicted_setup_s"] == 0
+    assert 0 < by_comm["sparse"]["setup_bytes_per_rank"] < by_comm["sparse"]["bytes_per_rank"]
+    assert 0 < by_comm["sparse"]["predicted_setup_s"] < by_comm["sparse"]["predicted_epoch_s"]
     code = main(["plan", "--num-nodes", "100", "--num-edges", "400", "--num-features", "3", "--num-classes", "2",
                  "--reorder", "metis"])
     assert code == 2

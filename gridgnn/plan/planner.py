@@ -85,7 +85,9 @@ class PlanEntry:
             "memory_per_rank_bytes": int(pred.memory_bytes.max()),
             "memory_by_component": {k: int(v.max()) for k, v in pred.memory.items()},
             "predicted_comm_s": float(pred.comm_s.max()), "predicted_compute_s": float(pred.compute_s.max()),
-            "predicted_epoch_s": pred.epoch_s, "fits": self.fits, "best": self.best,
+            "predicted_epoch_s": pred.epoch_s,
+            "setup_bytes_per_rank": int(pred.setup_bytes.max()), "predicted_setup_s": float(pred.setup_s.max()),
+            "fits": self.fits, "best": self.best,
             "exact_blocks": pred.stats_exact, "profile": pred.profile_name,
         }
 
