@@ -75,12 +75,13 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
         config, _ = choose_comm(config, graph, shape)
     grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
     comm = Communicator(grid, overlap=config.overlap)
+    operator = model_operator(config, graph)  # the global operator (Â for GCN): every rank builds it alike
     if dist.is_initialized():
         with peer_failures_explained("the barrier before set-up"):
             dist.barrier()  # so that skew from loading the graph is not billed to the index exchange
     setup_start = time.perf_counter()
-    ops = GridOps(grid, comm, model_operator(config, graph), operator=operator_of(config.model),
-                  comm_mode=config.comm, parts=graph.meta.get("reorder_bounds"))  # blocks follow METIS parts
+    ops = GridOps(grid, comm, operator, operator=operator_of(config.model), comm_mode=config.comm,
+                  parts=graph.meta.get("reorder_bounds"))  # blocks follow METIS parts
     setup = {"comm": config.comm, "index_exchange_bytes": sum(r.bytes for r in comm.records),
              "index_exchange_calls": len(comm.records), "index_exchange_s": sum(r.seconds for r in comm.records),
              "spmm_setup_s": time.perf_counter() - setup_start}
