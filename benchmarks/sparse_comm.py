@@ -455,10 +455,10 @@ MEASURED_KEYS = ("graph", "p", "algo", "reorder", "comm")
 
 def merge(rows: list[dict], new: list[dict], keys: tuple[str, ...]) -> list[dict]:
     """``rows`` with every run of ``new`` replacing the row of the same ``keys`` in place, or appended."""
-    position = {tuple(r[k] for k in keys): i for i, r in enumerate(rows)}
+    position = {tuple(str(r[k]) for k in keys): i for i, r in enumerate(rows)}  # CSV-read rows hold 16, new "16"
     out = list(rows)
     for r in new:
-        key = tuple(r[k] for k in keys)
+        key = tuple(str(r[k]) for k in keys)
         if key in position:
             out[position[key]] = r
         else:
