@@ -33,15 +33,16 @@ an output layer of several heads, the column exchange of their mean.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gridgnn.config import resolve_order
+from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile
-from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks, spmm_terms
+from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks
 from gridgnn.cost.sparse_cost import comm_spmm_terms, index_exchange_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.comm_records import PHASES
@@ -292,94 +293,9 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
 
 
 def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
-    """The collectives of one GAT layer's attention, x' of width ``width`` (see the module docstring)."""
-    if blocks.shape.algo == "2d":
-        return _attention_terms_2d(blocks, width, heads, sizes)
-    if blocks.shape.algo == "3d":
-        return _attention_terms_3d(blocks, width, heads, sizes)
-
-    def spmm(f: int, backward: bool) -> list[Term]:
-        return spmm_terms(blocks, f, backward=backward, sizes=sizes)
-
-    def stages(f: int, phase: str) -> list[Term]:  # the row broadcasts of a forward SpMM, without its rep sum
-        return [replace(t, phase=phase) for t in spmm(f, False) if t.axis == "row"]
-
-    def row_sums(phase: str) -> list[Term]:  # two all-reduces of m·K values over the replicas
-        return [replace(t, phase=phase, calls=2 * t.calls, bytes=2 * t.bytes) for t in spmm(heads, False)
-                if t.axis == "rep"]
-
-    forward = stages(heads, "spmm_forward") + row_sums("spmm_forward") + spmm(width, False)
-    backward = stages(width, "spmm_backward") + spmm(width, True) + row_sums("spmm_backward") + spmm(heads, True)
-    return forward + backward
-
-
-def _attention_terms_2d(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
-    """2D: the SUMMA stages of width ``width`` forward and backward (panels on ``col`` both ways, X on ``row``
-    both ways, dX reduced on ``row``), plus the coefficients (K per entry) with every panel on ``col`` both ways
-    and the SDDMM's reduce to the owner, the score terms of each owned stage on ``row`` (and their gradient's
-    reduce), and the row maximum and sums on ``col`` (two forward, one backward)."""
-    shape, p = blocks.shape, blocks.shape.world_size
-    pr, pc = shape.sizes
-    i, j = blocks.coords["row"], blocks.coords["col"]
-    stages = np.asarray(blocks.segments)
-    seg_rows = np.diff(stages).astype(np.int64)
-    layout = blocks.layout
-    col_owner, row_owner = layout.panel_root, layout.root
-    forward = spmm_terms(blocks, width, backward=False, sizes=sizes)
-    terms = forward + [replace(t, phase="spmm_backward") for t in forward]
-    terms += [t for t in spmm_terms(blocks, width, backward=True, sizes=sizes) if t.axis == "row"]
-    owned = col_owner[None, :] == j[:, None]  # (P, stages)
-    if pr > 1:
-        remote = owned & (row_owner[None, :] != i[:, None])
-        calls, nbytes = owned.sum(axis=1), (remote * seg_rows[None, :]).sum(axis=1) * heads * sizes.value
-        terms += [Term(phase, op, "row", pr, calls.astype(np.int64), nbytes.astype(np.int64))
-                  for phase, op in (("spmm_forward", "broadcast"), ("spmm_backward", "reduce"))]
-    if pc > 1:
-        reduce_bytes = 2 * blocks.local_rows.astype(np.int64) * heads * sizes.value * (pc - 1) // pc
-        terms += [Term("spmm_forward", "all_reduce", "col", pc, np.full(p, 2, dtype=np.int64), 2 * reduce_bytes),
-                  Term("spmm_backward", "all_reduce", "col", pc, np.ones(p, dtype=np.int64), reduce_bytes)]
-        nnz = blocks.nnz[i]  # (P, stages): entries of each panel of the rank's block row
-        calls = (nnz > 0).sum(axis=1).astype(np.int64)
-        nbytes = (nnz * ~owned).sum(axis=1).astype(np.int64) * heads * sizes.value
-        terms += [Term(phase, op, "col", pc, calls, nbytes) for phase, op in
-                  (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
-    return terms
-
-
-def _attention_terms_3d(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
-    """3D: the Split-3D stages of width ``width`` forward and backward (panels on ``col`` both ways, X on ``row``
-    both ways, the depth reduce-scatter forward and all-gather backward, dX reduced on ``row``), the
-    coefficients with every panel on ``col`` both ways and the SDDMM's reduce to the owner, the block's score
-    terms all-gathered on ``depth`` (their gradient reduce-scattered), s_src[S[j][l]] on ``row`` (its gradient
-    reduced), and the row maxima and sums all-reduced on ``col`` and on ``depth`` (two forward, one backward)."""
-    shape, p = blocks.shape, blocks.shape.world_size
-    q, _, d = shape.sizes
-    i, j, m = blocks.coords["row"], blocks.coords["col"], blocks.coords["depth"]
-    value = heads * sizes.value
-    heights = np.diff(blocks.row_bounds).astype(np.int64)[i]
-    ones = np.ones(p, dtype=np.int64)
-    forward = spmm_terms(blocks, width, backward=False, sizes=sizes)
-    terms = forward + [replace(t, phase="spmm_backward") for t in forward if t.axis != "depth"]
-    terms += [t for t in spmm_terms(blocks, width, backward=True, sizes=sizes) if t.axis != "col"]
-    if d > 1:
-        chunk = (d - 1) * blocks.sub.max(axis=1)[i] * value
-        terms += [Term("spmm_forward", "all_gather", "depth", d, ones, chunk),
-                  Term("spmm_backward", "reduce_scatter", "depth", d, ones, chunk)]
-    for axis, size in (("col", q), ("depth", d)):
-        if size > 1:
-            nbytes = 2 * heights * value * (size - 1) // size
-            terms += [Term("spmm_forward", "all_reduce", axis, size, 2 * ones, 2 * nbytes),
-                      Term("spmm_backward", "all_reduce", axis, size, ones, nbytes)]
-    if q > 1:
-        remote = np.where(i != j, blocks.sub[j, m] * value, 0).astype(np.int64)
-        terms += [Term("spmm_forward", "broadcast", "row", q, ones, remote),
-                  Term("spmm_backward", "reduce", "row", q, ones, remote)]
-        z = blocks.nnz.reshape(q, q, d)[i, :, m]  # (P, q): entries of panel k of the rank's block row and layer
-        calls = (z > 0).sum(axis=1).astype(np.int64)
-        nbytes = (z.sum(axis=1) - z[np.arange(p), j]).astype(np.int64) * value
-        terms += [Term(phase, op, "col", q, calls, nbytes) for phase, op in
-                  (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
-    return terms
+    """The collectives of one GAT layer's attention, x' of width ``width`` (see the module docstring; each
+    algorithm's in its module of `gridgnn.cost.algorithms`)."""
+    return costs_of(blocks.shape.algo).attention_terms(blocks, width, heads, sizes)
 
 
 def _col_size(shape: GridShape) -> int:

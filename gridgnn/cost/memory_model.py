@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
-from gridgnn.cost.rank_cost import ShapeBlocks, feature_widths
 from gridgnn.cost.sparse_cost import row_counts, touched_rows
 from gridgnn.cost.spmm_cost import SizeInfo
+from gridgnn.cost.terms import ShapeBlocks, feature_widths
 
 SPARSE_FEATURE_BYTES = 40
 """Bytes per stored input-feature value on a rank (scipy CSR 8, torch CSR and its transpose 16, the
@@ -60,7 +61,7 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
     m = blocks.local_rows.astype(np.int64)
     pcol = blocks.shape.col_blocks
     out = {
-        "graph": _graph_bytes(blocks, sizes),
+        "graph": costs_of(blocks.shape.algo).graph_bytes(blocks, sizes),
         "features": _feature_bytes(blocks, stats, pcol, sizes),
         "labels_masks": m * 11,
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
@@ -70,29 +71,6 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
         "attention": _attention_bytes(blocks, spec, steps, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
-
-
-def _graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
-    shape, idx = blocks.shape, sz.index
-    heights = np.diff(blocks.row_bounds).astype(np.int64)
-    values = 2 * blocks.local_nnz * (idx + sz.sparse_value)
-    i = blocks.coords["row"]
-    if shape.algo in ("1d", "1.5d"):
-        c = shape.replication
-        k = blocks.coords.get("rep", np.zeros_like(i))
-        share = np.arange(len(heights)) % c
-        count = np.bincount(share, minlength=c)[k]
-        share_rows = np.bincount(share, weights=heights, minlength=c).astype(np.int64)[k]
-        return count * (heights[i] + 1) * idx + (share_rows + count) * idx + values
-    if shape.algo == "2d":
-        pc = shape.sizes[1]
-        layout = blocks.layout
-        count = np.bincount(layout.panel_root, minlength=pc)[blocks.coords["col"]]  # panels kept per column
-        widths = np.bincount(layout.panel_root, weights=np.diff(layout.segments), minlength=pc).astype(np.int64)
-        widths = widths[blocks.coords["col"]]  # Â columns of each process column
-        return count * (heights[i] + 1) * idx + (widths + count) * idx + values
-    j, m = blocks.coords["col"], blocks.coords["depth"]
-    return (heights[i] + 1 + blocks.sub[j, m] + 1) * idx + values
 
 
 def _sparse_features(stats: GraphStats) -> bool:
@@ -184,7 +162,7 @@ def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo, comm: str
     # Â panels in flight: a stage's panel is received before the previous stage's is released, and gloo
     # sometimes stages a message that arrives before its receive is posted (measured: 2 to 3 panels)
     panel = PANELS_IN_FLIGHT * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
-    dense = (2 if blocks.shape.algo == "3d" else 1) * heights[i] * width * sz.value
+    dense = costs_of(blocks.shape.algo).DENSE_BUFFERS * heights[i] * width * sz.value
     x_panel = _sparse_row_bytes(blocks, width, sz) if sparse else heights.max() * width * sz.value
     return (panel + dense + x_panel).astype(np.int64)
 

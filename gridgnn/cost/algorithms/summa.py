@@ -1,0 +1,157 @@
+"""The costs of 2D (`gridgnn.spmm.spmm_2d`): SUMMA on a ``pr x pc`` grid, Â panels on ``col``, X panels on ``row``.
+
+One of the algorithm modules of `gridgnn.cost.algorithms` (read its table of what each provides). Stages,
+panel roots and the refinement of row and column blocks from `gridgnn.cost.stages`. Pure, every rank at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.spmm_cost import SizeInfo
+from gridgnn.cost.stages import StageLayout
+from gridgnn.cost.terms import ShapeBlocks, Step, Term, dense_step, feature_widths, packed_bytes, term
+from gridgnn.grid.shape import GridShape
+from gridgnn.partition import block_bounds
+from gridgnn.sparse.layout import packed_nbytes
+
+DENSE_BUFFERS = 1
+"""Dense (rows x width) receive buffers of a stage, beside the X panel (`gridgnn.cost.memory_model`)."""
+
+
+def count_bounds(shape: GridShape, layout: StageLayout) -> tuple[list[int], list[int]]:
+    """The (row, column) bounds on which Â's entries are counted: the row blocks and the stage segments (one
+    column, [0, n], on a ``pr x 1`` grid: panels never move there, only row sums matter)."""
+    if shape.sizes[1] == 1:
+        return layout.row_bounds, [0, layout.row_bounds[-1]]
+    return layout.row_bounds, layout.segments
+
+
+def blocks(shape: GridShape, stats: GraphStats, layout: StageLayout, coords: dict) -> ShapeBlocks:
+    """`ShapeBlocks` with ``nnz`` (pr, stages): the entries of every (row block, stage segment) panel."""
+    rows, cols = count_bounds(shape, layout)
+    pc = shape.sizes[1]
+    nnz = stats.grouped_nnz(rows, cols)
+    i, j = coords["row"], coords["col"]
+    owner = layout.panel_root if pc > 1 else np.zeros(1, dtype=np.int64)
+    own = np.add.reduceat(nnz, np.searchsorted(owner, np.arange(pc)), axis=1) if pc > 1 else nnz
+    return ShapeBlocks(shape, stats.num_nodes, coords, layout, nnz, np.diff(rows)[i], own[i, j], nnz.sum(axis=1)[i],
+                       stats=stats)
+
+
+def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
+    """One dense SpMM half of width ``f``: the packed Â panels on ``col``, the X panels (forward) or the
+    partial products (backward) on ``row``."""
+    shape, p = blocks.shape, blocks.shape.world_size
+    pr, pc = shape.sizes
+    phase = "spmm_backward" if backward else "spmm_forward"
+    i, j = blocks.coords["row"], blocks.coords["col"]
+    stages = blocks.segments
+    seg_rows = np.diff(stages).astype(np.int64)
+    heights = np.diff(blocks.row_bounds).astype(np.int64)
+    fw = feature_widths(f, pc)[j]
+    terms = []
+    if pc > 1:
+        key = ("2d", backward, sz)
+        if key not in blocks.cache:
+            packed_rows = seg_rows[None, :] if backward else heights[:, None]
+            packed = packed_bytes(packed_rows, blocks.nnz, sz)  # (pr, nseg)
+            owner = blocks.layout.panel_root
+            starts = np.searchsorted(owner, np.arange(pc))  # owners ascend: each column block's first segment
+            own = np.add.reduceat(packed, starts, axis=1)  # (pr, pc)
+            calls = (blocks.nnz > 0).sum(axis=1)
+            blocks.cache[key] = (calls[i], packed.sum(axis=1)[i] - own[i, j])
+        calls, nbytes = blocks.cache[key]
+        terms.append(term(phase, "broadcast", "col", pc, calls, nbytes, p))
+    if pr > 1:
+        active = fw > 0
+        dense = np.where(active, (blocks.n - heights[i]) * fw * sz.value, 0)
+        terms.append(term(phase, "reduce" if backward else "broadcast", "row", pr,
+                           np.where(active, len(seg_rows), 0), dense, p))
+    return terms
+
+
+def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+    """One GAT layer's attention on 2D: the SUMMA stages of width ``width`` forward and backward (panels on
+    ``col`` both ways, X on ``row`` both ways, dX reduced on ``row``), plus the coefficients (K per entry)
+    with every panel on ``col`` both ways and the SDDMM's reduce to the owner, the score terms of each owned
+    stage on ``row`` (and their gradient's reduce), and the row maximum and sums on ``col`` (two forward, one
+    backward)."""
+    shape, p = blocks.shape, blocks.shape.world_size
+    pr, pc = shape.sizes
+    i, j = blocks.coords["row"], blocks.coords["col"]
+    stages = np.asarray(blocks.segments)
+    seg_rows = np.diff(stages).astype(np.int64)
+    layout = blocks.layout
+    col_owner, row_owner = layout.panel_root, layout.root
+    forward = spmm_terms(blocks, width, False, sizes)
+    terms = forward + [replace(t, phase="spmm_backward") for t in forward]
+    terms += [t for t in spmm_terms(blocks, width, True, sizes) if t.axis == "row"]
+    owned = col_owner[None, :] == j[:, None]  # (P, stages)
+    if pr > 1:
+        remote = owned & (row_owner[None, :] != i[:, None])
+        calls, nbytes = owned.sum(axis=1), (remote * seg_rows[None, :]).sum(axis=1) * heads * sizes.value
+        terms += [Term(phase, op, "row", pr, calls.astype(np.int64), nbytes.astype(np.int64))
+                  for phase, op in (("spmm_forward", "broadcast"), ("spmm_backward", "reduce"))]
+    if pc > 1:
+        reduce_bytes = 2 * blocks.local_rows.astype(np.int64) * heads * sizes.value * (pc - 1) // pc
+        terms += [Term("spmm_forward", "all_reduce", "col", pc, np.full(p, 2, dtype=np.int64), 2 * reduce_bytes),
+                  Term("spmm_backward", "all_reduce", "col", pc, np.ones(p, dtype=np.int64), reduce_bytes)]
+        nnz = blocks.nnz[i]  # (P, stages): entries of each panel of the rank's block row
+        calls = (nnz > 0).sum(axis=1).astype(np.int64)
+        nbytes = (nnz * ~owned).sum(axis=1).astype(np.int64) * heads * sizes.value
+        terms += [Term(phase, op, "col", pc, calls, nbytes) for phase, op in
+                  (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
+    return terms
+
+
+def graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
+    """(P,) bytes of the packed panels the rank keeps, both orientations (`gridgnn.cost.memory_model`)."""
+    shape, idx = blocks.shape, sz.index
+    heights = np.diff(blocks.row_bounds).astype(np.int64)
+    values = 2 * blocks.local_nnz * (idx + sz.sparse_value)
+    i = blocks.coords["row"]
+    pc = shape.sizes[1]
+    layout = blocks.layout
+    count = np.bincount(layout.panel_root, minlength=pc)[blocks.coords["col"]]  # panels kept per column
+    widths = np.bincount(layout.panel_root, weights=np.diff(layout.segments), minlength=pc).astype(np.int64)
+    widths = widths[blocks.coords["col"]]  # Â columns of each process column
+    return count * (heights[i] + 1) * idx + (widths + count) * idx + values
+
+
+def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, width: int, panel_nnz, backward: bool,
+               sz: SizeInfo) -> list[Step]:
+    """One rank's collectives of one SpMM half, in issue order; 2D (``pr x pc``) and, shared with
+    `gridgnn.cost.algorithms.split3d`, 3D (``q x q x d``: depth slice l runs the segments k*d + l).
+    ``panel_nnz``: (row blocks, segments) entries of Â per panel."""
+    nnz = np.asarray(panel_nnz)
+    i, j = coords["row"], coords["col"]
+    pr, pc = shape.sizes[0], shape.sizes[1]
+    depth = shape.depth
+    mine = layout.handled_by(coords.get(layout.group_axis, 0))
+    n_i = layout.row_bounds[i + 1] - layout.row_bounds[i]
+    f_j = int(np.diff(block_bounds(width, pc, allow_empty=True, what="feature columns"))[j])
+    chunk = max(np.diff(layout.segments[i * depth:(i + 1) * depth + 1])) if depth > 1 else 0
+    gathered = depth > 1 and f_j > 0
+    steps = []
+    if gathered and backward:
+        steps.append(Step("all_gather", "depth", None, None, "dense", chunk, f_j, 0,
+                          (depth - 1) * chunk * f_j * sz.value))
+    for s in mine:
+        a, b = layout.segment(s)
+        z = int(nnz[i, s])
+        if pc > 1 and z:
+            root = int(layout.panel_root[s])
+            rows = b - a if backward else n_i
+            steps.append(Step("broadcast", "col", root, s, "adj", rows, 0, z,
+                              0 if root == j else packed_nbytes(rows, z, sz.index, sz.sparse_value)))
+        if pr > 1 and f_j:
+            steps.append(dense_step("reduce" if backward else "broadcast", "row", int(layout.root[s]), s, b - a, f_j,
+                                i, sz))
+    if gathered and not backward:
+        steps.append(Step("reduce_scatter", "depth", None, None, "dense", chunk, f_j, 0,
+                          (depth - 1) * chunk * f_j * sz.value))
+    return steps

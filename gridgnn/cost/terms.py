@@ -1,0 +1,121 @@
+"""What the cost model and the plan of collectives are made of (pure data, shared by every algorithm).
+
+`Term` (one kind of collective of one phase, every rank at once) and `ShapeBlocks` (one grid shape's blocks
+and their nnz of Â) are the vectorized model's currency (`gridgnn.cost.rank_cost`, `gridgnn.cost.algorithms`);
+`Step` is one collective of one rank in the plan of an SpMM (`gridgnn.cost.spmm_plan`). Not collective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.spmm_cost import SizeInfo
+from gridgnn.cost.stages import StageLayout
+from gridgnn.grid.shape import GridShape
+from gridgnn.partition import block_bounds
+
+
+@dataclass(frozen=True)
+class Term:
+    """One kind of collective of one phase: per-rank ``calls`` and ``bytes`` (int64 arrays of shape (P,)).
+
+    ``axis`` is the grid axis (or ``world``) it runs on and ``group_size`` the processes of that axis group.
+    """
+
+    phase: str
+    op: str
+    axis: str
+    group_size: int
+    calls: np.ndarray
+    bytes: np.ndarray
+
+
+@dataclass
+class ShapeBlocks:
+    """The partition of one grid shape and the nnz of Â it needs (computed once per shape).
+
+    ``coords``: axis -> int64 array (P,) of every rank's coordinate. ``layout``: the stages
+    (`gridgnn.cost.stages`), whose ``row_bounds`` (the dense row blocks) and ``segments`` (the stage
+    segments) this object also answers for. ``nnz``: 1.5D: (R, c) nnz of block row i in replica k's share
+    of column blocks; 2D: (pr, nseg) nnz per (row block, SUMMA stage segment); 3D: (q, q*d) nnz per (row block, fine
+    sub-block S[k][l] at column k*d + l). ``local_rows``: (P,) dense rows each rank holds.
+    ``local_nnz``: (P,) stored Â entries each rank keeps (its own blocks). ``mult_nnz``: (P,) Â entries
+    each rank multiplies per SpMM (its own blocks on 1.5D; every panel of its block row it receives on
+    2D/3D).
+    """
+
+    shape: GridShape
+    n: int
+    coords: dict
+    layout: StageLayout = field(repr=False)
+    nnz: np.ndarray
+    local_rows: np.ndarray
+    local_nnz: np.ndarray
+    mult_nnz: np.ndarray
+    sub: np.ndarray | None = None  # 3D: (q, d) rows of each sub-block S[k][l]
+    stats: GraphStats | None = field(default=None, repr=False)  # for the sparse variants' touched rows
+    cache: dict = field(default_factory=dict, repr=False)  # width-independent Â panel terms
+
+    @property
+    def row_bounds(self) -> list[int]:
+        """The dense row blocks' vertex boundaries (``layout.row_bounds``)."""
+        return self.layout.row_bounds
+
+    @property
+    def segments(self) -> list[int]:
+        """The stage segments' vertex boundaries (``layout.segments``; the SUMMA stages on 2D)."""
+        return self.layout.segments
+
+
+@dataclass(frozen=True)
+class Step:
+    """One collective of one rank.
+
+    ``op``: broadcast, reduce, all_reduce, all_gather or reduce_scatter; ``axis``: the grid axis it runs on;
+    ``root``: the root's coordinate on that axis (None for the all-* collectives); ``stage``: the segment it
+    belongs to (None for the whole-block collectives); ``operand``: ``"adj"`` (a packed Â panel of ``rows``
+    rows and ``nnz`` entries) or ``"dense"`` (``rows`` x ``width`` values; all-gather and reduce-scatter count
+    the padded chunk); ``bytes``: what this rank receives.
+    """
+
+    op: str
+    axis: str
+    root: int | None
+    stage: int | None
+    operand: str
+    rows: int
+    width: int
+    nnz: int
+    bytes: int
+
+
+def term(phase, op, axis, size, calls, nbytes, num_ranks) -> Term:
+    """A `Term` whose ``calls`` and ``bytes`` (scalars or (P,) arrays) are broadcast to ``num_ranks`` ranks."""
+    calls = np.broadcast_to(np.asarray(calls, dtype=np.int64), (num_ranks,)).copy()
+    nbytes = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), (num_ranks,)).copy()
+    return Term(phase, op, axis, size, calls, nbytes)
+
+
+def dense_step(op, axis, root, stage, rows, width, me, sz: SizeInfo) -> Step:
+    """A broadcast or reduce of (rows x width) values: received by every process but the root."""
+    return Step(op, axis, root, stage, "dense", rows, width, 0, 0 if me == root else rows * width * sz.value)
+
+
+def packed_bytes(rows, nnz, sz: SizeInfo) -> np.ndarray:
+    """Bytes of packed CSR panels (0 where a panel is empty: it is never sent)."""
+    rows, nnz = np.asarray(rows, dtype=np.int64), np.asarray(nnz, dtype=np.int64)
+    return np.where(nnz > 0, (rows + 1 + nnz) * sz.index + nnz * sz.sparse_value, 0)
+
+
+def feature_widths(width: int, parts: int) -> np.ndarray:
+    """Columns of each of ``parts`` feature blocks of a width-``width`` matrix (empty blocks allowed)."""
+    return np.array(_feature_widths(width, parts), dtype=np.int64)
+
+
+@lru_cache(maxsize=256)
+def _feature_widths(width: int, parts: int) -> tuple[int, ...]:
+    return tuple(np.diff(block_bounds(width, parts, allow_empty=True, what="feature columns")).tolist())
