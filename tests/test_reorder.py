@@ -267,3 +267,22 @@ def test_gat_attention_dropout_on_a_reordered_grid_trains_the_local_run():
     local = fit(graph, **kw)
     np.testing.assert_allclose([e.loss for e in reordered.history], [e.loss for e in local.history], rtol=1e-4)
     assert [e.val_acc for e in reordered.history] == [e.val_acc for e in local.history]
+
+
+def test_a_pymetis_without_metis_c_api_is_one_line_for_metis_balanced(monkeypatch, tmp_path, capsys):
+    """``metis-balanced`` calls METIS's C entry point inside pymetis's extension; a build that does not export
+    it stops the launcher with one line naming the fix (exit 2), before any worker starts."""
+    import types
+
+    from gridgnn.cli.main import main
+    from gridgnn.data import metis
+    from gridgnn.data.readers.native import save_graph
+
+    monkeypatch.setattr(metis, "_open_library", lambda path: types.SimpleNamespace())  # no METIS_PartGraphKway
+    save_graph(_graph(), tmp_path / "g.npz")
+    code = main(["train", "--dataset", str(tmp_path / "g.npz"), "--algo", "1d", "--nprocs", "2", "--epochs", "1",
+                 "--reorder", "metis-balanced"])
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gridgnn: error: --reorder metis-balanced needs METIS's C API")
+    assert "pip install -U pymetis" in lines[0]

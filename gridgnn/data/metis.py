@@ -81,13 +81,18 @@ def _metis_library(pymetis, method: str) -> tuple[ctypes.CDLL, type]:
     """pymetis's extension as a C library exporting METIS's API, and its ``idx_t`` (numpy type)."""
     from pymetis import _internal
 
-    library = ctypes.CDLL(_internal.__file__)
+    library = _open_library(_internal.__file__)
     if not hasattr(library, "METIS_PartGraphKway"):
         raise ConfigError(f"--reorder {method} needs METIS's C API, which this pymetis "
                           f"({getattr(pymetis, '__version__', '?')}) does not export: pip install -U pymetis, "
                           "or choose --reorder metis or metis-nnz")
     width = _internal._idx_type_width() if hasattr(_internal, "_idx_type_width") else 32
     return library, np.int64 if width == 64 else np.int32
+
+
+def _open_library(path: str) -> ctypes.CDLL:
+    """The shared library at ``path`` (pymetis's extension, already loaded by Python: the same handle)."""
+    return ctypes.CDLL(path)
 
 
 def _pointer(array: np.ndarray):
