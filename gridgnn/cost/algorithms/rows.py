@@ -93,7 +93,7 @@ def graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
     return count * (heights[i] + 1) * idx + (share_rows + count) * idx + values
 
 
-def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, f: int, panel_nnz, backward: bool,
+def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, width: int, panel_nnz, backward: bool,
                sz: SizeInfo) -> list[Step]:
     """One rank's collectives of one SpMM half, in issue order (``panel_nnz`` unused: Â never moves)."""
     num_rows = shape.sizes[0]
@@ -104,11 +104,11 @@ def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, f: int, pane
     if num_rows > 1:
         for s in layout.handled_by(k):
             a, b = layout.segment(s)
-            steps.append(dense_step("reduce" if backward else "broadcast", "row", int(layout.root[s]), s, b - a, f,
+            steps.append(dense_step("reduce" if backward else "broadcast", "row", int(layout.root[s]), s, b - a, width,
                                 i, sz))
     if c > 1 and backward:
-        steps.append(dense_step("broadcast", "rep", i % c, None, n_i, f, k, sz))
+        steps.append(dense_step("broadcast", "rep", i % c, None, n_i, width, k, sz))
     elif c > 1:
-        steps.append(Step("all_reduce", "rep", None, None, "dense", n_i, f, 0,
-                          2 * n_i * f * sz.value * (c - 1) // c))
+        steps.append(Step("all_reduce", "rep", None, None, "dense", n_i, width, 0,
+                          2 * n_i * width * sz.value * (c - 1) // c))
     return steps
