@@ -127,9 +127,10 @@ def test_metis_balanced_balances_vertices_and_non_zeros_together():
     out = reorder_graph(graph, "metis-balanced", parts=4)
     sizes = np.diff(out.meta["reorder_bounds"])
     assert sizes.sum() == graph.num_nodes and sizes.max() <= 1.05 * sizes.mean()
-    assert out.meta["nnz_imbalance_after"] <= 1.05
+    assert out.meta["nnz_imbalance_after"] <= 1.05 and out.meta["row_imbalance_after"] <= 1.05
     by_nnz = reorder_graph(graph, "metis-nnz", parts=4)
     assert np.diff(by_nnz.meta["reorder_bounds"]).max() > 1.1 * sizes.mean()  # one weight alone: rows skewed
+    assert by_nnz.meta["row_imbalance_after"] > 1.1
 
     def cut(adj, bounds):
         rows = np.repeat(np.arange(adj.shape[0]), np.diff(adj.indptr))
@@ -137,6 +138,9 @@ def test_metis_balanced_balances_vertices_and_non_zeros_together():
 
     natural = cut(sp.csr_matrix(graph.adj), [0, 256, 512, 768, 1024])
     assert cut(out.adj, out.meta["reorder_bounds"]) < 0.8 * natural
+    # the metrics' cut fractions are the same counts over the stored entries
+    assert out.meta["cut_fraction_before"] == pytest.approx(natural / graph.adj.nnz)
+    assert out.meta["cut_fraction_after"] == pytest.approx(cut(out.adj, out.meta["reorder_bounds"]) / graph.adj.nnz)
 
 
 def test_metis_balanced_is_deterministic_and_handles_tiny_graphs():
@@ -224,7 +228,9 @@ def test_fit_on_workers_with_a_reordering_trains_the_local_run():
     local = fit(graph, epochs=2)
     np.testing.assert_allclose([e.loss for e in reordered.history], [e.loss for e in local.history], rtol=1e-4)
     assert [e.val_acc for e in reordered.history] == [e.val_acc for e in local.history]
-    assert reordered.metrics["setup"]["reorder"]["method"] == "rcm"
+    reorder = reordered.metrics["setup"]["reorder"]
+    assert reorder["method"] == "rcm" and reorder["row_imbalance_after"] == pytest.approx(1.0, abs=0.01)
+    assert 0 <= reorder["cut_fraction_after"] < reorder["cut_fraction_before"] <= 1  # RCM's band cuts less
 
 
 def test_fit_on_workers_resolves_the_run_once_in_the_launcher(monkeypatch):

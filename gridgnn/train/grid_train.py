@@ -110,7 +110,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
     write_products(config, trainer, graph, result, rank=grid.rank)
-    reorder = {k: v for k, v in graph.meta.items() if k.startswith(("reorder", "nnz_imbalance"))}
+    reorder = {k: v for k, v in graph.meta.items()
+               if k.startswith(("reorder", "nnz_imbalance", "row_imbalance", "cut_fraction"))}
     follows = follows_parts(shape.sizes[0], graph.meta.get("reorder_bounds"))
     reorder["reorder_row_blocks"] = "parts" if follows else "balanced"
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup),
