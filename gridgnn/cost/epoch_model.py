@@ -25,10 +25,10 @@ the K score terms per vertex. 1D/1.5D: forward, the ``row`` broadcasts of an SpM
 terms; no replica all-reduce), two ``rep`` all-reduces of m·K values (row maximum and sum), then the SpMM of
 width f; backward, the ``row`` broadcasts of width f again (for the SDDMM), the backward SpMM of width f, two
 ``rep`` all-reduces of m·K (the softmax's row sums, the score terms' gradient) and the backward SpMM of
-width K (the source score terms' gradient, reduced to their owners). 2D and 3D: `_attention_terms_2d`,
-`_attention_terms_3d` (coefficients with the panels on ``col``, the SDDMM reduced to each panel's owner),
-and in ``dense`` the ``col`` all-reduces of the score terms' head sums (two forward, two backward) and, for
-an output layer of several heads, the column exchange of their mean.
+width K (the source score terms' gradient, reduced to their owners). 2D and 3D: ``attention_terms`` of
+`gridgnn.cost.algorithms.summa` and `split3d` (coefficients with the panels on ``col``, the SDDMM reduced to
+each panel's owner), and in ``dense`` the ``col`` all-reduces of the score terms' head sums (two forward, two
+backward) and, for an output layer of several heads, the column exchange of their mean.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm)
     setup = index_exchange_terms(blocks) if comm == "sparse" else []
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
-                           comm_seconds(setup, shape, profile))
+                           comm_seconds(setup, shape, profile, placed_by=terms))
 
 
 def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo,
@@ -367,13 +367,15 @@ def _intra_node(shape: GridShape, axis: str, per_node: int | None, order: tuple[
     return within_node_by_position(shape, order or shape.axes, per_node, axis)
 
 
-def comm_seconds(terms: list[Term], shape: GridShape, profile: MachineProfile) -> np.ndarray:
+def comm_seconds(terms: list[Term], shape: GridShape, profile: MachineProfile,
+                 placed_by: list[Term] | None = None) -> np.ndarray:
     """(P,) predicted seconds in collectives per rank (α·⌈log2 p⌉ per call + β·bytes, per link class).
 
     Ranks are placed on nodes as a run places them (`gridgnn.grid.placement.host_axis_order`: the axis
-    that moves the most bytes varies fastest, so its groups stay within a node when they fit)."""
+    that moves the most bytes of a training step varies fastest, so its groups stay within a node when they
+    fit); ``placed_by``: the step's terms when ``terms`` are not (the set-up's), default ``terms``."""
     total = np.zeros(shape.world_size)
-    order = host_axis_order(shape, axis_bytes(terms), profile.procs_per_node)
+    order = host_axis_order(shape, axis_bytes(terms if placed_by is None else placed_by), profile.procs_per_node)
     intra_by_axis: dict[str, np.ndarray] = {}
     for term in terms:
         if term.axis not in intra_by_axis:

@@ -6,9 +6,10 @@ weighs 1) goes through ``pymetis.part_graph``. Several weights per vertex (an ``
 ``METIS_PartGraphKway`` / ``METIS_PartGraphRecursive`` of the METIS library that the pymetis wheel carries
 and exports: pymetis's Python wrapper fixes ``ncon = 1``, so this module calls METIS's documented C entry
 point with ``ctypes`` instead (METIS 5 manual, §5.5: ``METIS_PartGraphKway(nvtxs, ncon, xadj, adjncy, vwgt,
-vsize, adjwgt, nparts, tpwgts, ubvec, options, objval, part)``). Every option keeps METIS's default (3 %
-tolerance on every constraint, a fixed seed, so the result is deterministic), as ``pymetis.part_graph``
-does; like it, 8 parts or fewer use recursive bisection. Not collective.
+vsize, adjwgt, nparts, tpwgts, ubvec, options, objval, part)``). Every option keeps METIS's default (a fixed
+seed, so the result is deterministic; the balance tolerance of k-way, 3 % on every constraint, and of
+recursive bisection), as ``pymetis.part_graph`` does; like it, 8 parts or fewer use recursive bisection.
+``idx_t``'s width is asked of the library itself (`_idx_type`). Not collective.
 """
 
 from __future__ import annotations
@@ -82,12 +83,28 @@ def _metis_library(pymetis, method: str) -> tuple[ctypes.CDLL, type]:
     from pymetis import _internal
 
     library = _open_library(_internal.__file__)
-    if not hasattr(library, "METIS_PartGraphKway"):
+    if not all(hasattr(library, name) for name in ("METIS_PartGraphKway", "METIS_PartGraphRecursive",
+                                                    "METIS_SetDefaultOptions")):
         raise ConfigError(f"--reorder {method} needs METIS's C API, which this pymetis "
                           f"({getattr(pymetis, '__version__', '?')}) does not export: pip install -U pymetis, "
                           "or choose --reorder metis or metis-nnz")
-    width = _internal._idx_type_width() if hasattr(_internal, "_idx_type_width") else 32
-    return library, np.int64 if width == 64 else np.int32
+    return library, _idx_type(library)
+
+
+def _idx_type(library: ctypes.CDLL) -> type:
+    """The library's ``idx_t`` (np.int64 or np.int32), asked of METIS itself: ``METIS_SetDefaultOptions``
+    writes -1 into all 40 options of a buffer wide enough for 64-bit ones; with 32-bit ``idx_t`` only its
+    first half changes. (pymetis's ``_idx_type_width`` exists only from 2025.2.1, and its wheels have used
+    64-bit ``idx_t`` since 2023.1: guessing would let METIS read and write past 32-bit arrays.)"""
+    sentinel = 0x0101010101010101
+    probe = np.full(_METIS_NOPTIONS, sentinel, dtype=np.int64)
+    library.METIS_SetDefaultOptions(_pointer(probe))
+    if (probe == -1).all():
+        return np.int64
+    if (probe[:_METIS_NOPTIONS // 2] == -1).all() and (probe[_METIS_NOPTIONS // 2:] == sentinel).all():
+        return np.int32
+    raise ConfigError("METIS inside pymetis answered METIS_SetDefaultOptions unexpectedly; "
+                      "choose --reorder metis or metis-nnz")
 
 
 def _open_library(path: str) -> ctypes.CDLL:
