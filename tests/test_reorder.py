@@ -261,6 +261,8 @@ def test_fit_on_workers_resolves_the_run_once_in_the_launcher(monkeypatch):
     assert seen["meta"]["reorder"] == "metis" and len(seen["meta"]["reorder_bounds"]) == 3  # METIS into 2 blocks
     with pytest.raises(ConfigError, match="2x2"):
         fit(graph, nprocs=2, algo="2d", grid="2x2", epochs=1)
+    with pytest.raises(ConfigError, match="--threads"):  # checked as `gridgnn train` checks its flag
+        fit(graph, nprocs=2, algo="1d", epochs=1, threads=10**6)
 
 
 def test_gat_attention_dropout_on_a_reordered_grid_trains_the_local_run():
@@ -292,3 +294,21 @@ def test_a_pymetis_without_metis_c_api_is_one_line_for_metis_balanced(monkeypatc
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gridgnn: error: --reorder metis-balanced needs METIS's C API")
     assert "pip install -U pymetis" in lines[0]
+
+
+def test_metis_idx_width_is_asked_of_the_library():
+    """``idx_t``'s width comes from METIS_SetDefaultOptions writing -1 into its 40 options: all 40 int64 slots
+    on a 64-bit build, only the first 160 bytes on a 32-bit one; anything else is refused."""
+    import ctypes
+    import types
+
+    from gridgnn.data import metis
+    from gridgnn.errors import ConfigError
+
+    def library(written_bytes: int):
+        return types.SimpleNamespace(METIS_SetDefaultOptions=lambda ptr: ctypes.memset(ptr, 0xFF, written_bytes))
+
+    assert metis._idx_type(library(40 * 8)) is np.int64
+    assert metis._idx_type(library(40 * 4)) is np.int32
+    with pytest.raises(ConfigError, match="SetDefaultOptions"):
+        metis._idx_type(library(8))
