@@ -344,10 +344,10 @@ def use_threads(threads: int | None) -> None:
 def launch_graph(config: TrainConfig, graph, threads: int | None = None) -> int:
     """Run ``config`` on ``config.nprocs`` local workers on the in-memory ``graph`` (the API's ``fit``), as
     ``gridgnn train`` would with its default process options; returns the workers' status."""
-    from gridgnn.cli.main import check_run_flags
+    from gridgnn.limits import check_threads
 
+    check_threads(threads)  # as `gridgnn train` checks --threads: a bad value is one ConfigError here
     args = argparse.Namespace(threads=threads, timeout=300.0, interface=None, command="train", model=None)
-    check_run_flags(args)  # as `gridgnn train` checks its flags: a bad ``threads`` is one ConfigError here
     return launch_workers(config, args, graph=graph)
 
 
