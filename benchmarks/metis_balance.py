@@ -34,7 +34,7 @@ import scipy.sparse as sp
 
 from gridgnn.data.metis import membership
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.reorder import symmetric_pattern
+from gridgnn.data.reorder import nnz_imbalance, row_imbalance, symmetric_pattern
 from gridgnn.partition import block_bounds
 from gridgnn.sparse.adjacency import add_self_loops
 
@@ -59,15 +59,15 @@ def vertex_weights(adj: sp.csr_matrix, weights: str) -> np.ndarray | None:
 def block_figures(adj: sp.csr_matrix, bounds: list[int]) -> dict:
     """Row and nnz imbalance, the cut and the busiest block's remote rows of ``adj`` cut at ``bounds``."""
     bounds_array = np.asarray(bounds)
-    rows, nnz = np.diff(bounds_array), np.diff(adj.indptr[bounds_array])
+    rows = np.diff(bounds_array)
     row_block = np.repeat(np.arange(len(rows)), rows)
     entry_block = np.repeat(row_block, np.diff(adj.indptr))
     col_block = np.searchsorted(bounds_array, adj.indices, side="right") - 1
     remote = [np.unique(adj.indices[adj.indptr[a]:adj.indptr[b]][col_block[adj.indptr[a]:adj.indptr[b]] != k]).size
               for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
     busiest = int(np.argmax(remote))
-    return {"rows_max_over_mean": round(float(rows.max() / rows.mean()), 3),
-            "nnz_max_over_mean": round(float(nnz.max() / nnz.mean()), 3),
+    return {"rows_max_over_mean": round(row_imbalance(adj.shape[0], len(rows), bounds), 3),
+            "nnz_max_over_mean": round(nnz_imbalance(adj, len(rows), bounds), 3),
             "cut_entries": int((entry_block != col_block).sum()), "max_remote_rows": int(remote[busiest]),
             "remote_over_dense_1d": round(remote[busiest] / (adj.shape[0] - rows[busiest]), 3)}
 

@@ -16,7 +16,7 @@ import resource
 import time
 
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.reorder import nnz_imbalance, symmetric_pattern, vertex_order
+from gridgnn.data.reorder import nnz_imbalance, row_imbalance, symmetric_pattern, vertex_order
 
 
 def peak() -> int:
@@ -46,8 +46,7 @@ def main() -> None:
     out["nnz_imbalance_before"] = nnz_imbalance(graph.adj, args.parts)
     out["nnz_imbalance_after"] = nnz_imbalance(graph.adj[order][:, order], args.parts, bounds)
     if bounds is not None:
-        rows = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-        out["row_imbalance_after"] = max(rows) / (sum(rows) / len(rows))
+        out["row_imbalance_after"] = row_imbalance(graph.num_nodes, args.parts, bounds)
     print(json.dumps(out, indent=1))
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)

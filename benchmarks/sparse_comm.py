@@ -39,7 +39,7 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.stages import row_blocks
 from gridgnn.data.graph import Graph
 from gridgnn.data.registry import load_dataset
-from gridgnn.data.reorder import reorder_graph
+from gridgnn.data.reorder import nnz_imbalance, reorder_graph, row_imbalance
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
@@ -96,11 +96,8 @@ def grids(p: int) -> list[tuple[str, dict]]:
 def imbalance(graph: Graph, parts: int) -> tuple[float, float]:
     """(nnz, rows) max/mean of Â's entries and rows per row block, the ``parts`` blocks the grid cuts (METIS's
     parts when the graph has as many, else balanced: `gridgnn.cost.stages.row_blocks`)."""
-    adj = gcn_normalize(graph.adj)
-    bounds = np.asarray(row_blocks(graph.num_nodes, parts, graph.meta.get("reorder_bounds")))
-    nnz = np.diff(adj.indptr[bounds])
-    rows = np.diff(bounds)
-    return float(nnz.max() / nnz.mean()), float(rows.max() / rows.mean())
+    bounds = row_blocks(graph.num_nodes, parts, graph.meta.get("reorder_bounds"))
+    return nnz_imbalance(gcn_normalize(graph.adj), parts, bounds), row_imbalance(graph.num_nodes, parts, bounds)
 
 
 class Orders:
@@ -172,7 +169,7 @@ def measured_worker(rank: int, world: int, kwargs: dict, graph: Graph) -> dict:
             "setup_s": max(s["spmm_setup_s"] for s in trained.spmm_setup),
             "index_exchange_bytes": max(s["index_exchange_bytes"] for s in trained.spmm_setup),
             "index_exchange_s": max(s["index_exchange_s"] for s in trained.spmm_setup),
-            "reorder_s": trained.reorder_meta.get("reorder_seconds", 0.0), "max_bytes": max(comm["bytes"]),
+            "reorder_s": trained.reorder["reorder_seconds"] or 0.0, "max_bytes": max(comm["bytes"]),
             "bytes": comm["bytes"], "total_s": total}
 
 

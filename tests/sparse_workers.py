@@ -70,5 +70,5 @@ def run_uneven_training(rank: int, world_size: int, cases: list[dict], bounds: d
         if rank == 0:
             out.append({"loss": [r.loss for r in trained.result.epochs],
                         "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
-                        "comm": trained.comm, "row_blocks": trained.reorder_meta["reorder_row_blocks"]})
+                        "comm": trained.comm, "row_blocks": trained.reorder["row_blocks"]})
     return out

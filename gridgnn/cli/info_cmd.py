@@ -61,7 +61,9 @@ def run_info(args: argparse.Namespace) -> int:
 
 def reorder_summary(meta: dict) -> dict:
     """``method``, the METIS ``parts`` the folder holds (0: no partition) and their rows, max over mean."""
+    from gridgnn.data.reorder import row_imbalance
+
     bounds = meta.get("reorder_bounds")
-    sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)] if bounds else []
-    return {"method": meta["reorder"], "parts": len(sizes),
-            "part_rows_max_over_mean": round(max(sizes) * len(sizes) / sum(sizes), 4) if sizes else None}
+    parts = len(bounds) - 1 if bounds else 0
+    return {"method": meta["reorder"], "parts": parts,
+            "part_rows_max_over_mean": round(row_imbalance(bounds[-1], parts, bounds), 4) if parts else None}

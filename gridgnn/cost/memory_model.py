@@ -41,7 +41,7 @@ import numpy as np
 
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
-from gridgnn.cost.sparse_cost import row_counts, touched_rows
+from gridgnn.cost.sparse_cost import INDEX_BYTES, row_counts, touched_rows
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.terms import ShapeBlocks, feature_widths
 
@@ -175,7 +175,7 @@ def _sparse_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo) -> np.ndarr
     stage_rows`). 1D/1.5D add the int64 index of the rows it sends."""
     forward, backward = row_counts(blocks)  # rows received in forward; in backward (= the rows it sends)
     if not blocks.shape.splits_features:
-        return ((forward + backward) * width * sz.value + backward * 8).astype(np.int64)
+        return ((forward + backward) * width * sz.value + backward * INDEX_BYTES).astype(np.int64)
     layout, u = touched_rows(blocks)  # (R, S) rows of segment s that block row i touches
     segments = np.arange(u.shape[1])
     sent = u.sum(axis=0) - u[layout.root, segments]  # (S,) rows the root of s sends

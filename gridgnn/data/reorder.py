@@ -162,11 +162,11 @@ def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0) -> Graph
     return out
 
 
-def reorder_info(meta: dict) -> dict:
+def reorder_info(meta: dict, row_blocks: str = "balanced") -> dict:
     """The ``setup.reorder`` object of the metrics file from a graph's meta (method ``none`` if never set);
     ``row_blocks``: ``parts`` when the grid's row blocks followed METIS's parts (one or several consecutive
     parts per block), else ``balanced``."""
     keys = ("reorder_parts", "reorder_seconds", "reorder_peak_rss_bytes", "nnz_imbalance_before",
             "nnz_imbalance_after", "row_imbalance_after", "cut_fraction_before", "cut_fraction_after")
     return {"method": meta.get("reorder", "none"), **{key: meta.get(key) for key in keys},
-            "row_blocks": meta.get("reorder_row_blocks", "balanced")}
+            "row_blocks": row_blocks}

@@ -39,7 +39,7 @@ def grid_metrics(spec: RunSpec, graph: Graph, trained: TrainedGrid, hosts: HostM
     metrics["setup"].update(spmm_setup_metrics(trained.spmm_setup))
     if "index_exchange_bytes" in metrics["setup"]:
         metrics["setup"].update(predicted_setup)
-    metrics["setup"]["reorder"] = reorder_info(trained.reorder_meta or {})
+    metrics["setup"]["reorder"] = trained.reorder or reorder_info({})
     if hosts.spans_hosts:
         metrics["hosts"] = hosts_metrics(hosts, placement)
     _add_epoch_comm(metrics["epochs"], trained, predicted_step, placement, hosts)

@@ -18,6 +18,7 @@ from gridgnn.cost.stages import follows_parts
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import PreparedGraph
+from gridgnn.data.reorder import reorder_info
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import PHASES, Communicator
 from gridgnn.grid.hosts import HostMap
@@ -45,7 +46,8 @@ class TrainedGrid:
     epoch of ``result`` (None for epochs a resumed checkpoint recorded without it); ``resumed_from``: the
     checkpoint the run continued from, if any; ``setup_peak_memory_bytes``: every rank's peak resident
     memory once its blocks were built, before the first epoch (rank 0; None elsewhere); ``spmm_setup``: every
-rank's SpMM set-up (comm mode, index-exchange bytes and calls, seconds; rank 0).
+rank's SpMM set-up (comm mode, index-exchange bytes and calls, seconds; rank 0); ``reorder``: the
+    metrics' ``setup.reorder`` object (`gridgnn.data.reorder.reorder_info`).
     """
 
     result: TrainResult
@@ -54,7 +56,7 @@ rank's SpMM set-up (comm mode, index-exchange bytes and calls, seconds; rank 0).
     resumed_from: ResumePoint | None = None
     setup_peak_memory_bytes: list[int] | None = None
     spmm_setup: list[dict] | None = None
-    reorder_meta: dict | None = None
+    reorder: dict | None = None
     graph: Graph | None = None  # the graph trained on (reordered when ``--reorder`` asked)
     placement: Placement | None = None
 
@@ -110,10 +112,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
     write_products(config, trainer, graph, result, rank=grid.rank)
-    reorder = {k: v for k, v in graph.meta.items()
-               if k.startswith(("reorder", "nnz_imbalance", "row_imbalance", "cut_fraction"))}
     follows = follows_parts(shape.sizes[0], graph.meta.get("reorder_bounds"))
-    reorder["reorder_row_blocks"] = "parts" if follows else "balanced"
+    reorder = reorder_info(graph.meta, row_blocks="parts" if follows else "balanced")
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup),
                           reorder, graph, grid.placement)
     return (outcome, trainer.model) if return_model else outcome
