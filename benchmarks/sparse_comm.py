@@ -113,6 +113,16 @@ class Orders:
         return self.cache[key]
 
 
+SPMM_VARIANTS = ("dense", "sparse", "dense+cache", "sparse+cache")
+"""The ``comm`` column: ``--comm``, with ``+cache`` for ``--cache-panels`` (2D and 3D grids whose Â panels move)."""
+
+
+def variant_flags(variant: str) -> tuple[str, bool]:
+    """(``--comm``, ``--cache-panels``) of a ``comm`` column value."""
+    comm, _, cache = variant.partition("+")
+    return comm, cache == "cache"
+
+
 def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REORDERS) -> list[dict]:
     orders, rows = Orders(graph), []
     config = TrainConfig()
@@ -124,17 +134,22 @@ def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REOR
                 g = orders.get(method, parts)
                 stats = GraphStats.from_graph(g)
                 nnz_imb, row_imb = imbalance(g, parts)
-                for comm in ("dense", "sparse"):
-                    pred = predict_epoch(config, stats, shape, comm=comm)
+                for variant in SPMM_VARIANTS:
+                    comm, cached = variant_flags(variant)
+                    pred = predict_epoch(config, stats, shape, comm=comm, cache_panels=cached)
+                    if cached and not pred.setup_sum("calls", "broadcast").any():
+                        continue  # no Â panel moves on this grid: the same run as without the cache
                     spmm = pred.bytes_by_phase["spmm_forward"] + pred.bytes_by_phase["spmm_backward"]
                     rows.append({"graph": name, "p": p, "algo": algo, "grid": shape.label(), "reorder": method,
-                                 "comm": comm, "max_bytes": int(pred.bytes.max()),
+                                 "comm": variant, "max_bytes": int(pred.bytes.max()),
                                  "mean_bytes": float(pred.bytes.mean()), "max_spmm_bytes": int(spmm.max()),
                                  "max_calls": int(pred.calls.max()),
                                  "setup_bytes": int(pred.setup_bytes.max()),
                                  "setup_s": float(pred.setup_s.max()), "epoch_s": pred.epoch_s,
                                  "reorder_s": round(float(g.meta.get("reorder_seconds", 0.0)), 4),
-                                 "nnz_imbalance": round(nnz_imb, 4), "row_imbalance": round(row_imb, 4)})
+                                 "nnz_imbalance": round(nnz_imb, 4), "row_imbalance": round(row_imb, 4),
+                                 "max_graph_bytes": int(pred.memory["graph"].max()),
+                                 "max_memory_bytes": int(pred.memory_bytes.max())})
             print(f"model  {name} P={p} {algo} done", flush=True)
     return rows
 
@@ -167,13 +182,16 @@ def measured_worker(rank: int, world: int, kwargs: dict, graph: Graph) -> dict:
     comm = trained.comm[-1]
     return {"step_s": statistics.median(times[1:] if len(times) > 1 else times),
             "setup_s": max(s["spmm_setup_s"] for s in trained.spmm_setup),
+            "panel_cache_bytes": max(s["panel_cache_bytes"] for s in trained.spmm_setup),
+            "panel_cache_s": max(s["panel_cache_s"] for s in trained.spmm_setup),
             "index_exchange_bytes": max(s["index_exchange_bytes"] for s in trained.spmm_setup),
             "index_exchange_s": max(s["index_exchange_s"] for s in trained.spmm_setup),
             "reorder_s": trained.reorder["reorder_seconds"] or 0.0, "max_bytes": max(comm["bytes"]),
             "bytes": comm["bytes"], "total_s": total}
 
 
-def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: list[str]) -> list[dict]:
+def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: list[str],
+                  variants: list[str] = ("dense", "sparse")) -> list[dict]:
     rows = []
     for p in ps:
         for algo in ("1d", "2d"):
@@ -181,16 +199,22 @@ def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: l
             for method in orders:
                 g = reorder_graph(graph, method, shape.sizes[0])
                 stats = GraphStats.from_graph(g)
-                for comm in ("dense", "sparse"):
+                for variant in variants:
+                    comm, cached = variant_flags(variant)
+                    if cached and algo == "1d":
+                        continue  # 1D never moves Â: nothing to cache
                     kwargs = {"dataset": name, "algo": algo, "nprocs": p, "epochs": epochs, "comm": comm,
-                              "reorder": method, "quiet": True}
+                              "cache_panels": cached, "reorder": method, "quiet": True}
                     out = run_workers(measured_worker, p, kwargs, g, timeout_s=1800)[0]
-                    predicted = predict_epoch(TrainConfig(**kwargs), stats, shape, comm=comm).bytes.tolist()
-                    rows.append({"graph": name, "p": p, "algo": algo, "reorder": method, "comm": comm,
+                    predicted = predict_epoch(TrainConfig(**kwargs), stats, shape, comm=comm,
+                                              cache_panels=cached).bytes.tolist()
+                    rows.append({"graph": name, "p": p, "algo": algo, "reorder": method, "comm": variant,
                                  "step_s": round(out["step_s"], 4), "setup_s": round(out["setup_s"], 4),
                                  "reorder_s": round(float(g.meta.get("reorder_seconds", 0.0)), 4),
                                  "index_exchange_bytes": out["index_exchange_bytes"],
                                  "index_exchange_s": round(out["index_exchange_s"], 4),
+                                 "panel_cache_bytes": out["panel_cache_bytes"],
+                                 "panel_cache_s": round(out["panel_cache_s"], 4),
                                  "max_bytes": out["max_bytes"], "model_equal": out["bytes"] == predicted})
                     print(f"run    {name} P={p} {algo} {method} {comm}: {rows[-1]}", flush=True)
     return rows
@@ -205,24 +229,31 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
     """The issue's goals as markdown lines: met / not met, with the figures."""
     lines = ["| goal | graph | figures | met |", "|---|---|---|---|"]
 
-    def ratio_line(goal, graph, algo, p, limit):
+    def ratio_line(goal, graph, algo, p, limit, variant="sparse"):
         for order in METIS_ORDERS:
-            sparse = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="sparse")
+            sparse = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm=variant)
             dense = _find(model, graph=graph, algo=algo, p=p, reorder="none", comm="dense")
             same = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="dense")
             if sparse is None or dense is None:
                 continue
             r = sparse["max_bytes"] / dense["max_bytes"]
             rs = sparse["max_spmm_bytes"] / max(dense["max_spmm_bytes"], 1)
+            memory = ""
+            if variant.endswith("+cache"):  # what the cache costs: Â memory per rank against uncached sparse
+                plain = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="sparse")
+                memory = (f"; graph memory {sparse['max_graph_bytes'] / 2**20:.1f} MiB per rank vs "
+                          f"{plain['max_graph_bytes'] / 2**20:.1f} uncached")
             r_same = sparse["max_bytes"] / same["max_bytes"]
             lines.append(f"| {goal.format(order=order)} | {graph} | vs dense natural order: all phases {r:.3f} "
                          f"({sparse['max_bytes']:,} / {dense['max_bytes']:,} B), SpMM phases {rs:.3f}; vs dense "
-                         f"{order} order {r_same:.3f} | {'met' if r <= limit else 'not met'} |")
+                         f"{order} order {r_same:.3f}{memory} | {'met' if r <= limit else 'not met'} |")
 
     for graph in ("amazon-computers", "coauthor-physics"):
         ratio_line("sparse 1D {order} ≤ 1/10 dense, P=16", graph, "1d", 16, 0.1)
         ratio_line("sparse 2D {order} ≤ 1/3 dense, P=16", graph, "2d", 16, 1 / 3)
         ratio_line("sparse 3D {order} ≤ 1/3 dense, P=16", graph, "3d", 16, 1 / 3)
+        ratio_line("sparse 2D {order} + cached panels ≤ 1/3 dense, P=16", graph, "2d", 16, 1 / 3, "sparse+cache")
+        ratio_line("sparse 3D {order} + cached panels ≤ 1/3 dense, P=16", graph, "3d", 16, 1 / 3, "sparse+cache")
     ratio_line("mesh: sparse 1D {order} ≤ 1/50 dense, P=64 (model)", "rgg-40k", "1d", 64, 1 / 50)
     for (graph, p), kib in SAR_KIB.items():
         best = min((r for r in model if r["graph"] == graph and r["p"] == p and r["comm"] == "sparse"),
@@ -398,6 +429,8 @@ def main() -> None:
     parser.add_argument("--measure-graphs", nargs="+", default=None)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--measure-orders", nargs="+", default=["none", *METIS_ORDERS], choices=REORDERS)
+    parser.add_argument("--measure-comms", nargs="+", default=["dense", "sparse"], choices=SPMM_VARIANTS,
+                        help="SpMM variants to measure (+cache: --cache-panels, 2d only)")
     parser.add_argument("--model-orders", nargs="+", default=list(REORDERS), choices=REORDERS)
     parser.add_argument("--append", action="store_true",
                         help="merge the new rows into the CSVs in --out (replacing rows of the same run)")
@@ -435,7 +468,7 @@ def main() -> None:
         write_csv(out / "model.csv", model)
     for name, graph in graphs.items() if not args.model_only else ():
         if args.measure_graphs is None or name in args.measure_graphs:
-            new = measured_rows(name, graph, measure_p, args.epochs, args.measure_orders)
+            new = measured_rows(name, graph, measure_p, args.epochs, args.measure_orders, args.measure_comms)
             measured = merge(measured, new, MEASURED_KEYS)
             write_csv(out / "measured.csv", measured)
     lines = goals(model, measured, read_csv(out / "auto.csv"))

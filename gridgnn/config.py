@@ -75,7 +75,9 @@ class TrainConfig:
     terminal and the ``CI`` environment variable is unset. ``nprocs``, ``replication`` and ``grid`` describe
     the process grid of the distributed algorithms; the ``local`` algorithm ignores them; ``overlap`` lets
     the next SpMM stage's communication run behind the current stage's product (same numbers); ``comm``
-(`COMMS`) picks dense or sparse SpMM communication; ``reorder`` (`REORDERS`) renumbers the vertices before
+(`COMMS`) picks dense or sparse SpMM communication; ``cache_panels`` makes 2D and 3D receive their grid row's
+Â panels once, at set-up, and keep them instead of receiving them in every SpMM (ignored by 1D, 1.5D and
+``local``, whose Â never moves); ``reorder`` (`REORDERS`) renumbers the vertices before
 sharding (distributed algorithms only; everything reported stays in original ids). With
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
@@ -112,6 +114,7 @@ sharding (distributed algorithms only; everything reported stays in original ids
     grid: str | None = None
     overlap: bool = True
     comm: str = "dense"
+    cache_panels: bool = False
     reorder: str = "none"
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10
@@ -159,6 +162,8 @@ sharding (distributed algorithms only; everything reported stays in original ids
         _check_choice("algo", self.algo, ALGOS)
         _check_choice("comm", self.comm, COMMS)
         _check_choice("reorder", self.reorder, REORDERS)
+        if not isinstance(self.cache_panels, bool):
+            raise ConfigError(f"cache_panels must be true or false, got {self.cache_panels!r}")
         if self.quiet and self.progress:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):
@@ -189,6 +194,9 @@ sharding (distributed algorithms only; everything reported stays in original ids
         _check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)
         if (self.heads != 1 or self.output_heads != 1 or self.attn_dropout != 0.0) and self.model != "gat":
             raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {self.model}")
+        if self.model == "gat" and self.cache_panels:
+            raise ConfigError("--cache-panels is not implemented for --model gat (its attention moves each panel's "
+                              "coefficients with it); drop --cache-panels")
         if self.model == "gat" and self.comm == "sparse":
             raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
                               "blocks); use --comm dense or auto")

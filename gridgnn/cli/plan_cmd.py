@@ -76,6 +76,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--comm", choices=COMMS, default="auto",
                       help="SpMM communication to price: dense, sparse, or auto = both, side by side "
                            "(default: %(default)s)")
+    grid.add_argument("--cache-panels", action="store_true",
+                      help="price 2d and 3d with their Â panels received once, at set-up, and kept (as "
+                           "gridgnn train --cache-panels)")
     grid.add_argument("--reorder", choices=REORDERS, default="none",
                       help="price the graph renumbered this way (needs --dataset; METIS cuts into P parts) "
                            "(default: %(default)s)")
@@ -179,7 +182,7 @@ def format_plan(result: Plan) -> str:
     rows = [head]
     for entry in result.entries:
         d = entry.to_dict()
-        rows.append(["*" if d["best"] else "", d["algo"], d["grid"], str(d["replication"]), d["comm"],
+        rows.append(["*" if d["best"] else "", d["algo"], d["grid"], str(d["replication"]), entry.spmm,
                      _human(d["bytes_per_rank"]), str(d["calls_per_rank"]), _human(d["memory_per_rank_bytes"]),
                      _seconds(d["predicted_comm_s"]), _seconds(d["predicted_compute_s"]),
                      _seconds(d["predicted_epoch_s"]), "yes" if d["fits"] else "no"])
@@ -255,10 +258,14 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.model == "gat" and args.comm == "sparse":
         raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
                           "blocks); use --comm dense or auto")
+    if args.model == "gat" and args.cache_panels:
+        raise ConfigError("--cache-panels is not implemented for --model gat (its attention moves each panel's "
+                          "coefficients with it); drop --cache-panels")
     comms = model_comms(args.model, args.comm)
     # METIS cuts into each grid's row blocks, as training does: every shape is priced on its own order
     results = [plan(spec, by_rows(p) if metis else stats, p, profile=profile, memory_per_proc=args.memory_per_proc,
-                    algos=args.algo, run_flags=flags, comms=comms, stats_for_rows=by_rows) for p in args.nprocs]
+                    algos=args.algo, run_flags=flags, comms=comms, stats_for_rows=by_rows,
+                    cache_panels=args.cache_panels) for p in args.nprocs]
     if args.json:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0

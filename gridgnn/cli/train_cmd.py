@@ -83,6 +83,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="SpMM communication: dense moves whole blocks of X; sparse only the rows each "
                            "process's Â block touches (index sets exchanged once at set-up); auto the one the "
                            "cost model prices lower" + _DEF)
+    grid.add_argument("--cache-panels", action=argparse.BooleanOptionalAction, default=_DEFAULTS.cache_panels,
+                      help="2d and 3d: receive the Â panels of the process's grid row once, at set-up, and keep "
+                           "them (more graph memory: pc times on 2d, q on 3d), so each step moves only X; "
+                           "1d and 1.5d never move Â and ignore it" + _DEF)
     grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,
                       help="renumber the vertices before sharding: random (balance), rcm (band), metis (k-way "
                            "cut into the grid's row blocks, equal vertices), metis-nnz (equal non-zeros), "
@@ -130,7 +134,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
-        grid=args.grid, overlap=args.overlap, comm=args.comm, reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
+        grid=args.grid, overlap=args.overlap, comm=args.comm, cache_panels=args.cache_panels,
+        reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),

@@ -42,7 +42,7 @@ from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile
-from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, shape_blocks
+from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, panel_cache_terms, shape_blocks
 from gridgnn.cost.sparse_cost import comm_spmm_terms, index_exchange_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.comm_records import PHASES
@@ -187,7 +187,8 @@ class EpochPrediction:
     """Per-rank prediction for one training step (arrays of shape (P,), rank order of `GridShape`).
 
     ``setup_terms`` / ``setup_s``: what runs once before the first step, not in ``bytes`` or ``epoch_s``: the
-    index exchange of a sparse SpMM (`gridgnn.cost.sparse_cost.index_exchange_terms`) and its seconds."""
+    index exchange of a sparse SpMM (`gridgnn.cost.sparse_cost.index_exchange_terms`: all-to-alls) and the
+    Â panels of ``--cache-panels`` (`gridgnn.cost.rank_cost.panel_cache_terms`: broadcasts), and its seconds."""
 
     shape: GridShape
     spec: ModelSpec
@@ -220,13 +221,20 @@ class EpochPrediction:
 
     @property
     def setup_bytes(self) -> np.ndarray:
-        """(P,) bytes each rank receives once, at set-up (the index exchange of ``--comm sparse``; 0 for dense)."""
-        return sum((t.bytes for t in self.setup_terms), np.zeros(self.shape.world_size, dtype=np.int64))
+        """(P,) bytes each rank receives once, at set-up (the index exchange of ``--comm sparse``, the panels of
+        ``--cache-panels``; 0 for neither)."""
+        return self.setup_sum("bytes")
 
     @property
     def setup_calls(self) -> np.ndarray:
         """(P,) collective calls each rank runs once, at set-up (as `setup_bytes`)."""
-        return sum((t.calls for t in self.setup_terms), np.zeros(self.shape.world_size, dtype=np.int64))
+        return self.setup_sum("calls")
+
+    def setup_sum(self, what: str, op: str | None = None) -> np.ndarray:
+        """(P,) ``bytes`` or ``calls`` of the set-up terms, of the collective ``op`` only when given (the
+        index exchange is ``all_to_all``, the panel cache ``broadcast``)."""
+        chosen = [getattr(t, what) for t in self.setup_terms if op is None or t.op == op]
+        return sum(chosen, np.zeros(self.shape.world_size, dtype=np.int64))
 
     @property
     def memory_bytes(self) -> np.ndarray:
@@ -250,13 +258,15 @@ class EpochPrediction:
 
 def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | None = None,
                   sizes: SizeInfo = FLOAT32, blocks: ShapeBlocks | None = None,
-                  comm: str = "dense") -> EpochPrediction:
+                  comm: str = "dense", cache_panels: bool = False) -> EpochPrediction:
     """Communication, memory and time of one training step on every rank of ``shape``.
 
     ``model``: a `ModelSpec`, or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
     ``graph``: a `GraphStats`, or a loaded `Graph` (exact block nnz; pass the preprocessed graph that
     training uses). ``profile``: prices the time (default: `gridgnn.cost.profile.GPU_CLUSTER`).
-    ``comm``: ``dense`` or ``sparse`` (the SpMM variant of ``--comm``). Pure: no process group, any P.
+    ``comm``: ``dense`` or ``sparse`` (the SpMM variant of ``--comm``); ``cache_panels``: ``--cache-panels``
+    (2D/3D receive their Â panels once, at set-up: in ``setup_terms``, not in the step). Pure: no process
+    group, any P.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -264,18 +274,19 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     spec = ModelSpec.of(model, stats)
     blocks = shape_blocks(shape, stats) if blocks is None else blocks
     steps = layer_steps(spec)
-    terms = step_terms(blocks, spec, steps, sizes, comm)
+    terms = step_terms(blocks, spec, steps, sizes, comm, cache_panels)
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
     compute_s = compute_seconds(blocks, spec, steps, stats, profile)
-    memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm)
+    memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm, cache_panels)
     setup = index_exchange_terms(blocks) if comm == "sparse" else []
+    setup += panel_cache_terms(blocks, sizes) if cache_panels else []
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
                            comm_seconds(setup, shape, profile, placed_by=terms))
 
 
 def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo,
-               comm: str = "dense") -> list[Term]:
+               comm: str = "dense", cached: bool = False) -> list[Term]:
     """Every collective of the training step, grouped into terms (see the module table)."""
     shape = blocks.shape
     terms: list[Term] = []
@@ -283,9 +294,10 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
         if step.model == "gat":
             terms += attention_terms(blocks, step.transformed, step.heads, sizes)
         else:
-            terms += comm_spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm)
+            terms += comm_spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm, cached=cached)
             if step.spmm_backward:
-                terms += comm_spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm)
+                terms += comm_spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm,
+                                         cached=cached)
         terms += _dense_terms(blocks, step, sizes)
     terms += _weight_grad_terms(shape, spec, sizes)
     terms += _loss_terms(blocks, spec, sizes)

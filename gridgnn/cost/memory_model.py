@@ -6,7 +6,8 @@ component              what the rank holds
 graph                  its Â blocks as CSR, each with its transpose (1.5D: one pair per column block of
                        its share; 2D: packed panels per owned stage segment, both orientations; 3D: one
                        packed panel pair): row pointers and column indices at ``sizes.index`` bytes,
-                       values at ``sizes.sparse_value``
+                       values at ``sizes.sparse_value``; with ``--cache-panels`` also every panel of
+                       its block row it received at set-up, both orientations, packed as they arrived
 features               its block of the input features (dense m x f_local, or sparse: CSR of X and Xᵀ,
                        the scipy copy and the value permutation, ~40 bytes per stored value)
 labels_masks           int64 labels and three bool masks of its m rows
@@ -28,7 +29,8 @@ receive_buffers        the largest transient receive buffers of a stage (a dense
                        all-to-all's send and receive buffers (every touched row at once: on a graph
                        without locality nearly all of X, where dense holds two blocks); on 2D/3D a
                        stage's touched rows, sent (the root: every receiver's) or received with the
-                       dense panel they fill, in place of the broadcast panel
+                       dense panel they fill, in place of the broadcast panel. ``--cache-panels``: no
+                       Â panel in flight (they are in ``graph``)
 =====================  ==========================================================================
 
 This counts the algorithm's working set. It does not count the interpreter and library code, nor the global
@@ -55,19 +57,22 @@ SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features be
 
 
 def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo,
-                    comm: str = "dense") -> dict[str, np.ndarray]:
+                    comm: str = "dense", cached: bool = False) -> dict[str, np.ndarray]:
     """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`; ``comm``:
-    the SpMM variant (``dense`` or ``sparse``)."""
+    the SpMM variant (``dense`` or ``sparse``); ``cached``: ``--cache-panels``."""
     m = blocks.local_rows.astype(np.int64)
     pcol = blocks.shape.col_blocks
+    algorithm = costs_of(blocks.shape.algo)
+    kept = sum((t.bytes for backward in (False, True) for t in algorithm.panel_terms(blocks, backward, sizes)),
+               np.zeros(blocks.shape.world_size, dtype=np.int64)) if cached else 0  # the received panels
     out = {
-        "graph": costs_of(blocks.shape.algo).graph_bytes(blocks, sizes),
+        "graph": algorithm.graph_bytes(blocks, sizes) + kept,
         "features": _feature_bytes(blocks, stats, pcol, sizes),
         "labels_masks": m * 11,
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
                                      dtype=np.int64),
         "activations": _activation_bytes(m, steps, spec, pcol, sizes, _sparse_features(stats)),
-        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm),
+        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm, cached),
         "attention": _attention_bytes(blocks, spec, steps, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
@@ -150,7 +155,8 @@ def _attention_bytes(blocks: ShapeBlocks, spec, steps, sz: SizeInfo) -> np.ndarr
     return total
 
 
-def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo, comm: str = "dense") -> np.ndarray:
+def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo, comm: str = "dense",
+                  cached: bool = False) -> np.ndarray:
     heights = np.diff(blocks.row_bounds).astype(np.int64)
     width = max(_local(s.spmm_width, pcol) for s in steps)
     i = blocks.coords["row"]
@@ -162,6 +168,7 @@ def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo, comm: str
     # Â panels in flight: a stage's panel is received before the previous stage's is released, and gloo
     # sometimes stages a message that arrives before its receive is posted (measured: 2 to 3 panels)
     panel = PANELS_IN_FLIGHT * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
+    panel = 0 if cached else panel  # --cache-panels: received once, counted in ``graph``
     dense = costs_of(blocks.shape.algo).DENSE_BUFFERS * heights[i] * width * sz.value
     x_panel = _sparse_row_bytes(blocks, width, sz) if sparse else heights.max() * width * sz.value
     return (panel + dense + x_panel).astype(np.int64)

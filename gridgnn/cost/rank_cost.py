@@ -13,6 +13,8 @@ Rank order is row-major over the grid axes (`GridShape.coords`): ``rank = i*c + 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from gridgnn.cost.algorithms import costs_of
@@ -39,7 +41,16 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
     return costs_of(shape.algo).blocks(shape, stats, layout, coords)
 
 
-def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32) -> list[Term]:
+def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32,
+               cached: bool = False) -> list[Term]:
     """Terms of one dense SpMM of width ``width``: its forward (``Â X``) or its backward (``Âᵀ G``) half (the
-    sparse variants: `gridgnn.cost.sparse_cost.comm_spmm_terms`)."""
-    return costs_of(blocks.shape.algo).spmm_terms(blocks, width, backward, sizes)
+    sparse variants: `gridgnn.cost.sparse_cost.comm_spmm_terms`); ``cached``: with ``--cache-panels``."""
+    return costs_of(blocks.shape.algo).spmm_terms(blocks, width, backward, sizes, cached)
+
+
+def panel_cache_terms(blocks: ShapeBlocks, sizes: SizeInfo = FLOAT32) -> list[Term]:
+    """The set-up of ``--cache-panels`` (phase ``other``): every Â panel a rank receives once, forward and
+    transposed (`gridgnn.spmm.panels.PanelCache`); none where Â never moves."""
+    algorithm = costs_of(blocks.shape.algo)
+    return [replace(t, phase="other") for backward in (False, True)
+            for t in algorithm.panel_terms(blocks, backward, sizes)]

@@ -92,10 +92,11 @@ def index_exchange_terms(blocks: ShapeBlocks) -> list[Term]:
             Term("other", "all_to_all", "row", num_rows, once, INDEX_BYTES * asked)]
 
 
-def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -> list[Term]:
+def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo,
+                      cached: bool = False) -> list[Term]:
     """Terms of one sparse SpMM half: the dense terms with the X exchange on ``row`` made all-to-alls."""
     p = blocks.shape.world_size
-    terms = [t for t in spmm_terms(blocks, width, backward=backward, sizes=sz) if t.axis != "row"]
+    terms = [t for t in spmm_terms(blocks, width, backward=backward, sizes=sz, cached=cached) if t.axis != "row"]
     num_rows = blocks.shape.sizes[0]
     if num_rows == 1:
         return terms
@@ -113,8 +114,9 @@ def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeI
 
 
 def comm_spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32,
-                    comm: str = "dense") -> list[Term]:
-    """Terms of one SpMM half in the variant ``comm`` (``dense``: `gridgnn.cost.rank_cost.spmm_terms`)."""
+                    comm: str = "dense", cached: bool = False) -> list[Term]:
+    """Terms of one SpMM half in the variant ``comm`` (``dense``: `gridgnn.cost.rank_cost.spmm_terms`);
+    ``cached``: with ``--cache-panels`` (the Â panels were received at set-up)."""
     if comm == "sparse":
-        return sparse_spmm_terms(blocks, width, backward, sizes)
-    return spmm_terms(blocks, width, backward=backward, sizes=sizes)
+        return sparse_spmm_terms(blocks, width, backward, sizes, cached)
+    return spmm_terms(blocks, width, backward=backward, sizes=sizes, cached=cached)

@@ -38,9 +38,10 @@ class GridOps:
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense",
-                 parts: Sequence[int] | None = None):
+                 parts: Sequence[int] | None = None, cache_panels: bool = False):
         self.grid, self.comm, self.operator = grid, comm, operator
-        self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode, parts=parts)
+        self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode, parts=parts,
+                               cache_panels=cache_panels)
         self._row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
         self._order: torch.Tensor | None = None  # and of every row (attention dropout names columns too)
         self.col_axis = self.spmm.num_col_blocks_axis

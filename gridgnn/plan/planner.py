@@ -56,11 +56,19 @@ class PlanEntry:
     """The ``gridgnn train`` flags of the data and model that were priced (`plan`'s ``run_flags``)."""
     comm: str = "dense"
     """``dense`` or ``sparse``: how the SpMMs move X (``gridgnn train --comm``)."""
+    cache_panels: bool = False
+    """Priced with ``--cache-panels`` on a grid whose Â panels move (received once, at set-up)."""
 
     @property
     def label(self) -> str:
-        """``algo grid``, with `` sparse`` for a sparse variant."""
-        return f"{self.algo} {self.grid}" + (" sparse" if self.comm == "sparse" else "")
+        """``algo grid``, with `` sparse`` for a sparse variant and `` cached`` for cached panels."""
+        return (f"{self.algo} {self.grid}" + (" sparse" if self.comm == "sparse" else "")
+                + (" cached" if self.cache_panels else ""))
+
+    @property
+    def spmm(self) -> str:
+        """The SpMM variant in a word: ``dense`` or ``sparse``, with ``+cache`` for cached panels."""
+        return self.comm + ("+cache" if self.cache_panels else "")
 
     @property
     def algo(self) -> str:
@@ -79,7 +87,7 @@ class PlanEntry:
         pred = self.prediction
         return {
             "algo": self.algo, "grid": self.grid, "replication": self.replication, "comm": self.comm,
-            "world_size": self.shape.world_size,
+            "cache_panels": self.cache_panels, "world_size": self.shape.world_size,
             "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
             "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
             "memory_per_rank_bytes": int(pred.memory_bytes.max()),
@@ -99,6 +107,8 @@ class PlanEntry:
         flags += self.shape.grid_flags()
         if self.comm != "dense":
             flags += ["--comm", self.comm]
+        if self.cache_panels:
+            flags.append("--cache-panels")
         return flags
 
 
@@ -155,7 +165,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
          memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
          sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None,
          comms: tuple[str, ...] | list[str] = ("dense",),
-         stats_for_rows: Callable[[int], GraphStats] | None = None) -> Plan:
+         stats_for_rows: Callable[[int], GraphStats] | None = None, cache_panels: bool = False) -> Plan:
     """Price every configuration for ``world_size`` processes and rank them (best first).
 
     ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
@@ -166,6 +176,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``). ``stats_for_rows``: the
     statistics of the graph as training would order it for a grid of that many row blocks (a METIS
     reordering cuts into the grid's row blocks), so each shape is priced on its own order; None: ``graph``'s.
+    ``cache_panels``: price ``--cache-panels`` (2D and 3D receive their Â panels once, at set-up).
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -186,9 +197,11 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
         priced = by_rows.get(shape.sizes[0], stats)
         blocks = shape_blocks(shape, priced)  # shared by the dense and sparse pricing of this shape
         for comm in comms:
-            pred = predict_epoch(spec, priced, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm)
+            pred = predict_epoch(spec, priced, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm,
+                                 cache_panels=cache_panels)
             fits = limit is None or int(pred.memory_bytes.max()) <= limit
-            entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm))
+            cached = bool(pred.setup_sum("calls", "broadcast").any())  # only where panels move
+            entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached))
     entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
                                 int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes,
                                 e.comm == "sparse"))

@@ -23,6 +23,7 @@ class DistributedSpMM(ABC):
     """
 
     num_col_blocks_axis: str | None = None  # the grid axis that splits feature columns, if any
+    moves_panels: bool = False  # Â panels travel in every SpMM (SUMMA): its constructor takes ``cache_panels``
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, num_nodes: int, parts: Sequence[int] | None = None):
         self.grid = grid

@@ -33,3 +33,29 @@ def broadcast_panel(comm: Communicator, axis: str, root: int, own: PackedPanel |
         return comm.broadcast_async(own.buffer(transpose), axis, root, then=lambda _: own.block(transpose))
     buffer = torch.empty(layout.nbytes, dtype=torch.uint8, device=comm.grid.device)
     return comm.broadcast_async(buffer, axis, root, then=lambda received: SparseBlock.unpack(received, layout))
+
+
+class PanelCache:
+    """``--cache-panels``: every Â panel of this process's grid row, received once at set-up and kept.
+
+    SUMMA (2D, and 3D within a depth slice) broadcasts the same constant Â panels on ``col`` in every SpMM.
+    With the cache a process receives each panel of its stages once, in both orientations (forward ``A``,
+    backward ``Aᵀ``), and its stages then move only X. The price is memory: a process keeps the Â entries of
+    its whole block row in its depth slice (``pc`` times an uncached process's share on 2D, ``q`` on 3D),
+    packed as they arrived. Built collectively on ``col`` (tagged ``other``, in every process's same order:
+    all forward panels, then all transposed ones); reading it is not collective.
+    """
+
+    def __init__(self, comm: Communicator, stages: range, fetch):
+        """``fetch(s, transpose)``: the SpMM's panel broadcast of stage s (a `Pending`, or None when empty)."""
+        self.comm, self.blocks = comm, {}
+        with comm.phase("other"):
+            for transpose in (False, True):
+                for s in stages:
+                    pending = fetch(s, transpose)
+                    self.blocks[s, transpose] = None if pending is None else pending.wait()
+
+    def get(self, s: int, transpose: bool) -> Pending | None:
+        """Stage s's panel as an already finished `Pending` (None when it has no entries). Not collective."""
+        block = self.blocks[s, transpose]
+        return None if block is None else Pending(self.comm, None, "broadcast", "col", 0, block)

@@ -25,11 +25,12 @@ SPARSE_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SparseSpMM15D, "1.5d":
 
 def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                dtype: torch.dtype = torch.float32, comm_mode: str = "dense",
-               parts: Sequence[int] | None = None) -> DistributedSpMM:
+               parts: Sequence[int] | None = None, cache_panels: bool = False) -> DistributedSpMM:
     """The SpMM of ``grid.algo`` for the global normalized adjacency ``adj`` (n x n, CSR); ``comm_mode``
     ``"sparse"`` picks the sparse variant (its set-up exchanges index sets: collective on the grid);
     ``parts``: a reordered graph's vertex partition, which the row blocks follow when it has as many blocks
-    (`gridgnn.cost.stages`).
+    (`gridgnn.cost.stages`). ``cache_panels``: an algorithm whose Â panels move (2D, 3D) receives them once,
+    at set-up, and keeps them (`gridgnn.spmm.panels.PanelCache`: collective on ``col``); ignored elsewhere.
 
     Every rank passes the same global ``adj`` and keeps only its own blocks. Not collective. A
     `gridgnn.data.prepared.RowBlockCSR` (memory-mapped) is used as is: the algorithms only cut their
@@ -40,4 +41,7 @@ def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
     if comm_mode not in ("dense", "sparse"):
         raise ValueError(f"comm_mode must be 'dense' or 'sparse' (resolve 'auto' first), got {comm_mode!r}")
     classes = SPARSE_CLASSES if comm_mode == "sparse" else SPMM_CLASSES
-    return classes[grid.algo](grid, comm, adj, dtype=dtype, parts=parts)
+    cls = classes[grid.algo]
+    if cls.moves_panels:
+        return cls(grid, comm, adj, dtype=dtype, parts=parts, cache_panels=cache_panels)
+    return cls(grid, comm, adj, dtype=dtype, parts=parts)

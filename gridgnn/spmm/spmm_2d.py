@@ -32,16 +32,18 @@ from gridgnn.sparse.csr import index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
 from gridgnn.spmm.base import DistributedSpMM
-from gridgnn.spmm.panels import broadcast_panel, panel_layout
+from gridgnn.spmm.panels import PanelCache, broadcast_panel, panel_layout
 
 
 class SpMM2D(DistributedSpMM):
     """SUMMA SpMM on a ``pr x pc`` grid. Built once from the global Â."""
 
     num_col_blocks_axis = "col"
+    moves_panels = True
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
+                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None,
+                 cache_panels: bool = False):
         super().__init__(grid, comm, adj.shape[0], parts)
         n = self.num_nodes
         self.layout = layout = self.stage_layout()
@@ -58,6 +60,7 @@ class SpMM2D(DistributedSpMM):
             for s in mine
         }
         self._attention = None
+        self.cache = PanelCache(comm, range(len(self.stages)), self._broadcast_panel) if cache_panels else None
 
     def _before_cut(self, adj) -> None:
         """Set-up that needs the stages but not the panels (the sparse variant's index exchange); none here."""
@@ -72,6 +75,10 @@ class SpMM2D(DistributedSpMM):
         return self.row_bounds[self.i], self.row_bounds[self.i + 1]
 
     def _panel(self, s: int, transpose: bool):
+        """Stage s's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``) or broadcast on ``col``."""
+        return self.cache.get(s, transpose) if self.cache is not None else self._broadcast_panel(s, transpose)
+
+    def _broadcast_panel(self, s: int, transpose: bool):
         a, b = self.stages[s]
         r0, r1 = self.row_range
         layout = panel_layout(r1 - r0, b - a, self.panel_nnz[s], index_dtype=self.index_dtype,

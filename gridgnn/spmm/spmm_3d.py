@@ -28,16 +28,18 @@ from gridgnn.sparse.csr import index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
 from gridgnn.spmm.base import DistributedSpMM
-from gridgnn.spmm.panels import broadcast_panel, panel_layout
+from gridgnn.spmm.panels import PanelCache, broadcast_panel, panel_layout
 
 
 class SpMM3D(DistributedSpMM):
     """Split-3D SpMM on a ``q x q x d`` grid. Built once from the global Â."""
 
     num_col_blocks_axis = "col"
+    moves_panels = True
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
-                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
+                 dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None,
+                 cache_panels: bool = False):
         super().__init__(grid, comm, adj.shape[0], parts)
         q, d = grid.size("row"), grid.size("depth")
         self.i, self.j, self.l = grid.index("row"), grid.index("col"), grid.index("depth")
@@ -51,6 +53,7 @@ class SpMM3D(DistributedSpMM):
         self.panel_nnz, kept = cut_panels(adj, rows, [self._slice(k) for k in range(q)], [self.j])
         self.own = PackedPanel(kept.pop(self.j), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
         self._attention = None
+        self.cache = PanelCache(comm, range(q), self._broadcast_panel) if cache_panels else None
 
     def _slice(self, k: int) -> tuple[int, int]:
         """Global rows S[k][l] of this process's layer l (the segment of stage k)."""
@@ -77,6 +80,10 @@ class SpMM3D(DistributedSpMM):
         return [s[m + 1] - s[m] for m in range(len(s) - 1)]
 
     def _panel(self, k: int, transpose: bool):
+        """Stage k's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``) or broadcast on ``col``."""
+        return self.cache.get(k, transpose) if self.cache is not None else self._broadcast_panel(k, transpose)
+
+    def _broadcast_panel(self, k: int, transpose: bool):
         (a, b), n_i = self._slice(k), self.bounds[self.i + 1] - self.bounds[self.i]
         layout = panel_layout(n_i, b - a, self.panel_nnz[k], index_dtype=self.index_dtype,
                               dtype=self.dtype, transpose=transpose)

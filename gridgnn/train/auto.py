@@ -58,7 +58,7 @@ def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, worl
     comms = model_comms(config.model, config.comm)
     priced = priced_order(config, graph, world_size)
     ranked = plan(config, graph_stats(priced, config.model), world_size, profile=default_profile(device_type),
-                  comms=comms)
+                  comms=comms, cache_panels=config.cache_panels)
     best = ranked.best
     chosen = dataclasses.replace(config, algo=best.algo, comm=best.comm, **best.shape.config_fields())
     return chosen, f"--algo auto chose {ranked.reason}"
@@ -71,7 +71,8 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
         reason = f"--comm auto chose dense: --model {config.model} has no sparse variant"
         return dataclasses.replace(config, comm="dense"), reason
     stats = graph_stats(graph, config.model)
-    most = {mode: int(predict_epoch(config, stats, shape, comm=mode).bytes.max()) for mode in ("dense", "sparse")}
+    most = {mode: int(predict_epoch(config, stats, shape, comm=mode, cache_panels=config.cache_panels).bytes.max())
+            for mode in ("dense", "sparse")}
     choice = "sparse" if most["sparse"] < most["dense"] else "dense"
     reason = (f"--comm auto chose {choice}: busiest rank receives {most['sparse']:,} bytes per step sparse vs "
               f"{most['dense']:,} dense on {shape.algo} {shape.label()}")
@@ -81,7 +82,12 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
 def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> tuple[dict, dict]:
     """The model's bytes and calls of one training step on every rank, by phase (the keys
     ``predicted_bytes``, ``predicted_calls``, ``predicted_by_phase``, ``predicted_calls_by_phase``), and of
-    the set-up (``predicted_index_exchange_bytes`` / ``_calls``: per-rank lists, 0 for dense)."""
-    prediction = predict_epoch(config, graph_stats(graph, config.model), shape, comm=config.comm)
-    return prediction.comm_dict(), {"predicted_index_exchange_bytes": prediction.setup_bytes.tolist(),
-                                    "predicted_index_exchange_calls": prediction.setup_calls.tolist()}
+    the set-up (``predicted_index_exchange_bytes`` / ``_calls``: per-rank lists, 0 for dense;
+    ``predicted_panel_cache_bytes`` / ``_calls``: the Â panels of ``--cache-panels``, 0 without)."""
+    prediction = predict_epoch(config, graph_stats(graph, config.model), shape, comm=config.comm,
+                               cache_panels=config.cache_panels)
+    return prediction.comm_dict(), {
+        "predicted_index_exchange_bytes": prediction.setup_sum("bytes", "all_to_all").tolist(),
+        "predicted_index_exchange_calls": prediction.setup_sum("calls", "all_to_all").tolist(),
+        "predicted_panel_cache_bytes": prediction.setup_sum("bytes", "broadcast").tolist(),
+        "predicted_panel_cache_calls": prediction.setup_sum("calls", "broadcast").tolist()}

@@ -83,10 +83,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
             dist.barrier()  # so that skew from loading the graph is not billed to the index exchange
     setup_start = time.perf_counter()
     ops = GridOps(grid, comm, operator, operator=operator_of(config.model), comm_mode=config.comm,
-                  parts=graph.meta.get("reorder_bounds"))  # blocks follow METIS parts
-    setup = {"comm": config.comm, "index_exchange_bytes": sum(r.bytes for r in comm.records),
-             "index_exchange_calls": len(comm.records), "index_exchange_s": sum(r.seconds for r in comm.records),
-             "spmm_setup_s": time.perf_counter() - setup_start}
+                  parts=graph.meta.get("reorder_bounds"), cache_panels=config.cache_panels)  # blocks follow METIS parts
+    setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start)
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
@@ -119,19 +117,34 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     return (outcome, trainer.model) if return_model else outcome
 
 
+def spmm_setup_record(config: TrainConfig, records: list, seconds: float) -> dict:
+    """One rank's SpMM set-up from the collectives it recorded building its blocks: the index exchange
+    (``all_to_all``) and the panel cache (``broadcast``), each as bytes, calls and seconds."""
+    out = {"comm": config.comm, "cache_panels": config.cache_panels, "spmm_setup_s": seconds}
+    for key, op in (("index_exchange", "all_to_all"), ("panel_cache", "broadcast")):
+        mine = [r for r in records if r.op == op]
+        out.update({f"{key}_bytes": sum(r.bytes for r in mine), f"{key}_calls": len(mine),
+                    f"{key}_s": sum(r.seconds for r in mine)})
+    return out
+
+
 def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
-    """The ``setup`` keys of the SpMM set-up: ``comm`` (dense or sparse), ``index_exchange_bytes`` and
-    ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm sparse``, 0 for dense),
-    ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for peers that are still
-    building their blocks included; the ranks start set-up together, after a barrier) and
-    ``spmm_setup_s`` (the slowest rank's seconds building its blocks and index sets)."""
+    """The ``setup`` keys of the SpMM set-up: ``comm`` (dense or sparse), ``cache_panels``,
+    ``index_exchange_bytes`` and ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm
+    sparse``, 0 for dense), ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for
+    peers that are still building their blocks included; the ranks start set-up together, after a barrier),
+    ``panel_cache_bytes``, ``panel_cache_calls`` and ``panel_cache_s`` (the same for the Â panels
+    ``--cache-panels`` receives once; 0 without) and ``spmm_setup_s`` (the slowest rank's seconds building
+    its blocks, index sets and panel cache)."""
     if not per_rank:
         return {}
-    return {"comm": per_rank[0]["comm"],
-            "index_exchange_bytes": [r["index_exchange_bytes"] for r in per_rank],
-            "index_exchange_calls": [r["index_exchange_calls"] for r in per_rank],
-            "index_exchange_s": max(r.get("index_exchange_s", 0.0) for r in per_rank),
-            "spmm_setup_s": max(r["spmm_setup_s"] for r in per_rank)}
+    out = {"comm": per_rank[0]["comm"], "cache_panels": per_rank[0]["cache_panels"]}
+    for key in ("index_exchange", "panel_cache"):
+        out.update({f"{key}_bytes": [r[f"{key}_bytes"] for r in per_rank],
+                    f"{key}_calls": [r[f"{key}_calls"] for r in per_rank],
+                    f"{key}_s": max(r.get(f"{key}_s", 0.0) for r in per_rank)})
+    out["spmm_setup_s"] = max(r["spmm_setup_s"] for r in per_rank)
+    return out
 
 
 def model_operator(config: TrainConfig, graph: Graph | PreparedGraph):

@@ -40,8 +40,14 @@ class AlgorithmCosts(Protocol):
     def blocks(self, shape: GridShape, stats: GraphStats, layout: StageLayout, coords: dict) -> ShapeBlocks:
         """The shape's `ShapeBlocks`: every rank's rows and nnz of Â (``coords``: axis -> (P,) coordinates)."""
 
-    def spmm_terms(self, blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
-        """Every rank's collectives of one dense SpMM half of width ``f``, grouped into terms."""
+    def spmm_terms(self, blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo,
+                   cached: bool = False) -> list[Term]:
+        """Every rank's collectives of one dense SpMM half of width ``f``, grouped into terms; ``cached``
+        (``--cache-panels``): without the Â panels, which were received at set-up."""
+
+    def panel_terms(self, blocks: ShapeBlocks, backward: bool, sz: SizeInfo) -> list[Term]:
+        """The Â panels one SpMM half moves (forward ``Â``, backward ``Âᵀ``); what ``--cache-panels`` moves
+        once, at set-up; empty where Â never moves."""
 
     def plan_steps(self, shape: GridShape, layout: StageLayout, coords: dict, width: int,
                    panel_nnz: np.ndarray | None, backward: bool, sz: SizeInfo) -> list[Step]:

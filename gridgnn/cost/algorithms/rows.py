@@ -35,9 +35,15 @@ def blocks(shape: GridShape, stats: GraphStats, layout: StageLayout, coords: dic
                        stats=stats)
 
 
-def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
+def panel_terms(blocks: ShapeBlocks, backward: bool, sz: SizeInfo) -> list[Term]:
+    """None: 1D and 1.5D never send Â (``--cache-panels`` has nothing to keep)."""
+    return []
+
+
+def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached: bool = False) -> list[Term]:
     """One dense SpMM half of width ``f``: the stage broadcasts (forward) or reduces (backward) on ``row``, then
-    the replica all-reduce (forward) or broadcast (backward) on ``rep``."""
+    the replica all-reduce (forward) or broadcast (backward) on ``rep`` (``cached`` changes nothing: no
+    panels move)."""
     shape, p = blocks.shape, blocks.shape.world_size
     num_rows, c = shape.sizes[0], shape.replication
     phase = "spmm_backward" if backward else "spmm_forward"

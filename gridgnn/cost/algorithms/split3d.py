@@ -18,7 +18,8 @@ from gridgnn.cost.stages import StageLayout
 from gridgnn.cost.terms import ShapeBlocks, Term, feature_widths, packed_bytes, term
 from gridgnn.grid.shape import GridShape
 
-__all__ = ["DENSE_BUFFERS", "attention_terms", "blocks", "count_bounds", "graph_bytes", "plan_steps", "spmm_terms"]
+__all__ = ["DENSE_BUFFERS", "attention_terms", "blocks", "count_bounds", "graph_bytes", "panel_terms", "plan_steps",
+           "spmm_terms"]
 
 DENSE_BUFFERS = 2
 """Dense (rows x width) buffers of a stage beside the X panel: the partial product and the gathered gradient."""
@@ -42,16 +43,36 @@ def blocks(shape: GridShape, stats: GraphStats, layout: StageLayout, coords: dic
                        sub=sub, stats=stats)
 
 
-def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
-    """One dense SpMM half of width ``f``: SUMMA within each depth slice (panels on ``col``, X or partial
-    products on ``row``), the depth all-gather (backward, first) or reduce-scatter (forward, last)."""
+def panel_terms(blocks: ShapeBlocks, backward: bool, sz: SizeInfo) -> list[Term]:
+    """The packed Â panels of one SpMM half on ``col``: in each depth slice, every panel Â[i, S[k][l]] (or its
+    transpose) of the rank's block row with entries, its own not counted; none when q = 1."""
+    shape, p = blocks.shape, blocks.shape.world_size
+    q, _, d = shape.sizes
+    if q == 1:
+        return []
+    i, j, m = blocks.coords["row"], blocks.coords["col"], blocks.coords["depth"]
+    key = ("3d", backward, sz)
+    if key not in blocks.cache:
+        heights = np.diff(blocks.row_bounds).astype(np.int64)
+        z = blocks.nnz.reshape(q, q, d)  # (row block i, column block k, depth slice l)
+        packed_rows = blocks.sub[None, :, :] if backward else heights[:, None, None]
+        packed = packed_bytes(packed_rows, z, sz)  # (q, q, d)
+        calls = (z > 0).sum(axis=1)  # (q, d)
+        blocks.cache[key] = (calls[i, m], packed.sum(axis=1)[i, m] - packed[i, j, m])
+    calls, nbytes = blocks.cache[key]
+    phase = "spmm_backward" if backward else "spmm_forward"
+    return [term(phase, "broadcast", "col", q, calls, nbytes, p)]
+
+
+def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached: bool = False) -> list[Term]:
+    """One dense SpMM half of width ``f``: SUMMA within each depth slice (panels on ``col``, `panel_terms`, not
+    with ``cached``; X or partial products on ``row``), the depth all-gather (backward, first) or
+    reduce-scatter (forward, last)."""
     shape, p = blocks.shape, blocks.shape.world_size
     q, _, d = shape.sizes
     phase = "spmm_backward" if backward else "spmm_forward"
     i, j, m = blocks.coords["row"], blocks.coords["col"], blocks.coords["depth"]
     sub = blocks.sub  # (q, d)
-    heights = np.diff(blocks.row_bounds).astype(np.int64)
-    z = blocks.nnz.reshape(q, q, d)  # (row block i, column block k, depth slice l)
     fw = feature_widths(f, q)[j]
     active = fw > 0
     terms = []
@@ -60,14 +81,7 @@ def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> lis
         terms.append(term(phase, "all_gather", "depth", d, active.astype(np.int64),
                            np.where(active, (d - 1) * chunk * fw * sz.value, 0), p))
     if q > 1:
-        key = ("3d", backward, sz)
-        if key not in blocks.cache:
-            packed_rows = sub[None, :, :] if backward else heights[:, None, None]
-            packed = packed_bytes(packed_rows, z, sz)  # (q, q, d)
-            calls = (z > 0).sum(axis=1)  # (q, d)
-            blocks.cache[key] = (calls[i, m], packed.sum(axis=1)[i, m] - packed[i, j, m])
-        calls, nbytes = blocks.cache[key]
-        terms.append(term(phase, "broadcast", "col", q, calls, nbytes, p))
+        terms += [] if cached else panel_terms(blocks, backward, sz)
         dense = np.where(active, (sub[:, :].sum(axis=0)[m] - sub[i, m]) * fw * sz.value, 0)
         terms.append(term(phase, "reduce" if backward else "broadcast", "row", q,
                            np.where(active, q, 0), dense, p))

@@ -42,30 +42,41 @@ def blocks(shape: GridShape, stats: GraphStats, layout: StageLayout, coords: dic
                        stats=stats)
 
 
-def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo) -> list[Term]:
-    """One dense SpMM half of width ``f``: the packed Â panels on ``col``, the X panels (forward) or the
-    partial products (backward) on ``row``."""
+def panel_terms(blocks: ShapeBlocks, backward: bool, sz: SizeInfo) -> list[Term]:
+    """The packed Â panels of one SpMM half on ``col`` (``Â[i, s]``, or ``Â[i, s]ᵀ`` in backward): every
+    panel of the rank's block row with entries, its own not counted; none on a ``pr x 1`` grid."""
+    shape, p = blocks.shape, blocks.shape.world_size
+    pc = shape.sizes[1]
+    if pc == 1:
+        return []
+    i, j = blocks.coords["row"], blocks.coords["col"]
+    key = ("2d", backward, sz)
+    if key not in blocks.cache:
+        seg_rows = np.diff(blocks.segments).astype(np.int64)
+        heights = np.diff(blocks.row_bounds).astype(np.int64)
+        packed_rows = seg_rows[None, :] if backward else heights[:, None]
+        packed = packed_bytes(packed_rows, blocks.nnz, sz)  # (pr, nseg)
+        owner = blocks.layout.panel_root
+        starts = np.searchsorted(owner, np.arange(pc))  # owners ascend: each column block's first segment
+        own = np.add.reduceat(packed, starts, axis=1)  # (pr, pc)
+        calls = (blocks.nnz > 0).sum(axis=1)
+        blocks.cache[key] = (calls[i], packed.sum(axis=1)[i] - own[i, j])
+    calls, nbytes = blocks.cache[key]
+    phase = "spmm_backward" if backward else "spmm_forward"
+    return [term(phase, "broadcast", "col", pc, calls, nbytes, p)]
+
+
+def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached: bool = False) -> list[Term]:
+    """One dense SpMM half of width ``f``: the packed Â panels on ``col`` (`panel_terms`; not with ``cached``,
+    ``--cache-panels``), the X panels (forward) or the partial products (backward) on ``row``."""
     shape, p = blocks.shape, blocks.shape.world_size
     pr, pc = shape.sizes
     phase = "spmm_backward" if backward else "spmm_forward"
     i, j = blocks.coords["row"], blocks.coords["col"]
-    stages = blocks.segments
-    seg_rows = np.diff(stages).astype(np.int64)
+    seg_rows = np.diff(blocks.segments).astype(np.int64)
     heights = np.diff(blocks.row_bounds).astype(np.int64)
     fw = feature_widths(f, pc)[j]
-    terms = []
-    if pc > 1:
-        key = ("2d", backward, sz)
-        if key not in blocks.cache:
-            packed_rows = seg_rows[None, :] if backward else heights[:, None]
-            packed = packed_bytes(packed_rows, blocks.nnz, sz)  # (pr, nseg)
-            owner = blocks.layout.panel_root
-            starts = np.searchsorted(owner, np.arange(pc))  # owners ascend: each column block's first segment
-            own = np.add.reduceat(packed, starts, axis=1)  # (pr, pc)
-            calls = (blocks.nnz > 0).sum(axis=1)
-            blocks.cache[key] = (calls[i], packed.sum(axis=1)[i] - own[i, j])
-        calls, nbytes = blocks.cache[key]
-        terms.append(term(phase, "broadcast", "col", pc, calls, nbytes, p))
+    terms = [] if cached else panel_terms(blocks, backward, sz)
     if pr > 1:
         active = fw > 0
         dense = np.where(active, (blocks.n - heights[i]) * fw * sz.value, 0)
