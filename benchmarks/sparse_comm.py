@@ -191,20 +191,20 @@ def measured_worker(rank: int, world: int, kwargs: dict, graph: Graph) -> dict:
 
 
 def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: list[str],
-                  variants: list[str] = ("dense", "sparse")) -> list[dict]:
+                  variants: list[str] = ("dense", "sparse"), algos: list[str] = ("1d", "2d")) -> list[dict]:
     rows = []
     for p in ps:
-        for algo in ("1d", "2d"):
-            shape = resolve_grid(algo, p)
+        for algo, kw in (g for g in grids(p) if g[0] in algos):
+            shape = resolve_grid(algo, p, **kw)
             for method in orders:
                 g = reorder_graph(graph, method, shape.sizes[0])
                 stats = GraphStats.from_graph(g)
                 for variant in variants:
                     comm, cached = variant_flags(variant)
-                    if cached and algo == "1d":
-                        continue  # 1D never moves Â: nothing to cache
+                    if cached and algo in ("1d", "1.5d"):
+                        continue  # never moves Â: nothing to cache
                     kwargs = {"dataset": name, "algo": algo, "nprocs": p, "epochs": epochs, "comm": comm,
-                              "cache_panels": cached, "reorder": method, "quiet": True}
+                              "cache_panels": cached, "reorder": method, "quiet": True, **kw}
                     out = run_workers(measured_worker, p, kwargs, g, timeout_s=1800)[0]
                     predicted = predict_epoch(TrainConfig(**kwargs), stats, shape, comm=comm,
                                               cache_panels=cached).bytes.tolist()
@@ -216,7 +216,7 @@ def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: l
                                  "panel_cache_bytes": out["panel_cache_bytes"],
                                  "panel_cache_s": round(out["panel_cache_s"], 4),
                                  "max_bytes": out["max_bytes"], "model_equal": out["bytes"] == predicted})
-                    print(f"run    {name} P={p} {algo} {method} {comm}: {rows[-1]}", flush=True)
+                    print(f"run    {name} P={p} {algo} {method} {variant}: {rows[-1]}", flush=True)
     return rows
 
 
@@ -300,7 +300,8 @@ VARIANTS = {("none", "dense"): ("dense, natural order", "-", "tab:gray"),
             ("metis", "dense"): ("dense, METIS order", "-", "tab:orange"),
             ("metis", "sparse"): ("sparse, METIS order", "--", "tab:red"),
             ("metis-nnz", "sparse"): ("sparse, METIS-nnz order", ":", "tab:purple"),
-            ("metis-balanced", "sparse"): ("sparse, METIS-balanced order", "-.", "tab:green")}
+            ("metis-balanced", "sparse"): ("sparse, METIS-balanced order", "-.", "tab:green"),
+            ("metis-balanced", "sparse+cache"): ("sparse + cached panels, METIS-balanced", "-", "tab:olive")}
 """The curves of each plot: (reorder, comm) -> label, line style, colour."""
 
 
@@ -356,8 +357,8 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
     step times."""
     lines = [f"Model, P = {p}: KiB received per rank per training step (max over ranks; all phases)", "",
              "| graph | algo | grid | dense | sparse | dense, METIS | sparse, METIS | sparse, METIS-nnz | "
-             "sparse, METIS-balanced | sparse METIS / dense | METIS s | nnz imbalance none → METIS → METIS-nnz → "
-             "METIS-balanced |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "sparse, METIS-balanced | sparse + cached panels, METIS-balanced | sparse METIS / dense | METIS s | "
+             "nnz imbalance none → METIS → METIS-nnz → METIS-balanced |", "|---" * 13 + "|"]
     for graph in dict.fromkeys(r["graph"] for r in model):
         for algo in ("1d", "1.5d", "2d", "3d"):
             cell = {(r["reorder"], r["comm"]): r for r in model
@@ -367,7 +368,8 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
             kib = {k: v["max_bytes"] / 1024 for k, v in cell.items()}
             base, metis = cell["none", "dense"], cell["metis", "sparse"]
             extra = [cell.get((order, "sparse")) for order in ("metis-nnz", "metis-balanced")]
-            extra_kib = " | ".join(f"{r['max_bytes'] / 1024:,.0f}" if r else "-" for r in extra)
+            extra_kib = " | ".join(f"{r['max_bytes'] / 1024:,.0f}" if r else "-"
+                                   for r in [*extra, cell.get(("metis-balanced", "sparse+cache"))])
             extra_imbalance = " → ".join(str(r["nnz_imbalance"]) if r else "-" for r in extra)
             lines.append(f"| {graph} | {algo} | {base['grid']} | {kib['none', 'dense']:,.0f} | "
                          f"{kib['none', 'sparse']:,.0f} | {kib['metis', 'dense']:,.0f} | "
@@ -388,6 +390,21 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
             lines.append(f"| {r['graph']} | {r['p']} | {r['algo']} | {r['reorder']} | {r['step_s']} | {s['step_s']} | "
                          f"{r['setup_s']} | {s['setup_s']} | {r['max_bytes'] / 1024:,.0f} | "
                          f"{s['max_bytes'] / 1024:,.0f} | {r['model_equal'] and s['model_equal']} |")
+        cached = [r for r in measured if str(r["comm"]).endswith("+cache")]
+        if cached:
+            lines += ["", "Measured with `--cache-panels` against the same run without: median step seconds, the "
+                      "panels' one-time broadcasts (seconds, bytes of the busiest rank), bytes per step", "",
+                      "| graph | P | algo | order | comm | step s | cached step s | panel cache s | panel cache KiB | "
+                      "KiB | cached KiB | = model |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            for c in cached:
+                comm = c["comm"].split("+")[0]
+                r = _find(measured, graph=c["graph"], p=c["p"], algo=c["algo"], reorder=c["reorder"], comm=comm)
+                if r is None:
+                    continue
+                lines.append(f"| {c['graph']} | {c['p']} | {c['algo']} | {c['reorder']} | {comm} | {r['step_s']} | "
+                             f"{c['step_s']} | {c['panel_cache_s']} | {c['panel_cache_bytes'] / 1024:,.0f} | "
+                             f"{r['max_bytes'] / 1024:,.0f} | {c['max_bytes'] / 1024:,.0f} | "
+                             f"{r['model_equal'] and c['model_equal']} |")
     return lines
 
 
@@ -431,6 +448,8 @@ def main() -> None:
     parser.add_argument("--measure-orders", nargs="+", default=["none", *METIS_ORDERS], choices=REORDERS)
     parser.add_argument("--measure-comms", nargs="+", default=["dense", "sparse"], choices=SPMM_VARIANTS,
                         help="SpMM variants to measure (+cache: --cache-panels, 2d only)")
+    parser.add_argument("--measure-algos", nargs="+", default=["1d", "2d"], choices=["1d", "1.5d", "2d", "3d"],
+                        help="algorithms to measure (default grids, 1.5d c = 2, 3d 2x2x(P/4) off cubes)")
     parser.add_argument("--model-orders", nargs="+", default=list(REORDERS), choices=REORDERS)
     parser.add_argument("--append", action="store_true",
                         help="merge the new rows into the CSVs in --out (replacing rows of the same run)")
@@ -468,7 +487,8 @@ def main() -> None:
         write_csv(out / "model.csv", model)
     for name, graph in graphs.items() if not args.model_only else ():
         if args.measure_graphs is None or name in args.measure_graphs:
-            new = measured_rows(name, graph, measure_p, args.epochs, args.measure_orders, args.measure_comms)
+            new = measured_rows(name, graph, measure_p, args.epochs, args.measure_orders, args.measure_comms,
+                                args.measure_algos)
             measured = merge(measured, new, MEASURED_KEYS)
             write_csv(out / "measured.csv", measured)
     lines = goals(model, measured, read_csv(out / "auto.csv"))

@@ -194,9 +194,6 @@ sharding (distributed algorithms only; everything reported stays in original ids
         _check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)
         if (self.heads != 1 or self.output_heads != 1 or self.attn_dropout != 0.0) and self.model != "gat":
             raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {self.model}")
-        if self.model == "gat" and self.cache_panels:
-            raise ConfigError("--cache-panels is not implemented for --model gat (its attention moves each panel's "
-                              "coefficients with it); drop --cache-panels")
         if self.model == "gat" and self.comm == "sparse":
             raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
                               "blocks); use --comm dense or auto")

@@ -20,7 +20,7 @@ def spmm_case(algo: str, grid_text: str, comm_mode: str, n: int, seed: int, over
     shape = resolve_grid(algo, torch.distributed.get_world_size(), grid=grid_text)
     grid = ProcessGrid.create(shape, w.test_device())
     comm = Communicator(grid, overlap=overlap)
-    op = build_spmm(grid, comm, adj, comm_mode=comm_mode, cache_panels=True)
+    op = build_spmm(grid, comm, adj, comm_mode=comm_mode, cache_panels=(False, True))
     setup = comm.reset()
     widths = []
     for width in w.WIDTHS:

@@ -258,9 +258,6 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.model == "gat" and args.comm == "sparse":
         raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
                           "blocks); use --comm dense or auto")
-    if args.model == "gat" and args.cache_panels:
-        raise ConfigError("--cache-panels is not implemented for --model gat (its attention moves each panel's "
-                          "coefficients with it); drop --cache-panels")
     comms = model_comms(args.model, args.comm)
     # METIS cuts into each grid's row blocks, as training does: every shape is priced on its own order
     results = [plan(spec, by_rows(p) if metis else stats, p, profile=profile, memory_per_proc=args.memory_per_proc,

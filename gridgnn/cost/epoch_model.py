@@ -42,7 +42,14 @@ from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank
 from gridgnn.cost.profile import MachineProfile
-from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, panel_cache_terms, shape_blocks
+from gridgnn.cost.rank_cost import (
+    ShapeBlocks,
+    Term,
+    cached_orientations,
+    feature_widths,
+    panel_cache_terms,
+    shape_blocks,
+)
 from gridgnn.cost.sparse_cost import comm_spmm_terms, index_exchange_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.comm_records import PHASES
@@ -278,9 +285,10 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
     compute_s = compute_seconds(blocks, spec, steps, stats, profile)
-    memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm, cache_panels)
+    kept = cached_orientations(spec.model) if cache_panels else ()
+    memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm, kept)
     setup = index_exchange_terms(blocks) if comm == "sparse" else []
-    setup += panel_cache_terms(blocks, sizes) if cache_panels else []
+    setup += panel_cache_terms(blocks, sizes, kept)
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
                            comm_seconds(setup, shape, profile, placed_by=terms))
 
@@ -292,7 +300,7 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
     terms: list[Term] = []
     for step in steps:
         if step.model == "gat":
-            terms += attention_terms(blocks, step.transformed, step.heads, sizes)
+            terms += attention_terms(blocks, step.transformed, step.heads, sizes, cached)
         else:
             terms += comm_spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm, cached=cached)
             if step.spmm_backward:
@@ -304,10 +312,11 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
     return [t for t in terms if t.calls.any()]
 
 
-def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo,
+                    cached: bool = False) -> list[Term]:
     """The collectives of one GAT layer's attention, x' of width ``width`` (see the module docstring; each
-    algorithm's in its module of `gridgnn.cost.algorithms`)."""
-    return costs_of(blocks.shape.algo).attention_terms(blocks, width, heads, sizes)
+    algorithm's in its module of `gridgnn.cost.algorithms`); ``cached``: with ``--cache-panels``."""
+    return costs_of(blocks.shape.algo).attention_terms(blocks, width, heads, sizes, cached)
 
 
 def _col_size(shape: GridShape) -> int:

@@ -57,14 +57,15 @@ SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features be
 
 
 def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo,
-                    comm: str = "dense", cached: bool = False) -> dict[str, np.ndarray]:
+                    comm: str = "dense", cached: tuple[bool, ...] = ()) -> dict[str, np.ndarray]:
     """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`; ``comm``:
-    the SpMM variant (``dense`` or ``sparse``); ``cached``: ``--cache-panels``."""
+    the SpMM variant (``dense`` or ``sparse``); ``cached``: the orientations ``--cache-panels`` keeps
+    (`gridgnn.cost.rank_cost.cached_orientations`; empty without it)."""
     m = blocks.local_rows.astype(np.int64)
     pcol = blocks.shape.col_blocks
     algorithm = costs_of(blocks.shape.algo)
-    kept = sum((t.bytes for backward in (False, True) for t in algorithm.panel_terms(blocks, backward, sizes)),
-               np.zeros(blocks.shape.world_size, dtype=np.int64)) if cached else 0  # the received panels
+    kept = sum((t.bytes for backward in cached for t in algorithm.panel_terms(blocks, backward, sizes)),
+               np.zeros(blocks.shape.world_size, dtype=np.int64))  # the panels received once
     out = {
         "graph": algorithm.graph_bytes(blocks, sizes) + kept,
         "features": _feature_bytes(blocks, stats, pcol, sizes),
@@ -72,7 +73,7 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
                                      dtype=np.int64),
         "activations": _activation_bytes(m, steps, spec, pcol, sizes, _sparse_features(stats)),
-        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm, cached),
+        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm, bool(cached)),
         "attention": _attention_bytes(blocks, spec, steps, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}

@@ -48,9 +48,17 @@ def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeIn
     return costs_of(blocks.shape.algo).spmm_terms(blocks, width, backward, sizes, cached)
 
 
-def panel_cache_terms(blocks: ShapeBlocks, sizes: SizeInfo = FLOAT32) -> list[Term]:
-    """The set-up of ``--cache-panels`` (phase ``other``): every Â panel a rank receives once, forward and
-    transposed (`gridgnn.spmm.panels.PanelCache`); none where Â never moves."""
+def cached_orientations(kind: str) -> tuple[bool, ...]:
+    """The orientations of the Â panels ``--cache-panels`` keeps (``True``: Âᵀ) for a model kind or its
+    operator: GAT's attention reads only the forward panels (its backward forms αᵀG from them), every other
+    operator Â in forward and Âᵀ in backward."""
+    return (False,) if kind == "gat" else (False, True)
+
+
+def panel_cache_terms(blocks: ShapeBlocks, sizes: SizeInfo = FLOAT32,
+                      orientations: tuple[bool, ...] = (False, True)) -> list[Term]:
+    """The set-up of ``--cache-panels`` (phase ``other``): every Â panel a rank receives once, in each of
+    ``orientations`` (`gridgnn.spmm.panels.PanelCache`); none where Â never moves."""
     algorithm = costs_of(blocks.shape.algo)
-    return [replace(t, phase="other") for backward in (False, True)
+    return [replace(t, phase="other") for backward in orientations
             for t in algorithm.panel_terms(blocks, backward, sizes)]

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.rank_cost import cached_orientations
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
@@ -41,7 +42,7 @@ class GridOps:
                  parts: Sequence[int] | None = None, cache_panels: bool = False):
         self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode, parts=parts,
-                               cache_panels=cache_panels)
+                               cache_panels=cached_orientations(operator) if cache_panels else ())
         self._row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
         self._order: torch.Tensor | None = None  # and of every row (attention dropout names columns too)
         self.col_axis = self.spmm.num_col_blocks_axis

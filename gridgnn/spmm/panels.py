@@ -36,24 +36,30 @@ def broadcast_panel(comm: Communicator, axis: str, root: int, own: PackedPanel |
 
 
 class PanelCache:
-    """``--cache-panels``: every Â panel of this process's grid row, received once at set-up and kept.
+    """``--cache-panels``: the Â panels of this process's grid row, received once at set-up and kept.
 
     SUMMA (2D, and 3D within a depth slice) broadcasts the same constant Â panels on ``col`` in every SpMM.
-    With the cache a process receives each panel of its stages once, in both orientations (forward ``A``,
-    backward ``Aᵀ``), and its stages then move only X. The price is memory: a process keeps the Â entries of
-    its whole block row in its depth slice (``pc`` times an uncached process's share on 2D, ``q`` on 3D),
-    packed as they arrived. Built collectively on ``col`` (tagged ``other``, in every process's same order:
-    all forward panels, then all transposed ones); reading it is not collective.
+    With the cache a process receives each panel of its stages once per orientation it uses (forward ``A``;
+    backward ``Aᵀ``, which GAT's attention never reads), and its stages then move only X. The price is
+    memory: a process keeps the Â entries of its whole block row in its depth slice (``pc`` times an uncached
+    process's share on 2D, ``q`` on 3D, per orientation), packed as they arrived. Built collectively on
+    ``col`` (tagged ``other``, in every process's same order: orientation by orientation, stage by stage);
+    reading it is not collective.
     """
 
-    def __init__(self, comm: Communicator, stages: range, fetch):
-        """``fetch(s, transpose)``: the SpMM's panel broadcast of stage s (a `Pending`, or None when empty)."""
+    def __init__(self, comm: Communicator, stages: range, fetch, orientations: tuple[bool, ...] = (False, True)):
+        """``fetch(s, transpose)``: the SpMM's panel broadcast of stage s (a `Pending`, or None when empty);
+        ``orientations``: the ``transpose`` values to keep."""
         self.comm, self.blocks = comm, {}
         with comm.phase("other"):
-            for transpose in (False, True):
+            for transpose in orientations:
                 for s in stages:
                     pending = fetch(s, transpose)
                     self.blocks[s, transpose] = None if pending is None else pending.wait()
+
+    def holds(self, transpose: bool) -> bool:
+        """Whether the panels of this orientation were kept."""
+        return any(t == transpose for _, t in self.blocks)
 
     def get(self, s: int, transpose: bool) -> Pending | None:
         """Stage s's panel as an already finished `Pending` (None when it has no entries). Not collective."""

@@ -25,12 +25,13 @@ SPARSE_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SparseSpMM15D, "1.5d":
 
 def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                dtype: torch.dtype = torch.float32, comm_mode: str = "dense",
-               parts: Sequence[int] | None = None, cache_panels: bool = False) -> DistributedSpMM:
+               parts: Sequence[int] | None = None, cache_panels: tuple[bool, ...] = ()) -> DistributedSpMM:
     """The SpMM of ``grid.algo`` for the global normalized adjacency ``adj`` (n x n, CSR); ``comm_mode``
     ``"sparse"`` picks the sparse variant (its set-up exchanges index sets: collective on the grid);
     ``parts``: a reordered graph's vertex partition, which the row blocks follow when it has as many blocks
-    (`gridgnn.cost.stages`). ``cache_panels``: an algorithm whose Â panels move (2D, 3D) receives them once,
-    at set-up, and keeps them (`gridgnn.spmm.panels.PanelCache`: collective on ``col``); ignored elsewhere.
+    (`gridgnn.cost.stages`). ``cache_panels``: the orientations (``False``: Â, ``True``: Âᵀ) in which an
+    algorithm whose Â panels move (2D, 3D) receives them once, at set-up, and keeps them
+    (`gridgnn.spmm.panels.PanelCache`: collective on ``col``); ignored elsewhere.
 
     Every rank passes the same global ``adj`` and keeps only its own blocks. Not collective. A
     `gridgnn.data.prepared.RowBlockCSR` (memory-mapped) is used as is: the algorithms only cut their

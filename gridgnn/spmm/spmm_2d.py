@@ -43,7 +43,7 @@ class SpMM2D(DistributedSpMM):
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None,
-                 cache_panels: bool = False):
+                 cache_panels: tuple[bool, ...] = ()):
         super().__init__(grid, comm, adj.shape[0], parts)
         n = self.num_nodes
         self.layout = layout = self.stage_layout()
@@ -60,7 +60,9 @@ class SpMM2D(DistributedSpMM):
             for s in mine
         }
         self._attention = None
-        self.cache = PanelCache(comm, range(len(self.stages)), self._broadcast_panel) if cache_panels else None
+        # --cache-panels: the orientations to receive once (`PanelCache`); () moves them in every SpMM
+        stages = range(len(self.stages))
+        self.cache = PanelCache(comm, stages, self._broadcast_panel, cache_panels) if cache_panels else None
 
     def _before_cut(self, adj) -> None:
         """Set-up that needs the stages but not the panels (the sparse variant's index exchange); none here."""
@@ -76,7 +78,9 @@ class SpMM2D(DistributedSpMM):
 
     def _panel(self, s: int, transpose: bool):
         """Stage s's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``) or broadcast on ``col``."""
-        return self.cache.get(s, transpose) if self.cache is not None else self._broadcast_panel(s, transpose)
+        if self.cache is not None and self.cache.holds(transpose):
+            return self.cache.get(s, transpose)
+        return self._broadcast_panel(s, transpose)
 
     def _broadcast_panel(self, s: int, transpose: bool):
         a, b = self.stages[s]

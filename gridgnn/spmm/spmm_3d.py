@@ -39,7 +39,7 @@ class SpMM3D(DistributedSpMM):
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None,
-                 cache_panels: bool = False):
+                 cache_panels: tuple[bool, ...] = ()):
         super().__init__(grid, comm, adj.shape[0], parts)
         q, d = grid.size("row"), grid.size("depth")
         self.i, self.j, self.l = grid.index("row"), grid.index("col"), grid.index("depth")
@@ -53,7 +53,8 @@ class SpMM3D(DistributedSpMM):
         self.panel_nnz, kept = cut_panels(adj, rows, [self._slice(k) for k in range(q)], [self.j])
         self.own = PackedPanel(kept.pop(self.j), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
         self._attention = None
-        self.cache = PanelCache(comm, range(q), self._broadcast_panel) if cache_panels else None
+        # --cache-panels: the orientations to receive once (`PanelCache`); () moves them in every SpMM
+        self.cache = PanelCache(comm, range(q), self._broadcast_panel, cache_panels) if cache_panels else None
 
     def _slice(self, k: int) -> tuple[int, int]:
         """Global rows S[k][l] of this process's layer l (the segment of stage k)."""
@@ -81,7 +82,9 @@ class SpMM3D(DistributedSpMM):
 
     def _panel(self, k: int, transpose: bool):
         """Stage k's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``) or broadcast on ``col``."""
-        return self.cache.get(k, transpose) if self.cache is not None else self._broadcast_panel(k, transpose)
+        if self.cache is not None and self.cache.holds(transpose):
+            return self.cache.get(k, transpose)
+        return self._broadcast_panel(k, transpose)
 
     def _broadcast_panel(self, k: int, transpose: bool):
         (a, b), n_i = self._slice(k), self.bounds[self.i + 1] - self.bounds[self.i]

@@ -53,8 +53,10 @@ class AlgorithmCosts(Protocol):
                    panel_nnz: np.ndarray | None, backward: bool, sz: SizeInfo) -> list[Step]:
         """One rank's collectives of one SpMM half, in issue order (`gridgnn.cost.spmm_plan`)."""
 
-    def attention_terms(self, blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
-        """Every rank's collectives of one GAT layer's attention and aggregation."""
+    def attention_terms(self, blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo,
+                        cached: bool = False) -> list[Term]:
+        """Every rank's collectives of one GAT layer's attention and aggregation (``cached``: the forward
+        panels were received at set-up)."""
 
     def graph_bytes(self, blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
         """(P,) bytes of the Â blocks each rank keeps, with their transposes."""

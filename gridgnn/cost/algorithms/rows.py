@@ -66,9 +66,11 @@ def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached
     return terms
 
 
-def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo,
+                    cached: bool = False) -> list[Term]:
     """One GAT layer's attention: the stage broadcasts of the source scores (K wide) and of x' (``width``),
-    the replica sums of the row maxima and sums, and the SpMMs of the aggregation and its backward."""
+    the replica sums of the row maxima and sums, and the SpMMs of the aggregation and its backward (``cached``
+    changes nothing: no panels move)."""
 
     def spmm(f: int, backward: bool) -> list[Term]:
         return spmm_terms(blocks, f, backward, sizes)

@@ -92,20 +92,22 @@ def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached
     return terms
 
 
-def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo,
+                    cached: bool = False) -> list[Term]:
     """One GAT layer's attention on 3D: the Split-3D stages of width ``width`` forward and backward (panels
     on ``col`` both ways, X on ``row`` both ways, the depth reduce-scatter forward and all-gather backward, dX
     reduced on ``row``), the coefficients with every panel on ``col`` both ways and the SDDMM's reduce to the
     owner, the block's score terms all-gathered on ``depth`` (their gradient reduce-scattered), s_src[S[j][l]]
     on ``row`` (its gradient reduced), and the row maxima and sums all-reduced on ``col`` and on ``depth``
-    (two forward, one backward)."""
+    (two forward, one backward). ``cached`` (``--cache-panels``): the panels' patterns stay put; their
+    coefficients move."""
     shape, p = blocks.shape, blocks.shape.world_size
     q, _, d = shape.sizes
     i, j, m = blocks.coords["row"], blocks.coords["col"], blocks.coords["depth"]
     value = heads * sizes.value
     heights = np.diff(blocks.row_bounds).astype(np.int64)[i]
     ones = np.ones(p, dtype=np.int64)
-    forward = spmm_terms(blocks, width, False, sizes)
+    forward = spmm_terms(blocks, width, False, sizes, cached)
     terms = forward + [replace(t, phase="spmm_backward") for t in forward if t.axis != "depth"]
     terms += [t for t in spmm_terms(blocks, width, True, sizes) if t.axis != "col"]
     if d > 1:

@@ -85,12 +85,13 @@ def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached
     return terms
 
 
-def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo) -> list[Term]:
+def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo,
+                    cached: bool = False) -> list[Term]:
     """One GAT layer's attention on 2D: the SUMMA stages of width ``width`` forward and backward (panels on
     ``col`` both ways, X on ``row`` both ways, dX reduced on ``row``), plus the coefficients (K per entry)
     with every panel on ``col`` both ways and the SDDMM's reduce to the owner, the score terms of each owned
     stage on ``row`` (and their gradient's reduce), and the row maximum and sums on ``col`` (two forward, one
-    backward)."""
+    backward). ``cached`` (``--cache-panels``): the panels' patterns stay put; their coefficients move."""
     shape, p = blocks.shape, blocks.shape.world_size
     pr, pc = shape.sizes
     i, j = blocks.coords["row"], blocks.coords["col"]
@@ -98,7 +99,7 @@ def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo
     seg_rows = np.diff(stages).astype(np.int64)
     layout = blocks.layout
     col_owner, row_owner = layout.panel_root, layout.root
-    forward = spmm_terms(blocks, width, False, sizes)
+    forward = spmm_terms(blocks, width, False, sizes, cached)
     terms = forward + [replace(t, phase="spmm_backward") for t in forward]
     terms += [t for t in spmm_terms(blocks, width, True, sizes) if t.axis == "row"]
     owned = col_owner[None, :] == j[:, None]  # (P, stages)

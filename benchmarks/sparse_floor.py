@@ -1,0 +1,80 @@
+"""A lower bound on the bytes sparse 1D can move at P processes, whatever the vertex order (issue 21's 1/10 goal).
+
+For a 1D grid whose row blocks hold at most ``(1 + tolerance) n / P`` rows each (the issue's balance goal: the
+slowest rank's rows within 10 % of the mean), the busiest rank of a training step receives at least:
+
+- the phases no SpMM variant or order changes: the weight-gradient all-reduce and the loss (1D has no dense
+  phase), the same on every rank;
+- in each forward SpMM of width f, the rows of X that the row of Â with the most entries touches outside its
+  own block: at least ``entries(v) - (1 + tolerance) n / P`` rows, whichever block holds v (a block cannot hold
+  more of v's columns than it has rows), times f times the value's bytes.
+
+Divided by dense 1D's busiest rank in natural order (the goal's denominator), this is a floor on the goal's
+ratio for every order. Backward is left out of the bound (it only raises the true figure).
+
+    python benchmarks/sparse_floor.py --out results/sparse_comm/floor.md
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import ModelSpec, layer_steps, predict_epoch
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.data.registry import load_dataset
+from gridgnn.grid.shape import resolve_grid
+from gridgnn.sparse.adjacency import gcn_normalize
+
+DATA = "/work/shared/datasets"
+FIXED_PHASES = ("dense", "weight_grad", "loss", "other")
+
+
+def floor_row(name: str, p: int, tolerance: float, config: TrainConfig) -> dict:
+    """The bound's terms and ratio for ``name`` on a 1D grid of ``p`` (GCN of ``config``)."""
+    graph = load_dataset(name, data_root=DATA)
+    entries = np.diff(gcn_normalize(graph.adj).tocsr().indptr)
+    stats = GraphStats.from_graph(graph)
+    shape = resolve_grid("1d", p)
+    dense = predict_epoch(config, stats, shape, comm="dense")
+    sparse = predict_epoch(config, stats, shape, comm="sparse")
+    fixed = int(min(sum(sparse.bytes_by_phase[ph] for ph in FIXED_PHASES)))  # equal on every rank on 1D
+    widths = [step.spmm_width for step in layer_steps(ModelSpec.of(config, stats))]
+    most = int(entries.max())
+    rows = max(0, most - int(np.floor((1 + tolerance) * graph.num_nodes / p)))
+    hub = rows * sum(widths) * 4  # float32 rows of X in the forward SpMMs
+    bound = fixed + hub
+    return {"graph": name, "p": p, "n": graph.num_nodes, "most_entries": most, "rows_bound": rows,
+            "forward_widths": widths, "fixed_bytes": fixed, "hub_bytes": hub, "bound_bytes": bound,
+            "dense_bytes": int(dense.bytes.max()), "ratio_bound": bound / int(dense.bytes.max()),
+            "fixed_ratio": fixed / int(dense.bytes.max())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--p", type=int, default=16)
+    parser.add_argument("--tolerance", type=float, default=0.10, help="rows per block at most (1 + this) n / P")
+    args = parser.parse_args()
+    config = TrainConfig()
+    lines = [f"Sparse 1D at P = {args.p}, blocks of at most {1 + args.tolerance:.2f} n/P rows: a floor on the "
+             "busiest rank's bytes per step, any vertex order (`benchmarks/sparse_floor.py`)", "",
+             "| graph | n | most entries in a row of Â | rows it must receive | forward widths | "
+             "weight grad + loss B | hub rows B | floor B | dense 1D B (natural) | floor / dense | "
+             "fixed phases alone / dense |",
+             "|---" * 11 + "|"]
+    for name in ("amazon-computers", "coauthor-physics"):
+        r = floor_row(name, args.p, args.tolerance, config)
+        lines.append(f"| {name} | {r['n']:,} | {r['most_entries']:,} | {r['rows_bound']:,} | "
+                     f"{'+'.join(map(str, r['forward_widths']))} | {r['fixed_bytes']:,} | {r['hub_bytes']:,} | "
+                     f"{r['bound_bytes']:,} | {r['dense_bytes']:,} | {r['ratio_bound']:.3f} | {r['fixed_ratio']:.3f} |")
+    text = "\n".join(lines) + "\n"
+    Path(args.out).write_text(text, encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
