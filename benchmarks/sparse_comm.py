@@ -5,14 +5,16 @@ For each graph (Amazon Computers, Coauthor Physics, SuiteSparse ca-AstroPh with 
 rcm, metis, metis-nnz, metis-balanced; METIS's parts are the row blocks, which follow them) and each P:
 
 - model (exact, from the graph's structure; measured = modelled is what the tests check): every algorithm
-  (1d; 1.5d c = 2; 2d and 3d on their default grids) x {dense, sparse}: bytes per rank per training step (max
-  and mean over ranks, all phases and the SpMM phases alone), calls, the reordering's seconds and the non-zero
-  and row imbalance (max/mean per row block), the index exchange of ``--comm sparse`` (bytes, and seconds
-  on the gpu-cluster profile against the predicted step's), at ``--model-p``;
-- measured (``--measure-p``): a few training steps on P forked gloo workers (1 thread each) for 1d and 2d x
-  {dense, sparse} x ``--measure-orders`` (default none, metis, metis-nnz, metis-balanced): median step time,
-  set-up seconds
-  (reordering, blocks, index exchange), measured bytes (checked equal to the model).
+  (1d; 1.5d c = 2; 2d and 3d on their default grids) x {dense, sparse, and on grids whose Â panels move
+  dense+cache, sparse+cache (``--cache-panels``)}: bytes per rank per training step (max and mean over
+  ranks, all phases and the SpMM phases alone), calls, the reordering's seconds and the non-zero and row
+  imbalance (max/mean per row block), the set-up of ``--comm sparse`` and ``--cache-panels`` (bytes, and
+  seconds on the gpu-cluster profile against the predicted step's), the graph memory and the peak memory per
+  rank, at ``--model-p``;
+- measured (``--measure-p``): a few training steps on P forked gloo workers (1 thread each) for
+  ``--measure-algos`` (default 1d and 2d) x ``--measure-comms`` (default dense, sparse) x ``--measure-orders``
+  (default none, metis, metis-nnz, metis-balanced): median step time, set-up seconds (reordering, blocks,
+  index exchange, panel cache), measured bytes (checked equal to the model).
 
     python benchmarks/sparse_comm.py --out results/sparse_comm            # ~20 min on 2 busy cores
     python benchmarks/sparse_comm.py --tiny --out /tmp/sparse_comm        # seconds

@@ -213,7 +213,7 @@ def attention_line(result, stats, profile) -> str:
     gat = best.prediction
     gcn_spec = dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, hidden=gat.spec.widths[1]
                                    if gat.spec.layers > 1 else gat.spec.hidden)
-    gcn = predict_epoch(gcn_spec, stats, best.shape, profile=profile)
+    gcn = predict_epoch(gcn_spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels)
     extra = int(gat.bytes.max()) - int(gcn.bytes.max())
     return (f"attention  adds {_human(extra)} per rank per epoch over a GCN of the same widths on "
             f"{best.algo} {best.shape.label()} ({_human(int(gcn.bytes.max()))} -> {_human(int(gat.bytes.max()))}; "
