@@ -222,6 +222,18 @@ def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: l
     return rows
 
 
+def _paired(measured: list[dict], comm: str, partner) -> list[tuple[dict, dict]]:
+    """(row, its partner) for every measured row whose ``comm`` is ``comm`` (ends with it, for ``+cache``):
+    the partner is the run of the same graph, P, algorithm and order with ``partner(row)`` as its comm."""
+    pairs = []
+    for r in measured:
+        if str(r["comm"]).endswith(comm) if comm.startswith("+") else r["comm"] == comm:
+            other = _find(measured, graph=r["graph"], p=r["p"], algo=r["algo"], reorder=r["reorder"], comm=partner(r))
+            if other is not None:
+                pairs.append((r, other))
+    return pairs
+
+
 def _find(rows, **want):
     hits = [r for r in rows if all(r[k] == v for k, v in want.items())]
     return hits[0] if hits else None
@@ -334,9 +346,7 @@ def plots(out: Path, model: list[dict], measured: list[dict]) -> list[Path]:
         written.append(out / f"bytes_vs_p_{graph}.png")
         fig.savefig(written[-1], dpi=110)
         plt.close(fig)
-    pairs = [(r, _find(measured, graph=r["graph"], p=r["p"], algo=r["algo"], reorder=r["reorder"], comm="sparse"))
-             for r in measured if r["comm"] == "dense"]
-    pairs = [(d, sp) for d, sp in pairs if sp is not None]
+    pairs = _paired(measured, "dense", lambda r: "sparse")
     if pairs:
         fig, ax = plt.subplots(figsize=(max(8, 0.28 * len(pairs)), 4.2))
         x = range(len(pairs))
@@ -383,30 +393,21 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
                   "(blocks + index exchange); bytes equal to the model", "",
                   "| graph | P | algo | order | dense step s | sparse step s | dense set-up s | sparse set-up s | "
                   "dense KiB | sparse KiB | = model |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in measured:
-            if r["comm"] != "dense":
-                continue
-            s = _find(measured, graph=r["graph"], p=r["p"], algo=r["algo"], reorder=r["reorder"], comm="sparse")
-            if s is None:
-                continue
+        for r, s in _paired(measured, "dense", lambda r: "sparse"):
             lines.append(f"| {r['graph']} | {r['p']} | {r['algo']} | {r['reorder']} | {r['step_s']} | {s['step_s']} | "
                          f"{r['setup_s']} | {s['setup_s']} | {r['max_bytes'] / 1024:,.0f} | "
                          f"{s['max_bytes'] / 1024:,.0f} | {r['model_equal'] and s['model_equal']} |")
-        cached = [r for r in measured if str(r["comm"]).endswith("+cache")]
+        cached = list(_paired(measured, "+cache", lambda c: c["comm"].split("+")[0]))
         if cached:
             lines += ["", "Measured with `--cache-panels` against the same run without: median step seconds, the "
                       "panels' one-time broadcasts (seconds, bytes of the busiest rank), bytes per step", "",
                       "| graph | P | algo | order | comm | step s | cached step s | panel cache s | panel cache KiB | "
                       "KiB | cached KiB | = model |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-            for c in cached:
-                comm = c["comm"].split("+")[0]
-                r = _find(measured, graph=c["graph"], p=c["p"], algo=c["algo"], reorder=c["reorder"], comm=comm)
-                if r is None:
-                    continue
-                lines.append(f"| {c['graph']} | {c['p']} | {c['algo']} | {c['reorder']} | {comm} | {r['step_s']} | "
-                             f"{c['step_s']} | {c['panel_cache_s']} | {c['panel_cache_bytes'] / 1024:,.0f} | "
-                             f"{r['max_bytes'] / 1024:,.0f} | {c['max_bytes'] / 1024:,.0f} | "
-                             f"{r['model_equal'] and c['model_equal']} |")
+            for c, r in cached:
+                lines.append(f"| {c['graph']} | {c['p']} | {c['algo']} | {c['reorder']} | {r['comm']} | "
+                             f"{r['step_s']} | {c['step_s']} | {c['panel_cache_s']} | "
+                             f"{c['panel_cache_bytes'] / 1024:,.0f} | {r['max_bytes'] / 1024:,.0f} | "
+                             f"{c['max_bytes'] / 1024:,.0f} | {r['model_equal'] and c['model_equal']} |")
     return lines
 
 

@@ -23,36 +23,48 @@ def spmm_case(algo: str, replication: int | None, grid_text: str | None, n: int,
     comm = Communicator(grid, overlap=overlap)
     op = build_spmm(grid, comm, adj, comm_mode="sparse")
     setup = comm.reset()
-    out = []
-    for width in w.WIDTHS:
-        x_global, g_global = w.dense_inputs(n, width, seed)
-        x = op.local_slice(x_global).to(grid.device).requires_grad_(True)
-        y = op(x)
-        forward = comm.reset()
-        y.backward(op.local_slice(g_global).to(grid.device))
-        backward = comm.reset()
-        out.append({"width": width, "rows": op.row_range, "cols": op.col_range(width),
-                    "y": y.detach().cpu().numpy(), "grad": x.grad.cpu().numpy(), "stored_nnz": op.stored_nnz,
-                    "forward": [(r.op, r.axis, r.bytes) for r in forward],
-                    "backward": [(r.op, r.axis, r.bytes) for r in backward],
-                    "setup_ops": sorted({(r.op, r.phase) for r in setup})})
+    out = every_width(op, comm, n, seed)
+    for res in out:
+        res.update(stored_nnz=op.stored_nnz, setup_ops=sorted({(r.op, r.phase) for r in setup}))
     return out
 
 
-def run_all(rank: int, world_size: int, spmm_cases: list[tuple], train_cases: list[dict], n: int,
-            seed: int) -> dict:
-    """Every SpMM case (with and without overlap), then every training case; one process group for all."""
-    spmm = [(spmm_case(*case, n, seed, overlap=False), spmm_case(*case, n, seed, overlap=True))
-            for case in spmm_cases]
+def every_width(op, comm: Communicator, n: int, seed: int) -> list[dict]:
+    """Forward and backward of ``op`` at every test width: this rank's blocks, ranges and records."""
+    out = []
+    for width in w.WIDTHS:
+        x_global, g_global = w.dense_inputs(n, width, seed)
+        x = op.local_slice(x_global).to(op.grid.device).requires_grad_(True)
+        y = op(x)
+        forward = comm.reset()
+        y.backward(op.local_slice(g_global).to(op.grid.device))
+        backward = comm.reset()
+        out.append({"width": width, "rows": op.row_range, "cols": op.col_range(width),
+                    "y": y.detach().cpu().numpy(), "grad": x.grad.cpu().numpy(),
+                    "forward": [(r.op, r.axis, r.bytes) for r in forward],
+                    "backward": [(r.op, r.axis, r.bytes) for r in backward]})
+    return out
+
+
+def train_cases(rank: int, cases: list[dict]) -> list[dict]:
+    """Every training case on the grid; rank 0 returns losses, accuracies, communication and set-up."""
     trains = []
-    for kwargs in train_cases:
+    for kwargs in cases:
         config = TrainConfig(**kwargs)
         trained = train_on_grid(config, load_graph(config))
         if rank == 0:
             trains.append({"loss": [r.loss for r in trained.result.epochs],
                            "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
                            "comm": trained.comm, "setup": trained.spmm_setup})
-    return {"spmm": spmm, "train": trains}
+    return trains
+
+
+def run_all(rank: int, world_size: int, spmm_cases: list[tuple], trainings: list[dict], n: int,
+            seed: int) -> dict:
+    """Every SpMM case (with and without overlap), then every training case; one process group for all."""
+    spmm = [(spmm_case(*case, n, seed, overlap=False), spmm_case(*case, n, seed, overlap=True))
+            for case in spmm_cases]
+    return {"spmm": spmm, "train": train_cases(rank, trainings)}
 
 
 def run_uneven_training(rank: int, world_size: int, cases: list[dict], bounds: dict[int, list[int]]) -> list[dict]:
