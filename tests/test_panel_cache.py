@@ -5,6 +5,8 @@ set-up are the model's, per rank and phase (one process group of 4 for every con
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import panel_cache_workers as pw
 import pytest
@@ -28,12 +30,14 @@ SPMM_CASES = {4: [("2d", "2x2", "dense"), ("2d", "2x2", "sparse"), ("2d", "1x4",
               8: [("3d", "2x2x2", "dense"), ("3d", "2x2x2", "sparse"), ("2d", "2x4", "sparse")]}
 TRAIN = dict(dataset="csbm:nodes=300,classes=5,features=13", directed=True, epochs=4, dropout=0.5, nprocs=4,
              cache_panels=True)
-TRAIN_CASES = [dict(TRAIN, algo="2d", grid="2x2", comm="sparse", reorder="metis-balanced"),
-               dict(TRAIN, algo="3d", grid="2x2x1", comm="dense", overlap=False),
-               dict(TRAIN, algo="2d", grid="1x4", comm="dense", model="sage"),
-               dict(TRAIN, algo="2d", grid="2x2", comm="dense", model="gat", heads=2, reorder="metis"),
-               dict(TRAIN, algo="3d", grid="2x2x1", comm="dense", model="gat", overlap=False),
-               dict(TRAIN, algo="1d", comm="sparse")]  # nothing to cache: ignored
+TRAIN_CASES = {4: [dict(TRAIN, algo="2d", grid="2x2", comm="sparse", reorder="metis-balanced"),
+                   dict(TRAIN, algo="3d", grid="2x2x1", comm="dense", overlap=False),
+                   dict(TRAIN, algo="2d", grid="1x4", comm="dense", model="sage"),
+                   dict(TRAIN, algo="2d", grid="2x2", comm="dense", model="gat", heads=2, reorder="metis"),
+                   dict(TRAIN, algo="3d", grid="2x2x1", comm="dense", model="gat", overlap=False),
+                   dict(TRAIN, algo="1d", comm="sparse")],  # nothing to cache: ignored
+               8: [dict(TRAIN, nprocs=8, algo="3d", grid="2x2x2", comm="sparse", reorder="metis-balanced"),
+                   dict(TRAIN, nprocs=8, algo="3d", grid="2x2x2", comm="dense", model="gat")]}
 
 
 def _stats(adj) -> GraphStats:
@@ -49,7 +53,7 @@ def _grouped(records) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def results():
-    return {world: run_workers(pw.run_all, world, cases, TRAIN_CASES if world == 4 else [], N, SEED, timeout_s=300)
+    return {world: run_workers(pw.run_all, world, cases, TRAIN_CASES[world], N, SEED, timeout_s=300)
             for world, cases in SPMM_CASES.items()}
 
 
@@ -98,7 +102,9 @@ def _grouped_terms(rows: list[tuple]) -> list[tuple]:
 
 
 def test_cached_training_equals_local_and_model(results):
-    for kwargs, out in zip(TRAIN_CASES, results[4][0]["train"], strict=True):
+    runs = [(kwargs, out) for world in TRAIN_CASES
+            for kwargs, out in zip(TRAIN_CASES[world], results[world][0]["train"], strict=True)]
+    for kwargs, out in runs:
         run = TrainConfig(**kwargs)
         local = TrainConfig(**{**kwargs, "algo": "local", "nprocs": 1, "grid": None, "comm": "dense",
                                "reorder": "none", "cache_panels": False})
@@ -106,7 +112,7 @@ def test_cached_training_equals_local_and_model(results):
         reference = Trainer(local, graph, build_aggregation(local, graph)).fit()
         np.testing.assert_allclose(out["loss"], [r.loss for r in reference.epochs], rtol=1e-4)
         assert out["acc"] == [(r.train_acc, r.val_acc, r.test_acc) for r in reference.epochs]
-        shape = resolve_grid(run.algo, 4, grid=run.grid)
+        shape = resolve_grid(run.algo, run.nprocs, grid=run.grid)
         trained_graph = reordered_for_grid(run, graph, shape)
         predicted = predict_epoch(run, trained_graph, shape, comm=run.comm, cache_panels=True)
         uncached = predict_epoch(run, trained_graph, shape, comm=run.comm)
@@ -161,7 +167,7 @@ def test_plan_prices_cached_panels(capsys):
 
     from gridgnn.cli.main import main
 
-    data_root = "/work/shared/datasets"
+    data_root = "../shared/datasets"
     code = main(["plan", "--dataset", "cora", "--data-root", data_root, "--nprocs", "4", "--algo", "1d", "2d",
                  "--comm", "sparse", "--cache-panels", "--json"])
     assert code == 0
@@ -170,7 +176,9 @@ def test_plan_prices_cached_panels(capsys):
     assert square["cache_panels"] and not one_row["cache_panels"] and not rows["cache_panels"]  # only where Â moves
     assert main(["plan", "--dataset", "cora", "--data-root", data_root, "--nprocs", "4", "--algo", "2d",
                  "--comm", "sparse", "--json"]) == 0
-    plain = {(e["algo"], e["grid"]): e for e in json.loads(capsys.readouterr().out)}["2d", "2x2"]
+    uncached = {(e["algo"], e["grid"]): e for e in json.loads(capsys.readouterr().out)}
+    plain = uncached["2d", "2x2"]
+    assert one_row == uncached["2d", "4x1"]  # nothing moves, so nothing is kept: the same prediction
     assert square["bytes_per_rank"] < plain["bytes_per_rank"]  # a step no longer moves Â ...
     assert square["setup_bytes_per_rank"] > plain["setup_bytes_per_rank"]  # ... the set-up moves it once
     assert square["memory_by_component"]["graph"] > plain["memory_by_component"]["graph"]
@@ -178,3 +186,35 @@ def test_plan_prices_cached_panels(capsys):
                  "--model", "gat", "--cache-panels", "--json"]) == 0
     gat = {(e["algo"], e["grid"]): e for e in json.loads(capsys.readouterr().out)}["2d", "2x2"]
     assert gat["cache_panels"] and gat["comm"] == "dense" and gat["setup_bytes_per_rank"] > 0
+
+
+def test_flag_reaches_the_config_the_auto_choice_and_the_memory_hint():
+    from gridgnn.cli.main import build_parser
+    from gridgnn.cli.train_cmd import config_from_args
+    from gridgnn.data.generators import csbm
+    from gridgnn.train.auto import choose_configuration, graph_stats
+    from gridgnn.train.memory_guard import memory_refusal, predicted_per_proc
+
+    for flag, want in (("--cache-panels", True), ("--no-cache-panels", False), (None, False)):
+        argv = ["train", "--dataset", "cora", "--algo", "2d", "--nprocs", "4", *([flag] if flag else [])]
+        assert config_from_args(build_parser().parse_args(argv)).cache_panels is want
+    graph = csbm(nodes=400, classes=4, features=8, seed=1)
+    chosen, reason = choose_configuration(TrainConfig(algo="auto", nprocs=16, cache_panels=True), graph, 16)
+    assert chosen.cache_panels and chosen.algo != "auto"
+    if chosen.algo in ("2d", "3d") and chosen.grid not in ("16x1", "1x1x16"):
+        assert "cached" in reason
+    config = TrainConfig(algo="2d", nprocs=4, grid="1x4", cache_panels=True)  # 3 panels kept, 2.5 in flight
+    stats = graph_stats(graph)
+    cached, plain = (predicted_per_proc(dataclasses.replace(config, cache_panels=c), stats, 4) for c in (True, False))
+    assert plain < cached
+    line = memory_refusal(dataclasses.replace(config, memory_per_proc=cached - 1), graph, 4)
+    assert line.startswith("not enough memory") and "configurations that fit" in line
+    hints = line[line.index("(gridgnn plan): ") + 16:line.index("; or pass")].split(", ")
+    assert any("--cache-panels" in hint for hint in hints)  # cached configurations are offered, and ...
+    for hint in hints:  # ... every one offered fits as its flags say (with or without the cache)
+        flags = hint.split()
+        value = {name: flags[flags.index(name) + 1] for name in ("--algo", "--grid", "--replication")
+                 if name in flags}
+        offered = TrainConfig(algo=value["--algo"], nprocs=4, grid=value.get("--grid"),
+                              replication=int(value.get("--replication", 1)), cache_panels="--cache-panels" in flags)
+        assert predicted_per_proc(offered, stats, 4) <= cached - 1, hint

@@ -85,7 +85,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "cost model prices lower" + _DEF)
     grid.add_argument("--cache-panels", action=argparse.BooleanOptionalAction, default=_DEFAULTS.cache_panels,
                       help="2d and 3d: receive the Â panels of the process's grid row once, at set-up, and keep "
-                           "them (more graph memory: pc times on 2d, q on 3d), so each step moves only X; "
+                           "them (more graph memory: up to pc times on 2d, q on 3d), so each step moves only X; "
                            "1d and 1.5d never move Â and ignore it" + _DEF)
     grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,
                       help="renumber the vertices before sharding: random (balance), rcm (band), metis (k-way "

@@ -195,7 +195,7 @@ class EpochPrediction:
 
     ``setup_terms`` / ``setup_s``: what runs once before the first step, not in ``bytes`` or ``epoch_s``: the
     index exchange of a sparse SpMM (`gridgnn.cost.sparse_cost.index_exchange_terms`: all-to-alls) and the
-    Â panels of ``--cache-panels`` (`gridgnn.cost.rank_cost.panel_cache_terms`: broadcasts), and its seconds."""
+    Â panels of ``--cache-panels`` (`gridgnn.cost.rank_cost.panel_cache_terms`: broadcasts), and their seconds."""
 
     shape: GridShape
     spec: ModelSpec

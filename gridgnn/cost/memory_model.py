@@ -7,7 +7,8 @@ graph                  its Â blocks as CSR, each with its transpose (1.5D: one 
                        its share; 2D: packed panels per owned stage segment, both orientations; 3D: one
                        packed panel pair): row pointers and column indices at ``sizes.index`` bytes,
                        values at ``sizes.sparse_value``; with ``--cache-panels`` also every panel of
-                       its block row it received at set-up, both orientations, packed as they arrived
+                       its block row it received at set-up, in each orientation it keeps
+                       (`gridgnn.cost.rank_cost.cached_orientations`), packed as they arrived
 features               its block of the input features (dense m x f_local, or sparse: CSR of X and Xᵀ,
                        the scipy copy and the value permutation, ~40 bytes per stored value)
 labels_masks           int64 labels and three bool masks of its m rows
@@ -73,7 +74,7 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
                                      dtype=np.int64),
         "activations": _activation_bytes(m, steps, spec, pcol, sizes, _sparse_features(stats)),
-        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm, bool(cached)),
+        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm, np.asarray(kept) > 0),
         "attention": _attention_bytes(blocks, spec, steps, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
@@ -157,7 +158,9 @@ def _attention_bytes(blocks: ShapeBlocks, spec, steps, sz: SizeInfo) -> np.ndarr
 
 
 def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo, comm: str = "dense",
-                  cached: bool = False) -> np.ndarray:
+                  cached: np.ndarray | bool = False) -> np.ndarray:
+    """(P,) receive buffers (the module table); ``cached``: (P,) whether a rank keeps received panels (then
+    none is in flight)."""
     heights = np.diff(blocks.row_bounds).astype(np.int64)
     width = max(_local(s.spmm_width, pcol) for s in steps)
     i = blocks.coords["row"]
@@ -169,7 +172,7 @@ def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo, comm: str
     # Â panels in flight: a stage's panel is received before the previous stage's is released, and gloo
     # sometimes stages a message that arrives before its receive is posted (measured: 2 to 3 panels)
     panel = PANELS_IN_FLIGHT * (blocks.nnz.max(axis=1)[i] * (sz.index + sz.sparse_value) + (heights[i] + 1) * sz.index)
-    panel = 0 if cached else panel  # --cache-panels: received once, counted in ``graph``
+    panel = np.where(cached, 0, panel)  # --cache-panels: received once, counted in ``graph``
     dense = costs_of(blocks.shape.algo).DENSE_BUFFERS * heights[i] * width * sz.value
     x_panel = _sparse_row_bytes(blocks, width, sz) if sparse else heights.max() * width * sz.value
     return (panel + dense + x_panel).astype(np.int64)

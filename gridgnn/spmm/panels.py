@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from gridgnn.grid.comm import Communicator
@@ -41,16 +43,18 @@ class PanelCache:
     SUMMA (2D, and 3D within a depth slice) broadcasts the same constant Â panels on ``col`` in every SpMM.
     With the cache a process receives each panel of its stages once per orientation it uses (forward ``A``;
     backward ``Aᵀ``, which GAT's attention never reads), and its stages then move only X. The price is
-    memory: a process keeps the Â entries of its whole block row in its depth slice (``pc`` times an uncached
-    process's share on 2D, ``q`` on 3D, per orientation), packed as they arrived. Built collectively on
-    ``col`` (tagged ``other``, in every process's same order: orientation by orientation, stage by stage);
-    reading it is not collective.
+    memory: a process keeps the Â entries of its whole block row in its depth slice (up to ``pc`` times an
+    uncached process's share on 2D, ``q`` on 3D, per orientation; less when its own panels are the heavy
+    ones), packed as they arrived. Built collectively on ``col`` (tagged ``other``, in every process's same
+    order: orientation by orientation, stage by stage); reading it is not collective.
     """
 
-    def __init__(self, comm: Communicator, stages: range, fetch, orientations: tuple[bool, ...] = (False, True)):
-        """``fetch(s, transpose)``: the SpMM's panel broadcast of stage s (a `Pending`, or None when empty);
-        ``orientations``: the ``transpose`` values to keep."""
-        self.comm, self.blocks = comm, {}
+    def __init__(self, comm: Communicator, stages: range, fetch: Callable[[int, bool], Pending | None],
+                 orientations: tuple[bool, ...] = (False, True)):
+        """Collective on ``col``: ``fetch(s, transpose)`` is the SpMM's panel broadcast of stage s (a
+        `Pending`, or None when the panel is empty), run once for every stage in each of ``orientations``
+        (the ``transpose`` values to keep)."""
+        self.comm, self.blocks, self.orientations = comm, {}, frozenset(orientations)
         with comm.phase("other"):
             for transpose in orientations:
                 for s in stages:
@@ -59,7 +63,7 @@ class PanelCache:
 
     def holds(self, transpose: bool) -> bool:
         """Whether the panels of this orientation were kept."""
-        return any(t == transpose for _, t in self.blocks)
+        return transpose in self.orientations
 
     def get(self, s: int, transpose: bool) -> Pending | None:
         """Stage s's panel as an already finished `Pending` (None when it has no entries). Not collective."""

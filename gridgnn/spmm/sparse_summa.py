@@ -23,7 +23,8 @@ from gridgnn.spmm.stage_rows import StageRows
 
 
 class SparseSpMM2D(SpMM2D):
-    """SUMMA SpMM moving only touched X rows. Built once from the global Â (collective on ``row``)."""
+    """SUMMA SpMM moving only touched X rows. Built once from the global Â (collective on ``row``; and on
+    ``col`` with ``cache_panels``)."""
 
     def _before_cut(self, adj) -> None:
         """The index exchange (collective on ``row``), before any rank cuts its panels."""
@@ -68,7 +69,8 @@ class SparseSpMM2D(SpMM2D):
 
 
 class SparseSpMM3D(SpMM3D):
-    """Split-3D SpMM moving only touched X rows. Built once from the global Â (collective on ``row``)."""
+    """Split-3D SpMM moving only touched X rows. Built once from the global Â (collective on ``row``; and on
+    ``col`` with ``cache_panels``)."""
 
     def _before_cut(self, adj) -> None:
         """The index exchange (collective on ``row``), before any rank cuts its panel."""

@@ -77,7 +77,8 @@ class SpMM2D(DistributedSpMM):
         return self.row_bounds[self.i], self.row_bounds[self.i + 1]
 
     def _panel(self, s: int, transpose: bool):
-        """Stage s's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``) or broadcast on ``col``."""
+        """Stage s's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``: not collective) or
+        broadcast (collective on ``col``)."""
         if self.cache is not None and self.cache.holds(transpose):
             return self.cache.get(s, transpose)
         return self._broadcast_panel(s, transpose)

@@ -81,7 +81,8 @@ class SpMM3D(DistributedSpMM):
         return [s[m + 1] - s[m] for m in range(len(s) - 1)]
 
     def _panel(self, k: int, transpose: bool):
-        """Stage k's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``) or broadcast on ``col``."""
+        """Stage k's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``: not collective) or
+        broadcast (collective on ``col``)."""
         if self.cache is not None and self.cache.holds(transpose):
             return self.cache.get(k, transpose)
         return self._broadcast_panel(k, transpose)

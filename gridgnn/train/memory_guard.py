@@ -94,12 +94,17 @@ def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int
 
 
 def _suggest(config: TrainConfig, stats, world_size: int, available: int) -> str:
-    """The configurations `gridgnn plan` says fit, on this process count or the smallest larger one."""
+    """The configurations `gridgnn plan` says fit, on this process count or the smallest larger one; with
+    ``--cache-panels``, the cached ones first, then those that fit only without the cache (their flags leave
+    it out)."""
     for factor in (1, *LARGER_GRIDS):
         procs = world_size * factor
         if procs == 1:
             continue
-        fitting = [e for e in plan(config, stats, procs, memory_per_proc=available).entries if e.fits][:3]
+        caching = (True, False) if config.cache_panels else (False,)
+        fitting = [e for cache in caching
+                   for e in plan(config, stats, procs, memory_per_proc=available, cache_panels=cache).entries
+                   if e.fits][:3]
         if fitting:
             return "configurations that fit (gridgnn plan): " + ", ".join(" ".join(e.train_flags())
                                                                           for e in fitting)
