@@ -218,3 +218,15 @@ def test_flag_reaches_the_config_the_auto_choice_and_the_memory_hint():
         offered = TrainConfig(algo=value["--algo"], nprocs=4, grid=value.get("--grid"),
                               replication=int(value.get("--replication", 1)), cache_panels="--cache-panels" in flags)
         assert predicted_per_proc(offered, stats, 4) <= cached - 1, hint
+
+
+def test_plan_text_points_to_the_cache_where_panels_move(capsys):
+    from gridgnn.cli.main import main
+
+    base = ["plan", "--dataset", "cora", "--data-root", "../shared/datasets", "--nprocs", "4"]
+    assert main([*base, "--algo", "2d"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("panels     Â panels are ") and "--cache-panels receives them once" in line
+    for extra in (["--algo", "2d", "--cache-panels"], ["--algo", "1d"], ["--algo", "2d", "--model", "gat"]):
+        assert main([*base, *extra]) == 0
+        assert "panels     " not in capsys.readouterr().out  # cached already, nothing moves, or GAT

@@ -204,6 +204,25 @@ def check_attention_flags(args) -> None:
         raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {args.model}")
 
 
+def panels_line(result) -> str | None:
+    """How much of the fastest fitting configuration that moves Â panels they weigh, pointing to
+    ``--cache-panels`` (None when no fitting configuration moves any). Not for GAT, whose ``col`` broadcasts
+    also carry the attention coefficients."""
+    from gridgnn.plan.planner import _human
+
+    for entry in (e for e in result.entries if e.fits):
+        pred = entry.prediction
+        panels = sum(t.bytes for t in pred.terms
+                     if t.phase in ("spmm_forward", "spmm_backward") and t.op == "broadcast" and t.axis == "col")
+        if isinstance(panels, int) or not panels.any():
+            continue
+        busiest = int(pred.bytes.argmax())
+        return (f"panels     Â panels are {_human(int(panels[busiest]))} of the {_human(int(pred.bytes[busiest]))} "
+                f"{entry.label} moves per rank per step: --cache-panels receives them once, at set-up, for more "
+                "graph memory (gridgnn plan --cache-panels prices it)")
+    return None
+
+
 def attention_line(result, stats, profile) -> str:
     """What attention adds over a GCN of the same widths on the best grid: bytes per rank and epoch time."""
     from gridgnn.cost.epoch_model import predict_epoch
@@ -278,4 +297,6 @@ def run_plan(args: argparse.Namespace) -> int:
         print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
         if spec.model == "gat":
             print(attention_line(result, stats, profile))
+        elif not args.cache_panels and (line := panels_line(result)) is not None:
+            print(line)
     return 0
