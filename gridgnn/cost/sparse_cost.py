@@ -1,8 +1,8 @@
 """Per-rank communication of the sparse SpMM variants (``--comm sparse``), every rank at once (pure).
 
 The dense terms of `gridgnn.cost.rank_cost` stay for what the sparse variants leave as it was (the Â panel
-broadcasts of 2D/3D, the replica all-reduce of 1.5D, the depth collectives of 3D); the X exchange on ``row``
-becomes all-to-alls that carry the touched rows of `gridgnn.cost.sparse_stages`:
+broadcasts of 2D/3D, the replica all-reduce of 1.5D); the X exchange on ``row`` becomes all-to-alls that
+carry the touched rows of `gridgnn.cost.sparse_stages`:
 
 ====  ===========================================  =================================================
 algo  forward (rows received by process at row i)  backward (rows received by the root of segment s)
@@ -15,6 +15,12 @@ algo  forward (rows received by process at row i)  backward (rows received by th
 U[i, s] = distinct columns of Â's row block i inside segment s (exact from the graph, or the uniform
 expectation for statistics from counts). Bytes = rows x (the rank's feature columns) x value size.
 
+3D's depth reduce-scatter (forward) and all-gather (backward) become one all-to-all on ``depth`` per SpMM
+half (`gridgnn.spmm.depth_rows`): with V[s, l] the rows of sub-block s (segment ``i * d + m``) that have an
+entry in depth slice l's columns (`gridgnn.cost.sparse_stages.slice_counts`; for statistics from counts
+every row, an upper bound), (i, j, m) receives Σ_{l≠m} V[i * d + m, l] rows forward and
+Σ_{l≠m} V[i * d + l, m] backward.
+
 Set-up (`index_exchange_terms`, once per sparse SpMM built, phase ``other``): two all-to-alls on ``row``
 (`gridgnn.spmm.row_exchange.exchange_wanted`): each process receives its R - 1 peers' counts, then the ids
 of the rows they need from it, which are the rows it gets back in backward; both int64.
@@ -25,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, spmm_terms
-from gridgnn.cost.sparse_stages import expected_touched, touched_counts
+from gridgnn.cost.sparse_stages import expected_touched, slice_counts, touched_counts
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.stages import StageLayout
 
@@ -95,8 +101,11 @@ def index_exchange_terms(blocks: ShapeBlocks) -> list[Term]:
 def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo,
                       cached: bool = False) -> list[Term]:
     """Terms of one sparse SpMM half: the dense terms with the X exchange on ``row`` made all-to-alls."""
-    p = blocks.shape.world_size
-    terms = [t for t in spmm_terms(blocks, width, backward=backward, sizes=sz, cached=cached) if t.axis != "row"]
+    p, depth = blocks.shape.world_size, blocks.shape.depth
+    moved = ("row", "depth")  # the axes whose dense terms the sparse exchanges replace
+    terms = [t for t in spmm_terms(blocks, width, backward=backward, sizes=sz, cached=cached) if t.axis not in moved]
+    if depth > 1:
+        terms.append(_depth_term(blocks, width, backward, sz))
     num_rows = blocks.shape.sizes[0]
     if num_rows == 1:
         return terms
@@ -111,6 +120,38 @@ def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeI
         calls = np.where(fw > 0, stages, 0).astype(np.int64)
     nbytes = np.where(calls > 0, rows * fw * sz.value, 0).astype(np.int64)
     return terms + [Term(phase, "all_to_all", "row", num_rows, calls, nbytes)]
+
+
+def _depth_term(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -> Term:
+    """3D's depth exchange of one SpMM half (the module table): one all-to-all on ``depth`` per rank whose
+    feature block is not empty."""
+    d = blocks.shape.depth
+    forward_rows, backward_rows = depth_row_counts(blocks)
+    rows = backward_rows if backward else forward_rows
+    fw = feature_widths(width, blocks.shape.col_blocks)[blocks.coords["col"]]
+    active = fw > 0
+    phase = "spmm_backward" if backward else "spmm_forward"
+    return Term(phase, "all_to_all", "depth", d, active.astype(np.int64),
+                np.where(active, rows * fw * sz.value, 0).astype(np.int64))
+
+
+def depth_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) rows each rank receives in 3D's depth exchange, forward and backward (the module table; cached)."""
+    if "depth_rows" not in blocks.cache:
+        d = blocks.shape.depth
+        layout, stats = blocks.layout, blocks.stats
+        sizes = np.diff(np.asarray(layout.segments)).astype(np.int64)  # rows of each sub-block
+        if stats is not None and stats.exact:
+            v = slice_counts(stats.indptr, stats.indices, layout.segments, d)  # (S, d)
+        else:  # every row of a sub-block counted for every slice: the dense rows, an upper bound
+            v = np.repeat(sizes[:, None], d, axis=1)
+        i, m = blocks.coords["row"], blocks.coords["depth"]
+        mine = i * d + m  # the rank's sub-block
+        forward = v[mine].sum(axis=1) - v[mine, m]
+        block = v.reshape(-1, d, d)  # (row block, sub-block, slice)
+        backward = block[i, :, m].sum(axis=1) - v[mine, m]
+        blocks.cache["depth_rows"] = (forward.astype(np.int64), backward.astype(np.int64))
+    return blocks.cache["depth_rows"]
 
 
 def comm_spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32,

@@ -1,9 +1,10 @@
 """Sparse 2D and 3D SpMM (``--comm sparse``): each stage's X panel travels as the rows each receiver touches.
 
 Same grids, layouts, Â panels and stages as `gridgnn.spmm.spmm_2d` and `gridgnn.spmm.spmm_3d` (read their
-tables); the Â panels still travel along process rows as packed broadcasts (they are sparse already), the
-replica-free depth collectives of 3D are unchanged. Only the X half of a stage changes: instead of a
-broadcast of the whole panel X[a:b, j] down process column j, the root sends each process (i, j) the rows of
+tables); the Â panels still travel along process rows as packed broadcasts (they are sparse already; or once,
+with ``cache_panels``). 3D's depth collectives move only the rows each slice's partial product makes
+non-zero (`gridgnn.spmm.depth_rows`). In a stage only the X half changes: instead of a broadcast of the
+whole panel X[a:b, j] down process column j, the root sends each process (i, j) the rows of
 X[a:b, j] that Â[i, a:b] has a stored entry in (`gridgnn.spmm.stage_rows`), and in backward those rows of
 Â[i, a:b]ᵀ G[i, j] come back to the root, summed there. The stages come from `gridgnn.cost.stages`, the
 index sets from `gridgnn.cost.sparse_stages` (the same the cost model prices); the index sets are exchanged
@@ -17,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from gridgnn.cost.sparse_stages import touched_columns
+from gridgnn.spmm.depth_rows import DepthRows
 from gridgnn.spmm.spmm_2d import SpMM2D
 from gridgnn.spmm.spmm_3d import SpMM3D
 from gridgnn.spmm.stage_rows import StageRows
@@ -82,9 +84,24 @@ class SparseSpMM3D(SpMM3D):
         with self.comm.phase("other"):
             self.rows = StageRows(self.comm, [self._slice(k) for k in stages], [self._root(k) for k in stages],
                                   wanted)
+        self.depth = (DepthRows(self.comm, adj, rows, self.sub[self.i], self.layout.segments)
+                      if self.grid.size("depth") > 1 else None)  # computed from Â: nothing exchanged
+
+    def _sum_depth(self, partial: torch.Tensor) -> torch.Tensor:
+        """Block i's partial product -> rows S[i][l], summed over the slices. Collective on ``depth``."""
+        if self.depth is None:
+            return partial
+        return self.depth.sum_partials(partial)
+
+    def _gather_depth(self, grad: torch.Tensor) -> torch.Tensor:
+        """G[S_il, j] -> the rows of G[i, j] this slice reads. Collective on ``depth``."""
+        if self.depth is None:
+            return grad
+        return self.depth.gather_rows(grad)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (touched rows), ``depth``."""
+        """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (touched rows), ``depth`` (the rows
+        each slice's partial makes non-zero)."""
         width = x.shape[1]
         partial = x.new_zeros((self.bounds[self.i + 1] - self.bounds[self.i], width))
 
@@ -99,12 +116,13 @@ class SparseSpMM3D(SpMM3D):
                 panel.matmul_add(held, partial)
         if width == 0:
             return x.new_zeros(x.shape)
-        return self.comm.reduce_scatter_rows(partial, "depth", self._depth_counts())
+        return self._sum_depth(partial)
 
     def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
-        """G[S_il, j] -> dX[S_il, j]. Collective on ``depth`` (all-gather), ``col`` (Âᵀ), ``row``."""
+        """G[S_il, j] -> dX[S_il, j]. Collective on ``depth`` (the rows each slice reads), ``col`` (Âᵀ),
+        ``row``."""
         width = grad_y.shape[1]
-        full = self.comm.all_gather_rows(grad_y, "depth", self._depth_counts()) if width else None
+        full = self._gather_depth(grad_y) if width else None
         grad_x = None
         with self.comm.in_flight() as flight:
             for k, (panel,) in self.comm.pipeline(range(self.grid.size("row")),
