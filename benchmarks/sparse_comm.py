@@ -108,10 +108,12 @@ class Orders:
     def __init__(self, graph: Graph):
         self.graph, self.cache = graph, {}
 
-    def get(self, method: str, parts: int) -> Graph:
-        key = (method, parts if method.startswith("metis") else 0)
+    def get(self, method: str, parts: int, nest: int = 1) -> Graph:
+        """``method``'s order for ``parts`` row blocks (on 3D each cut again into ``nest``, as training does)."""
+        metis = method.startswith("metis")
+        key = (method, parts if metis else 0, nest if metis else 1)
         if key not in self.cache:
-            self.cache[key] = reorder_graph(self.graph, method, parts)
+            self.cache[key] = reorder_graph(self.graph, method, parts, nest=nest)
         return self.cache[key]
 
 
@@ -133,7 +135,7 @@ def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REOR
             shape = resolve_grid(algo, p, **kw)
             parts = shape.sizes[0]
             for method in methods:
-                g = orders.get(method, parts)
+                g = orders.get(method, parts, shape.depth)
                 stats = GraphStats.from_graph(g)
                 nnz_imb, row_imb = imbalance(g, parts)
                 for variant in SPMM_VARIANTS:
@@ -199,7 +201,7 @@ def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: l
         for algo, kw in (g for g in grids(p) if g[0] in algos):
             shape = resolve_grid(algo, p, **kw)
             for method in orders:
-                g = reorder_graph(graph, method, shape.sizes[0])
+                g = reorder_graph(graph, method, shape.sizes[0], nest=shape.depth)
                 stats = GraphStats.from_graph(g)
                 for variant in variants:
                     comm, cached = variant_flags(variant)

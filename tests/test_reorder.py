@@ -195,14 +195,17 @@ def test_plan_prices_each_grid_on_the_order_training_gives_it(capsys):
     entries = json.loads(out.out)
     assert "metis into 8 parts" in out.err and "metis into 16 parts" in out.err
     graph = load_graph(TrainConfig(dataset=dataset))
-    orders = {parts: reorder_graph(graph, "metis", parts) for parts in (1, 2, 4, 8, 16)}
+    orders = {(16, 1): reorder_graph(graph, "metis", 16)}  # (row blocks, depth): 3D cuts each block again
     differs = 0
     for entry in entries:
         shape = resolve_grid(entry["algo"], 16, replication=entry["replication"], grid=entry["grid"])
         config = TrainConfig(dataset=dataset)
-        predicted = predict_epoch(config, orders[shape.sizes[0]], shape, comm=entry["comm"])  # what trains
+        key = (shape.sizes[0], shape.depth)
+        if key not in orders:
+            orders[key] = reorder_graph(graph, "metis", key[0], nest=key[1])
+        predicted = predict_epoch(config, orders[key], shape, comm=entry["comm"])  # what trains
         assert entry["bytes_per_rank"] == int(predicted.bytes.max()), entry
-        one_order = predict_epoch(config, orders[16], shape, comm=entry["comm"])  # METIS into P for every grid
+        one_order = predict_epoch(config, orders[16, 1], shape, comm=entry["comm"])  # METIS into P for every grid
         differs += entry["bytes_per_rank"] != int(one_order.bytes.max())
     assert differs > 0
 
@@ -312,3 +315,24 @@ def test_metis_idx_width_is_asked_of_the_library():
     assert metis._idx_type(library(40 * 4)) is np.int32
     with pytest.raises(ConfigError, match="SetDefaultOptions"):
         metis._idx_type(library(8))
+
+
+def test_nested_metis_cuts_each_part_again_for_3d_depth():
+    """``nest``: the same top-level parts, each laid out as METIS's sub-parts; on a 3D grid whose depth slices
+    hold those sub-blocks, sparse 3D's depth exchange moves fewer rows than on the flat order."""
+    from gridgnn.config import TrainConfig
+    from gridgnn.cost.epoch_model import predict_epoch
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.grid.shape import resolve_grid
+
+    graph = csbm(nodes=800, classes=4, features=8, seed=3)
+    flat, nested = (reorder_graph(graph, "metis-balanced", 2, nest=nest) for nest in (1, 4))
+    bounds = flat.meta["reorder_bounds"]
+    assert nested.meta["reorder_bounds"] == bounds and nested.meta["reorder_nest"] == 4
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):  # the same vertices in each part, reordered inside
+        assert sorted(flat.meta["reorder_order"][a:b]) == sorted(nested.meta["reorder_order"][a:b])
+    assert (flat.meta["reorder_order"] != nested.meta["reorder_order"]).any()
+    shape = resolve_grid("3d", 16, grid="2x2x4")
+    depth = [sum(t.bytes for t in predict_epoch(TrainConfig(), GraphStats.from_graph(g), shape, comm="sparse").terms
+                 if t.axis == "depth").sum() for g in (flat, nested)]
+    assert depth[1] < depth[0]

@@ -121,12 +121,12 @@ def test_auto_with_metis_reorders_once_when_it_trains_on_the_order_it_priced(mon
     cuts = []
     real = reorder.reorder_graph
 
-    def counted(graph, method, parts, seed=0):
+    def counted(graph, method, parts, seed=0, nest=1):
         cuts.append(parts)
-        return real(graph, method, parts, seed)
+        return real(graph, method, parts, seed, nest)
 
     monkeypatch.setattr(reorder, "reorder_graph", counted)
-    config = TrainConfig(dataset="csbm:nodes=400,classes=4,features=8", algo="auto", comm="auto", reorder="metis",
+    config = TrainConfig(dataset="csbm:nodes=600,classes=4,features=8", algo="auto", comm="auto", reorder="metis",
                          nprocs=4)
     chosen, shape, graph = resolve_run(config, load_graph(config), 4)
     assert graph.meta["reorder"] == "metis" and graph.meta["reorder_parts"] == shape.sizes[0]

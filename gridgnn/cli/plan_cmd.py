@@ -103,12 +103,14 @@ def _graph_from_args(args: argparse.Namespace):
     return load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
 
 
-def _ordered_stats(args: argparse.Namespace, graph, parts: int) -> GraphStats:
-    """Exact statistics of ``graph`` renumbered by ``--reorder`` (METIS into ``parts``)."""
+def _ordered_stats(args: argparse.Namespace, graph, parts: int, nest: int = 1) -> GraphStats:
+    """Exact statistics of ``graph`` renumbered by ``--reorder`` (METIS into ``parts``, each again into ``nest``
+    on 3D, as training orders it)."""
     from gridgnn.cost.graph_stats import GraphStats
 
     if getattr(args, "reorder", "none") != "none":
-        graph = _reordered(graph, args.reorder, parts, args.seed, sys.stderr if args.json else None)  # JSON stays pure
+        stream = sys.stderr if args.json else None  # JSON stays pure
+        graph = _reordered(graph, args.reorder, parts, args.seed, stream, nest)
     return GraphStats.from_graph(graph, self_loops=args.model in ("gcn", "gat"))
 
 
@@ -132,7 +134,7 @@ def _stats_from_counts(args: argparse.Namespace) -> GraphStats:
         raise ConfigError(str(exc)) from None
 
 
-def _reordered(graph, method: str, parts: int, seed: int, stream=None):
+def _reordered(graph, method: str, parts: int, seed: int, stream=None, nest: int = 1):
     """``graph`` renumbered (a prepared folder keeps its own order: it must have been made with ``method``);
     one line on the reordering to ``stream`` (default stdout)."""
     from gridgnn.data.prepared import PreparedGraph
@@ -144,8 +146,9 @@ def _reordered(graph, method: str, parts: int, seed: int, stream=None):
             raise ConfigError(f"prepared graph was made with --reorder {have}, but --reorder {method} was asked: "
                               f"plan with --reorder {have}, or prepare it again with --reorder {method}")
         return graph
-    out = reorder_graph(graph, method, parts, seed)
-    print(f"reorder    {method} into {parts} parts: {out.meta['reorder_seconds']:.3f} s, non-zero imbalance "
+    out = reorder_graph(graph, method, parts, seed, nest=nest)
+    into = f"{parts} parts" + (f" of {nest}" if nest > 1 else "")
+    print(f"reorder    {method} into {into}: {out.meta['reorder_seconds']:.3f} s, non-zero imbalance "
           f"(max/mean per row block) {out.meta['nnz_imbalance_before']:.3f} -> {out.meta['nnz_imbalance_after']:.3f}",
           file=stream)
     return out

@@ -21,6 +21,12 @@ metis-balanced  the same with both weights at once (METIS's multi-constraint mod
                 SpMM), each within 3 %, for a somewhat larger cut
 ==============  ===================================================================================
 
+``nest`` (3D's depth d; 1 elsewhere): each METIS part is cut again by METIS into ``nest`` sub-parts (its
+induced subgraph, the same weights), laid out one after another inside the part. 3D's depth slices hold the
+d balanced sub-blocks of every row block, which then nearly coincide with those sub-parts, so a slice's
+partial product touches few rows of the other sub-blocks (sparse 3D's depth exchange,
+`gridgnn.spmm.depth_rows`). The boundaries kept stay those of the ``parts`` top-level parts.
+
 Everything a user sees stays in original ids: ``meta["vertex_ids"]`` names each new row's original id (outputs),
 ``meta["reorder_order"]`` is ``order`` itself (dropout draws its masks from original rows, so a reordered
 run trains exactly the run of ``--reorder none``; outputs are written at original positions). Not collective.
@@ -54,9 +60,11 @@ def symmetric_pattern(adj: sp.spmatrix) -> sp.csr_matrix:
     return sym
 
 
-def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0) -> tuple[np.ndarray, list[int] | None]:
+def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0,
+                 nest: int = 1) -> tuple[np.ndarray, list[int] | None]:
     """The permutation (int64, length n; row r of the result is original vertex ``order[r]``) of ``method``,
-    and the boundaries of the parts it laid out contiguously (``parts + 1`` ints; None: no partition)."""
+    and the boundaries of the parts it laid out contiguously (``parts + 1`` ints; None: no partition);
+    ``nest``: METIS's sub-parts per part (module docstring)."""
     n = adj.shape[0]
     if method == "none":
         return np.arange(n, dtype=np.int64), None
@@ -65,13 +73,13 @@ def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0) -> tu
     if method == "rcm":
         return reverse_cuthill_mckee(symmetric_pattern(adj), symmetric_mode=True).astype(np.int64), None
     if method == "metis":
-        return _metis_order(symmetric_pattern(adj), parts, method=method)
+        return _metis_order(symmetric_pattern(adj), parts, method=method, nest=nest)
     if method == "metis-nnz":
-        return _metis_order(symmetric_pattern(adj), parts, weights=_row_entries(adj), method=method)
+        return _metis_order(symmetric_pattern(adj), parts, weights=_row_entries(adj), method=method, nest=nest)
     if method == "metis-balanced":
         row_entries = _row_entries(adj)
         weights = np.stack([np.ones_like(row_entries), row_entries], axis=1)
-        return _metis_order(symmetric_pattern(adj), parts, weights=weights, method=method)
+        return _metis_order(symmetric_pattern(adj), parts, weights=weights, method=method, nest=nest)
     raise ConfigError(f"unknown reordering {method!r}; choose one of {', '.join(REORDERS)}")
 
 
@@ -80,18 +88,35 @@ def _row_entries(adj: sp.spmatrix) -> np.ndarray:
     return np.diff(sp.csr_matrix(adj).indptr).astype(np.int64) + 1
 
 
-def _metis_order(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None, method: str = "metis"
-                 ) -> tuple[np.ndarray, list[int] | None]:
+def _metis_order(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None, method: str = "metis",
+                 nest: int = 1) -> tuple[np.ndarray, list[int] | None]:
     """METIS k-way into ``parts`` (``weights``: positive ints per vertex, shape (n,) or (n, ncon), each column
-    balanced across parts; None: vertices), the parts in order, and their boundaries."""
+    balanced across parts; None: vertices), the parts in order (each cut again into ``nest`` sub-parts, laid
+    out in order inside it), and the parts' boundaries."""
     n = sym.shape[0]
     if parts <= 1 or n <= parts:
-        return np.arange(n, dtype=np.int64), None
+        return _nested(sym, np.arange(n, dtype=np.int64), weights, method, nest), None
     membership = metis.membership(sym, parts, weights, method=method)
     sizes = np.bincount(membership, minlength=parts)
+    order = np.argsort(membership, kind="stable")
     if not sizes.all():  # METIS left a part empty (tiny or disconnected graphs): no block may be empty
-        return np.argsort(membership, kind="stable"), None
-    return np.argsort(membership, kind="stable"), [0, *np.cumsum(sizes).tolist()]
+        return order, None
+    bounds = [0, *np.cumsum(sizes).tolist()]
+    if nest > 1:
+        order = np.concatenate([_nested(sym, order[a:b], weights, method, nest)
+                                for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+    return order, bounds
+
+
+def _nested(sym: sp.csr_matrix, members: np.ndarray, weights: np.ndarray | None, method: str,
+            nest: int) -> np.ndarray:
+    """``members`` (original ids, in order) reordered by METIS into ``nest`` sub-parts of their induced
+    subgraph, sub-parts one after another; as they are when ``nest`` is 1 or they are too few."""
+    if nest <= 1 or len(members) <= nest:
+        return members
+    inner = sym[members][:, members].tocsr()
+    sub = metis.membership(inner, nest, None if weights is None else weights[members], method=method)
+    return members[np.argsort(sub, kind="stable")]
 
 
 def nnz_imbalance(adj: sp.spmatrix, parts: int, bounds: list[int] | None = None) -> float:
@@ -135,21 +160,22 @@ def permute(graph: Graph, order: np.ndarray) -> Graph:
                                test_mask=graph.test_mask[order], meta=dict(graph.meta))
 
 
-def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0) -> Graph:
+def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0, nest: int = 1) -> Graph:
     """``graph`` reordered by ``method`` for ``parts`` row blocks, with the meta keys of the module docstring
     and ``reorder`` (the method), ``reorder_parts``, ``reorder_seconds``, ``reorder_peak_rss_bytes`` and
     ``nnz_imbalance_before`` / ``nnz_imbalance_after`` (max/mean stored entries per row block: balanced
     blocks before, the blocks the grid will cut after), ``row_imbalance_after`` (max/mean rows of those
-    blocks) and ``cut_fraction_before`` / ``cut_fraction_after`` (`cut_fraction` of the same blocks)."""
+    blocks) and ``cut_fraction_before`` / ``cut_fraction_after`` (`cut_fraction` of the same blocks);
+    ``nest``: METIS's sub-parts per part (module docstring), recorded as ``reorder_nest``."""
     before, cut_before = nnz_imbalance(graph.adj, parts), cut_fraction(graph.adj, parts)
     start = time.perf_counter()
-    order, bounds = vertex_order(graph.adj, method, parts, seed)
+    order, bounds = vertex_order(graph.adj, method, parts, seed, nest)
     out = permute(graph, order) if method != "none" else dataclasses.replace(graph, meta=dict(graph.meta))
     seconds = time.perf_counter() - start
     ids = graph.meta.get("vertex_ids")
     base = graph.meta.get("id_base") if isinstance(graph.meta.get("id_base"), int) else 0
     original = np.asarray(ids, dtype=np.int64) if ids is not None else np.arange(graph.num_nodes) + base
-    out.meta.update(reorder=method, reorder_parts=int(parts), reorder_seconds=seconds,
+    out.meta.update(reorder=method, reorder_parts=int(parts), reorder_nest=int(nest), reorder_seconds=seconds,
                     reorder_peak_rss_bytes=int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
                     nnz_imbalance_before=before, nnz_imbalance_after=nnz_imbalance(out.adj, parts, bounds),
                     row_imbalance_after=row_imbalance(graph.num_nodes, parts, bounds),
@@ -166,7 +192,7 @@ def reorder_info(meta: dict, row_blocks: str = "balanced") -> dict:
     """The ``setup.reorder`` object of the metrics file from a graph's meta (method ``none`` if never set);
     ``row_blocks``: ``parts`` when the grid's row blocks followed METIS's parts (one or several consecutive
     parts per block), else ``balanced``."""
-    keys = ("reorder_parts", "reorder_seconds", "reorder_peak_rss_bytes", "nnz_imbalance_before",
+    keys = ("reorder_parts", "reorder_nest", "reorder_seconds", "reorder_peak_rss_bytes", "nnz_imbalance_before",
             "nnz_imbalance_after", "row_imbalance_after", "cut_fraction_before", "cut_fraction_after")
     return {"method": meta.get("reorder", "none"), **{key: meta.get(key) for key in keys},
             "row_blocks": row_blocks}

@@ -165,7 +165,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
          memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
          sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None,
          comms: tuple[str, ...] | list[str] = ("dense",),
-         stats_for_rows: Callable[[int], GraphStats] | None = None, cache_panels: bool = False) -> Plan:
+         stats_for_rows: Callable[[int, int], GraphStats] | None = None, cache_panels: bool = False) -> Plan:
     """Price every configuration for ``world_size`` processes and rank them (best first).
 
     ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
@@ -174,8 +174,9 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     ``gridgnn train`` flags naming the graph (``--dataset``, ...), which every entry's `PlanEntry.train_flags`
     puts before the model's (``--layers``, ``--hidden``, ``--order``: always written out) and its own.
     ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``). ``stats_for_rows``: the
-    statistics of the graph as training would order it for a grid of that many row blocks (a METIS
-    reordering cuts into the grid's row blocks), so each shape is priced on its own order; None: ``graph``'s.
+    statistics of the graph as training would order it for a grid of (row blocks, depth) (a METIS reordering
+    cuts into the grid's row blocks, and on 3D each block into its depth sub-blocks), so each shape is priced
+    on its own order; None: ``graph``'s.
     ``cache_panels``: price ``--cache-panels`` (2D and 3D receive their Â panels once, at set-up).
     """
     from gridgnn.cost.profile import GPU_CLUSTER
@@ -187,14 +188,15 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     flags = (*(run_flags or ()), "--layers", str(spec.layers), "--hidden", str(spec.hidden), "--order", spec.order)
     shapes = [shape for shape in candidate_shapes(world_size, algos)
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
-    by_rows = {rows: stats_for_rows(rows) for rows in {s.sizes[0] for s in shapes}} if stats_for_rows else {}
+    orders = {(s.sizes[0], s.depth) for s in shapes}
+    by_rows = {key: stats_for_rows(*key) for key in orders} if stats_for_rows else {}
     for ordered in {id(x): x for x in [stats, *by_rows.values()]}.values():  # one pass over each order's Â
         ordered.count_once(nnz_bounds(shape, ordered.num_nodes, ordered.parts) for shape in shapes
-                           if by_rows.get(shape.sizes[0], stats) is ordered)
+                           if by_rows.get((shape.sizes[0], shape.depth), stats) is ordered)
     entries = []
     comms = tuple(comms)
     for shape in shapes:
-        priced = by_rows.get(shape.sizes[0], stats)
+        priced = by_rows.get((shape.sizes[0], shape.depth), stats)
         blocks = shape_blocks(shape, priced)  # shared by the dense and sparse pricing of this shape
         for comm in comms:
             pred = predict_epoch(spec, priced, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm,

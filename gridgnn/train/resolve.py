@@ -69,14 +69,16 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
         shape = grid_shape_for(config, world_size)
     if check is not None:
         check(config, shape)
-    reuse = priced is not graph and priced.meta.get("reorder_parts") == shape.sizes[0]
+    reuse = (priced is not graph and priced.meta.get("reorder_parts") == shape.sizes[0]
+             and priced.meta.get("reorder_nest", 1) == shape.depth)
     graph = priced if reuse else reordered_for_grid(config, graph, shape)
     return resolve_comm(config, graph, shape, say=say), shape, graph
 
 
 def reordered_for_grid(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape):
     """``graph`` in the vertex order ``config.reorder`` asks (`gridgnn.data.reorder`), METIS cutting it into the
-    grid's row blocks; as is when it already has that order. A prepared folder made with another reordering is
+    grid's row blocks (on 3D each block again into its d depth sub-blocks: ``nest``); as is when it already has
+    that order. A prepared folder made with another reordering is
     refused (`ConfigError`, one line): it cannot be reordered in place. Not collective (deterministic)."""
     have = graph.meta.get("reorder", "none")
     if have == config.reorder:
@@ -87,4 +89,4 @@ def reordered_for_grid(config: TrainConfig, graph: Graph | PreparedGraph, shape:
                           f"--reorder {config.reorder}")
     from gridgnn.data.reorder import reorder_graph
 
-    return reorder_graph(graph, config.reorder, shape.sizes[0], config.seed)
+    return reorder_graph(graph, config.reorder, shape.sizes[0], config.seed, nest=shape.depth)
