@@ -285,10 +285,10 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
     compute_s = compute_seconds(blocks, spec, steps, stats, profile)
-    kept = cached_orientations(spec.model) if cache_panels else ()
+    panels = panel_cache_terms(blocks, sizes, cached_orientations(spec.model) if cache_panels else ())
+    kept = sum((t.bytes for t in panels), np.zeros(shape.world_size, dtype=np.int64))  # received once, kept
     memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm, kept)
-    setup = index_exchange_terms(blocks) if comm == "sparse" else []
-    setup += panel_cache_terms(blocks, sizes, kept)
+    setup = (index_exchange_terms(blocks) if comm == "sparse" else []) + panels
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
                            comm_seconds(setup, shape, profile, placed_by=terms))
 

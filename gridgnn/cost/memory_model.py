@@ -58,15 +58,13 @@ SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features be
 
 
 def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo,
-                    comm: str = "dense", cached: tuple[bool, ...] = ()) -> dict[str, np.ndarray]:
+                    comm: str = "dense", kept: np.ndarray | int = 0) -> dict[str, np.ndarray]:
     """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`; ``comm``:
-    the SpMM variant (``dense`` or ``sparse``); ``cached``: the orientations ``--cache-panels`` keeps
-    (`gridgnn.cost.rank_cost.cached_orientations`; empty without it)."""
+    the SpMM variant (``dense`` or ``sparse``); ``kept``: (P,) bytes of the Â panels ``--cache-panels``
+    received once and keeps (`gridgnn.cost.rank_cost.panel_cache_terms`; 0 without it)."""
     m = blocks.local_rows.astype(np.int64)
     pcol = blocks.shape.col_blocks
     algorithm = costs_of(blocks.shape.algo)
-    kept = sum((t.bytes for backward in cached for t in algorithm.panel_terms(blocks, backward, sizes)),
-               np.zeros(blocks.shape.world_size, dtype=np.int64))  # the panels received once
     out = {
         "graph": algorithm.graph_bytes(blocks, sizes) + kept,
         "features": _feature_bytes(blocks, stats, pcol, sizes),

@@ -84,24 +84,25 @@ def expected_touched(block_nnz: np.ndarray, segments: list[int]) -> np.ndarray:
     return np.rint(-width * np.expm1(block_nnz * rate)).astype(np.int64)
 
 
-def slice_pairs(matrix, rows: tuple[int, int], segments: list[int], slices: int) -> np.ndarray:
-    """The distinct (row, depth slice) pairs of the row block ``matrix[r0:r1, :]``, as sorted int64 keys
+def slice_pairs(indptr, indices, rows: tuple[int, int], segments: list[int], slices: int) -> np.ndarray:
+    """The distinct (row, depth slice) pairs of the rows ``[r0, r1)`` of the CSR structure ``indptr``,
+    ``indices`` (n x n, the columns cut by ``segments``), as sorted int64 keys
     ``row * slices + slice``: row u has a stored entry in a column of segment s, and slice ``s % slices``
     holds that segment (3D: segment ``k * d + l`` is sub-block S[k][l], run by depth slice l). These are the
     rows a depth slice's partial product can make non-zero (`gridgnn.spmm.depth_rows`, sparse 3D's depth
-    exchange). ``matrix``: CSR-like, scipy or memory-mapped, read in chunks of `CHUNK_ENTRIES`; the pairs are
+    exchange). The arrays may be memory-mapped; they are read in chunks of `CHUNK_ENTRIES`; the pairs are
     marked in a bitmap of (r1 - r0) x slices bytes when that is at most `PAIR_BITMAP_BYTES`, else sorted
     out chunk by chunk. Not collective.
     """
     r0, r1 = rows
-    n_cols = int(matrix.shape[1])
+    n_cols = int(segments[-1])
     slice_of = np.repeat(np.arange(len(segments) - 1, dtype=np.int64) % slices, np.diff(np.asarray(segments)))
-    indptr = np.asarray(matrix.indptr[r0:r1 + 1], dtype=np.int64)
+    all_indices, indptr = indices, np.asarray(indptr[r0:r1 + 1], dtype=np.int64)
     bitmap = np.zeros((r1 - r0) * slices, dtype=bool) if (r1 - r0) * slices <= PAIR_BITMAP_BYTES else None
     keys = []
     for lo in range(int(indptr[0]), int(indptr[-1]), CHUNK_ENTRIES):
         hi = min(lo + CHUNK_ENTRIES, int(indptr[-1]))
-        cols = checked_column_ids(matrix.indices, lo, hi, n_cols, rows, "column ids")
+        cols = checked_column_ids(all_indices, lo, hi, n_cols, rows, "column ids")
         first = np.searchsorted(indptr, lo, side="right") - 1  # the row of entry lo (relative to r0)
         last = np.searchsorted(indptr, hi - 1, side="right") - 1
         counts = np.diff(np.clip(indptr[first:last + 2], lo, hi))
@@ -124,22 +125,7 @@ PAIR_BITMAP_BYTES = 1 << 27
 def slice_counts(indptr, indices, segments: list[int], slices: int) -> np.ndarray:
     """(S, slices) int64: rows of each segment (as a block of rows) with an entry in each depth slice's
     columns (`slice_pairs` over the whole matrix, counted). Not collective."""
-    n = len(indptr) - 1
-    matrix = _Structure(indptr, indices, n)
-    keys = slice_pairs(matrix, (0, n), segments, slices)
+    keys = slice_pairs(indptr, indices, (0, len(indptr) - 1), segments, slices)
     segment_of_row = np.repeat(np.arange(len(segments) - 1, dtype=np.int64), np.diff(np.asarray(segments)))
     flat = segment_of_row[keys // slices] * slices + keys % slices
     return np.bincount(flat, minlength=(len(segments) - 1) * slices).reshape(len(segments) - 1, slices)
-
-
-@dataclass(frozen=True)
-class _Structure:
-    """A CSR structure without values, shaped like the matrices `slice_pairs` reads."""
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    n: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.n, self.n

@@ -36,7 +36,7 @@ class DepthRows:
     def __init__(self, comm: Communicator, adj, rows: tuple[int, int], sub: list[int], segments: list[int]):
         self.comm = comm
         d, me = comm.grid.size("depth"), comm.grid.index("depth")
-        pairs = slice_pairs(adj, rows, segments, d)
+        pairs = slice_pairs(adj.indptr, adj.indices, rows, segments, d)
         row, touched_slice = pairs // d - rows[0], pairs % d  # rows relative to the block
         starts = np.asarray(sub) - rows[0]
 

@@ -59,7 +59,9 @@ class PanelCache:
             for transpose in orientations:
                 for s in stages:
                     pending = fetch(s, transpose)
-                    self.blocks[s, transpose] = None if pending is None else pending.wait()
+                    if pending is not None:
+                        pending.wait()  # a finished Pending delivers its block again at every wait
+                    self.blocks[s, transpose] = pending
 
     def holds(self, transpose: bool) -> bool:
         """Whether the panels of this orientation were kept."""
@@ -67,5 +69,4 @@ class PanelCache:
 
     def get(self, s: int, transpose: bool) -> Pending | None:
         """Stage s's panel as an already finished `Pending` (None when it has no entries). Not collective."""
-        block = self.blocks[s, transpose]
-        return None if block is None else Pending(self.comm, None, "broadcast", "col", 0, block)
+        return self.blocks[s, transpose]
