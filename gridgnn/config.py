@@ -30,6 +30,21 @@ def resolve_order(order: str, in_channels: int, out_channels: int) -> str:
         raise ConfigError(f"order must be one of {', '.join(ORDERS)}; got {order!r}")
     return order
 
+
+def keeps_feature_rows(model: str, order: str, widths: list[int], col_blocks: int) -> bool:
+    """Whether ``--full-feature-rows`` takes effect: every process of a grid that splits feature columns over
+    ``col_blocks`` > 1 processes then holds all ``widths[0]`` input columns of its rows, and the first layer
+    multiplies them by its weights' own output columns locally (no ``dense``-phase communication for it).
+
+    The one home of the rule, read by the grid's layout (`gridgnn.parallel.grid_ops`), the trainer and the
+    cost model. It applies only when the first layer transforms its input before anything else reads it
+    (GAT always; GCN, GraphSAGE and GIN when `resolve_order` says ``transform-first``), and only for an input
+    at least 2 wide, so that no column block of that width holds all of it."""
+    f_in, f_out = widths[0], widths[1]
+    first = "transform-first" if model == "gat" else resolve_order(order, f_in, f_out)
+    return col_blocks > 1 and f_in > 1 and first == "transform-first"
+
+
 ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
 ``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
@@ -75,10 +90,12 @@ class TrainConfig:
     terminal and the ``CI`` environment variable is unset. ``nprocs``, ``replication`` and ``grid`` describe
     the process grid of the distributed algorithms; the ``local`` algorithm ignores them; ``overlap`` lets
     the next SpMM stage's communication run behind the current stage's product (same numbers); ``comm``
-(`COMMS`) picks dense or sparse SpMM communication; ``cache_panels`` makes 2D and 3D receive their grid row's
-Â panels once, at set-up, and keep them instead of receiving them in every SpMM (ignored by 1D, 1.5D and
-``local``, whose Â never moves); ``reorder`` (`REORDERS`) renumbers the vertices before
-sharding (distributed algorithms only; everything reported stays in original ids). With
+    (`COMMS`) picks dense or sparse SpMM communication; ``cache_panels`` makes 2D and 3D receive their grid
+    row's Â panels once, at set-up, and keep them instead of receiving them in every SpMM (ignored by 1D, 1.5D
+    and ``local``, whose Â never moves); ``full_feature_rows`` makes every 2D and 3D process keep all feature
+    columns of its rows, so the first layer's product with the input features is local
+    (`keeps_feature_rows`); ``reorder`` (`REORDERS`) renumbers the vertices before sharding (distributed
+    algorithms only; everything reported stays in original ids). With
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
@@ -115,6 +132,7 @@ sharding (distributed algorithms only; everything reported stays in original ids
     overlap: bool = True
     comm: str = "dense"
     cache_panels: bool = False
+    full_feature_rows: bool = False
     reorder: str = "none"
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10
@@ -164,6 +182,8 @@ sharding (distributed algorithms only; everything reported stays in original ids
         _check_choice("reorder", self.reorder, REORDERS)
         if not isinstance(self.cache_panels, bool):
             raise ConfigError(f"cache_panels must be true or false, got {self.cache_panels!r}")
+        if not isinstance(self.full_feature_rows, bool):
+            raise ConfigError(f"full_feature_rows must be true or false, got {self.full_feature_rows!r}")
         if self.quiet and self.progress:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):

@@ -84,3 +84,8 @@ def run_uneven_training(rank: int, world_size: int, cases: list[dict], bounds: d
                         "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
                         "comm": trained.comm, "row_blocks": trained.reorder["row_blocks"]})
     return out
+
+
+def run_trainings(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
+    """`train_cases` in a worker of `gridgnn.launch.spawn.run_workers`."""
+    return train_cases(rank, cases)

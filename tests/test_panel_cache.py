@@ -225,7 +225,7 @@ def test_plan_text_points_to_the_cache_where_panels_move(capsys):
 
     base = ["plan", "--dataset", "cora", "--data-root", "../shared/datasets", "--nprocs", "4"]
     assert main([*base, "--algo", "2d"]) == 0
-    line = capsys.readouterr().out.strip().splitlines()[-1]
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("panels     "))
     assert line.startswith("panels     Â panels are ") and "--cache-panels receives them once" in line
     for extra in (["--algo", "2d", "--cache-panels"], ["--algo", "1d"], ["--algo", "2d", "--model", "gat"]):
         assert main([*base, *extra]) == 0

@@ -79,6 +79,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--cache-panels", action="store_true",
                       help="price 2d and 3d with their Â panels received once, at set-up, and kept (as "
                            "gridgnn train --cache-panels)")
+    grid.add_argument("--full-feature-rows", action="store_true",
+                      help="price 2d and 3d with every process keeping all feature columns of its rows, so the "
+                           "first layer's product with the features moves nothing (as gridgnn train "
+                           "--full-feature-rows)")
     grid.add_argument("--reorder", choices=REORDERS, default="none",
                       help="price the graph renumbered this way (needs --dataset; METIS cuts into P parts) "
                            "(default: %(default)s)")
@@ -226,6 +230,26 @@ def panels_line(result) -> str | None:
     return None
 
 
+def feature_rows_line(result, stats, profile) -> str | None:
+    """What ``--full-feature-rows`` would save on the best configuration: its first layer's ``dense``-phase
+    bytes per rank per step, for more feature memory (None where it would not take effect)."""
+    from gridgnn.cost.epoch_model import predict_epoch
+    from gridgnn.plan.planner import _human
+
+    best = result.best
+    pred = best.prediction
+    spec = dataclasses.replace(pred.spec, full_feature_rows=True)
+    if not spec.keeps_feature_rows(best.shape):
+        return None
+    rows = predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels)
+    busiest = int(pred.bytes.argmax())
+    saved = int(pred.bytes[busiest]) - int(rows.bytes[busiest])
+    extra = int(rows.memory["features"].max()) - int(pred.memory["features"].max())
+    return (f"rows       --full-feature-rows would save {_human(saved)} of the {_human(int(pred.bytes[busiest]))} "
+            f"{best.label} moves per rank per step (its first layer's product with the features), for "
+            f"{_human(extra)} more feature memory per rank (gridgnn plan --full-feature-rows prices it)")
+
+
 def attention_line(result, stats, profile) -> str:
     """What attention adds over a GCN of the same widths on the best grid: bytes per rank and epoch time."""
     from gridgnn.cost.epoch_model import predict_epoch
@@ -275,7 +299,8 @@ def run_plan(args: argparse.Namespace) -> int:
     check_attention_flags(args)
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
                      model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps,
-                     heads=args.heads, output_heads=args.output_heads, attn_dropout=args.attn_dropout)
+                     heads=args.heads, output_heads=args.output_heads, attn_dropout=args.attn_dropout,
+                     full_feature_rows=args.full_feature_rows)
     flags = dataset_flags(args)
     if args.model == "gat" and args.comm == "sparse":
         raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
@@ -301,5 +326,7 @@ def run_plan(args: argparse.Namespace) -> int:
         if spec.model == "gat":
             print(attention_line(result, stats, profile))
         elif not args.cache_panels and (line := panels_line(result)) is not None:
+            print(line)
+        if not args.full_feature_rows and (line := feature_rows_line(result, stats, profile)) is not None:
             print(line)
     return 0

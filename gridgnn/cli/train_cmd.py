@@ -87,6 +87,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="2d and 3d: receive the Â panels of the process's grid row once, at set-up, and keep "
                            "them (more graph memory: up to pc times on 2d, q on 3d), so each step moves only X; "
                            "1d and 1.5d never move Â and ignore it" + _DEF)
+    grid.add_argument("--full-feature-rows", action=argparse.BooleanOptionalAction,
+                      default=_DEFAULTS.full_feature_rows,
+                      help="2d and 3d: every process keeps all feature columns of its rows (more feature "
+                           "memory: up to pc times), so the first layer's product with the features moves "
+                           "nothing; it applies when that layer transforms first (GAT always; else --order "
+                           "auto with fewer hidden than input channels), and 1d and 1.5d ignore it" + _DEF)
     grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,
                       help="renumber the vertices before sharding: random (balance), rcm (band), metis (k-way "
                            "cut into the grid's row blocks, equal vertices), metis-nnz (equal non-zeros), "
@@ -135,7 +141,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
         grid=args.grid, overlap=args.overlap, comm=args.comm, cache_panels=args.cache_panels,
-        reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
+        full_feature_rows=args.full_feature_rows, reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),

@@ -11,7 +11,9 @@ spmm_backward   each ``Âᵀ G``; none for a first layer that aggregates first (
 dense           2D/3D only, each product with a weight (`LayerStep.products`: GCN one, SAGE two, GIN two) on
                 ``col``: all-gather of the input's columns when f_in <= f_out, else reduce-scatter of the
                 partial products; (pcol-1)·⌈width/pcol⌉·m values. Backward: the transpose collective,
-                except an all-gather whose input needs no gradient (the features). SAGE with normalize:
+                except an all-gather whose input needs no gradient (the features). None for the first
+                layer's products with the features when each process keeps their full rows
+                (``--full-feature-rows``, `LayerStep.local_products`). SAGE with normalize:
                 an all-reduce of the m row sums on ``col``, forward and backward, per layer
 weight_grad     one all-reduce of every parameter's gradient (`ModelSpec.num_parameters`; GIN's trainable ε
                 included) on ``row`` (1D/1.5D) or ``world`` (2D/3D)
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gridgnn.config import resolve_order
+from gridgnn.config import keeps_feature_rows, resolve_order
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank
@@ -76,6 +78,7 @@ class ModelSpec:
     heads: int = 1
     output_heads: int = 1
     attn_dropout: float = 0.0
+    full_feature_rows: bool = False
 
     @property
     def self_loops(self) -> bool:
@@ -105,7 +108,12 @@ class ModelSpec:
                    sage_normalize=bool(getattr(model, "sage_normalize", False)),
                    gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
                    heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
-                   attn_dropout=float(getattr(model, "attn_dropout", 0.0)))
+                   attn_dropout=float(getattr(model, "attn_dropout", 0.0)),
+                   full_feature_rows=bool(getattr(model, "full_feature_rows", False)))
+
+    def keeps_feature_rows(self, shape: GridShape) -> bool:
+        """Whether ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.config.keeps_feature_rows`)."""
+        return self.full_feature_rows and keeps_feature_rows(self.model, self.order, self.widths, shape.col_blocks)
 
     def num_parameters(self) -> int:
         """Trained values: GCN W, b; SAGE W_neigh, W_root, b; GIN W1, b1, W2, b2 (and ε when trained)."""
@@ -138,6 +146,15 @@ class LayerStep:
     train_eps: bool = False
     heads: int = 1
     last: bool = False
+    feature_rows: bool = False
+
+    @property
+    def local_products(self) -> int:
+        """How many of the first `products` run without communication: those reading the input features when
+        every process keeps them in full rows (``--full-feature-rows``: GraphSAGE's two, else one)."""
+        if not self.feature_rows:
+            return 0
+        return 2 if self.model == "sage" else 1
 
     @property
     def transformed(self) -> int:
@@ -173,11 +190,13 @@ class LayerStep:
         return not (self.index == 0 and self.order == "aggregate-first")
 
 
-def layer_steps(spec: ModelSpec) -> list[LayerStep]:
+def layer_steps(spec: ModelSpec, feature_rows: bool = False) -> list[LayerStep]:
+    """The layers of ``spec``; ``feature_rows``: the first one's input is kept in full rows (the caller asks
+    `ModelSpec.keeps_feature_rows` of its grid)."""
     w = spec.widths
     order = "transform-first" if spec.model == "gat" else spec.order
     return [LayerStep(k, a, b, resolve_order(order, a, b), spec.model, spec.sage_normalize, spec.gin_train_eps,
-                      spec.layer_heads(k), k == spec.layers - 1)
+                      spec.layer_heads(k), k == spec.layers - 1, feature_rows and k == 0)
             for k, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True))]
 
 
@@ -280,7 +299,7 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     stats = stats_for(model, graph)
     spec = ModelSpec.of(model, stats)
     blocks = shape_blocks(shape, stats) if blocks is None else blocks
-    steps = layer_steps(spec)
+    steps = layer_steps(spec, spec.keeps_feature_rows(shape))
     terms = step_terms(blocks, spec, steps, sizes, comm, cache_panels)
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
@@ -335,7 +354,7 @@ def _dense_terms(blocks: ShapeBlocks, step: LayerStep, sizes: SizeInfo) -> list[
     if pcol == 1:
         return []
     terms = []
-    for f_in, f_out, grad_in in step.products:
+    for f_in, f_out, grad_in in step.products[step.local_products:]:
         if f_in <= f_out:  # gather the input's columns; backward reduce-scatters (if the input needs a grad)
             terms.append(_column_term(blocks, "dense", "all_gather", f_in, sizes))
             if grad_in:

@@ -10,7 +10,8 @@ graph                  its Â blocks as CSR, each with its transpose (1.5D: one 
                        its block row it received at set-up, in each orientation it keeps
                        (`gridgnn.cost.rank_cost.cached_orientations`), packed as they arrived
 features               its block of the input features (dense m x f_local, or sparse: CSR of X and Xᵀ,
-                       the scipy copy and the value permutation, ~40 bytes per stored value)
+                       the scipy copy and the value permutation, ~40 bytes per stored value); all f
+                       columns of its rows when ``--full-feature-rows`` takes effect
 labels_masks           int64 labels and three bool masks of its m rows
 weights_optimizer      parameters, gradients, the flat gradient buffer of the all-reduce, Adam's two
                        moments: 5 copies of every parameter (replicated on every rank)
@@ -67,7 +68,7 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
     algorithm = costs_of(blocks.shape.algo)
     out = {
         "graph": algorithm.graph_bytes(blocks, sizes) + kept,
-        "features": _feature_bytes(blocks, stats, pcol, sizes),
+        "features": _feature_bytes(blocks, stats, pcol, sizes, steps[0].feature_rows),
         "labels_masks": m * 11,
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
                                      dtype=np.int64),
@@ -84,11 +85,13 @@ def _sparse_features(stats: GraphStats) -> bool:
     return nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * stats.num_features
 
 
-def _feature_bytes(blocks: ShapeBlocks, stats: GraphStats, pcol: int, sz: SizeInfo) -> np.ndarray:
+def _feature_bytes(blocks: ShapeBlocks, stats: GraphStats, pcol: int, sz: SizeInfo,
+                   full_rows: bool = False) -> np.ndarray:
+    """(P,) bytes of each rank's features: its column block of its rows, or all columns with ``full_rows``."""
     m = blocks.local_rows.astype(np.float64)
     j = blocks.coords.get("col")
     f = stats.num_features
-    cols = feature_widths(f, pcol)[j] if j is not None else np.full(len(m), f)
+    cols = feature_widths(f, pcol)[j] if j is not None and not full_rows else np.full(len(m), f)
     if _sparse_features(stats):
         local = stats.feature_nnz * (m / stats.num_nodes) * (cols / f)
         return (local * SPARSE_FEATURE_BYTES + 3 * (m + 1) * sz.index).astype(np.int64)
@@ -120,16 +123,16 @@ def _activation_bytes(m: np.ndarray, steps, spec, pcol: int, sz: SizeInfo, spars
     """
     per_row = ACTIVATION_ROW_CONSTANT
     for step in steps:
-        fin, fout = _local(step.f_in, pcol), _local(step.f_out, pcol)
+        fin, fout = _local(step.f_in, 1 if step.feature_rows else pcol), _local(step.f_out, pcol)
         if step.index > 0:
             per_row += 1.25 * fin
         elif step.order == "aggregate-first" or not sparse_input:
             per_row += fin
         per_row += OUTPUT_COPIES * fout
-        if pcol > 1 and step.f_in <= step.f_out:
-            per_row += step.f_in  # the gathered full-width input, kept for the weight gradient
-        elif pcol > 1:
-            per_row += step.f_out  # the full-width partial product before its reduce-scatter (and its gradient)
+        if pcol > 1 and not step.feature_rows:  # full feature rows: no gathered input, no partial product
+            # the gathered full-width input, kept for the weight gradient, or the full-width partial product
+            # before its reduce-scatter (and its gradient)
+            per_row += step.f_in if step.f_in <= step.f_out else step.f_out
     per_row += _local(spec.num_classes, pcol) + 2 * spec.num_classes
     return (m * per_row * sz.value).astype(np.int64)
 

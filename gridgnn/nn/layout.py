@@ -9,6 +9,8 @@ in `Layout` gives its shapes and the axis it communicates on:
 ``operator``, ``device``  the aggregation operator it multiplies by (`gridgnn.data.operators`); its device
 ``row_range``,            this process's global rows; its block of a ``width``-wide matrix's columns
 ``col_range(width)``
+``input_range(width)``    its columns of the model's input features: ``col_range``, or all of them when it
+                          keeps its rows' full features (``--full-feature-rows``); ``linear`` then takes them
 ``row_ids(device)``       the global ids the dropout masks give its rows (a reordered graph's original ids)
 ``aggregate(x)``          ``M x`` for that operator, with autograd (backward ``Mᵀ g``)
 ``linear(h, W)``          ``h @ W`` for replicated W, h dense or a `gridgnn.sparse.csr.SparseBlock` of features
@@ -77,6 +79,12 @@ class Layout(Protocol):
         """(c0, c1): the global columns this process holds of a ``width``-wide activation. Not collective."""
         ...
 
+    def input_range(self, width: int) -> tuple[int, int]:
+        """(c0, c1): the global columns this process holds of the ``width``-wide input features: ``col_range``,
+        or (0, width) when it keeps all of its rows' columns (`gridgnn.config.keeps_feature_rows`); `linear`
+        then multiplies those full rows by its weight locally. Not collective."""
+        ...
+
     def row_ids(self, device: torch.device) -> Tensor:
         """(m,) int64 on ``device``: the global ids the dropout masks give this process's rows: a reordered
         graph's original ids (`set_vertex_order`), else ``arange(r0, r1)``. Not collective."""
@@ -95,7 +103,8 @@ class Layout(Protocol):
 
     def linear(self, h: Tensor | SparseBlock, weight: Tensor) -> Tensor:
         """``h @ W`` for replicated W (f_in, f_out): (m, f_in block) -> (m, f_out block); h dense or sparse.
-        Collective on ``col`` on 2D/3D grids (phase ``dense``); else not collective."""
+        Collective on ``col`` on 2D/3D grids (phase ``dense``); else not collective. Given the input features
+        in all columns (`input_range` is (0, f_in)): local, the product with W's own output columns."""
         ...
 
     def add_bias(self, z: Tensor, bias: Tensor) -> Tensor:
@@ -168,6 +177,8 @@ class LocalLayout:
     def col_range(self, width: int) -> tuple[int, int]:
         return 0, width
 
+    input_range = col_range
+
     def row_ids(self, device: torch.device) -> Tensor:
         if self._row_ids is not None:
             return self._row_ids.to(device)
@@ -235,3 +246,9 @@ def global_ids(layout: Layout, width: int, device: torch.device) -> tuple[Tensor
     """Global row ids (`Layout.row_ids`: a reordered graph's original ids) and column ids
     (``arange(*col_range(width))``) of the block ``layout`` holds of a ``width``-wide matrix. Not collective."""
     return layout.row_ids(device), torch.arange(*layout.col_range(width), device=device)
+
+
+def input_ids(layout: Layout, width: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """`global_ids` of the ``width``-wide input features as ``layout`` holds them (``input_range``). Not
+    collective."""
+    return layout.row_ids(device), torch.arange(*layout.input_range(width), device=device)

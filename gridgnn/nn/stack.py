@@ -18,7 +18,7 @@ from gridgnn.errors import ConfigError
 from gridgnn.limits import MAX_LAYERS, check_weight_matrix
 from gridgnn.nn.dropout import dropout, relu_dropout
 from gridgnn.nn.features import SparseFeatures
-from gridgnn.nn.layout import Layout, as_layout, global_ids
+from gridgnn.nn.layout import Layout, as_layout, global_ids, input_ids
 from gridgnn.sparse.csr import SparseBlock
 
 
@@ -90,7 +90,7 @@ class LayerStack(nn.Module):
         if isinstance(x, SparseFeatures):
             h = x.block(self.dropout, layer=0, **stream)
         else:
-            rows, cols = global_ids(layout, self.layers[0].in_channels, x.device)
+            rows, cols = input_ids(layout, self.layers[0].in_channels, x.device)
             h = dropout(x, self.dropout, layer=0, row_ids=rows, col_ids=cols, **stream)
         for index, layer in enumerate(self.layers):
             if index > 0:

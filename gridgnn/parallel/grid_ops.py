@@ -39,7 +39,7 @@ class GridOps:
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense",
-                 parts: Sequence[int] | None = None, cache_panels: bool = False):
+                 parts: Sequence[int] | None = None, cache_panels: bool = False, feature_rows: int | None = None):
         self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode, parts=parts,
                                cache_panels=cached_orientations(operator) if cache_panels else ())
@@ -48,6 +48,9 @@ class GridOps:
         self.col_axis = self.spmm.num_col_blocks_axis
         self.grad_axis = "row" if self.col_axis is None else WORLD
         self.row_replicas = grid.shape.replication * grid.shape.col_blocks  # processes holding each row
+        # the width of the input features this rank keeps in full (`gridgnn.config.keeps_feature_rows`; the
+        # caller decides, alike on every rank); None: its column block, as every activation
+        self.feature_rows = feature_rows if self.col_axis is not None else None
 
     @property
     def device(self) -> torch.device:
@@ -59,6 +62,11 @@ class GridOps:
 
     def col_range(self, width: int) -> tuple[int, int]:
         return self.spmm.col_range(width)
+
+    def input_range(self, width: int) -> tuple[int, int]:
+        """The input features' columns this rank holds: all ``width`` with ``feature_rows``, else its column
+        block. Not collective."""
+        return (0, width) if width == self.feature_rows else self.col_range(width)
 
     def row_ids(self, device: torch.device) -> torch.Tensor:
         """(m,) global ids of this rank's rows for the dropout masks: a reordered graph's original ids, else
@@ -126,11 +134,15 @@ class GridOps:
 
         ``h`` may be a sparse block of input features. 2D/3D (collective on ``col``, phase ``dense``): the
         narrower side crosses the grid row, either gathering h's columns first or reduce-scattering the
-        partial products after.
+        partial products after. The input features in all ``feature_rows`` columns (`input_range`): not
+        collective, h times W's columns of this rank.
         """
         if self.col_axis is None:
             return sparse_linear(h, weight) if isinstance(h, SparseBlock) else h @ weight
         f_in, f_out = weight.shape
+        if f_in == self.feature_rows and h.shape[1] == f_in:  # no column block of f_in is f_in wide
+            c0, c1 = self.col_range(f_out)
+            return sparse_linear(h, weight[:, c0:c1]) if isinstance(h, SparseBlock) else h @ weight[:, c0:c1]
         if f_in <= f_out:
             if isinstance(h, SparseBlock):
                 h = h.csr.to_dense()

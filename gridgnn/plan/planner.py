@@ -58,6 +58,8 @@ class PlanEntry:
     """``dense`` or ``sparse``: how the SpMMs move X (``gridgnn train --comm``)."""
     cache_panels: bool = False
     """Priced with ``--cache-panels`` on a grid whose Â panels move (received once, at set-up)."""
+    feature_rows: bool = False
+    """Priced with ``--full-feature-rows`` on a grid where it takes effect (`ModelSpec.keeps_feature_rows`)."""
 
     @property
     def label(self) -> str:
@@ -67,8 +69,9 @@ class PlanEntry:
 
     @property
     def spmm(self) -> str:
-        """The SpMM variant in a word: ``dense`` or ``sparse``, with ``+cache`` for cached panels."""
-        return self.comm + ("+cache" if self.cache_panels else "")
+        """The SpMM variant in a word: ``dense`` or ``sparse``, with ``+cache`` for cached panels and ``+rows``
+        for full feature rows."""
+        return self.comm + ("+cache" if self.cache_panels else "") + ("+rows" if self.feature_rows else "")
 
     @property
     def algo(self) -> str:
@@ -87,7 +90,8 @@ class PlanEntry:
         pred = self.prediction
         return {
             "algo": self.algo, "grid": self.grid, "replication": self.replication, "comm": self.comm,
-            "cache_panels": self.cache_panels, "world_size": self.shape.world_size,
+            "cache_panels": self.cache_panels, "full_feature_rows": self.feature_rows,
+            "world_size": self.shape.world_size,
             "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
             "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
             "memory_per_rank_bytes": int(pred.memory_bytes.max()),
@@ -109,6 +113,8 @@ class PlanEntry:
             flags += ["--comm", self.comm]
         if self.cache_panels:
             flags.append("--cache-panels")
+        if self.feature_rows:
+            flags.append("--full-feature-rows")
         return flags
 
 
@@ -177,7 +183,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     statistics of the graph as training would order it for a grid of (row blocks, depth) (a METIS reordering
     cuts into the grid's row blocks, and on 3D each block into its depth sub-blocks), so each shape is priced
     on its own order; None: ``graph``'s.
-    ``cache_panels``: price ``--cache-panels`` (2D and 3D receive their Â panels once, at set-up).
+    ``cache_panels``: price ``--cache-panels`` (2D and 3D receive their Â panels once, at set-up). A
+    ``model`` with ``full_feature_rows`` prices ``--full-feature-rows`` wherever it takes effect.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -203,7 +210,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
                                  cache_panels=cache_panels)
             fits = limit is None or int(pred.memory_bytes.max()) <= limit
             cached = bool(pred.setup_sum("calls", "broadcast").any())  # only where panels move
-            entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached))
+            entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,
+                                     feature_rows=spec.keeps_feature_rows(shape)))
     entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
                                 int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes,
                                 e.comm == "sparse"))

@@ -33,9 +33,9 @@ class DistributedTrainer(Trainer):
         self.epoch_comm: list[dict] = []
 
     def node_data(self, graph: Graph) -> LocalShard:
-        """This rank's block of the node data (rows `GridOps.row_range`, feature columns ``col_range``)."""
+        """This rank's block of the node data (rows `GridOps.row_range`, feature columns ``input_range``)."""
         ops = self.ops
-        return shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), ops.device)
+        return shard_node_data(graph, ops.row_range, ops.input_range(graph.num_features), ops.device)
 
     def train_step(self, epoch: int) -> float:
         """`Trainer.train_step`, its communication recorded in ``epoch_comm``; returns the global loss."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import ModelSpec
 from gridgnn.cost.stages import follows_parts
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
@@ -82,9 +83,11 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
         with peer_failures_explained("the barrier before set-up"):
             dist.barrier()  # so that skew from loading the graph is not billed to the index exchange
     setup_start = time.perf_counter()
+    feature_rows = kept_feature_rows(config, graph, shape)
     ops = GridOps(grid, comm, operator, operator=operator_of(config.model), comm_mode=config.comm,
-                  parts=graph.meta.get("reorder_bounds"), cache_panels=config.cache_panels)  # blocks follow METIS parts
-    setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start)
+                  parts=graph.meta.get("reorder_bounds"), cache_panels=config.cache_panels,  # blocks follow METIS parts
+                  feature_rows=feature_rows)
+    setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start, feature_rows is not None)
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
@@ -117,10 +120,19 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     return (outcome, trainer.model) if return_model else outcome
 
 
-def spmm_setup_record(config: TrainConfig, records: list, seconds: float) -> dict:
+def kept_feature_rows(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> int | None:
+    """The width of the input features every rank keeps in full rows: the graph's feature count when
+    ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.cost.epoch_model.ModelSpec.keeps_feature_rows`,
+    alike on every rank), else None. Not collective."""
+    return graph.num_features if ModelSpec.of(config, graph).keeps_feature_rows(shape) else None
+
+
+def spmm_setup_record(config: TrainConfig, records: list, seconds: float, feature_rows: bool = False) -> dict:
     """One rank's SpMM set-up from the collectives it recorded building its blocks: the index exchange
-    (``all_to_all``) and the panel cache (``broadcast``), each as bytes, calls and seconds."""
-    out = {"comm": config.comm, "cache_panels": config.cache_panels, "spmm_setup_s": seconds}
+    (``all_to_all``) and the panel cache (``broadcast``), each as bytes, calls and seconds; ``feature_rows``:
+    whether ``--full-feature-rows`` took effect."""
+    out = {"comm": config.comm, "cache_panels": config.cache_panels, "full_feature_rows": feature_rows,
+           "spmm_setup_s": seconds}
     for key, op in (("index_exchange", "all_to_all"), ("panel_cache", "broadcast")):
         mine = [r for r in records if r.op == op]
         out.update({f"{key}_bytes": sum(r.bytes for r in mine), f"{key}_calls": len(mine),
@@ -130,6 +142,7 @@ def spmm_setup_record(config: TrainConfig, records: list, seconds: float) -> dic
 
 def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
     """The ``setup`` keys of the SpMM set-up: ``comm`` (dense or sparse), ``cache_panels``,
+    ``full_feature_rows`` (whether every rank kept its rows' full input features: the flag took effect),
     ``index_exchange_bytes`` and ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm
     sparse``, 0 for dense), ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for
     peers that are still building their blocks included; the ranks start set-up together, after a barrier),
@@ -138,7 +151,7 @@ def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
     its blocks, index sets and panel cache)."""
     if not per_rank:
         return {}
-    out = {"comm": per_rank[0]["comm"], "cache_panels": per_rank[0]["cache_panels"]}
+    out = {key: per_rank[0][key] for key in ("comm", "cache_panels", "full_feature_rows")}
     for key in ("index_exchange", "panel_cache"):
         out.update({f"{key}_bytes": [r[f"{key}_bytes"] for r in per_rank],
                     f"{key}_calls": [r[f"{key}_calls"] for r in per_rank],

@@ -50,7 +50,7 @@ def grid_inputs(config: TrainConfig, graph, world_size: int,
     adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
     ops = GridOps(grid, Communicator(grid, overlap=False), adj, operator=operator_of(config.model),
                   parts=graph.meta.get("reorder_bounds"))
-    shard = shard_node_data(graph, ops.row_range, ops.col_range(graph.num_features), grid.device)
+    shard = shard_node_data(graph, ops.row_range, ops.input_range(graph.num_features), grid.device)
     return model_input(shard.features, ops, graph.num_features), ops
 
 

@@ -25,7 +25,7 @@ from gridgnn.data.shard import LocalShard
 from gridgnn.nn import as_model_input, build_model, masked_cross_entropy, operator_of
 from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
-from gridgnn.nn.layout import Layout, as_layout, global_ids
+from gridgnn.nn.layout import Layout, as_layout, input_ids
 
 
 @dataclass
@@ -109,7 +109,7 @@ def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Adam:
 
 
 def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width: int) -> Tensor | SparseFeatures:
-    """This process's feature block (the ``col_range(width)`` columns of its rows) as model input:
+    """This process's feature block (the ``input_range(width)`` columns of its rows) as model input:
     `SparseFeatures` on CPU when sparse enough (dropout draws by the layout's global row and column ids), else
     a dense tensor on the layout's device. Not collective."""
     if isinstance(block, Tensor):
@@ -118,7 +118,7 @@ def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width:
         dense = block.toarray() if sp.issparse(block) else np.ascontiguousarray(block, dtype=np.float32)
         return torch.from_numpy(dense).to(layout.device)
     cpu = torch.device("cpu")
-    rows, cols = global_ids(layout, width, cpu)
+    rows, cols = input_ids(layout, width, cpu)
     return as_model_input(block, row_ids=rows, col_ids=cols)
 
 
