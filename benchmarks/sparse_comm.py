@@ -6,7 +6,8 @@ rcm, metis, metis-nnz, metis-balanced; METIS's parts are the row blocks, which f
 
 - model (exact, from the graph's structure; measured = modelled is what the tests check): every algorithm
   (1d; 1.5d c = 2; 2d and 3d on their default grids) x {dense, sparse, and on grids whose Â panels move
-  dense+cache, sparse+cache (``--cache-panels``)}: bytes per rank per training step (max and mean over
+  dense+cache, sparse+cache (``--cache-panels``), and where it takes effect sparse+cache+rows
+  (``--full-feature-rows``)}: bytes per rank per training step (max and mean over
   ranks, all phases and the SpMM phases alone), calls, the reordering's seconds and the non-zero and row
   imbalance (max/mean per row block), the set-up of ``--comm sparse`` and ``--cache-panels`` (bytes, and
   seconds on the gpu-cluster profile against the predicted step's), the graph memory and the peak memory per
@@ -36,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.config import REORDERS, TrainConfig
-from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.epoch_model import ModelSpec, predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.stages import row_blocks
 from gridgnn.data.graph import Graph
@@ -117,19 +118,31 @@ class Orders:
         return self.cache[key]
 
 
-SPMM_VARIANTS = ("dense", "sparse", "dense+cache", "sparse+cache")
-"""The ``comm`` column: ``--comm``, with ``+cache`` for ``--cache-panels`` (2D and 3D grids whose Â panels move)."""
+SPMM_VARIANTS = ("dense", "sparse", "dense+cache", "sparse+cache", "sparse+cache+rows")
+"""The ``comm`` column: ``--comm``, with ``+cache`` for ``--cache-panels`` (2D and 3D grids whose Â panels move)
+and ``+rows`` for ``--full-feature-rows`` (where it takes effect)."""
 
 
-def variant_flags(variant: str) -> tuple[str, bool]:
-    """(``--comm``, ``--cache-panels``) of a ``comm`` column value."""
-    comm, _, cache = variant.partition("+")
-    return comm, cache == "cache"
+def variant_flags(variant: str) -> tuple[str, bool, bool]:
+    """(``--comm``, ``--cache-panels``, ``--full-feature-rows``) of a ``comm`` column value."""
+    comm, *extras = variant.split("+")
+    return comm, "cache" in extras, "rows" in extras
+
+
+def priced_variant(variant: str, stats: GraphStats, shape) -> TrainConfig | None:
+    """The `TrainConfig` of ``variant`` (its model flags at their defaults), or None where it would be the run
+    of a plainer variant: no Â panel moves on ``shape`` to cache, or full feature rows would not take effect."""
+    comm, cached, rows = variant_flags(variant)
+    config = TrainConfig(comm=comm, cache_panels=cached, full_feature_rows=rows)
+    if cached and not predict_epoch(config, stats, shape, cache_panels=True).setup_sum("calls", "broadcast").any():
+        return None
+    if rows and not ModelSpec.of(config, stats).keeps_feature_rows(shape):
+        return None
+    return config
 
 
 def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REORDERS) -> list[dict]:
     orders, rows = Orders(graph), []
-    config = TrainConfig()
     for p in ps:
         for algo, kw in grids(p):
             shape = resolve_grid(algo, p, **kw)
@@ -139,10 +152,10 @@ def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REOR
                 stats = GraphStats.from_graph(g)
                 nnz_imb, row_imb = imbalance(g, parts)
                 for variant in SPMM_VARIANTS:
-                    comm, cached = variant_flags(variant)
-                    pred = predict_epoch(config, stats, shape, comm=comm, cache_panels=cached)
-                    if cached and not pred.setup_sum("calls", "broadcast").any():
-                        continue  # no Â panel moves on this grid: the same run as without the cache
+                    config = priced_variant(variant, stats, shape)
+                    if config is None:
+                        continue  # the same run as a plainer variant's
+                    pred = predict_epoch(config, stats, shape, comm=config.comm, cache_panels=config.cache_panels)
                     spmm = pred.bytes_by_phase["spmm_forward"] + pred.bytes_by_phase["spmm_backward"]
                     rows.append({"graph": name, "p": p, "algo": algo, "grid": shape.label(), "reorder": method,
                                  "comm": variant, "max_bytes": int(pred.bytes.max()),
@@ -153,6 +166,7 @@ def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REOR
                                  "reorder_s": round(float(g.meta.get("reorder_seconds", 0.0)), 4),
                                  "nnz_imbalance": round(nnz_imb, 4), "row_imbalance": round(row_imb, 4),
                                  "max_graph_bytes": int(pred.memory["graph"].max()),
+                                 "max_feature_bytes": int(pred.memory["features"].max()),
                                  "max_memory_bytes": int(pred.memory_bytes.max())})
             print(f"model  {name} P={p} {algo} done", flush=True)
     return rows
@@ -204,14 +218,15 @@ def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: l
                 g = reorder_graph(graph, method, shape.sizes[0], nest=shape.depth)
                 stats = GraphStats.from_graph(g)
                 for variant in variants:
-                    comm, cached = variant_flags(variant)
-                    if cached and not predict_epoch(TrainConfig(), stats, shape, cache_panels=True).setup_calls.any():
-                        continue  # no Â panel moves on this grid: nothing to cache
-                    kwargs = {"dataset": name, "algo": algo, "nprocs": p, "epochs": epochs, "comm": comm,
-                              "cache_panels": cached, "reorder": method, "quiet": True, **kw}
+                    priced = priced_variant(variant, stats, shape)
+                    if priced is None:
+                        continue  # the same run as a plainer variant's
+                    kwargs = {"dataset": name, "algo": algo, "nprocs": p, "epochs": epochs, "comm": priced.comm,
+                              "cache_panels": priced.cache_panels, "full_feature_rows": priced.full_feature_rows,
+                              "reorder": method, "quiet": True, **kw}
                     out = run_workers(measured_worker, p, kwargs, g, timeout_s=1800)[0]
-                    predicted = predict_epoch(TrainConfig(**kwargs), stats, shape, comm=comm,
-                                              cache_panels=cached).bytes.tolist()
+                    predicted = predict_epoch(TrainConfig(**kwargs), stats, shape, comm=priced.comm,
+                                              cache_panels=priced.cache_panels).bytes.tolist()
                     rows.append({"graph": name, "p": p, "algo": algo, "reorder": method, "comm": variant,
                                  "step_s": round(out["step_s"], 4), "setup_s": round(out["setup_s"], 4),
                                  "reorder_s": round(float(g.meta.get("reorder_seconds", 0.0)), 4),
@@ -255,10 +270,13 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
             r = sparse["max_bytes"] / dense["max_bytes"]
             rs = sparse["max_spmm_bytes"] / max(dense["max_spmm_bytes"], 1)
             memory = ""
-            if variant.endswith("+cache"):  # what the cache costs: Â memory per rank against uncached sparse
-                plain = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="sparse")
+            plain = _find(model, graph=graph, algo=algo, p=p, reorder=order, comm="sparse")
+            if "+cache" in variant:  # what the cache costs: Â memory per rank against uncached sparse
                 memory = (f"; graph memory {sparse['max_graph_bytes'] / 2**20:.1f} MiB per rank vs "
                           f"{plain['max_graph_bytes'] / 2**20:.1f} uncached")
+            if "+rows" in variant:  # and the full feature rows: feature memory against column blocks
+                memory += (f"; feature memory {sparse['max_feature_bytes'] / 2**20:.1f} MiB per rank vs "
+                           f"{plain['max_feature_bytes'] / 2**20:.1f} in column blocks")
             r_same = sparse["max_bytes"] / same["max_bytes"]
             lines.append(f"| {goal.format(order=order)} | {graph} | vs dense natural order: all phases {r:.3f} "
                          f"({sparse['max_bytes']:,} / {dense['max_bytes']:,} B), SpMM phases {rs:.3f}; vs dense "
@@ -270,6 +288,10 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
         ratio_line("sparse 3D {order} ≤ 1/3 dense, P=16", graph, "3d", 16, 1 / 3)
         ratio_line("sparse 2D {order} + cached panels ≤ 1/3 dense, P=16", graph, "2d", 16, 1 / 3, "sparse+cache")
         ratio_line("sparse 3D {order} + cached panels ≤ 1/3 dense, P=16", graph, "3d", 16, 1 / 3, "sparse+cache")
+        ratio_line("sparse 2D {order} + cached panels + full feature rows ≤ 1/3 dense, P=16", graph, "2d", 16, 1 / 3,
+                   "sparse+cache+rows")
+        ratio_line("sparse 3D {order} + cached panels + full feature rows ≤ 1/3 dense, P=16", graph, "3d", 16, 1 / 3,
+                   "sparse+cache+rows")
     ratio_line("mesh: sparse 1D {order} ≤ 1/50 dense, P=64 (model)", "rgg-40k", "1d", 64, 1 / 50)
     for (graph, p), kib in SAR_KIB.items():
         best = min((r for r in model if r["graph"] == graph and r["p"] == p and r["comm"] == "sparse"),
@@ -317,7 +339,9 @@ VARIANTS = {("none", "dense"): ("dense, natural order", "-", "tab:gray"),
             ("metis", "sparse"): ("sparse, METIS order", "--", "tab:red"),
             ("metis-nnz", "sparse"): ("sparse, METIS-nnz order", ":", "tab:purple"),
             ("metis-balanced", "sparse"): ("sparse, METIS-balanced order", "-.", "tab:green"),
-            ("metis-balanced", "sparse+cache"): ("sparse + cached panels, METIS-balanced", "-", "tab:olive")}
+            ("metis-balanced", "sparse+cache"): ("sparse + cached panels, METIS-balanced", "-", "tab:olive"),
+            ("metis-balanced", "sparse+cache+rows"): ("sparse + cached panels + feature rows, METIS-balanced", ":",
+                                                      "tab:brown")}
 """The curves of each plot: (reorder, comm) -> label, line style, colour."""
 
 
@@ -371,8 +395,9 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
     step times."""
     lines = [f"Model, P = {p}: KiB received per rank per training step (max over ranks; all phases)", "",
              "| graph | algo | grid | dense | sparse | dense, METIS | sparse, METIS | sparse, METIS-nnz | "
-             "sparse, METIS-balanced | sparse + cached panels, METIS-balanced | sparse METIS / dense | METIS s | "
-             "nnz imbalance none → METIS → METIS-nnz → METIS-balanced |", "|---" * 13 + "|"]
+             "sparse, METIS-balanced | sparse + cached panels, METIS-balanced | sparse + cached panels + full "
+             "feature rows, METIS-balanced | sparse METIS / dense | METIS s | "
+             "nnz imbalance none → METIS → METIS-nnz → METIS-balanced |", "|---" * 14 + "|"]
     for graph in dict.fromkeys(r["graph"] for r in model):
         for algo in ("1d", "1.5d", "2d", "3d"):
             cell = {(r["reorder"], r["comm"]): r for r in model
@@ -383,7 +408,8 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
             base, metis = cell["none", "dense"], cell["metis", "sparse"]
             extra = [cell.get((order, "sparse")) for order in ("metis-nnz", "metis-balanced")]
             extra_kib = " | ".join(f"{r['max_bytes'] / 1024:,.0f}" if r else "-"
-                                   for r in [*extra, cell.get(("metis-balanced", "sparse+cache"))])
+                                   for r in [*extra, cell.get(("metis-balanced", "sparse+cache")),
+                                             cell.get(("metis-balanced", "sparse+cache+rows"))])
             extra_imbalance = " → ".join(str(r["nnz_imbalance"]) if r else "-" for r in extra)
             lines.append(f"| {graph} | {algo} | {base['grid']} | {kib['none', 'dense']:,.0f} | "
                          f"{kib['none', 'sparse']:,.0f} | {kib['metis', 'dense']:,.0f} | "

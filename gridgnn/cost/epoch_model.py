@@ -15,8 +15,12 @@ dense           2D/3D only, each product with a weight (`LayerStep.products`: GC
                 layer's products with the features when each process keeps their full rows
                 (``--full-feature-rows``, `LayerStep.local_products`). SAGE with normalize:
                 an all-reduce of the m row sums on ``col``, forward and backward, per layer
-weight_grad     one all-reduce of every parameter's gradient (`ModelSpec.num_parameters`; GIN's trainable ε
-                included) on ``row`` (1D/1.5D) or ``world`` (2D/3D)
+weight_grad     1D/1.5D (and 2D/3D with one column block): one all-reduce of every parameter's gradient
+                (`ModelSpec.num_parameters`; GIN's trainable ε included) on ``row`` (or ``world``). 2D/3D:
+                each process's gradient is non-zero only in its column block of each weight and bias
+                (`parameter_slices`), so those blocks, packed, are all-reduced over the processes of the
+                same column block (``row``, then ``depth``) and all-gathered on ``col``; the parameters read
+                whole (GAT's attention vectors, GIN's trained ε) are all-reduced on ``world``
 loss            2D/3D: all-gather of the class columns on ``col`` (forward only); then the all-reduce of
                 the float64 loss on ``world`` (`GridOps.global_sum`)
 other           nothing in the training step
@@ -315,7 +319,6 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
 def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo,
                comm: str = "dense", cached: bool = False) -> list[Term]:
     """Every collective of the training step, grouped into terms (see the module table)."""
-    shape = blocks.shape
     terms: list[Term] = []
     for step in steps:
         if step.model == "gat":
@@ -326,7 +329,7 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], siz
                 terms += comm_spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm,
                                          cached=cached)
         terms += _dense_terms(blocks, step, sizes)
-    terms += _weight_grad_terms(shape, spec, sizes)
+    terms += _weight_grad_terms(blocks, spec, steps, sizes)
     terms += _loss_terms(blocks, spec, sizes)
     return [t for t in terms if t.calls.any()]
 
@@ -376,14 +379,58 @@ def _dense_terms(blocks: ShapeBlocks, step: LayerStep, sizes: SizeInfo) -> list[
     return terms
 
 
-def _weight_grad_terms(shape: GridShape, spec: ModelSpec, sizes: SizeInfo) -> list[Term]:
+def parameter_slices(spec: ModelSpec, steps: list[LayerStep]) -> list[tuple[tuple[int, ...], int | None]]:
+    """(shape, dim) of every parameter as `gridgnn.parallel.grid_ops.GridOps` reads it on a grid that splits
+    feature columns: ``dim`` is the axis of which each process reads only its column block (a weight's rows
+    when its product reduce-scatters, its columns when it gathers the input or takes full feature rows; a
+    bias's entries), None for a parameter read whole (GAT's attention vectors, GIN's trained ε)."""
+    out: list[tuple[tuple[int, ...], int | None]] = []
+    for step in steps:
+        weights = [((f_in, f_out), 1 if k < step.local_products or f_in <= f_out else 0)
+                   for k, (f_in, f_out, _) in enumerate(step.products)]
+        bias = ((step.f_out,), 0)
+        if step.model == "gin":  # W1, b1, W2, b2 (and ε)
+            out += [weights[0], bias, weights[1], bias] + ([((1,), None)] if step.train_eps else [])
+        elif step.model == "gat":  # W, a_src and a_dst (K·C values each, read whole), bias
+            out += [weights[0], ((step.transformed,), None), ((step.transformed,), None), bias]
+        else:  # GCN: W (and b); GraphSAGE: W_neigh, W_root, b
+            out += weights + ([bias] if step.model != "gcn" or spec.bias else [])
+    return out
+
+
+def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo) -> list[Term]:
+    """1D/1.5D: one all-reduce of every gradient on ``row``. 2D/3D with several column blocks: the parameters
+    read whole all-reduced on ``world``; each rank's column blocks of the others (`parameter_slices`), packed,
+    all-reduced over the processes of its column block (``row``, then ``depth`` on 3D), then all-gathered on
+    ``col`` (padded to the largest block's)."""
+    shape = blocks.shape
     p = shape.world_size
-    axis, size = ("world", p) if shape.splits_features else ("row", shape.sizes[0])
-    if size == 1:
-        return []
-    nbytes = 2 * spec.num_parameters() * sizes.value * (size - 1) // size
-    return [Term("weight_grad", "all_reduce", axis, size, np.ones(p, dtype=np.int64),
-                 np.full(p, nbytes, dtype=np.int64))]
+    if not shape.splits_features or shape.col_blocks == 1:
+        axis, size = ("world", p) if shape.splits_features else ("row", shape.sizes[0])
+        return [] if size == 1 else [_all_reduce_term(axis, size, np.full(p, spec.num_parameters(), np.int64), sizes)]
+    slices = parameter_slices(spec, steps)
+    pcol = shape.col_blocks
+    whole = sum(int(np.prod(dims)) for dims, dim in slices if dim is None)
+    per_block = sum(_slice_sizes(dims, dim, pcol) for dims, dim in slices if dim is not None)
+    own = per_block[blocks.coords["col"]]
+    terms = [_all_reduce_term("world", p, np.full(p, whole, np.int64), sizes)] if whole else []
+    terms += [_all_reduce_term(axis, shape.size(axis), own, sizes) for axis in shape.axes
+              if axis != "col" and shape.size(axis) > 1]
+    terms.append(Term("weight_grad", "all_gather", "col", pcol, np.ones(p, dtype=np.int64),
+                      np.full(p, (pcol - 1) * int(per_block.max()) * sizes.value, dtype=np.int64)))
+    return terms
+
+
+def _slice_sizes(dims: tuple[int, ...], dim: int, pcol: int) -> np.ndarray:
+    """(pcol,) values of each column block of a parameter of shape ``dims`` split along ``dim``."""
+    rest = int(np.prod(dims)) // dims[dim]
+    return feature_widths(dims[dim], pcol).astype(np.int64) * rest
+
+
+def _all_reduce_term(axis: str, size: int, values: np.ndarray, sizes: SizeInfo) -> Term:
+    """One ``weight_grad`` all-reduce of ``values`` (P,) values per rank on ``axis`` (``size`` processes)."""
+    nbytes = 2 * values.astype(np.int64) * sizes.value * (size - 1) // size
+    return Term("weight_grad", "all_reduce", axis, size, np.ones(len(values), dtype=np.int64), nbytes)
 
 
 def _loss_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo) -> list[Term]:

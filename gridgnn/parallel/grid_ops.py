@@ -9,9 +9,17 @@ Layout of activations: rows `row_range`, feature columns `col_range(width)` (see
 algorithm  product with W        weight / bias gradient reduced over       rows held by
 =========  ===================  ========================================  ===============
 1d, 1.5d   local ``h @ W``       ``row`` (replicas hold equal copies)      1 or c replicas
-2d, 3d     gather or scatter     ``world`` (every process adds a distinct  pc (or q)
-           columns on ``col``    part)                                     processes
+2d, 3d     gather or scatter     its column block: the processes of that   pc (or q)
+           columns on ``col``    block (``row``, ``depth``), then gathered  processes
+                                 on ``col``; a parameter read whole:
+                                 ``world``
 =========  ===================  ========================================  ===============
+
+On 2D/3D a process reads only its column block of each weight (its rows of W when the product reduce-scatters,
+its columns when it gathers the input or holds full feature rows) and of each bias, so its gradient is zero
+elsewhere: `linear` and `add_bias` note which block (`_note_slice`), and `reduce_gradients` sums only those
+blocks over the processes sharing them before gathering them on ``col``. A model must read such a parameter
+only through those calls (every model of `gridgnn.nn` does); one read two ways is reduced whole.
 """
 
 from __future__ import annotations
@@ -51,6 +59,11 @@ class GridOps:
         # the width of the input features this rank keeps in full (`gridgnn.config.keeps_feature_rows`; the
         # caller decides, alike on every rank); None: its column block, as every activation
         self.feature_rows = feature_rows if self.col_axis is not None else None
+        # id(parameter) -> (parameter, dim, width): this rank reads only its column block of `width` along `dim`
+        # (None: read two ways, reduced whole); filled by linear and add_bias, alike on every rank
+        self._slices: dict[int, tuple[torch.Tensor, int, int] | None] = {}
+        self._splits_params = self.col_axis is not None and grid.size(self.col_axis) > 1
+        self._slice_axes = [a for a in grid.shape.axes if a != self.col_axis and grid.size(a) > 1]
 
     @property
     def device(self) -> torch.device:
@@ -141,22 +154,30 @@ class GridOps:
             return sparse_linear(h, weight) if isinstance(h, SparseBlock) else h @ weight
         f_in, f_out = weight.shape
         if f_in == self.feature_rows and h.shape[1] == f_in:  # no column block of f_in is f_in wide
-            c0, c1 = self.col_range(f_out)
+            c0, c1 = self._note_slice(weight, 1, f_out)
             return sparse_linear(h, weight[:, c0:c1]) if isinstance(h, SparseBlock) else h @ weight[:, c0:c1]
         if f_in <= f_out:
             if isinstance(h, SparseBlock):
                 h = h.csr.to_dense()
             full = AllGatherCols.apply(h, self.comm, self.col_axis, self._counts(f_in), "dense")
-            c0, c1 = self.col_range(f_out)
+            c0, c1 = self._note_slice(weight, 1, f_out)
             return full @ weight[:, c0:c1]
-        c0, c1 = self.col_range(f_in)
+        c0, c1 = self._note_slice(weight, 0, f_in)
         partial = sparse_linear(h, weight[c0:c1]) if isinstance(h, SparseBlock) else h @ weight[c0:c1]
         return ReduceScatterCols.apply(partial, self.comm, self.col_axis, self._counts(f_out), "dense")
 
     def add_bias(self, z: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """``z + b`` with b's entries for this rank's columns. Not collective."""
-        c0, c1 = self.col_range(bias.shape[0])
+        c0, c1 = self._note_slice(bias, 0, bias.shape[0])
         return z + bias[c0:c1]
+
+    def _note_slice(self, param: torch.Tensor, dim: int, width: int) -> tuple[int, int]:
+        """This rank's column block (c0, c1) of the ``width`` entries of ``param`` along ``dim``, noted for
+        `reduce_gradients` (a parameter read along two ways is reduced whole). Not collective."""
+        if self.col_axis is not None:
+            noted = self._slices.get(id(param), (param, dim, width))
+            self._slices[id(param)] = (param, dim, width) if noted is not None and noted[1:] == (dim, width) else None
+        return self.col_range(width)
 
     def full_rows(self, z: torch.Tensor, width: int) -> torch.Tensor:
         """All ``width`` columns of this rank's rows (for log-softmax and the loss); phase ``loss``.
@@ -170,17 +191,45 @@ class GridOps:
 
     def reduce_gradients(self, params: list[torch.nn.Parameter]) -> None:
         """Sum replicated parameters' gradients over the processes holding distinct parts (phase
-        ``weight_grad``): one all-reduce of the flattened gradients, collective on ``row`` (1D/1.5D) or
-        ``world`` (2D/3D). A parameter without a gradient counts as zeros; afterwards every ``grad`` is a view
-        into one fresh buffer."""
+        ``weight_grad``). 1D/1.5D: one all-reduce of the flattened gradients on ``row``. 2D/3D: the parameters
+        read whole all-reduced on ``world``; of the others (`_note_slice`) each rank's column blocks, packed,
+        all-reduced over the processes of its column block (``row``, then ``depth``) and all-gathered on
+        ``col``. A parameter without a gradient counts as zeros; afterwards every ``grad`` is a view into one
+        fresh buffer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        sliced = {k: self._slices[id(p)] for k, p in enumerate(params)
+                  if self._splits_params and self._slices.get(id(p)) is not None and self._slices[id(p)][0] is p}
         flat = torch.cat([g.reshape(-1) for g in grads])
+        views = [flat[offset - g.numel():offset].view_as(g)
+                 for g, offset in zip(grads, np.cumsum([g.numel() for g in grads]).tolist(), strict=True)]
+        whole = [k for k in range(len(params)) if k not in sliced]
         with self.comm.phase("weight_grad"):
-            self.comm.all_reduce(flat, self.grad_axis)
-        offset = 0
-        for p in params:
-            p.grad = flat[offset:offset + p.numel()].view_as(p)  # views into one fresh buffer: no copy
-            offset += p.numel()
+            if whole and not sliced:
+                self.comm.all_reduce(flat, self.grad_axis)
+            elif whole:
+                part = torch.cat([grads[k].reshape(-1) for k in whole])
+                self.comm.all_reduce(part, self.grad_axis)
+                _unpack(part, [views[k] for k in whole])
+            if sliced:
+                self._reduce_slices([(views[k], *sliced[k][1:]) for k in sorted(sliced)])
+        for p, view in zip(params, views, strict=True):
+            p.grad = view
+
+    def _reduce_slices(self, slices: list[tuple[torch.Tensor, int, int]]) -> None:
+        """The column blocks of ``(gradient, dim, width)`` summed over the processes sharing them, then every
+        block gathered into each full gradient (in place). Collective on the axes other than ``col``, then
+        ``col``."""
+        pcol, mine = self.grid.size(self.col_axis), self.grid.index(self.col_axis)
+        blocks = [[block_bounds(width, pcol, allow_empty=True, what="feature columns")[k:k + 2]
+                   for _, _, width in slices] for k in range(pcol)]
+        pieces = [[g.narrow(dim, lo, hi - lo) for (g, dim, _), (lo, hi) in zip(slices, bounds, strict=True)]
+                  for bounds in blocks]
+        own = torch.cat([piece.reshape(-1) for piece in pieces[mine]])
+        for axis in self._slice_axes:
+            self.comm.all_reduce(own, axis)
+        counts = [sum(piece.numel() for piece in block) for block in pieces]
+        every = self.comm.all_gather_rows(own.view(-1, 1), self.col_axis, counts).view(-1)
+        _unpack(every, [piece for block in pieces for piece in block])
 
     def global_sum(self, values: torch.Tensor) -> torch.Tensor:
         """Sum of per-row quantities over all rows of the graph (phase ``loss``, collective on world).
@@ -191,3 +240,11 @@ class GridOps:
         with self.comm.phase("loss"):
             self.comm.all_reduce(values, WORLD)
         return values / self.row_replicas
+
+
+def _unpack(flat: torch.Tensor, targets: list[torch.Tensor]) -> None:
+    """Copy consecutive pieces of the 1-D ``flat`` into ``targets`` (views, in order). Not collective."""
+    offset = 0
+    for target in targets:
+        target.copy_(flat[offset:offset + target.numel()].view_as(target))
+        offset += target.numel()

@@ -1,0 +1,79 @@
+"""2D/3D weight gradients: each process reads only its column block of every weight and bias, so only those
+blocks are summed, over the processes sharing them, and then gathered on ``col`` (`GridOps.reduce_gradients`).
+Training equals one process and measured bytes equal the model in every grid test of the suite; these pure
+checks pin what the model assumes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import ModelSpec, layer_steps, parameter_slices, predict_epoch
+from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.grid.shape import resolve_grid
+from gridgnn.nn import build_model
+from gridgnn.parallel.custom_loop import grid_aggregation
+
+F_IN, CLASSES = 30, 5
+CONFIGS = [TrainConfig(layers=3, hidden=8), TrainConfig(layers=2, hidden=64),
+           TrainConfig(model="sage", hidden=8), TrainConfig(model="gin", hidden=8, gin_train_eps=True),
+           TrainConfig(model="gat", hidden=4, heads=3, output_heads=2)]
+
+
+def test_the_model_lists_every_parameter_of_every_model():
+    for config in CONFIGS:
+        model = build_model(config, F_IN, CLASSES)
+        spec = ModelSpec.of(config, GraphStats("x", 50, 100, F_IN, CLASSES))
+        listed = sorted(int(np.prod(dims)) for dims, _ in parameter_slices(spec, layer_steps(spec)))
+        assert listed == sorted(p.numel() for p in model.parameters()), config.model
+        whole = [dims for dims, dim in parameter_slices(spec, layer_steps(spec)) if dim is None]
+        assert len(whole) == {"gat": 4, "gin": 2}.get(config.model, 0)  # attention vectors; trained ε
+
+
+def test_sliced_reduction_moves_less_than_a_world_all_reduce():
+    stats = GraphStats("x", 400, 4000, F_IN, CLASSES)
+    for config in CONFIGS:
+        n = ModelSpec.of(config, stats).num_parameters()
+        for algo, p, grid in (("2d", 4, "2x2"), ("2d", 8, "2x4"), ("2d", 8, "8x1"), ("2d", 16, "4x4"),
+                              ("3d", 8, "2x2x2"), ("3d", 16, "2x2x4"), ("3d", 16, "4x4x1")):
+            shape = resolve_grid(algo, p, grid=grid)
+            terms = [t for t in predict_epoch(config, stats, shape).terms if t.phase == "weight_grad"]
+            world = 2 * n * 4 * (p - 1) // p
+            moved = sum(t.bytes for t in terms)
+            if shape.col_blocks == 1:  # every process holds whole rows: one all-reduce, as before
+                assert [(t.op, t.axis) for t in terms] == [("all_reduce", "world")] and (moved == world).all()
+                continue
+            assert (moved < world).all(), (config.model, grid)
+            axes = [t.axis for t in terms if t.op == "all_reduce"]
+            want = [a for a in shape.axes if a != "col" and shape.size(a) > 1]
+            assert axes == (["world"] if config.model in ("gat", "gin") else []) + want
+            assert [t.axis for t in terms if t.op == "all_gather"] == ["col"]
+
+
+def test_a_parameter_read_two_ways_is_reduced_whole():
+    ops = grid_aggregation(sp.identity(6, format="csr"), algo="2d")  # one process: a 1 x 1 grid
+    weight, bias = torch.zeros(4, 4), torch.zeros(4)
+    ops.linear(torch.ones(6, 4), weight)  # f_in <= f_out: its columns
+    ops.add_bias(torch.ones(6, 4), bias)
+    assert ops._slices[id(weight)][1:] == (1, 4) and ops._slices[id(bias)][1:] == (0, 4)
+    ops.linear(torch.ones(6, 4), weight)
+    assert ops._slices[id(weight)][1:] == (1, 4)  # the same way again: still sliced
+    ops._note_slice(weight, 0, 4)
+    assert ops._slices[id(weight)] is None  # rows this time: reduced whole from now on
+    ops._note_slice(weight, 1, 4)
+    assert ops._slices[id(weight)] is None
+
+
+def test_feature_rows_read_w_by_columns():
+    stats = GraphStats("x", 400, 4000, 300, CLASSES)
+    config = TrainConfig(hidden=8)
+    shape = resolve_grid("2d", 4, grid="2x2")
+    spec = ModelSpec.of(config, stats)
+    kept = dataclasses.replace(spec, full_feature_rows=True)
+    plain = parameter_slices(spec, layer_steps(spec))
+    rows = parameter_slices(kept, layer_steps(kept, kept.keeps_feature_rows(shape)))
+    assert plain[0] == ((300, 8), 0) and rows[0] == ((300, 8), 1)  # reduce-scatter: W's rows; local: its columns
