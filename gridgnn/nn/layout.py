@@ -31,7 +31,9 @@ in `Layout` gives its shapes and the axis it communicates on:
 
 Gradients of replicated parameters are left partial by the layout's products (each process holds the sum over
 its own block); the trainer calls `Layout.reduce_gradients` once per step, a parameter whose gradient is a sum
-over every element of a block (GIN's ε) included. `LocalLayout` is the single-process layout (every
+over every element of a block (GIN's ε) included. A model reads each weight and bias only through `linear`
+and `add_bias`: on 2D/3D a process's gradient is then zero outside the column block it read, which is all
+the grid's reduction sums (`gridgnn.parallel.grid_ops`). `LocalLayout` is the single-process layout (every
 reduction the identity); `gridgnn.parallel.grid_ops.GridOps` is the layout of one rank of a grid. Both satisfy
 `Layout`; models and `gridgnn.train.trainer.Trainer` have one code path for both.
 """
@@ -139,8 +141,10 @@ class Layout(Protocol):
 
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Sum each replicated parameter's ``grad`` (partial after backward) over the processes holding
-        distinct parts, in place. Collective on ``row`` (1D/1.5D) or the world (2D/3D), phase
-        ``weight_grad``; one process: not collective, the identity."""
+        distinct parts, in place. Collective on ``row`` (1D/1.5D); on 2D/3D on ``row`` and ``depth`` for the
+        column blocks `linear` and `add_bias` read of each weight and bias, then ``col`` to gather them, and
+        on the world for parameters read whole; phase ``weight_grad``; one process: not collective, the
+        identity."""
         ...
 
     def global_sum(self, values: Tensor) -> Tensor:

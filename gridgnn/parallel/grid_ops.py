@@ -197,23 +197,22 @@ class GridOps:
         ``col``. A parameter without a gradient counts as zeros; afterwards every ``grad`` is a view into one
         fresh buffer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        sliced = {k: self._slices[id(p)] for k, p in enumerate(params)
-                  if self._splits_params and self._slices.get(id(p)) is not None and self._slices[id(p)][0] is p}
         flat = torch.cat([g.reshape(-1) for g in grads])
-        views = [flat[offset - g.numel():offset].view_as(g)
-                 for g, offset in zip(grads, np.cumsum([g.numel() for g in grads]).tolist(), strict=True)]
+        views = [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in grads]), grads, strict=True)]
+        sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params)
+                  if self._splits_params and self._slices.get(id(p)) is not None and self._slices[id(p)][0] is p}
         whole = [k for k in range(len(params)) if k not in sliced]
         with self.comm.phase("weight_grad"):
             if whole and not sliced:
                 self.comm.all_reduce(flat, self.grad_axis)
-            elif whole:
-                part = torch.cat([grads[k].reshape(-1) for k in whole])
+            elif whole:  # packed apart from the sliced ones, then copied back into their views
+                part = torch.cat([views[k].reshape(-1) for k in whole])
                 self.comm.all_reduce(part, self.grad_axis)
                 _unpack(part, [views[k] for k in whole])
             if sliced:
-                self._reduce_slices([(views[k], *sliced[k][1:]) for k in sorted(sliced)])
+                self._reduce_slices([(views[k], *sliced[k]) for k in sorted(sliced)])
         for p, view in zip(params, views, strict=True):
-            p.grad = view
+            p.grad = view  # views into one fresh buffer
 
     def _reduce_slices(self, slices: list[tuple[torch.Tensor, int, int]]) -> None:
         """The column blocks of ``(gradient, dim, width)`` summed over the processes sharing them, then every
