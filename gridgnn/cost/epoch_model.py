@@ -46,7 +46,7 @@ import numpy as np
 from gridgnn.config import keeps_feature_rows, resolve_order
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
-from gridgnn.cost.memory_model import memory_per_rank
+from gridgnn.cost.memory_model import memory_per_rank, sparse_features
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import (
     ShapeBlocks,
@@ -482,6 +482,7 @@ def compute_seconds(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep]
     m = blocks.local_rows.astype(np.float64)
     j = blocks.coords.get("col")
     sparse, dense, elems = np.zeros(shape.world_size), np.zeros(shape.world_size), np.zeros(shape.world_size)
+    stored = stats.feature_nnz / stats.num_nodes if sparse_features(stats) else None  # per row of sparse X
     for step in steps:
         f = step.spmm_width
         f_local = feature_widths(f, pcol)[j] if j is not None else f
@@ -489,6 +490,8 @@ def compute_seconds(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep]
         sparse += passes * 2.0 * blocks.mult_nnz * f_local
         for f_in, f_out, grad_in in step.products:
             dense += 2.0 * m * f_in * f_out / pcol * (3 if grad_in else 2)
-        elems += m * (3 * step.f_in + 3 * step.f_out) / pcol
+        f_in = stored if step.index == 0 and stored is not None else step.f_in  # sparse X: its stored values
+        f_in_local = f_in if step.feature_rows else f_in / pcol  # full feature rows: every column's dropout
+        elems += m * (3 * f_in_local + 3 * step.f_out / pcol)
     elems += 4 * m * spec.num_classes
     return sparse / profile.sparse_flops + dense / profile.dense_flops + elems / profile.elementwise_per_s

@@ -72,14 +72,14 @@ def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: 
         "labels_masks": m * 11,
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
                                      dtype=np.int64),
-        "activations": _activation_bytes(m, steps, spec, pcol, sizes, _sparse_features(stats)),
+        "activations": _activation_bytes(m, steps, spec, pcol, sizes, sparse_features(stats)),
         "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm, np.asarray(kept) > 0),
         "attention": _attention_bytes(blocks, spec, steps, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
 
 
-def _sparse_features(stats: GraphStats) -> bool:
+def sparse_features(stats: GraphStats) -> bool:
     """Whether training keeps the input features sparse (as `gridgnn.nn.features` decides)."""
     nnz = stats.feature_nnz
     return nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * stats.num_features
@@ -92,7 +92,7 @@ def _feature_bytes(blocks: ShapeBlocks, stats: GraphStats, pcol: int, sz: SizeIn
     j = blocks.coords.get("col")
     f = stats.num_features
     cols = feature_widths(f, pcol)[j] if j is not None and not full_rows else np.full(len(m), f)
-    if _sparse_features(stats):
+    if sparse_features(stats):
         local = stats.feature_nnz * (m / stats.num_nodes) * (cols / f)
         return (local * SPARSE_FEATURE_BYTES + 3 * (m + 1) * sz.index).astype(np.int64)
     return (m * cols * sz.value).astype(np.int64)
