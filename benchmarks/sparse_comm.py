@@ -239,6 +239,26 @@ def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: l
     return rows
 
 
+def check_measured(measured: list[dict], graphs: dict[str, Graph]) -> int:
+    """How many measured rows' max bytes per rank differ from what the current model prices for them, each
+    on its own order (as `measured_rows` built it); prints each that differs."""
+    orders, differ = {}, 0
+    for r in measured:
+        shape = resolve_grid(r["algo"], r["p"], **dict(next(kw for a, kw in grids(r["p"]) if a == r["algo"])))
+        key = (r["graph"], r["reorder"], shape.sizes[0], shape.depth)
+        if key not in orders:
+            orders[key] = GraphStats.from_graph(reorder_graph(graphs[r["graph"]], r["reorder"], shape.sizes[0],
+                                                              nest=shape.depth))
+        config = priced_variant(r["comm"], orders[key], shape)
+        predicted = int(predict_epoch(config, orders[key], shape, comm=config.comm,
+                                      cache_panels=config.cache_panels).bytes.max())
+        if predicted != r["max_bytes"]:
+            differ += 1
+            print(f"differs: {r['graph']} P={r['p']} {r['algo']} {r['reorder']} {r['comm']}: measured "
+                  f"{r['max_bytes']:,} B, model {predicted:,} B")
+    return differ
+
+
 def _paired(measured: list[dict], comm: str, partner) -> list[tuple[dict, dict]]:
     """(row, its partner) for every measured row whose ``comm`` is ``comm`` (ends with it, for ``+cache``):
     the partner is the run of the same graph, P, algorithm and order with ``partner(row)`` as its comm."""
@@ -436,6 +456,16 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
                              f"{r['step_s']} | {c['step_s']} | {c['panel_cache_s']} | "
                              f"{c['panel_cache_bytes'] / 1024:,.0f} | {r['max_bytes'] / 1024:,.0f} | "
                              f"{c['max_bytes'] / 1024:,.0f} | {r['model_equal'] and c['model_equal']} |")
+        rows = list(_paired(measured, "+rows", lambda c: c["comm"].removesuffix("+rows")))
+        if rows:
+            lines += ["", "Measured with `--full-feature-rows` against the same run without (both with cached panels): "
+                      "median step seconds, bytes per step", "",
+                      "| graph | P | algo | order | step s | full-rows step s | KiB | full-rows KiB | = model |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+            for c, r in rows:
+                lines.append(f"| {c['graph']} | {c['p']} | {c['algo']} | {c['reorder']} | {r['step_s']} | "
+                             f"{c['step_s']} | {r['max_bytes'] / 1024:,.0f} | {c['max_bytes'] / 1024:,.0f} | "
+                             f"{r['model_equal'] and c['model_equal']} |")
     return lines
 
 
@@ -488,6 +518,9 @@ def main() -> None:
     parser.add_argument("--auto-only", action="store_true", help="only the auto-choice rows on R-MAT (auto.csv)")
     parser.add_argument("--measure-only", action="store_true", help="keep model.csv, run the measurements")
     parser.add_argument("--model-only", action="store_true", help="only the model rows (no measured runs)")
+    parser.add_argument("--check-measured", action="store_true",
+                        help="re-price every row of measured.csv with the current model on its own order and "
+                             "report the rows whose max bytes differ")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -495,6 +528,10 @@ def main() -> None:
         graph = load_dataset("rmat:scale=17,edge_factor=8,features=32,classes=8")
         write_csv(out / "auto.csv", auto_rows("rmat-17", graph, args.model_p or [4, 16, 64, 256, 1024]))
         return
+    if args.check_measured:
+        differ = check_measured(read_csv(out / "measured.csv"), load_graphs(args.tiny))
+        print(f"{len(read_csv(out / 'measured.csv'))} measured rows, {differ} differ from the current model")
+        sys.exit(1 if differ else 0)
     if args.goals_only:
         lines = goals(read_csv(out / "model.csv"), read_csv(out / "measured.csv"), read_csv(out / "auto.csv"))
         (out / "goals.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
