@@ -17,6 +17,7 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.nn import build_model
 from gridgnn.parallel.custom_loop import grid_aggregation
+from gridgnn.partition import block_bounds
 
 F_IN, CLASSES = 30, 5
 CONFIGS = [TrainConfig(layers=3, hidden=8), TrainConfig(layers=2, hidden=64),
@@ -48,10 +49,24 @@ def test_sliced_reduction_moves_less_than_a_world_all_reduce():
                 assert [(t.op, t.axis) for t in terms] == [("all_reduce", "world")] and (moved == world).all()
                 continue
             assert (moved < world).all(), (config.model, grid)
-            axes = [t.axis for t in terms if t.op == "all_reduce"]
-            want = [a for a in shape.axes if a != "col" and shape.size(a) > 1]
-            assert axes == (["world"] if config.model in ("gat", "gin") else []) + want
-            assert [t.axis for t in terms if t.op == "all_gather"] == ["col"]
+            ops = [(t.op, t.axis) for t in terms]
+            whole = [("all_reduce", "world")] if config.model in ("gat", "gin") else []
+            within = [a for a in shape.axes if a != "col" and shape.size(a) > 1]
+            if len(within) == 2:  # 3D: one all-reduce over the block's q·d processes, done in three steps
+                block = [("reduce_scatter", "row"), ("all_reduce", "depth"), ("all_gather", "row")]
+            else:
+                block = [("all_reduce", a) for a in within]
+            assert ops == whole + block + [("all_gather", "col")], (config.model, grid)
+            if len(within) == 2:  # the bytes of one all-reduce over the block's q·d processes, up to padding
+                spec = ModelSpec.of(config, stats)
+                pcol, group, row = shape.col_blocks, shape.size("row") * shape.size("depth"), shape.size("row")
+                own = np.zeros(pcol)
+                for dims, dim in parameter_slices(spec, layer_steps(spec)):
+                    if dim is not None:
+                        own += np.diff(block_bounds(dims[dim], pcol, allow_empty=True)) * np.prod(dims) / dims[dim]
+                ideal = 2 * own[np.array([shape.coords(r)["col"] for r in range(p)])] * 4 * (group - 1) / group
+                sliced = sum(t.bytes for t in terms[len(whole):-1])
+                assert (np.abs(sliced - ideal) <= 2 * (row - 1) * 4 + 8).all(), (config.model, grid)
 
 
 def test_a_parameter_read_two_ways_is_reduced_whole():

@@ -18,9 +18,10 @@ dense           2D/3D only, each product with a weight (`LayerStep.products`: GC
 weight_grad     1D/1.5D (and 2D/3D with one column block): one all-reduce of every parameter's gradient
                 (`ModelSpec.num_parameters`; GIN's trainable ε included) on ``row`` (or ``world``). 2D/3D:
                 each process's gradient is non-zero only in its column block of each weight and bias
-                (`parameter_slices`), so those blocks, packed, are all-reduced over the processes of the
-                same column block (``row``, then ``depth``) and all-gathered on ``col``; the parameters read
-                whole (GAT's attention vectors, GIN's trained ε) are all-reduced on ``world``
+                (`parameter_slices`), so those blocks, packed, are summed over the processes of the same
+                column block (2D: all-reduce on ``row``; 3D: reduce-scatter on ``row``, all-reduce on
+                ``depth``, all-gather on ``row``) and all-gathered on ``col``; the parameters read whole
+                (GAT's attention vectors, GIN's trained ε) are all-reduced on ``world``
 loss            2D/3D: all-gather of the class columns on ``col`` (forward only); then the all-reduce of
                 the float64 loss on ``world`` (`GridOps.global_sum`)
 other           nothing in the training step
@@ -401,8 +402,8 @@ def parameter_slices(spec: ModelSpec, steps: list[LayerStep]) -> list[tuple[tupl
 def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo) -> list[Term]:
     """1D/1.5D: one all-reduce of every gradient on ``row``. 2D/3D with several column blocks: the parameters
     read whole all-reduced on ``world``; each rank's column blocks of the others (`parameter_slices`), packed,
-    all-reduced over the processes of its column block (``row``, then ``depth`` on 3D), then all-gathered on
-    ``col`` (padded to the largest block's)."""
+    summed over the processes of its column block (`_block_sum_terms`), then all-gathered on ``col`` (padded
+    to the largest block's); a collective with nothing to move is skipped, as `GridOps` skips it."""
     shape = blocks.shape
     p = shape.world_size
     if not shape.splits_features or shape.col_blocks == 1:
@@ -411,14 +412,34 @@ def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerSt
     slices = parameter_slices(spec, steps)
     pcol = shape.col_blocks
     whole = sum(int(np.prod(dims)) for dims, dim in slices if dim is None)
-    per_block = sum(_slice_sizes(dims, dim, pcol) for dims, dim in slices if dim is not None)
-    own = per_block[blocks.coords["col"]]
+    per_block = sum((_slice_sizes(dims, dim, pcol) for dims, dim in slices if dim is not None),
+                    np.zeros(pcol, dtype=np.int64))
     terms = [_all_reduce_term("world", p, np.full(p, whole, np.int64), sizes)] if whole else []
-    terms += [_all_reduce_term(axis, shape.size(axis), own, sizes) for axis in shape.axes
-              if axis != "col" and shape.size(axis) > 1]
+    if not per_block.any():
+        return terms
+    terms += _block_sum_terms(blocks, per_block[blocks.coords["col"]], sizes)
     terms.append(Term("weight_grad", "all_gather", "col", pcol, np.ones(p, dtype=np.int64),
                       np.full(p, (pcol - 1) * int(per_block.max()) * sizes.value, dtype=np.int64)))
     return terms
+
+
+def _block_sum_terms(blocks: ShapeBlocks, own: np.ndarray, sizes: SizeInfo) -> list[Term]:
+    """The sum of each rank's ``own`` (P,) packed values over the processes of its column block: an all-reduce
+    on the one axis besides ``col`` of size > 1, or on 3D with both: a reduce-scatter on ``row`` (balanced
+    parts, padded to the largest), an all-reduce of the rank's part on ``depth``, an all-gather on ``row``."""
+    shape = blocks.shape
+    axes = [a for a in shape.axes if a != "col" and shape.size(a) > 1]
+    active = (own > 0).astype(np.int64)
+    if len(axes) < 2:
+        return [_all_reduce_term(a, shape.size(a), own, sizes, active) for a in axes]
+    first, second = axes
+    a = shape.size(first)
+    base, extra = np.divmod(own, a)
+    part = base + (blocks.coords[first] < extra)
+    chunk = (a - 1) * -(-own // a) * sizes.value
+    return [Term("weight_grad", "reduce_scatter", first, a, active, chunk.astype(np.int64)),
+            _all_reduce_term(second, shape.size(second), part, sizes, (part > 0).astype(np.int64)),
+            Term("weight_grad", "all_gather", first, a, active, chunk.astype(np.int64))]
 
 
 def _slice_sizes(dims: tuple[int, ...], dim: int, pcol: int) -> np.ndarray:
@@ -427,10 +448,13 @@ def _slice_sizes(dims: tuple[int, ...], dim: int, pcol: int) -> np.ndarray:
     return feature_widths(dims[dim], pcol).astype(np.int64) * rest
 
 
-def _all_reduce_term(axis: str, size: int, values: np.ndarray, sizes: SizeInfo) -> Term:
-    """One ``weight_grad`` all-reduce of ``values`` (P,) values per rank on ``axis`` (``size`` processes)."""
+def _all_reduce_term(axis: str, size: int, values: np.ndarray, sizes: SizeInfo,
+                     calls: np.ndarray | None = None) -> Term:
+    """One ``weight_grad`` all-reduce of ``values`` (P,) values per rank on ``axis`` (``size`` processes);
+    ``calls``: (P,) 0 where a rank skips it (default 1 everywhere)."""
     nbytes = 2 * values.astype(np.int64) * sizes.value * (size - 1) // size
-    return Term("weight_grad", "all_reduce", axis, size, np.ones(len(values), dtype=np.int64), nbytes)
+    calls = np.ones(len(values), dtype=np.int64) if calls is None else calls
+    return Term("weight_grad", "all_reduce", axis, size, calls, nbytes * (calls > 0))
 
 
 def _loss_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo) -> list[Term]:

@@ -10,9 +10,9 @@ algorithm  product with W        weight / bias gradient reduced over       rows 
 =========  ===================  ========================================  ===============
 1d, 1.5d   local ``h @ W``       ``row`` (replicas hold equal copies)      1 or c replicas
 2d, 3d     gather or scatter     its column block: the processes of that   pc (or q)
-           columns on ``col``    block (``row``, ``depth``), then gathered  processes
-                                 on ``col``; a parameter read whole:
-                                 ``world``
+           columns on ``col``    block (``row`` and ``depth``), then        processes
+                                 gathered on ``col``; a parameter read
+                                 whole: ``world``
 =========  ===================  ========================================  ===============
 
 On 2D/3D a process reads only its column block of each weight (its rows of W when the product reduce-scatters,
@@ -193,9 +193,9 @@ class GridOps:
         """Sum replicated parameters' gradients over the processes holding distinct parts (phase
         ``weight_grad``). 1D/1.5D: one all-reduce of the flattened gradients on ``row``. 2D/3D: the parameters
         read whole all-reduced on ``world``; of the others (`_note_slice`) each rank's column blocks, packed,
-        all-reduced over the processes of its column block (``row``, then ``depth``) and all-gathered on
-        ``col``. A parameter without a gradient counts as zeros; afterwards every ``grad`` is a view into one
-        fresh buffer."""
+        summed over the processes of its column block (`_sum_over_block`: ``row`` and ``depth``) and
+        all-gathered on ``col``. A parameter without a gradient counts as zeros; afterwards every ``grad`` is a
+        view into one fresh buffer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         flat = torch.cat([g.reshape(-1) for g in grads])
         views = [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in grads]), grads, strict=True)]
@@ -224,11 +224,29 @@ class GridOps:
         pieces = [[g.narrow(dim, lo, hi - lo) for (g, dim, _), (lo, hi) in zip(slices, bounds, strict=True)]
                   for bounds in blocks]
         own = torch.cat([piece.reshape(-1) for piece in pieces[mine]])
-        for axis in self._slice_axes:
-            self.comm.all_reduce(own, axis)
         counts = [sum(piece.numel() for piece in block) for block in pieces]
+        if not max(counts):  # every block empty (widths below the column count): alike on every rank
+            return
+        if own.numel():  # alike on the processes sharing this column block
+            own = self._sum_over_block(own)
         every = self.comm.all_gather_rows(own.view(-1, 1), self.col_axis, counts).view(-1)
         _unpack(every, [piece for block in pieces for piece in block])
+
+    def _sum_over_block(self, own: torch.Tensor) -> torch.Tensor:
+        """``own`` (1-D, non-empty) summed over the processes of this column block. One axis (2D; 3D with
+        depth or row 1): an all-reduce on it. Two (3D): a reduce-scatter on ``row``, an all-reduce of this
+        process's part on ``depth``, an all-gather on ``row``: the bytes of one all-reduce over both, which two
+        consecutive all-reduces would exceed."""
+        if len(self._slice_axes) < 2:
+            for axis in self._slice_axes:
+                self.comm.all_reduce(own, axis)
+            return own
+        first, second = self._slice_axes
+        parts = block_sizes(block_bounds(own.numel(), self.grid.size(first), allow_empty=True, what="values"))
+        part = self.comm.reduce_scatter_rows(own.view(-1, 1), first, parts)
+        if part.numel():  # alike on the processes of this part's ``second`` group
+            self.comm.all_reduce(part, second)
+        return self.comm.all_gather_rows(part, first, parts).view(-1)
 
     def global_sum(self, values: torch.Tensor) -> torch.Tensor:
         """Sum of per-row quantities over all rows of the graph (phase ``loss``, collective on world).
