@@ -123,3 +123,48 @@ def test_plan_prices_it_and_points_to_it(capsys):
     assert main([*base[:-2], "2d", "--full-feature-rows"]) == 0
     out = capsys.readouterr().out
     assert "rows       " not in out and "--full-feature-rows" in out.splitlines()[-2]  # the train line has it
+
+
+def test_plan_line_prices_the_best_grid_on_its_own_order(capsys):
+    """Under ``--reorder metis`` each grid is priced on its own order; the ``rows`` line says what the flag
+    saves on that order, which the plan with the flag confirms."""
+    import re
+
+    from gridgnn.cli.main import main
+
+    base = ["plan", "--dataset", "cora", "--data-root", DATA_ROOT, "--nprocs", "8", "--algo", "2d", "--reorder",
+            "metis", "--comm", "sparse"]
+    assert main(base) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("rows       "))
+    saved, of = (float(x) for x in re.search(r"save ([\d.]+) KiB of the ([\d.]+) KiB", line).groups())
+    assert main([*base, "--json"]) == 0
+    plain = {e["grid"]: e for e in json.loads(capsys.readouterr().out)}
+    assert main([*base, "--full-feature-rows", "--json"]) == 0
+    rows = {e["grid"]: e for e in json.loads(capsys.readouterr().out)}
+    best = next(e for e in plain.values() if e["best"])
+    assert abs(of - best["bytes_per_rank"] / 1024) < 0.06
+    assert abs(saved - (best["bytes_per_rank"] - rows[best["grid"]]["bytes_per_rank"]) / 1024) < 0.06
+
+
+def test_memory_hint_offers_configurations_without_the_flag():
+    from gridgnn.data.generators import csbm
+    from gridgnn.train.auto import graph_stats
+    from gridgnn.train.memory_guard import memory_refusal, predicted_per_proc
+
+    graph = csbm(nodes=400, classes=4, features=600, seed=1)  # dense features: full rows cost 4x theirs
+    stats = graph_stats(graph)
+    config = TrainConfig(algo="2d", nprocs=4, grid="1x4", full_feature_rows=True)
+    kept, plain = (predicted_per_proc(dataclasses.replace(config, full_feature_rows=r), stats, 4)
+                   for r in (True, False))
+    assert plain < kept
+    line = memory_refusal(dataclasses.replace(config, memory_per_proc=kept - 1), graph, 4)
+    hints = line[line.index("(gridgnn plan): ") + 16:line.index("; or pass")].split(", ")
+    assert hints
+    for hint in hints:  # every one offered fits as its flags say, with or without full feature rows
+        flags = hint.split()
+        value = {name: flags[flags.index(name) + 1] for name in ("--algo", "--grid", "--replication")
+                 if name in flags}
+        offered = TrainConfig(algo=value["--algo"], nprocs=4, grid=value.get("--grid"),
+                              replication=int(value.get("--replication", 1)),
+                              full_feature_rows="--full-feature-rows" in flags)
+        assert predicted_per_proc(offered, stats, 4) <= kept - 1, hint

@@ -1,10 +1,11 @@
-"""GAT on every algorithm equals the local run: P = 6 on 1d, 1.5d 3x2, 1.5d 2x3 (a replica without column
-blocks), 2d 2x3 and 3x2, 3d 1x1x6, and P = 8 on 3d 2x2x2 (split rows: maxima and sums all-reduced on col and
-depth, coefficients travelling with the panels; K·C = 16 columns cut heads across the grid row; uneven vertex
-blocks of 157 and 131 vertices), a directed graph with K = 8 heads of 2 channels, 2 averaged output heads and
-both dropouts, and an undirected one with K = 1; losses within 1e-4, identical accuracies, replicated weights
-identical on every rank, and every rank's measured communication equal to the cost model's per phase and
-epoch (one process group per world size trains every case)."""
+"""GAT on every algorithm equals the local run: P = 6 on 1d, 1.5d 3x2, 1.5d 2x3 (a replica without column blocks), 2d
+2x3 and 3x2, 3d 1x1x6, and P = 8 on 3d 2x2x2 (split rows: maxima and sums all-reduced on col and depth,
+coefficients travelling with the panels; K·C = 16 columns cut heads across the grid row; uneven vertex blocks of
+157 and 131 vertices), and P = 4 on 2d 1x4 (3 output columns on 4 column blocks: one rank holds no column of any
+head, and its score sums must still take part in backward), a directed graph with K = 8 heads of 2 channels, 2
+averaged output heads and both dropouts, and an undirected one with K = 1; losses within 1e-4, identical
+accuracies, replicated weights identical on every rank, and every rank's measured communication equal to the cost
+model's per phase and epoch (one process group per world size trains every case)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ MODELS = [
          output_heads=2, attn_dropout=0.3),
     dict(dataset="csbm:nodes=131,classes=3,features=40", model="gat", hidden=5, attn_dropout=0.5),
 ]
-GRIDS = {6: [dict(algo="1d"), dict(algo="1.5d", replication=2), dict(algo="1.5d", replication=3),
+GRIDS = {4: [dict(algo="2d", grid="1x4")],  # 3 classes on 4 column blocks: a rank without a column of the output
+         6: [dict(algo="1d"), dict(algo="1.5d", replication=2), dict(algo="1.5d", replication=3),
              dict(algo="2d", grid="2x3"), dict(algo="2d", grid="3x2"), dict(algo="3d", grid="1x1x6")],
          8: [dict(algo="3d", grid="2x2x2")]}
 COMMON = dict(epochs=2, dropout=0.5)

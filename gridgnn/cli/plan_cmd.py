@@ -232,7 +232,8 @@ def panels_line(result) -> str | None:
 
 def feature_rows_line(result, stats, profile) -> str | None:
     """What ``--full-feature-rows`` would save on the best configuration: its first layer's ``dense``-phase
-    bytes per rank per step, for more feature memory (None where it would not take effect)."""
+    bytes per rank per step, for more feature memory (None where it would not take effect). ``stats``: those
+    the best configuration was priced on (its own METIS order)."""
     from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.plan.planner import _human
 
@@ -314,6 +315,11 @@ def run_plan(args: argparse.Namespace) -> int:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0
     limit = results[0].memory_limit
+
+    def priced_on(entry) -> GraphStats:
+        """The statistics ``entry`` was priced on: its own METIS order (row blocks, depth), else the graph's."""
+        return by_rows(entry.shape.sizes[0], entry.shape.depth) if metis else stats
+
     print(f"graph      {stats.describe()}")
     print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
@@ -324,9 +330,9 @@ def run_plan(args: argparse.Namespace) -> int:
         missing = [] if args.dataset is not None else ["--dataset", "YOUR_GRAPH"]  # priced on counts alone
         print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
         if spec.model == "gat":
-            print(attention_line(result, stats, profile))
+            print(attention_line(result, priced_on(result.best), profile))
         elif not args.cache_panels and (line := panels_line(result)) is not None:
             print(line)
-        if not args.full_feature_rows and (line := feature_rows_line(result, stats, profile)) is not None:
+        if not args.full_feature_rows and (line := feature_rows_line(result, priced_on(result.best), profile)):
             print(line)
     return 0

@@ -181,7 +181,8 @@ class LocalLayout:
     def col_range(self, width: int) -> tuple[int, int]:
         return 0, width
 
-    input_range = col_range
+    def input_range(self, width: int) -> tuple[int, int]:
+        return self.col_range(width)
 
     def row_ids(self, device: torch.device) -> Tensor:
         if self._row_ids is not None:

@@ -21,7 +21,9 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     rank calls this: collective on the world), or one process when there is none. The result's
     ``row_range`` and ``col_range(width)`` say which rows and feature columns this rank holds (see
     `local_block`); pass it to `gridgnn.GCN` as ``agg``, and after ``backward()`` call its
-    ``reduce_gradients(params)`` so every rank applies the same update.
+    ``reduce_gradients(params)`` so every rank applies the same update. On a 2D grid a model must read each
+    weight and bias only through ``agg.linear`` and ``agg.add_bias`` (as the models of `gridgnn.nn` do): the
+    reduction sums only the column block of each that a rank read there (`GridOps.reduce_gradients`).
     """
     import torch.distributed as dist
 

@@ -113,7 +113,9 @@ class GridOps:
         """(m, K): each row's sum over the columns of each of K equal heads of a ``width``-wide matrix.
         1D/1.5D: not collective; 2D/3D: the partial sums of this rank's columns all-reduced on ``col``
         (phase ``dense``, and again in backward)."""
-        partial = x.new_zeros((x.shape[0], heads))
+        # zeros in x's graph even where this rank holds no column of any head (a width below the column count),
+        # so that every rank of the ``col`` group takes the all-reduce's backward alike
+        partial = x[:, :0].sum(dim=1, keepdim=True).repeat(1, heads)
         for h, lo, hi in head_segments(heads, width, self.col_range(width)):
             partial[:, h] = x[:, lo:hi].sum(dim=1)
         if self.col_axis is None:

@@ -10,6 +10,7 @@ would fit; ``memory_check=False`` (``--no-memory-check``) skips the guard.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import torch
@@ -95,15 +96,17 @@ def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int
 
 def _suggest(config: TrainConfig, stats, world_size: int, available: int) -> str:
     """The configurations `gridgnn plan` says fit, on this process count or the smallest larger one; with
-    ``--cache-panels``, the cached ones first, then those that fit only without the cache (their flags leave
-    it out)."""
+    ``--cache-panels`` or ``--full-feature-rows``, those with them first, then those that fit only without
+    them (their flags leave them out)."""
+    caching = (True, False) if config.cache_panels else (False,)
+    rows = (True, False) if config.full_feature_rows else (False,)
+    variants = [(dataclasses.replace(config, full_feature_rows=r), c) for r in rows for c in caching]
     for factor in (1, *LARGER_GRIDS):
         procs = world_size * factor
         if procs == 1:
             continue
-        caching = (True, False) if config.cache_panels else (False,)
-        fitting = [e for cache in caching
-                   for e in plan(config, stats, procs, memory_per_proc=available, cache_panels=cache).entries
+        fitting = [e for priced, cache in variants
+                   for e in plan(priced, stats, procs, memory_per_proc=available, cache_panels=cache).entries
                    if e.fits][:3]
         if fitting:
             return "configurations that fit (gridgnn plan): " + ", ".join(" ".join(e.train_flags())
