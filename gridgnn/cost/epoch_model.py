@@ -515,8 +515,8 @@ def compute_seconds(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep]
         for f_in, f_out, grad_in in step.products:
             dense += 2.0 * m * f_in * f_out / pcol * (3 if grad_in else 2)
         sparse_in = step.index == 0 and stored is not None and step.order == "transform-first"  # else made dense
-        f_in = stored if sparse_in else step.f_in  # sparse X into a sparse product: its stored values
-        f_in_local = f_in if step.feature_rows else f_in / pcol  # full feature rows: every column's dropout
-        elems += m * (3 * f_in_local + 3 * step.f_out / pcol)
+        per_row = stored if sparse_in else step.f_in  # sparse X into a sparse product: its stored values
+        held = per_row if step.feature_rows else per_row / pcol  # full feature rows: every column's dropout
+        elems += m * (3 * held + 3 * step.f_out / pcol)
     elems += 4 * m * spec.num_classes
     return sparse / profile.sparse_flops + dense / profile.dense_flops + elems / profile.elementwise_per_s

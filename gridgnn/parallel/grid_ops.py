@@ -199,40 +199,46 @@ class GridOps:
         all-gathered on ``col``. A parameter without a gradient counts as zeros; afterwards every ``grad`` is a
         view into one fresh buffer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        views = [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in grads]), grads, strict=True)]
         sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params)
                   if self._splits_params and self._slices.get(id(p)) is not None and self._slices[id(p)][0] is p}
+        if not sliced:  # one all-reduce of everything, in place in the new buffer
+            flat = torch.cat([g.reshape(-1) for g in grads])
+        else:  # every value is written below: the whole parameters' sums, then every gathered block
+            flat = grads[0].new_empty(sum(g.numel() for g in grads))
+        views = [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in grads]), grads, strict=True)]
         whole = [k for k in range(len(params)) if k not in sliced]
         with self.comm.phase("weight_grad"):
-            if whole and not sliced:
+            if not sliced:
                 self.comm.all_reduce(flat, self.grad_axis)
-            elif whole:  # packed apart from the sliced ones, then copied back into their views
-                part = torch.cat([views[k].reshape(-1) for k in whole])
+            elif whole:
+                part = torch.cat([grads[k].reshape(-1) for k in whole])
                 self.comm.all_reduce(part, self.grad_axis)
                 _unpack(part, [views[k] for k in whole])
             if sliced:
-                self._reduce_slices([(views[k], *sliced[k]) for k in sorted(sliced)])
+                self._reduce_slices([(grads[k], views[k], *sliced[k]) for k in sorted(sliced)])
         for p, view in zip(params, views, strict=True):
             p.grad = view  # views into one fresh buffer
 
-    def _reduce_slices(self, slices: list[tuple[torch.Tensor, int, int]]) -> None:
-        """The column blocks of ``(gradient, dim, width)`` summed over the processes sharing them, then every
-        block gathered into each full gradient (in place). Collective on the axes other than ``col``, then
-        ``col``."""
+    def _reduce_slices(self, slices: list[tuple[torch.Tensor, torch.Tensor, int, int]]) -> None:
+        """For each ``(gradient, out, dim, width)``: this rank's column block of the gradient (along ``dim``,
+        of ``width``) summed over the processes sharing it, then every block gathered into ``out`` (the full
+        reduced gradient). Collective on the axes other than ``col``, then ``col``."""
         pcol, mine = self.grid.size(self.col_axis), self.grid.index(self.col_axis)
-        blocks = [[block_bounds(width, pcol, allow_empty=True, what="feature columns")[k:k + 2]
-                   for _, _, width in slices] for k in range(pcol)]
-        pieces = [[g.narrow(dim, lo, hi - lo) for (g, dim, _), (lo, hi) in zip(slices, bounds, strict=True)]
-                  for bounds in blocks]
-        own = torch.cat([piece.reshape(-1) for piece in pieces[mine]])
-        counts = [sum(piece.numel() for piece in block) for block in pieces]
+        cuts = [(dim, block_bounds(width, pcol, allow_empty=True, what="feature columns"))
+                for _, _, dim, width in slices]
+
+        def pieces(k: int, which: int) -> list[torch.Tensor]:
+            """Column block k of every gradient (``which`` 0) or of every output (1)."""
+            return [t[which].narrow(dim, b[k], b[k + 1] - b[k]) for t, (dim, b) in zip(slices, cuts, strict=True)]
+
+        counts = [sum(x.numel() for x in pieces(k, 1)) for k in range(pcol)]
         if not max(counts):  # every block empty (widths below the column count): alike on every rank
             return
+        own = torch.cat([x.reshape(-1) for x in pieces(mine, 0)])
         if own.numel():  # alike on the processes sharing this column block
             own = self._sum_over_block(own)
         every = self.comm.all_gather_rows(own.view(-1, 1), self.col_axis, counts).view(-1)
-        _unpack(every, [piece for block in pieces for piece in block])
+        _unpack(every, [x for k in range(pcol) for x in pieces(k, 1)])
 
     def _sum_over_block(self, own: torch.Tensor) -> torch.Tensor:
         """``own`` (1-D, non-empty) summed over the processes of this column block. One axis (2D; 3D with

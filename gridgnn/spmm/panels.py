@@ -46,15 +46,16 @@ class PanelCache:
     memory: a process keeps the Â entries of its whole block row in its depth slice (up to ``pc`` times an
     uncached process's share on 2D, ``q`` on 3D, per orientation; less when its own panels are the heavy
     ones), packed as they arrived. Built collectively on ``col`` (tagged ``other``, in every process's same
-    order: orientation by orientation, stage by stage); reading it is not collective.
+    order: orientation by orientation, stage by stage); reading a kept panel is not collective. Every 2D/3D
+    SpMM reads its panels through one (with no orientation kept, each read is a broadcast).
     """
 
     def __init__(self, comm: Communicator, stages: range, fetch: Callable[[int, bool], Pending | None],
                  orientations: tuple[bool, ...] = (False, True)):
         """Collective on ``col``: ``fetch(s, transpose)`` is the SpMM's panel broadcast of stage s (a
         `Pending`, or None when the panel is empty), run once for every stage in each of ``orientations``
-        (the ``transpose`` values to keep)."""
-        self.comm, self.blocks, self.orientations = comm, {}, frozenset(orientations)
+        (the ``transpose`` values to keep; none: nothing is kept, and `get` broadcasts every time)."""
+        self.comm, self.fetch, self.blocks = comm, fetch, {}
         with comm.phase("other"):
             for transpose in orientations:
                 for s in stages:
@@ -63,10 +64,9 @@ class PanelCache:
                         pending.wait()  # a finished Pending delivers its block again at every wait
                     self.blocks[s, transpose] = pending
 
-    def holds(self, transpose: bool) -> bool:
-        """Whether the panels of this orientation were kept."""
-        return transpose in self.orientations
-
     def get(self, s: int, transpose: bool) -> Pending | None:
-        """Stage s's panel as an already finished `Pending` (None when it has no entries). Not collective."""
-        return self.blocks[s, transpose]
+        """Stage s's panel (None when it has no entries): kept, as an already finished `Pending` (not
+        collective), or, in an orientation not kept, ``fetch``'s broadcast (collective on ``col``)."""
+        if (s, transpose) in self.blocks:
+            return self.blocks[s, transpose]
+        return self.fetch(s, transpose)

@@ -60,9 +60,9 @@ class SpMM2D(DistributedSpMM):
             for s in mine
         }
         self._attention = None
-        # --cache-panels: the orientations to receive once (`PanelCache`); () moves them in every SpMM
+        # --cache-panels: the orientations received once (`PanelCache`); (): every panel moves in every SpMM
         stages = range(len(self.stages))
-        self.cache = PanelCache(comm, stages, self._broadcast_panel, cache_panels) if cache_panels else None
+        self.cache = PanelCache(comm, stages, self._broadcast_panel, cache_panels)
 
     def _before_cut(self, adj) -> None:
         """Set-up that needs the stages but not the panels (the sparse variant's index exchange); none here."""
@@ -79,9 +79,7 @@ class SpMM2D(DistributedSpMM):
     def _panel(self, s: int, transpose: bool):
         """Stage s's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``: not collective) or
         broadcast (collective on ``col``)."""
-        if self.cache is not None and self.cache.holds(transpose):
-            return self.cache.get(s, transpose)
-        return self._broadcast_panel(s, transpose)
+        return self.cache.get(s, transpose)
 
     def _broadcast_panel(self, s: int, transpose: bool):
         a, b = self.stages[s]

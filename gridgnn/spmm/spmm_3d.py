@@ -53,8 +53,8 @@ class SpMM3D(DistributedSpMM):
         self.panel_nnz, kept = cut_panels(adj, rows, [self._slice(k) for k in range(q)], [self.j])
         self.own = PackedPanel(kept.pop(self.j), index_dtype=self.index_dtype, dtype=dtype, device=grid.device)
         self._attention = None
-        # --cache-panels: the orientations to receive once (`PanelCache`); () moves them in every SpMM
-        self.cache = PanelCache(comm, range(q), self._broadcast_panel, cache_panels) if cache_panels else None
+        # --cache-panels: the orientations received once (`PanelCache`); (): every panel moves in every SpMM
+        self.cache = PanelCache(comm, range(q), self._broadcast_panel, cache_panels)
 
     def _slice(self, k: int) -> tuple[int, int]:
         """Global rows S[k][l] of this process's layer l (the segment of stage k)."""
@@ -83,9 +83,7 @@ class SpMM3D(DistributedSpMM):
     def _panel(self, k: int, transpose: bool):
         """Stage k's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``: not collective) or
         broadcast (collective on ``col``)."""
-        if self.cache is not None and self.cache.holds(transpose):
-            return self.cache.get(k, transpose)
-        return self._broadcast_panel(k, transpose)
+        return self.cache.get(k, transpose)
 
     def _broadcast_panel(self, k: int, transpose: bool):
         (a, b), n_i = self._slice(k), self.bounds[self.i + 1] - self.bounds[self.i]
