@@ -94,8 +94,11 @@ class TrainConfig:
     row's Â panels once, at set-up, and keep them instead of receiving them in every SpMM (ignored by 1D, 1.5D
     and ``local``, whose Â never moves); ``full_feature_rows`` makes every 2D and 3D process keep all feature
     columns of its rows, so the first layer's product with the input features is local
-    (`keeps_feature_rows`); ``reorder`` (`REORDERS`) renumbers the vertices before sharding (distributed
-    algorithms only; everything reported stays in original ids). With
+    (`keeps_feature_rows`); ``defer_weight_gather`` makes every 2D and 3D process update only the column
+    block of each weight and bias it reads, gathering whole weights on ``col`` only where something reads them
+    whole (the best weights, a checkpoint, the end of training) instead of in every step; ``reorder``
+    (`REORDERS`) renumbers the vertices before sharding (distributed algorithms only; everything reported
+    stays in original ids). With
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
@@ -133,6 +136,7 @@ class TrainConfig:
     comm: str = "dense"
     cache_panels: bool = False
     full_feature_rows: bool = False
+    defer_weight_gather: bool = False
     reorder: str = "none"
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10
@@ -184,6 +188,8 @@ class TrainConfig:
             raise ConfigError(f"cache_panels must be true or false, got {self.cache_panels!r}")
         if not isinstance(self.full_feature_rows, bool):
             raise ConfigError(f"full_feature_rows must be true or false, got {self.full_feature_rows!r}")
+        if not isinstance(self.defer_weight_gather, bool):
+            raise ConfigError(f"defer_weight_gather must be true or false, got {self.defer_weight_gather!r}")
         if self.quiet and self.progress:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):

@@ -89,3 +89,18 @@ def run_uneven_training(rank: int, world_size: int, cases: list[dict], bounds: d
 def run_trainings(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
     """`train_cases` in a worker of `gridgnn.launch.spawn.run_workers`."""
     return train_cases(rank, cases)
+
+
+def train_with_weights(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
+    """Every training case; every rank returns its losses, accuracies, communication (rank 0), and its
+    trained and best weights (numpy arrays: tensors would travel back as shared memory)."""
+    out = []
+    for kwargs in cases:
+        config = TrainConfig(**kwargs)
+        trained, model = train_on_grid(config, load_graph(config), return_model=True)
+        out.append({"loss": [r.loss for r in trained.result.epochs],
+                    "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
+                    "comm": trained.comm, "setup": trained.spmm_setup, "best_epoch": trained.result.best_epoch,
+                    "final": {k: v.detach().numpy().copy() for k, v in model.state_dict().items()},
+                    "best": {k: v.numpy().copy() for k, v in (trained.result.best_state or {}).items()}})
+    return out

@@ -122,7 +122,8 @@ def test_plan_prices_it_and_points_to_it(capsys):
     assert any(line.startswith("rows       --full-feature-rows would save ") for line in lines)
     assert main([*base[:-2], "2d", "--full-feature-rows"]) == 0
     out = capsys.readouterr().out
-    assert "rows       " not in out and "--full-feature-rows" in out.splitlines()[-2]  # the train line has it
+    train_line = next(line for line in out.splitlines() if line.startswith("train with:"))
+    assert "rows       " not in out and "--full-feature-rows" in train_line
 
 
 def test_plan_line_prices_the_best_grid_on_its_own_order(capsys):

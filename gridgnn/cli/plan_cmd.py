@@ -83,6 +83,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="price 2d and 3d with every process keeping all feature columns of its rows, so the "
                            "first layer's product with the features moves nothing (as gridgnn train "
                            "--full-feature-rows)")
+    grid.add_argument("--defer-weight-gather", action="store_true",
+                      help="price 2d and 3d with each process updating only its column blocks of the weights, "
+                           "gathered whole only when read (as gridgnn train --defer-weight-gather)")
     grid.add_argument("--reorder", choices=REORDERS, default="none",
                       help="price the graph renumbered this way (needs --dataset; METIS cuts into P parts) "
                            "(default: %(default)s)")
@@ -251,6 +254,26 @@ def feature_rows_line(result, stats, profile) -> str | None:
             f"{_human(extra)} more feature memory per rank (gridgnn plan --full-feature-rows prices it)")
 
 
+def weight_gather_line(result, stats, profile) -> str | None:
+    """What ``--defer-weight-gather`` would save on the best configuration: the ``col`` all-gather of its
+    weight gradients, bytes per rank per step (None where it would not take effect). ``stats``: those the
+    best configuration was priced on."""
+    from gridgnn.cost.epoch_model import predict_epoch
+    from gridgnn.plan.planner import _human
+
+    best = result.best
+    pred = best.prediction
+    spec = dataclasses.replace(pred.spec, defer_weight_gather=True)
+    if not spec.defers_weight_gather(best.shape):
+        return None
+    deferred = predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels)
+    busiest = int(pred.bytes.argmax())
+    saved = int(pred.bytes[busiest]) - int(deferred.bytes[busiest])
+    return (f"weights    --defer-weight-gather would save {_human(saved)} of the {_human(int(pred.bytes[busiest]))} "
+            f"{best.label} moves per rank per step: the col all-gather of its weight gradients; whole weights "
+            "are then gathered only when read (gridgnn plan --defer-weight-gather prices it)")
+
+
 def attention_line(result, stats, profile) -> str:
     """What attention adds over a GCN of the same widths on the best grid: bytes per rank and epoch time."""
     from gridgnn.cost.epoch_model import predict_epoch
@@ -301,7 +324,7 @@ def run_plan(args: argparse.Namespace) -> int:
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
                      model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps,
                      heads=args.heads, output_heads=args.output_heads, attn_dropout=args.attn_dropout,
-                     full_feature_rows=args.full_feature_rows)
+                     full_feature_rows=args.full_feature_rows, defer_weight_gather=args.defer_weight_gather)
     flags = dataset_flags(args)
     if args.model == "gat" and args.comm == "sparse":
         raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
@@ -334,5 +357,7 @@ def run_plan(args: argparse.Namespace) -> int:
         elif not args.cache_panels and (line := panels_line(result)) is not None:
             print(line)
         if not args.full_feature_rows and (line := feature_rows_line(result, priced_on(result.best), profile)):
+            print(line)
+        if not args.defer_weight_gather and (line := weight_gather_line(result, priced_on(result.best), profile)):
             print(line)
     return 0

@@ -93,6 +93,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "memory: up to pc times), so the first layer's product with the features moves "
                            "nothing; it applies when that layer transforms first (GAT always; else --order "
                            "auto with fewer hidden than input channels), and 1d and 1.5d ignore it" + _DEF)
+    grid.add_argument("--defer-weight-gather", action=argparse.BooleanOptionalAction,
+                      default=_DEFAULTS.defer_weight_gather,
+                      help="2d and 3d: each process updates only the column block of each weight it reads and "
+                           "gathers whole weights only when something reads them (the best weights, a "
+                           "checkpoint, the end), not in every step (same numbers); 1d and 1.5d ignore it"
+                           + _DEF)
     grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,
                       help="renumber the vertices before sharding: random (balance), rcm (band), metis (k-way "
                            "cut into the grid's row blocks, equal vertices), metis-nnz (equal non-zeros), "
@@ -141,7 +147,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
         grid=args.grid, overlap=args.overlap, comm=args.comm, cache_panels=args.cache_panels,
-        full_feature_rows=args.full_feature_rows, reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
+        full_feature_rows=args.full_feature_rows, defer_weight_gather=args.defer_weight_gather,
+        reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),

@@ -20,7 +20,8 @@ weight_grad     1D/1.5D (and 2D/3D with one column block): one all-reduce of eve
                 each process's gradient is non-zero only in its column block of each weight and bias
                 (`parameter_slices`), so those blocks, packed, are summed over the processes of the same
                 column block (2D: all-reduce on ``row``; 3D: reduce-scatter on ``row``, all-reduce on
-                ``depth``, all-gather on ``row``) and all-gathered on ``col``; the parameters read whole
+                ``depth``, all-gather on ``row``) and all-gathered on ``col`` (not with
+                ``--defer-weight-gather``: each process updates only its blocks); the parameters read whole
                 (GAT's attention vectors, GIN's trained ε) are all-reduced on ``world``
 loss            2D/3D: all-gather of the class columns on ``col`` (forward only); then the all-reduce of
                 the float64 loss on ``world`` (`GridOps.global_sum`)
@@ -84,6 +85,7 @@ class ModelSpec:
     output_heads: int = 1
     attn_dropout: float = 0.0
     full_feature_rows: bool = False
+    defer_weight_gather: bool = False
 
     @property
     def self_loops(self) -> bool:
@@ -114,11 +116,17 @@ class ModelSpec:
                    gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
                    heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
                    attn_dropout=float(getattr(model, "attn_dropout", 0.0)),
-                   full_feature_rows=bool(getattr(model, "full_feature_rows", False)))
+                   full_feature_rows=bool(getattr(model, "full_feature_rows", False)),
+                   defer_weight_gather=bool(getattr(model, "defer_weight_gather", False)))
 
     def keeps_feature_rows(self, shape: GridShape) -> bool:
         """Whether ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.config.keeps_feature_rows`)."""
         return self.full_feature_rows and keeps_feature_rows(self.model, self.order, self.widths, shape.col_blocks)
+
+    def defers_weight_gather(self, shape: GridShape) -> bool:
+        """Whether ``--defer-weight-gather`` takes effect on ``shape``: a grid that splits feature columns over
+        more than one column block (elsewhere no weight is read by blocks)."""
+        return self.defer_weight_gather and shape.splits_features and shape.col_blocks > 1
 
     def num_parameters(self) -> int:
         """Trained values: GCN W, b; SAGE W_neigh, W_root, b; GIN W1, b1, W2, b2 (and ε when trained)."""
@@ -403,7 +411,8 @@ def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerSt
     """1D/1.5D: one all-reduce of every gradient on ``row``. 2D/3D with several column blocks: the parameters
     read whole all-reduced on ``world``; each rank's column blocks of the others (`parameter_slices`), packed,
     summed over the processes of its column block (`_block_sum_terms`), then all-gathered on ``col`` (padded
-    to the largest block's); a collective with nothing to move is skipped, as `GridOps` skips it."""
+    to the largest block's; not with ``spec.defer_weight_gather``); a collective with nothing to move is
+    skipped, as `GridOps` skips it."""
     shape = blocks.shape
     p = shape.world_size
     if not shape.splits_features or shape.col_blocks == 1:
@@ -418,6 +427,8 @@ def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerSt
     if not per_block.any():
         return terms
     terms += _block_sum_terms(blocks, per_block[blocks.coords["col"]], sizes)
+    if spec.defer_weight_gather:
+        return terms
     terms.append(Term("weight_grad", "all_gather", "col", pcol, np.ones(p, dtype=np.int64),
                       np.full(p, (pcol - 1) * int(per_block.max()) * sizes.value, dtype=np.int64)))
     return terms

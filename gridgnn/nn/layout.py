@@ -25,6 +25,8 @@ in `Layout` gives its shapes and the axis it communicates on:
                           per-head weighted aggregation (`gridgnn.spmm.attention.attention`), with autograd
 ``reduce_gradients(ps)``  the trainer's gradient reduction: replicated parameters' gradients summed over the
                           processes holding distinct parts
+``gather_parameters(ps)`` whole parameters again where steps updated only each rank's column blocks
+                          (``--defer-weight-gather``): before anything reads a parameter whole
 ``global_sum(v)``         a per-row quantity (the loss, correct counts) summed over every row of the graph
 ``set_vertex_order(o)``   the trainer's set-up: rows of a reordered graph keep their original ids
 =======================  =================================================================================
@@ -147,6 +149,13 @@ class Layout(Protocol):
         identity."""
         ...
 
+    def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None) -> None:
+        """Make every parameter (and with ``optimizer`` its state of the parameter's shape) whole where steps
+        updated only each rank's column blocks (2D/3D with ``--defer-weight-gather``): collective on ``col``
+        there, phase ``weight_grad``; else not collective, nothing to do. Call it before reading a parameter
+        whole."""
+        ...
+
     def global_sum(self, values: Tensor) -> Tensor:
         """(k,) per-row sums over this process's rows -> (k,) sums over all rows of the graph (a new tensor).
         Collective on the world, phase ``loss``; one process: not collective, ``values`` itself."""
@@ -230,6 +239,9 @@ class LocalLayout:
 
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Nothing to reduce: one process holds every part."""
+
+    def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None) -> None:
+        """Nothing to gather: every parameter is whole."""
 
     def global_sum(self, values: Tensor) -> Tensor:
         return values

@@ -20,6 +20,13 @@ its columns when it gathers the input or holds full feature rows) and of each bi
 elsewhere: `linear` and `add_bias` note which block (`_note_slice`), and `reduce_gradients` sums only those
 blocks over the processes sharing them before gathering them on ``col``. A model must read such a parameter
 only through those calls (every model of `gridgnn.nn` does); one read two ways is reduced whole.
+
+With ``defer_weight_gather`` the step stops before that gather: each rank writes its own block's sum and zeros
+elsewhere, so Adam updates its own block exactly as before and the other blocks go stale (never read: `linear`
+and `add_bias` read only the own block, and Adam's update is element-wise). `gather_parameters` makes them
+whole again, on ``col``, where something reads a parameter whole: the best weights, a checkpoint (with Adam's
+moments), the end of training. Per step that saves the ``col`` all-gather: (pc - 1) / pc of the sliced
+parameters' values per rank.
 """
 
 from __future__ import annotations
@@ -47,7 +54,8 @@ class GridOps:
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense",
-                 parts: Sequence[int] | None = None, cache_panels: bool = False, feature_rows: int | None = None):
+                 parts: Sequence[int] | None = None, cache_panels: bool = False, feature_rows: int | None = None,
+                 defer_weight_gather: bool = False):
         self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode, parts=parts,
                                cache_panels=cached_orientations(operator) if cache_panels else ())
@@ -64,6 +72,10 @@ class GridOps:
         self._slices: dict[int, tuple[torch.Tensor, int, int] | None] = {}
         self._splits_params = self.col_axis is not None and grid.size(self.col_axis) > 1
         self._slice_axes = [a for a in grid.shape.axes if a != self.col_axis and grid.size(a) > 1]
+        # whether a step leaves the other column blocks of the sliced parameters stale, and what a deferred step
+        # left stale since the last `gather_parameters` ("params", "state"): alike on every rank
+        self.defer_gather = defer_weight_gather and self._splits_params
+        self._stale: set[str] = set()
 
     @property
     def device(self) -> torch.device:
@@ -196,13 +208,14 @@ class GridOps:
         ``weight_grad``). 1D/1.5D: one all-reduce of the flattened gradients on ``row``. 2D/3D: the parameters
         read whole all-reduced on ``world``; of the others (`_note_slice`) each rank's column blocks, packed,
         summed over the processes of its column block (`_sum_over_block`: ``row`` and ``depth``) and
-        all-gathered on ``col``. A parameter without a gradient counts as zeros; afterwards every ``grad`` is a
-        view into one fresh buffer."""
+        all-gathered on ``col`` (with ``defer_gather``: not gathered, zeros in the other blocks). A parameter
+        without a gradient counts as zeros; afterwards every ``grad`` is a view into one fresh buffer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params)
-                  if self._splits_params and self._slices.get(id(p)) is not None and self._slices[id(p)][0] is p}
+        sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params) if self._noted(p)}
         if not sliced:  # one all-reduce of everything, in place in the new buffer
             flat = torch.cat([g.reshape(-1) for g in grads])
+        elif self.defer_gather:  # the own blocks and the whole parameters are written below, the rest stays 0
+            flat = grads[0].new_zeros(sum(g.numel() for g in grads))
         else:  # every value is written below: the whole parameters' sums, then every gathered block
             flat = grads[0].new_empty(sum(g.numel() for g in grads))
         views = [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in grads]), grads, strict=True)]
@@ -219,26 +232,75 @@ class GridOps:
         for p, view in zip(params, views, strict=True):
             p.grad = view  # views into one fresh buffer
 
+    def gather_parameters(self, params: list[torch.nn.Parameter],
+                          optimizer: torch.optim.Optimizer | None = None) -> None:
+        """Make the parameters whole again after deferred steps (``defer_gather``): each rank's column block of
+        every sliced parameter, and with ``optimizer`` of each of its state tensors of the parameter's shape
+        (Adam's moments), all-gathered into place on ``col`` (phase ``weight_grad``, between steps). Call it
+        alike on every rank before reading a parameter whole; where no deferred step ran since the last call
+        it does nothing (not collective)."""
+        wanted = {"params", "state"} if optimizer is not None else {"params"}
+        todo = self._stale & wanted
+        if not todo:
+            return
+        blocks = []
+        for p in params:
+            if not self._noted(p):
+                continue
+            _, dim, width = self._slices[id(p)]
+            state = optimizer.state.get(p, {}) if "state" in todo else {}
+            tensors = ([p.detach()] if "params" in todo else []) + [
+                t for t in state.values() if torch.is_tensor(t) and t.shape == p.shape]
+            blocks += [(t, dim, width) for t in tensors]
+        with torch.no_grad(), self.comm.phase("weight_grad"):
+            self._gather_blocks(blocks)
+        self._stale -= todo
+
+    def _noted(self, param: torch.Tensor) -> bool:
+        """Whether this rank reads only a column block of ``param`` (so its gradient is reduced by blocks)."""
+        noted = self._slices.get(id(param)) if self._splits_params else None
+        return noted is not None and noted[0] is param
+
+    def _blocks(self, tensors: list[tuple[torch.Tensor, int, int]], k: int) -> list[torch.Tensor]:
+        """Column block ``k`` (a view) of each ``(tensor, dim, width)``: of ``width`` entries along ``dim``."""
+        pcol = self.grid.size(self.col_axis)
+        out = []
+        for tensor, dim, width in tensors:
+            bounds = block_bounds(width, pcol, allow_empty=True, what="feature columns")
+            out.append(tensor.narrow(dim, bounds[k], bounds[k + 1] - bounds[k]))
+        return out
+
     def _reduce_slices(self, slices: list[tuple[torch.Tensor, torch.Tensor, int, int]]) -> None:
         """For each ``(gradient, out, dim, width)``: this rank's column block of the gradient (along ``dim``,
-        of ``width``) summed over the processes sharing it, then every block gathered into ``out`` (the full
-        reduced gradient). Collective on the axes other than ``col``, then ``col``."""
-        pcol, mine = self.grid.size(self.col_axis), self.grid.index(self.col_axis)
-        cuts = [(dim, block_bounds(width, pcol, allow_empty=True, what="feature columns"))
-                for _, _, dim, width in slices]
-
-        def pieces(k: int, which: int) -> list[torch.Tensor]:
-            """Column block k of every gradient (``which`` 0) or of every output (1)."""
-            return [t[which].narrow(dim, b[k], b[k + 1] - b[k]) for t, (dim, b) in zip(slices, cuts, strict=True)]
-
-        counts = [sum(x.numel() for x in pieces(k, 1)) for k in range(pcol)]
-        if not max(counts):  # every block empty (widths below the column count): alike on every rank
-            return
-        own = torch.cat([x.reshape(-1) for x in pieces(mine, 0)])
+        of ``width``) summed over the processes sharing it into ``out``'s block, then (unless ``defer_gather``)
+        every block gathered into ``out`` (the full reduced gradient). Collective on the axes other than
+        ``col``, then ``col``."""
+        mine = self.grid.index(self.col_axis)
+        grads = [(g, dim, width) for g, _, dim, width in slices]
+        outs = [(out, dim, width) for _, out, dim, width in slices]
+        if not any(x.numel() for k in range(self.grid.size(self.col_axis)) for x in self._blocks(outs, k)):
+            return  # every block empty (widths below the column count): alike on every rank
+        own = torch.cat([x.reshape(-1) for x in self._blocks(grads, mine)])
         if own.numel():  # alike on the processes sharing this column block
             own = self._sum_over_block(own)
+        if self.defer_gather:
+            _unpack(own, self._blocks(outs, mine))
+            self._stale = {"params", "state"}
+            return
+        self._gather_blocks(outs, own)
+
+    def _gather_blocks(self, tensors: list[tuple[torch.Tensor, int, int]], own: torch.Tensor | None = None) -> None:
+        """Every column block of each ``(tensor, dim, width)`` from the rank holding it, into place: one
+        all-gather on ``col`` of the packed blocks (``own``: this rank's, packed; default: cut from the
+        tensors). Collective on ``col``; skipped (alike on every rank) where every block is empty."""
+        pcol, mine = self.grid.size(self.col_axis), self.grid.index(self.col_axis)
+        counts = [sum(x.numel() for x in self._blocks(tensors, k)) for k in range(pcol)]
+        if not max(counts, default=0):
+            return
+        if own is None:
+            own = torch.cat([x.reshape(-1) for x in self._blocks(tensors, mine)])
         every = self.comm.all_gather_rows(own.view(-1, 1), self.col_axis, counts).view(-1)
-        _unpack(every, [x for k in range(pcol) for x in pieces(k, 1)])
+        _unpack(every, [x for k in range(pcol) for x in self._blocks(tensors, k)])
 
     def _sum_over_block(self, own: torch.Tensor) -> torch.Tensor:
         """``own`` (1-D, non-empty) summed over the processes of this column block. One axis (2D; 3D with

@@ -60,6 +60,8 @@ class PlanEntry:
     """Priced with ``--cache-panels`` on a grid whose Â panels move (received once, at set-up)."""
     feature_rows: bool = False
     """Priced with ``--full-feature-rows`` on a grid where it takes effect (`ModelSpec.keeps_feature_rows`)."""
+    defer_weight_gather: bool = False
+    """Priced with ``--defer-weight-gather`` on a grid where it takes effect (`ModelSpec.defers_weight_gather`)."""
 
     @property
     def label(self) -> str:
@@ -91,6 +93,7 @@ class PlanEntry:
         return {
             "algo": self.algo, "grid": self.grid, "replication": self.replication, "comm": self.comm,
             "cache_panels": self.cache_panels, "full_feature_rows": self.feature_rows,
+            "defer_weight_gather": self.defer_weight_gather,
             "world_size": self.shape.world_size,
             "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
             "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
@@ -115,6 +118,8 @@ class PlanEntry:
             flags.append("--cache-panels")
         if self.feature_rows:
             flags.append("--full-feature-rows")
+        if self.defer_weight_gather:
+            flags.append("--defer-weight-gather")
         return flags
 
 
@@ -184,7 +189,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     cuts into the grid's row blocks, and on 3D each block into its depth sub-blocks), so each shape is priced
     on its own order; None: ``graph``'s.
     ``cache_panels``: price ``--cache-panels`` (2D and 3D receive their Â panels once, at set-up). A
-    ``model`` with ``full_feature_rows`` prices ``--full-feature-rows`` wherever it takes effect.
+    ``model`` with ``full_feature_rows`` prices ``--full-feature-rows`` wherever it takes effect, and one with
+    ``defer_weight_gather`` ``--defer-weight-gather``.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -211,7 +217,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
             fits = limit is None or int(pred.memory_bytes.max()) <= limit
             cached = bool(pred.setup_sum("calls", "broadcast").any())  # only where panels move
             entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,
-                                     feature_rows=spec.keeps_feature_rows(shape)))
+                                     feature_rows=spec.keeps_feature_rows(shape),
+                                     defer_weight_gather=spec.defers_weight_gather(shape)))
     entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
                                 int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes,
                                 e.comm == "sparse"))

@@ -55,6 +55,14 @@ class DistributedTrainer(Trainer):
         self.epoch_comm[-1]["eval_bytes"] = sum(r.bytes for r in self.ops.comm.reset())
         return accuracies
 
+    def gather_parameters(self, optimizer_state: bool = False) -> None:
+        """`Trainer.gather_parameters`; its communication (between steps, after the evaluation) is added to the
+        last epoch's ``gather_bytes``."""
+        super().gather_parameters(optimizer_state)
+        gathered = sum(r.bytes for r in self.ops.comm.reset())
+        if self.epoch_comm:
+            self.epoch_comm[-1]["gather_bytes"] = self.epoch_comm[-1].get("gather_bytes", 0) + gathered
+
     def _record_step(self, totals: CommTotals, elapsed: float) -> None:
         self.epoch_comm.append({
             "bytes": totals.bytes, "calls": totals.calls, "by_phase": dict(totals.bytes_by_phase),

@@ -17,7 +17,8 @@ from gridgnn.train.grid_train import TrainedGrid, spmm_setup_metrics
 from gridgnn.train.host_placement import hosts_metrics, split_by_host
 from gridgnn.train.metrics import build_metrics
 
-COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "predicted_bytes", "predicted_calls",
+COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "gather_bytes",
+             "predicted_bytes", "predicted_calls",
              "predicted_by_phase", "predicted_calls_by_phase", "by_axis", "by_axis_within_host",
              "by_axis_across_hosts")
 """The keys of each epoch's ``comm`` object in the metrics file (the predicted ones: `gridgnn.train.auto`)."""

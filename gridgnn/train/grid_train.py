@@ -86,8 +86,9 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     feature_rows = kept_feature_rows(config, graph, shape)
     ops = GridOps(grid, comm, operator, operator=operator_of(config.model), comm_mode=config.comm,
                   parts=graph.meta.get("reorder_bounds"), cache_panels=config.cache_panels,  # blocks follow METIS parts
-                  feature_rows=feature_rows)
-    setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start, feature_rows is not None)
+                  feature_rows=feature_rows, defer_weight_gather=config.defer_weight_gather)
+    setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start, feature_rows is not None,
+                              ops.defer_gather)
     trainer = DistributedTrainer(config, graph, ops)
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
@@ -127,12 +128,13 @@ def kept_feature_rows(config: TrainConfig, graph: Graph | PreparedGraph, shape: 
     return graph.num_features if ModelSpec.of(config, graph).keeps_feature_rows(shape) else None
 
 
-def spmm_setup_record(config: TrainConfig, records: list, seconds: float, feature_rows: bool = False) -> dict:
+def spmm_setup_record(config: TrainConfig, records: list, seconds: float, feature_rows: bool = False,
+                      deferred: bool = False) -> dict:
     """One rank's SpMM set-up from the collectives it recorded building its blocks: the index exchange
-    (``all_to_all``) and the panel cache (``broadcast``), each as bytes, calls and seconds; ``feature_rows``:
-    whether ``--full-feature-rows`` took effect."""
+    (``all_to_all``) and the panel cache (``broadcast``), each as bytes, calls and seconds; ``feature_rows``
+    and ``deferred``: whether ``--full-feature-rows`` and ``--defer-weight-gather`` took effect."""
     out = {"comm": config.comm, "cache_panels": config.cache_panels, "full_feature_rows": feature_rows,
-           "spmm_setup_s": seconds}
+           "defer_weight_gather": deferred, "spmm_setup_s": seconds}
     for key, op in (("index_exchange", "all_to_all"), ("panel_cache", "broadcast")):
         mine = [r for r in records if r.op == op]
         out.update({f"{key}_bytes": sum(r.bytes for r in mine), f"{key}_calls": len(mine),
@@ -143,6 +145,7 @@ def spmm_setup_record(config: TrainConfig, records: list, seconds: float, featur
 def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
     """The ``setup`` keys of the SpMM set-up: ``comm`` (dense or sparse), ``cache_panels``,
     ``full_feature_rows`` (whether every rank kept its rows' full input features: the flag took effect),
+    ``defer_weight_gather`` (whether steps updated only each rank's column blocks of the weights),
     ``index_exchange_bytes`` and ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm
     sparse``, 0 for dense), ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for
     peers that are still building their blocks included; the ranks start set-up together, after a barrier),
@@ -151,7 +154,7 @@ def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
     its blocks, index sets and panel cache)."""
     if not per_rank:
         return {}
-    out = {key: per_rank[0][key] for key in ("comm", "cache_panels", "full_feature_rows")}
+    out = {key: per_rank[0][key] for key in ("comm", "cache_panels", "full_feature_rows", "defer_weight_gather")}
     for key in ("index_exchange", "panel_cache"):
         out.update({f"{key}_bytes": [r[f"{key}_bytes"] for r in per_rank],
                     f"{key}_calls": [r[f"{key}_calls"] for r in per_rank],
@@ -193,6 +196,7 @@ def merge_epoch_comm(per_rank: list[list[dict]]) -> list[dict]:
             "by_phase": {phase: [r["by_phase"][phase] for r in ranks] for phase in PHASES},
             "calls_by_phase": {phase: [r["calls_by_phase"][phase] for r in ranks] for phase in PHASES},
             "eval_bytes": [r.get("eval_bytes", 0) for r in ranks],
+            "gather_bytes": [r.get("gather_bytes", 0) for r in ranks],
             "comm_time_s": max(r["comm_time_s"] for r in ranks),
             "exposed_comm_time_s": max(r["exposed_comm_time_s"] for r in ranks),
             "compute_time_s": max(r["compute_time_s"] for r in ranks),

@@ -5,7 +5,7 @@
 ``time_s`` numbers: NaN and infinities come back from the manifest's ``nonfinite`` list) and each ``comm``
 entry, one per epoch, is null (an epoch of a local run) or the merged communication of one epoch of a
 distributed run (`gridgnn.train.grid_train.merge_epoch_comm`): per-rank lists of ``bytes``, ``calls``,
-``eval_bytes`` and ``peak_memory_bytes``, per-phase objects of such lists, and the three times.
+``eval_bytes``, ``gather_bytes`` and ``peak_memory_bytes``, per-phase objects of such lists, and the three times.
 `history_problem` names the first thing wrong, or returns None. Not collective.
 """
 
@@ -15,7 +15,7 @@ from gridgnn.grid.comm_records import PHASES
 
 RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
 _RANK_LISTS = ("bytes", "calls")
-_OPTIONAL_RANK_LISTS = ("eval_bytes", "peak_memory_bytes")
+_OPTIONAL_RANK_LISTS = ("eval_bytes", "gather_bytes", "peak_memory_bytes")
 _PHASE_TABLES = ("by_phase", "calls_by_phase")
 _TIMES = ("comm_time_s", "exposed_comm_time_s", "compute_time_s")
 

@@ -158,6 +158,7 @@ class EpochSaver:
     def __call__(self, epoch: int, result: TrainResult) -> None:
         if epoch % self.config.checkpoint_every and epoch != self.config.epochs:
             return
+        self.trainer.gather_parameters(optimizer_state=True)  # a checkpoint holds whole weights and moments
         history = {"epochs": [record.to_dict() for record in result.epochs], "best_epoch": result.best_epoch,
                    "comm": self.comm_so_far()}
         manifest = {"fingerprint": self.fingerprint, "config": self.config.to_dict(), "grid": self.grid,

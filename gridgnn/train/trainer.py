@@ -204,6 +204,7 @@ class Trainer:
                 result.epochs.append(record)
                 if record.val_acc > best_val:
                     best_val, result.best_epoch = record.val_acc, epoch
+                    self.gather_parameters()  # val_acc is global: every rank gathers alike
                     result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
                                          self.model.state_dict().items()}
                 stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
@@ -214,4 +215,11 @@ class Trainer:
                     after_epoch(epoch, result)
                 if stop:
                     break
+        self.gather_parameters()  # the trained weights whole, for whatever reads them next
         return result
+
+    def gather_parameters(self, optimizer_state: bool = False) -> None:
+        """The layout's `gridgnn.nn.layout.Layout.gather_parameters` on the model (and with
+        ``optimizer_state`` Adam's moments): whole parameters where steps updated only column blocks
+        (``--defer-weight-gather``). Collective on the layout's ``col`` axis there; call it alike on every rank."""
+        self.layout.gather_parameters(list(self.model.parameters()), self.optimizer if optimizer_state else None)
