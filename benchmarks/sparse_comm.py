@@ -4,14 +4,14 @@ For each graph (Amazon Computers, Coauthor Physics, SuiteSparse ca-AstroPh with 
 2^17 and a random geometric graph in the unit square, a mesh-like graph), each reordering (none, random,
 rcm, metis, metis-nnz, metis-balanced; METIS's parts are the row blocks, which follow them) and each P:
 
-- model (exact, from the graph's structure; measured = modelled is what the tests check): every algorithm
-  (1d; 1.5d c = 2; 2d and 3d on their default grids) x {dense, sparse, and on grids whose Â panels move
-  dense+cache, sparse+cache (``--cache-panels``), and where it takes effect sparse+cache+rows
-  (``--full-feature-rows``)}: bytes per rank per training step (max and mean over
-  ranks, all phases and the SpMM phases alone), calls, the reordering's seconds and the non-zero and row
-  imbalance (max/mean per row block), the set-up of ``--comm sparse`` and ``--cache-panels`` (bytes, and
-  seconds on the gpu-cluster profile against the predicted step's), the graph memory and the peak memory per
-  rank, at ``--model-p``;
+- model (exact, from the graph's structure; measured = modelled is what the tests check): every algorithm (1d; 1.5d
+  c = 2; 2d and 3d on their default grids) x {dense, sparse, and on grids whose Â panels move dense+cache,
+  sparse+cache (``--cache-panels``), and where they take effect sparse+cache+rows (``--full-feature-rows``),
+  dense+defer and sparse+cache+rows+defer (``--defer-weight-gather``)}: bytes per rank per training step (max and
+  mean over ranks, all phases and the SpMM phases alone), calls, the reordering's seconds and the non-zero and row
+  imbalance (max/mean per row block), the set-up of ``--comm sparse`` and ``--cache-panels`` (bytes, and seconds on
+  the gpu-cluster profile against the predicted step's), the graph memory and the peak memory per rank, at
+  ``--model-p``;
 - measured (``--measure-p``): a few training steps on P forked gloo workers (1 thread each) for
   ``--measure-algos`` (default 1d and 2d) x ``--measure-comms`` (default dense, sparse) x ``--measure-orders``
   (default none, metis, metis-nnz, metis-balanced): median step time, set-up seconds (reordering, blocks,
@@ -118,30 +118,35 @@ class Orders:
         return self.cache[key]
 
 
-SPMM_VARIANTS = ("dense", "sparse", "dense+cache", "sparse+cache", "sparse+cache+rows")
-"""The ``comm`` column: ``--comm``, with ``+cache`` for ``--cache-panels`` (2D and 3D grids whose Â panels move)
-and ``+rows`` for ``--full-feature-rows`` (where it takes effect)."""
+SPMM_VARIANTS = ("dense", "sparse", "dense+cache", "sparse+cache", "sparse+cache+rows", "dense+defer",
+                 "sparse+cache+rows+defer")
+"""The ``comm`` column: ``--comm``, with ``+cache`` for ``--cache-panels`` (2D and 3D grids whose Â panels move),
+``+rows`` for ``--full-feature-rows`` (where it takes effect) and ``+defer`` for ``--defer-weight-gather`` (2D and
+3D grids of more than one column block)."""
 
 
-def variant_flags(variant: str) -> tuple[str, bool, bool]:
-    """(``--comm``, ``--cache-panels``, ``--full-feature-rows``) of a ``comm`` column value."""
+def variant_flags(variant: str) -> tuple[str, bool, bool, bool]:
+    """(``--comm``, ``--cache-panels``, ``--full-feature-rows``, ``--defer-weight-gather``) of a ``comm`` value."""
     comm, *extras = variant.split("+")
-    return comm, "cache" in extras, "rows" in extras
+    return comm, "cache" in extras, "rows" in extras, "defer" in extras
 
 
 def priced_variant(variant: str, stats: GraphStats, shape) -> TrainConfig | None:
     """The `TrainConfig` of ``variant`` (its model flags at their defaults), or None where it would be the run
-    of a plainer variant: no Â panel moves on ``shape`` to cache, or full feature rows would not take effect."""
-    comm, cached, rows = variant_flags(variant)
-    config = TrainConfig(comm=comm, cache_panels=cached, full_feature_rows=rows)
+    of a plainer variant: no Â panel moves on ``shape`` to cache, or full feature rows or the deferred weight
+    gather would not take effect."""
+    comm, cached, rows, defer = variant_flags(variant)
+    config = TrainConfig(comm=comm, cache_panels=cached, full_feature_rows=rows, defer_weight_gather=defer)
     if cached and not predict_epoch(config, stats, shape, cache_panels=True).setup_sum("calls", "broadcast").any():
         return None
-    if rows and not ModelSpec.of(config, stats).keeps_feature_rows(shape):
+    spec = ModelSpec.of(config, stats)
+    if (rows and not spec.keeps_feature_rows(shape)) or (defer and not spec.defers_weight_gather(shape)):
         return None
     return config
 
 
-def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REORDERS) -> list[dict]:
+def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REORDERS,
+               variants: tuple[str, ...] = SPMM_VARIANTS) -> list[dict]:
     orders, rows = Orders(graph), []
     for p in ps:
         for algo, kw in grids(p):
@@ -151,7 +156,7 @@ def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REOR
                 g = orders.get(method, parts, shape.depth)
                 stats = GraphStats.from_graph(g)
                 nnz_imb, row_imb = imbalance(g, parts)
-                for variant in SPMM_VARIANTS:
+                for variant in variants:
                     config = priced_variant(variant, stats, shape)
                     if config is None:
                         continue  # the same run as a plainer variant's
@@ -223,6 +228,7 @@ def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: l
                         continue  # the same run as a plainer variant's
                     kwargs = {"dataset": name, "algo": algo, "nprocs": p, "epochs": epochs, "comm": priced.comm,
                               "cache_panels": priced.cache_panels, "full_feature_rows": priced.full_feature_rows,
+                              "defer_weight_gather": priced.defer_weight_gather,
                               "reorder": method, "quiet": True, **kw}
                     out = run_workers(measured_worker, p, kwargs, g, timeout_s=1800)[0]
                     predicted = predict_epoch(TrainConfig(**kwargs), stats, shape, comm=priced.comm,
@@ -297,6 +303,11 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
             if "+rows" in variant:  # and the full feature rows: feature memory against column blocks
                 memory += (f"; feature memory {sparse['max_feature_bytes'] / 2**20:.1f} MiB per rank vs "
                            f"{plain['max_feature_bytes'] / 2**20:.1f} in column blocks")
+            if "+defer" in variant:  # the deferral helps dense just as much: the ratio against dense with it
+                deferred = _find(model, graph=graph, algo=algo, p=p, reorder="none", comm="dense+defer")
+                if deferred is not None:
+                    ratio = sparse["max_bytes"] / deferred["max_bytes"]
+                    memory += f"; vs dense natural order with deferred weight gather {ratio:.3f}"
             r_same = sparse["max_bytes"] / same["max_bytes"]
             lines.append(f"| {goal.format(order=order)} | {graph} | vs dense natural order: all phases {r:.3f} "
                          f"({sparse['max_bytes']:,} / {dense['max_bytes']:,} B), SpMM phases {rs:.3f}; vs dense "
@@ -312,6 +323,9 @@ def goals(model: list[dict], measured: list[dict], auto: list[dict] | None = Non
                    "sparse+cache+rows")
         ratio_line("sparse 3D {order} + cached panels + full feature rows ≤ 1/3 dense, P=16", graph, "3d", 16, 1 / 3,
                    "sparse+cache+rows")
+        for algo in ("2d", "3d"):
+            ratio_line(f"sparse {algo.upper()} {{order}} + cached panels + full feature rows + deferred weight gather "
+                       "≤ 1/3 dense, P=16", graph, algo, 16, 1 / 3, "sparse+cache+rows+defer")
     ratio_line("mesh: sparse 1D {order} ≤ 1/50 dense, P=64 (model)", "rgg-40k", "1d", 64, 1 / 50)
     for (graph, p), kib in SAR_KIB.items():
         best = min((r for r in model if r["graph"] == graph and r["p"] == p and r["comm"] == "sparse"),
@@ -512,6 +526,8 @@ def main() -> None:
     parser.add_argument("--measure-algos", nargs="+", default=["1d", "2d"], choices=["1d", "1.5d", "2d", "3d"],
                         help="algorithms to measure (default grids, 1.5d c = 2, 3d 2x2x(P/4) off cubes)")
     parser.add_argument("--model-orders", nargs="+", default=list(REORDERS), choices=REORDERS)
+    parser.add_argument("--model-comms", nargs="+", default=list(SPMM_VARIANTS), choices=SPMM_VARIANTS,
+                        help="SpMM variants to price (with --append the other rows of model.csv stay)")
     parser.add_argument("--append", action="store_true",
                         help="merge the new rows into the CSVs in --out (replacing rows of the same run)")
     parser.add_argument("--goals-only", action="store_true", help="rewrite goals.md from the CSVs in --out")
@@ -551,7 +567,7 @@ def main() -> None:
     measured = read_csv(out / "measured.csv") if args.append else []
     for name, graph in graphs.items() if not args.measure_only else ():
         ps = [p for p in model_p if p <= graph.num_nodes // 4]
-        model = merge(model, model_rows(name, graph, ps, args.model_orders), MODEL_KEYS)
+        model = merge(model, model_rows(name, graph, ps, args.model_orders, tuple(args.model_comms)), MODEL_KEYS)
         write_csv(out / "model.csv", model)
     for name, graph in graphs.items() if not args.model_only else ():
         if args.measure_graphs is None or name in args.measure_graphs:
