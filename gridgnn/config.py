@@ -96,7 +96,8 @@ class TrainConfig:
     columns of its rows, so the first layer's product with the input features is local
     (`keeps_feature_rows`); ``defer_weight_gather`` makes every 2D and 3D process update only the column
     block of each weight and bias it reads, gathering whole weights on ``col`` only where something reads them
-    whole (the best weights, a checkpoint, the end of training) instead of in every step; ``reorder``
+    whole (a checkpoint, the end of training; the best weights are copied as they are and gathered then)
+    instead of in every step; ``reorder``
     (`REORDERS`) renumbers the vertices before sharding (distributed algorithms only; everything reported
     stays in original ids). With
     ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping

@@ -1,9 +1,9 @@
-"""``--defer-weight-gather``: on 2D and 3D each process updates only the column block of each weight and bias
-it reads, and whole weights are gathered on ``col`` only where something reads them whole (the best weights,
-a checkpoint, the end of training). Training still equals ``--algo local``; every rank ends with the very
-weights (best and last) of the run without the flag; each step's bytes are the model's, exactly the step
-without the flag less its ``col`` all-gather of the weight gradients; and a checkpoint holds whole weights
-and Adam moments, so a run resumed from it on another grid is the uninterrupted run."""
+"""``--defer-weight-gather``: on 2D and 3D each process updates only the column block of each weight and bias it
+reads, and whole weights are gathered on ``col`` only where something reads them whole (a checkpoint, the end of
+training; the best weights are copied as they are and gathered then). Training still equals ``--algo local``;
+every rank ends with the very weights (best and last) of the run without the flag; each step's bytes are the
+model's, exactly the step without the flag less its ``col`` all-gather of the weight gradients; and a checkpoint
+holds whole weights and Adam moments, so a run resumed from it on another grid is the uninterrupted run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 import sparse_workers as sw
+import torch
 
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
@@ -80,9 +81,11 @@ def test_each_step_is_the_model_and_lacks_the_gradient_gather(trained):
                     assert epoch["calls_by_phase"][phase] == predicted.calls_by_phase[phase].tolist(), (kwargs, phase)
                 cut = sum((t.bytes for t in gathered), np.zeros(world, dtype=np.int64))
                 assert epoch["bytes"] == (np.array(before["bytes"]) - cut).tolist(), kwargs
-            # whole weights are gathered after an epoch that improved validation, and after the last
-            gathers = [sum(epoch["gather_bytes"]) for epoch in deferred]
-            assert (gathers[-1] > 0) is splits and all(sum(e["gather_bytes"]) == 0 for e in plain), kwargs
+            # whole weights are gathered once, after the last epoch: the last and the best (copied partly stale
+            # when validation improved, gathered when read), each the bytes of the gradients' gather
+            assert [e["gather_bytes"] for e in deferred[:-1]] == [[0] * world] * (len(deferred) - 1), kwargs
+            assert deferred[-1]["gather_bytes"] == (2 * cut).tolist(), kwargs
+            assert all(e["gather_bytes"] == [0] * world for e in plain), kwargs
 
 
 def test_a_checkpoint_holds_whole_weights_and_moments(tmp_path):
@@ -92,9 +95,15 @@ def test_a_checkpoint_holds_whole_weights_and_moments(tmp_path):
     folder = str(tmp_path / "ckpt")
     cases = [dict(base, defer_weight_gather=True, epochs=2, checkpoint_dir=folder, checkpoint_every=2),
              dict(base, algo="1d", grid=None, checkpoint_dir=folder, resume=True),
-             dict(base)]
+             dict(base),
+             *(dict(base, epochs=3, defer_weight_gather=defer, checkpoint_dir=str(tmp_path / str(defer)),
+                    checkpoint_every=1) for defer in (True, False))]
     out = run_workers(sw.train_with_weights, 4, cases, timeout_s=300)[0]
     resumed, whole = out[1], out[2]
+    best = {defer: torch.load(tmp_path / str(defer) / "best-weights.pt", weights_only=True) for defer in (True, False)}
+    assert best[True]["epoch"] == best[False]["epoch"] == out[3]["best_epoch"]
+    for name, value in best[False]["state"].items():  # the best weights a checkpoint keeps are whole
+        assert torch.equal(best[True]["state"][name], value), name
     np.testing.assert_allclose(resumed["loss"], whole["loss"], rtol=1e-5)
     assert resumed["acc"] == whole["acc"]
     for name, value in resumed["final"].items():

@@ -96,7 +96,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--defer-weight-gather", action=argparse.BooleanOptionalAction,
                       default=_DEFAULTS.defer_weight_gather,
                       help="2d and 3d: each process updates only the column block of each weight it reads and "
-                           "gathers whole weights only when something reads them (the best weights, a "
+                           "gathers whole weights only when something reads them (a "
                            "checkpoint, the end), not in every step (same numbers); 1d and 1.5d ignore it"
                            + _DEF)
     grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,

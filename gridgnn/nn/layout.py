@@ -67,6 +67,9 @@ class Layout(Protocol):
 
     operator: str
     """The aggregation operator's name (`gridgnn.data.operators`): ``gcn``, ``mean``, ``sum`` or ``gat``."""
+    defer_gather: bool
+    """Whether a step leaves parameters partly stale, to be made whole by `gather_parameters` (2D/3D with
+    ``--defer-weight-gather``)."""
 
     @property
     def device(self) -> torch.device:
@@ -149,11 +152,13 @@ class Layout(Protocol):
         identity."""
         ...
 
-    def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None) -> None:
+    def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
+                          copies: list[Tensor] | None = None) -> None:
         """Make every parameter (and with ``optimizer`` its state of the parameter's shape) whole where steps
-        updated only each rank's column blocks (2D/3D with ``--defer-weight-gather``): collective on ``col``
-        there, phase ``weight_grad``; else not collective, nothing to do. Call it before reading a parameter
-        whole."""
+        updated only each rank's column blocks (`defer_gather`): collective on ``col`` there, phase
+        ``weight_grad``; else not collective, nothing to do. Call it before reading a parameter whole.
+        ``copies``: one tensor per parameter, of its shape and on the layout's device (a copy of the weights
+        taken between steps), gathered in place instead of the parameters."""
         ...
 
     def global_sum(self, values: Tensor) -> Tensor:
@@ -173,6 +178,7 @@ class LocalLayout:
                 raise TypeError("a LocalLayout around a plain callable needs num_nodes (its row count)")
             num_nodes = aggregation.num_nodes
         self.aggregation, self.operator, self.num_nodes = aggregation, operator, num_nodes
+        self.defer_gather = False  # one process updates every parameter whole
         self._row_ids: Tensor | None = None
         self._order: Tensor | None = None  # a reordered graph's original id of each row
         self._stages: LocalStages | None = None
@@ -240,7 +246,8 @@ class LocalLayout:
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Nothing to reduce: one process holds every part."""
 
-    def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None) -> None:
+    def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
+                          copies: list[Tensor] | None = None) -> None:
         """Nothing to gather: every parameter is whole."""
 
     def global_sum(self, values: Tensor) -> Tensor:

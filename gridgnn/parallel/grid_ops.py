@@ -22,11 +22,11 @@ blocks over the processes sharing them before gathering them on ``col``. A model
 only through those calls (every model of `gridgnn.nn` does); one read two ways is reduced whole.
 
 With ``defer_weight_gather`` the step stops before that gather: each rank writes its own block's sum and zeros
-elsewhere, so Adam updates its own block exactly as before and the other blocks go stale (never read: `linear`
-and `add_bias` read only the own block, and Adam's update is element-wise). `gather_parameters` makes them
-whole again, on ``col``, where something reads a parameter whole: the best weights, a checkpoint (with Adam's
-moments), the end of training. Per step that saves the ``col`` all-gather: (pc - 1) / pc of the sliced
-parameters' values per rank.
+elsewhere, so Adam updates its own block exactly as before and the other blocks go stale (never read: `linear` and
+`add_bias` read only the own block, and Adam's update is element-wise). `gather_parameters` makes them whole
+again, on ``col``, where something reads a parameter whole: a checkpoint (with Adam's moments), the end of
+training; a copy of the best weights, taken as it is, is gathered the same way then (``copies``). Per step that
+saves the ``col`` all-gather: (pc - 1) / pc of the sliced parameters' values per rank.
 """
 
 from __future__ import annotations
@@ -232,13 +232,21 @@ class GridOps:
         for p, view in zip(params, views, strict=True):
             p.grad = view  # views into one fresh buffer
 
-    def gather_parameters(self, params: list[torch.nn.Parameter],
-                          optimizer: torch.optim.Optimizer | None = None) -> None:
+    def gather_parameters(self, params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
+                          copies: list[torch.Tensor] | None = None) -> None:
         """Make the parameters whole again after deferred steps (``defer_gather``): each rank's column block of
         every sliced parameter, and with ``optimizer`` of each of its state tensors of the parameter's shape
         (Adam's moments), all-gathered into place on ``col`` (phase ``weight_grad``, between steps). Call it
         alike on every rank before reading a parameter whole; where no deferred step ran since the last call
-        it does nothing (not collective)."""
+        it does nothing (not collective). ``copies`` (one per parameter, of its shape, on this device): a copy
+        of the parameters taken between steps, whose blocks are gathered in place instead (collective on
+        ``col`` whenever ``defer_gather``)."""
+        if copies is not None:
+            if self.defer_gather:
+                blocks = [(c, *self._slices[id(p)][1:]) for p, c in zip(params, copies, strict=True) if self._noted(p)]
+                with torch.no_grad(), self.comm.phase("weight_grad"):
+                    self._gather_blocks(blocks)
+            return
         wanted = {"params", "state"} if optimizer is not None else {"params"}
         todo = self._stale & wanted
         if not todo:

@@ -55,10 +55,9 @@ class DistributedTrainer(Trainer):
         self.epoch_comm[-1]["eval_bytes"] = sum(r.bytes for r in self.ops.comm.reset())
         return accuracies
 
-    def gather_parameters(self, optimizer_state: bool = False) -> None:
-        """`Trainer.gather_parameters`; its communication (between steps, after the evaluation) is added to the
-        last epoch's ``gather_bytes``."""
-        super().gather_parameters(optimizer_state)
+    def _after_gather(self) -> None:
+        """A gather of whole weights (`Trainer.gather_parameters`, ``gather_best_state``: between steps, after
+        the evaluation) is added to the last epoch's ``gather_bytes``."""
         gathered = sum(r.bytes for r in self.ops.comm.reset())
         if self.epoch_comm:
             self.epoch_comm[-1]["gather_bytes"] = self.epoch_comm[-1].get("gather_bytes", 0) + gathered

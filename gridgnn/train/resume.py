@@ -159,6 +159,7 @@ class EpochSaver:
         if epoch % self.config.checkpoint_every and epoch != self.config.epochs:
             return
         self.trainer.gather_parameters(optimizer_state=True)  # a checkpoint holds whole weights and moments
+        self.trainer.gather_best_state(result)  # and whole best weights
         history = {"epochs": [record.to_dict() for record in result.epochs], "best_epoch": result.best_epoch,
                    "comm": self.comm_so_far()}
         manifest = {"fingerprint": self.fingerprint, "config": self.config.to_dict(), "grid": self.grid,

@@ -149,6 +149,7 @@ class Trainer:
         self.labels, self.masks, self.mask_totals = data.labels, list(data.masks), data.mask_totals
         self.model = build_model(config, graph.num_features, graph.num_classes).to(self.layout.device)
         self.optimizer = build_optimizer(self.model, config)
+        self._best_whole = True  # whether a best state copied in fit is whole (see gather_best_state)
 
     def node_data(self, graph: Graph) -> LocalShard:
         """The node data of the layout's rows: the whole graph on one process. Not collective."""
@@ -204,9 +205,9 @@ class Trainer:
                 result.epochs.append(record)
                 if record.val_acc > best_val:
                     best_val, result.best_epoch = record.val_acc, epoch
-                    self.gather_parameters()  # val_acc is global: every rank gathers alike
                     result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
                                          self.model.state_dict().items()}
+                    self._best_whole = not self.layout.defer_gather  # else gathered when read: gather_best_state
                 stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
                 result.stopped_on_nonfinite = stop
                 if on_epoch is not None:
@@ -215,7 +216,8 @@ class Trainer:
                     after_epoch(epoch, result)
                 if stop:
                     break
-        self.gather_parameters()  # the trained weights whole, for whatever reads them next
+        self.gather_parameters()  # the trained weights whole, and the best ones, for whatever reads them next
+        self.gather_best_state(result)
         return result
 
     def gather_parameters(self, optimizer_state: bool = False) -> None:
@@ -223,3 +225,23 @@ class Trainer:
         ``optimizer_state`` Adam's moments): whole parameters where steps updated only column blocks
         (``--defer-weight-gather``). Collective on the layout's ``col`` axis there; call it alike on every rank."""
         self.layout.gather_parameters(list(self.model.parameters()), self.optimizer if optimizer_state else None)
+        self._after_gather()
+
+    def gather_best_state(self, result: TrainResult) -> None:
+        """Make ``result.best_state`` whole where it was copied from partly stale parameters
+        (`gridgnn.nn.layout.Layout.defer_gather`): its column blocks gathered in place. Collective on the
+        layout's ``col`` axis then (every rank holds the same best epoch: validation accuracy is global);
+        else nothing to do."""
+        if result.best_state is None or self._best_whole:
+            return
+        named = dict(self.model.named_parameters())
+        keys = [k for k in result.best_state if k in named]
+        copies = [result.best_state[k].to(self.layout.device) for k in keys]
+        self.layout.gather_parameters([named[k] for k in keys], copies=copies)
+        result.best_state.update({k: c.to("cpu") for k, c in zip(keys, copies, strict=True)})
+        self._best_whole = True
+        self._after_gather()
+
+    def _after_gather(self) -> None:
+        """Runs after each gather of whole weights (`gridgnn.train.distributed.DistributedTrainer` records
+        its bytes)."""
