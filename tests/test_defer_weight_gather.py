@@ -89,7 +89,7 @@ def test_each_step_is_the_model_and_lacks_the_gradient_gather(trained):
 
 
 def test_a_checkpoint_holds_whole_weights_and_moments(tmp_path):
-    """Four deferred epochs on 2D with a checkpoint at 2, resumed on 1D to 6 epochs: the uninterrupted run
+    """Two deferred epochs on 2D with a checkpoint at 2, resumed on 1D to 6 epochs: the uninterrupted run
     (Adam's moments of the blocks a rank did not update would be zeros, and the losses would differ)."""
     base = dict(SMALL, epochs=6, algo="2d", grid="2x2", weight_decay=0.0)
     folder = str(tmp_path / "ckpt")

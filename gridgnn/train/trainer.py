@@ -55,7 +55,8 @@ class TrainResult:
     stopped_on_nonfinite: bool = False
     best_state: dict | None = field(default=None, repr=False, compare=False)
     """The model's ``state_dict`` after ``best_epoch`` (CPU copies); None when that epoch was trained before
-    a resume."""
+    a resume. With ``--defer-weight-gather``, during `Trainer.fit` only each rank's column blocks of the
+    sliced parameters are current until `Trainer.gather_best_state` (at a checkpoint, at the end of fit)."""
 
     def note_nonfinite(self) -> bool:
         """Record the first epoch with a non-finite loss among the records; True when there is one."""
