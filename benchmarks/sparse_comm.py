@@ -430,8 +430,8 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
     lines = [f"Model, P = {p}: KiB received per rank per training step (max over ranks; all phases)", "",
              "| graph | algo | grid | dense | sparse | dense, METIS | sparse, METIS | sparse, METIS-nnz | "
              "sparse, METIS-balanced | sparse + cached panels, METIS-balanced | sparse + cached panels + full "
-             "feature rows, METIS-balanced | sparse METIS / dense | METIS s | "
-             "nnz imbalance none → METIS → METIS-nnz → METIS-balanced |", "|---" * 14 + "|"]
+             "feature rows, METIS-balanced | the same + deferred weight gather | sparse METIS / dense | METIS s | "
+             "nnz imbalance none → METIS → METIS-nnz → METIS-balanced |", "|---" * 15 + "|"]
     for graph in dict.fromkeys(r["graph"] for r in model):
         for algo in ("1d", "1.5d", "2d", "3d"):
             cell = {(r["reorder"], r["comm"]): r for r in model
@@ -441,9 +441,9 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
             kib = {k: v["max_bytes"] / 1024 for k, v in cell.items()}
             base, metis = cell["none", "dense"], cell["metis", "sparse"]
             extra = [cell.get((order, "sparse")) for order in ("metis-nnz", "metis-balanced")]
-            extra_kib = " | ".join(f"{r['max_bytes'] / 1024:,.0f}" if r else "-"
-                                   for r in [*extra, cell.get(("metis-balanced", "sparse+cache")),
-                                             cell.get(("metis-balanced", "sparse+cache+rows"))])
+            flagged = [cell.get(("metis-balanced", v)) for v in ("sparse+cache", "sparse+cache+rows",
+                                                                      "sparse+cache+rows+defer")]
+            extra_kib = " | ".join(f"{r['max_bytes'] / 1024:,.0f}" if r else "-" for r in [*extra, *flagged])
             extra_imbalance = " → ".join(str(r["nnz_imbalance"]) if r else "-" for r in extra)
             lines.append(f"| {graph} | {algo} | {base['grid']} | {kib['none', 'dense']:,.0f} | "
                          f"{kib['none', 'sparse']:,.0f} | {kib['metis', 'dense']:,.0f} | "
@@ -480,6 +480,17 @@ def summary(model: list[dict], measured: list[dict], p: int = 16) -> list[str]:
                 lines.append(f"| {c['graph']} | {c['p']} | {c['algo']} | {c['reorder']} | {r['step_s']} | "
                              f"{c['step_s']} | {r['max_bytes'] / 1024:,.0f} | {c['max_bytes'] / 1024:,.0f} | "
                              f"{r['model_equal'] and c['model_equal']} |")
+        deferred = list(_paired(measured, "+defer", lambda c: c["comm"].removesuffix("+defer")))
+        if deferred:
+            lines += ["", "Measured with `--defer-weight-gather` against the same run without (one invocation "
+                      "each; `results/defer_weight_gather` alternates repeated runs): median step seconds, bytes "
+                      "per step", "",
+                      "| graph | P | algo | order | comm | step s | deferred step s | KiB | deferred KiB | = model |",
+                      "|---|---|---|---|---|---|---|---|---|---|"]
+            for c, r in deferred:
+                lines.append(f"| {c['graph']} | {c['p']} | {c['algo']} | {c['reorder']} | {r['comm']} | "
+                             f"{r['step_s']} | {c['step_s']} | {r['max_bytes'] / 1024:,.0f} | "
+                             f"{c['max_bytes'] / 1024:,.0f} | {r['model_equal'] and c['model_equal']} |")
     return lines
 
 
