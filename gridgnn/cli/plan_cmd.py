@@ -245,7 +245,8 @@ def feature_rows_line(result, stats, profile) -> str | None:
     spec = dataclasses.replace(pred.spec, full_feature_rows=True)
     if not spec.keeps_feature_rows(best.shape):
         return None
-    rows = predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels)
+    rows = predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels,
+                         device=profile.device)
     busiest = int(pred.bytes.argmax())
     saved = int(pred.bytes[busiest]) - int(rows.bytes[busiest])
     extra = int(rows.memory["features"].max()) - int(pred.memory["features"].max())
@@ -266,7 +267,8 @@ def weight_gather_line(result, stats, profile) -> str | None:
     spec = dataclasses.replace(pred.spec, defer_weight_gather=True)
     if not spec.defers_weight_gather(best.shape):
         return None
-    deferred = predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels)
+    deferred = predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels,
+                         device=profile.device)
     busiest = int(pred.bytes.argmax())
     saved = int(pred.bytes[busiest]) - int(deferred.bytes[busiest])
     return (f"weights    --defer-weight-gather would save {_human(saved)} of the {_human(int(pred.bytes[busiest]))} "
@@ -283,7 +285,8 @@ def attention_line(result, stats, profile) -> str:
     gat = best.prediction
     gcn_spec = dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, hidden=gat.spec.widths[1]
                                    if gat.spec.layers > 1 else gat.spec.hidden)
-    gcn = predict_epoch(gcn_spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels)
+    gcn = predict_epoch(gcn_spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels,
+                         device=profile.device)
     extra = int(gat.bytes.max()) - int(gcn.bytes.max())
     return (f"attention  adds {_human(extra)} per rank per epoch over a GCN of the same widths on "
             f"{best.algo} {best.shape.label()} ({_human(int(gcn.bytes.max()))} -> {_human(int(gat.bytes.max()))}; "

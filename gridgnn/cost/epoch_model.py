@@ -297,15 +297,17 @@ class EpochPrediction:
 
 def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | None = None,
                   sizes: SizeInfo = FLOAT32, blocks: ShapeBlocks | None = None,
-                  comm: str = "dense", cache_panels: bool = False) -> EpochPrediction:
+                  comm: str = "dense", cache_panels: bool = False, device: str = "cpu") -> EpochPrediction:
     """Communication, memory and time of one training step on every rank of ``shape``.
 
     ``model``: a `ModelSpec`, or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
     ``graph``: a `GraphStats`, or a loaded `Graph` (exact block nnz; pass the preprocessed graph that
     training uses). ``profile``: prices the time (default: `gridgnn.cost.profile.GPU_CLUSTER`).
     ``comm``: ``dense`` or ``sparse`` (the SpMM variant of ``--comm``); ``cache_panels``: ``--cache-panels``
-    (2D/3D receive their Â panels once, at set-up: in ``setup_terms``, not in the step). Pure: no process
-    group, any P.
+    (2D/3D receive their Â panels once, at set-up: in ``setup_terms``, not in the step). ``device``: the
+    device type training runs on, which decides whether sparse input features stay sparse (memory and
+    compute; `gridgnn.cost.memory_model.sparse_features`); the planner passes its profile's
+    (`MachineProfile.device`). Pure: no process group, any P.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -316,10 +318,10 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     terms = step_terms(blocks, spec, steps, sizes, comm, cache_panels)
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
-    compute_s = compute_seconds(blocks, spec, steps, stats, profile)
+    compute_s = compute_seconds(blocks, spec, steps, stats, profile, device)
     panels = panel_cache_terms(blocks, sizes, cached_orientations(spec.model) if cache_panels else ())
     kept = sum((t.bytes for t in panels), np.zeros(shape.world_size, dtype=np.int64))  # received once, kept
-    memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm, kept)
+    memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm, kept, device)
     setup = (index_exchange_terms(blocks) if comm == "sparse" else []) + panels
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
                            comm_seconds(setup, shape, profile, placed_by=terms))
@@ -510,14 +512,15 @@ def comm_seconds(terms: list[Term], shape: GridShape, profile: MachineProfile,
 
 
 def compute_seconds(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], stats: GraphStats,
-                    profile: MachineProfile) -> np.ndarray:
-    """(P,) predicted seconds of local work per rank: SpMM flops, dense flops, element-wise work."""
+                    profile: MachineProfile, device: str = "cpu") -> np.ndarray:
+    """(P,) predicted seconds of local work per rank: SpMM flops, dense flops, element-wise work; input
+    features that stay sparse on ``device`` (`sparse_features`) count their stored values."""
     shape = blocks.shape
     pcol = _col_size(shape)
     m = blocks.local_rows.astype(np.float64)
     j = blocks.coords.get("col")
     sparse, dense, elems = np.zeros(shape.world_size), np.zeros(shape.world_size), np.zeros(shape.world_size)
-    stored = stats.feature_nnz / stats.num_nodes if sparse_features(stats) else None  # per row of sparse X
+    stored = stats.feature_nnz / stats.num_nodes if sparse_features(stats, device) else None  # per row of sparse X
     for step in steps:
         f = step.spmm_width
         f_local = feature_widths(f, pcol)[j] if j is not None else f

@@ -59,40 +59,43 @@ SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features be
 
 
 def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo,
-                    comm: str = "dense", kept: np.ndarray | int = 0) -> dict[str, np.ndarray]:
+                    comm: str = "dense", kept: np.ndarray | int = 0, device: str = "cpu") -> dict[str, np.ndarray]:
     """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`; ``comm``:
     the SpMM variant (``dense`` or ``sparse``); ``kept``: (P,) bytes of the Â panels ``--cache-panels``
-    received once and keeps (`gridgnn.cost.rank_cost.panel_cache_terms`; 0 without it)."""
+    received once and keeps (`gridgnn.cost.rank_cost.panel_cache_terms`; 0 without it); ``device``: the
+    device type training runs on (`sparse_features`)."""
     m = blocks.local_rows.astype(np.int64)
     pcol = blocks.shape.col_blocks
     algorithm = costs_of(blocks.shape.algo)
     out = {
         "graph": algorithm.graph_bytes(blocks, sizes) + kept,
-        "features": _feature_bytes(blocks, stats, pcol, sizes, steps[0].feature_rows),
+        "features": _feature_bytes(blocks, stats, pcol, sizes, steps[0].feature_rows, device),
         "labels_masks": m * 11,
         "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
                                      dtype=np.int64),
-        "activations": _activation_bytes(m, steps, spec, pcol, sizes, sparse_features(stats)),
+        "activations": _activation_bytes(m, steps, spec, pcol, sizes, sparse_features(stats, device)),
         "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm, np.asarray(kept) > 0),
         "attention": _attention_bytes(blocks, spec, steps, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
 
 
-def sparse_features(stats: GraphStats) -> bool:
-    """Whether training keeps the input features sparse (as `gridgnn.nn.features` decides)."""
+def sparse_features(stats: GraphStats, device: str = "cpu") -> bool:
+    """Whether training keeps the input features sparse, as `gridgnn.train.trainer.model_input` decides: on
+    a CPU (``device``), sparse features no denser than `SPARSE_DENSITY_LIMIT`; on any other device never
+    (they are made dense there)."""
     nnz = stats.feature_nnz
-    return nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * stats.num_features
+    return device == "cpu" and nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * stats.num_features
 
 
 def _feature_bytes(blocks: ShapeBlocks, stats: GraphStats, pcol: int, sz: SizeInfo,
-                   full_rows: bool = False) -> np.ndarray:
+                   full_rows: bool = False, device: str = "cpu") -> np.ndarray:
     """(P,) bytes of each rank's features: its column block of its rows, or all columns with ``full_rows``."""
     m = blocks.local_rows.astype(np.float64)
     j = blocks.coords.get("col")
     f = stats.num_features
     cols = feature_widths(f, pcol)[j] if j is not None and not full_rows else np.full(len(m), f)
-    if sparse_features(stats):
+    if sparse_features(stats, device):
         local = stats.feature_nnz * (m / stats.num_nodes) * (cols / f)
         return (local * SPARSE_FEATURE_BYTES + 3 * (m + 1) * sz.index).astype(np.int64)
     return (m * cols * sz.value).astype(np.int64)

@@ -51,6 +51,10 @@ class MachineProfile:
     elementwise_per_s: float = 1e9
     memory_per_proc_bytes: int | None = None
     sources: list[str] = field(default_factory=list)
+    device: str = "cpu"
+    """Where training holds its tensors on this machine (``cpu``, ``cuda``): on ``cpu`` sparse input features
+    stay sparse, elsewhere they are made dense (`gridgnn.train.trainer.model_input`), which the memory and
+    compute models follow (`gridgnn.cost.memory_model.sparse_features`). A file without it: ``cpu``."""
 
     def link(self, op: str, inter: bool) -> LinkCost:
         table = self.inter_node if inter and self.inter_node else self.intra_node
@@ -88,7 +92,8 @@ def check_profile_dict(data: object) -> None:
     """The schema of a profile file: ``name`` a string; ``intra_node`` (and ``inter_node`` unless null) an
     object of operations from `OPS` that holds at least ``broadcast`` (the fallback of the others), each
     ``{"alpha_s", "beta_s_per_byte"}`` finite numbers >= 0; the rates finite and positive;
-    ``procs_per_node`` and ``memory_per_proc_bytes`` positive integers or null. ValueError otherwise."""
+    ``procs_per_node`` and ``memory_per_proc_bytes`` positive integers or null; ``device`` (optional) a
+    non-empty string. ValueError otherwise."""
     if not isinstance(data, dict):
         raise ValueError("a profile is a JSON object")
     if not isinstance(data.get("name"), str) or not isinstance(data.get("description", ""), str):
@@ -110,6 +115,8 @@ def check_profile_dict(data: object) -> None:
     for key in ("procs_per_node", "memory_per_proc_bytes"):
         if data.get(key) is not None and not _positive(data[key], integer=True):
             raise ValueError(f"'{key}' must be a positive integer or null, got {data[key]!r}")
+    if not isinstance(data.get("device", "cpu"), str) or not data.get("device", "cpu"):
+        raise ValueError(f"'device' must be a device type such as 'cpu' or 'cuda', got {data.get('device')!r}")
     sources = data.get("sources", [])
     if not isinstance(sources, list) or not all(isinstance(item, str) for item in sources):
         raise ValueError("'sources' must be a list of strings")
@@ -143,6 +150,7 @@ GPU_CLUSTER = MachineProfile(
         "alpha 5 us per tree step within a node",
         "aws-ofi-nccl tuner NET_LATENCY = 20 us: alpha across nodes",
     ],
+    device="cuda",
 )
 
 CPU_GLOO_LOOPBACK = MachineProfile(

@@ -140,4 +140,4 @@ def calibrate(world_size: int = 2, *, name: str = "calibrated", repeats: int = 5
     description = (f"measured by 'gridgnn calibrate' on {platform.node() or 'this machine'}: {world_size} "
                    f"{backend} workers, {threads} threads each, {device}")
     return MachineProfile(name=name, description=description, intra_node=links, sources=[description],
-                          **rates)
+                          device=device.split(":")[0], **rates)

@@ -213,7 +213,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
         blocks = shape_blocks(shape, priced)  # shared by the dense and sparse pricing of this shape
         for comm in comms:
             pred = predict_epoch(spec, priced, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm,
-                                 cache_panels=cache_panels)
+                                 cache_panels=cache_panels, device=profile.device)
             fits = limit is None or int(pred.memory_bytes.max()) <= limit
             cached = bool(pred.setup_sum("calls", "broadcast").any())  # only where panels move
             entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,

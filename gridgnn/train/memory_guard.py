@@ -65,7 +65,8 @@ def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridS
     elif shape is None:
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
     comm = "sparse" if config.comm == "sparse" else "dense"  # resolved by now; sparse buffers differ
-    return int(predict_epoch(config, stats, shape, comm=comm, cache_panels=config.cache_panels).memory_bytes.max())
+    return int(predict_epoch(config, stats, shape, comm=comm, cache_panels=config.cache_panels,
+                             device=default_device().type).memory_bytes.max())
 
 
 def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int | None = None,
