@@ -233,20 +233,27 @@ def panels_line(result) -> str | None:
     return None
 
 
+def _price_best(result, spec, stats, profile):
+    """The best configuration of ``result`` priced again for the model ``spec`` (a `ModelSpec`), on ``stats``
+    (those it was priced on: its own METIS order) and ``profile`` (and its device)."""
+    from gridgnn.cost.epoch_model import predict_epoch
+
+    best = result.best
+    return predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels,
+                         device=profile.device)
+
+
 def feature_rows_line(result, stats, profile) -> str | None:
     """What ``--full-feature-rows`` would save on the best configuration: its first layer's ``dense``-phase
     bytes per rank per step, for more feature memory (None where it would not take effect). ``stats``: those
     the best configuration was priced on (its own METIS order)."""
-    from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.plan.planner import _human
 
-    best = result.best
-    pred = best.prediction
+    best, pred = result.best, result.best.prediction
     spec = dataclasses.replace(pred.spec, full_feature_rows=True)
     if not spec.keeps_feature_rows(best.shape):
         return None
-    rows = predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels,
-                         device=profile.device)
+    rows = _price_best(result, spec, stats, profile)
     busiest = int(pred.bytes.argmax())
     saved = int(pred.bytes[busiest]) - int(rows.bytes[busiest])
     extra = int(rows.memory["features"].max()) - int(pred.memory["features"].max())
@@ -259,18 +266,14 @@ def weight_gather_line(result, stats, profile) -> str | None:
     """What ``--defer-weight-gather`` would save on the best configuration: the ``col`` all-gather of its
     weight gradients, bytes per rank per step (None where it would not take effect). ``stats``: those the
     best configuration was priced on."""
-    from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.plan.planner import _human
 
-    best = result.best
-    pred = best.prediction
+    best, pred = result.best, result.best.prediction
     spec = dataclasses.replace(pred.spec, defer_weight_gather=True)
     if not spec.defers_weight_gather(best.shape):
         return None
-    deferred = predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels,
-                         device=profile.device)
     busiest = int(pred.bytes.argmax())
-    saved = int(pred.bytes[busiest]) - int(deferred.bytes[busiest])
+    saved = int(pred.bytes[busiest]) - int(_price_best(result, spec, stats, profile).bytes[busiest])
     return (f"weights    --defer-weight-gather would save {_human(saved)} of the {_human(int(pred.bytes[busiest]))} "
             f"{best.label} moves per rank per step: the col all-gather of its weight gradients; whole weights "
             "are then gathered only when read (gridgnn plan --defer-weight-gather prices it)")
@@ -278,15 +281,13 @@ def weight_gather_line(result, stats, profile) -> str | None:
 
 def attention_line(result, stats, profile) -> str:
     """What attention adds over a GCN of the same widths on the best grid: bytes per rank and epoch time."""
-    from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.plan.planner import _human
 
     best = result.best
     gat = best.prediction
     gcn_spec = dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, hidden=gat.spec.widths[1]
                                    if gat.spec.layers > 1 else gat.spec.hidden)
-    gcn = predict_epoch(gcn_spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels,
-                         device=profile.device)
+    gcn = _price_best(result, gcn_spec, stats, profile)
     extra = int(gat.bytes.max()) - int(gcn.bytes.max())
     return (f"attention  adds {_human(extra)} per rank per epoch over a GCN of the same widths on "
             f"{best.algo} {best.shape.label()} ({_human(int(gcn.bytes.max()))} -> {_human(int(gat.bytes.max()))}; "
