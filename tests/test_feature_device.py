@@ -68,10 +68,27 @@ def test_the_memory_guard_prices_the_runs_own_device(cora, monkeypatch):
     import gridgnn.train.memory_guard as guard
 
     _, stats = cora
-    on_cpu = guard.predicted_per_proc(CORA, stats, 1)
+    grid = dataclasses.replace(CORA, algo="2d", nprocs=4)
+    on_cpu = {c.algo: guard.predicted_per_proc(c, stats, 4) for c in (CORA, grid)}
     monkeypatch.setattr(guard, "default_device", lambda: torch.device("cuda", 0))
-    on_gpu = guard.predicted_per_proc(CORA, stats, 1)
-    assert on_gpu - on_cpu >= stats.num_nodes * stats.num_features * 4 * 0.9  # the dense feature matrix
+    on_gpu = {c.algo: guard.predicted_per_proc(c, stats, 4) for c in (CORA, grid)}
+    assert on_gpu["local"] == on_cpu["local"]  # a local run keeps its model and features on the CPU
+    dense_block = (stats.num_nodes / 2) * (stats.num_features / 2) * 4  # the busiest rank's of a 2 x 2 grid
+    assert on_gpu["2d"] - on_cpu["2d"] >= 0.9 * dense_block
+
+
+def test_the_memory_guards_suggestions_are_priced_for_this_machine(cora):
+    """On a CPU the configurations the guard offers are priced with sparse features, as the run was: Cora on
+    1D with 2 processes, refused at a byte below its need, is offered P = 4 configurations (priced as a GPU
+    cluster's, with dense features, only 32-process grids would fit)."""
+    from gridgnn.train.memory_guard import memory_refusal, predicted_per_proc
+
+    graph, stats = cora
+    run = dataclasses.replace(CORA, algo="1d", nprocs=2)
+    need = predicted_per_proc(run, stats, 2)
+    refusal = memory_refusal(dataclasses.replace(run, memory_per_proc=need - 1), graph, 2, 1)
+    assert refusal is not None and "configurations that fit" in refusal
+    assert "--nprocs 4" in refusal and "--nprocs 32" not in refusal, refusal
 
 
 def test_profiles_name_their_device(tmp_path):
@@ -83,6 +100,7 @@ def test_profiles_name_their_device(tmp_path):
     assert load_profile(path) == GPU_CLUSTER
     del data["device"]  # a file written before the field: a CPU's
     assert MachineProfile.from_dict(data).device == "cpu"
+    assert sparse_features(GraphStats.from_graph(load_graph(CORA)), "cpu:0")  # a device name, not its type
     for bad in ("", 3, None):
         with pytest.raises(ValueError, match="'device' must be"):
             check_profile_dict({**data, "device": bad})

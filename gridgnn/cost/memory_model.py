@@ -85,7 +85,8 @@ def sparse_features(stats: GraphStats, device: str = "cpu") -> bool:
     a CPU (``device``), sparse features no denser than `SPARSE_DENSITY_LIMIT`; on any other device never
     (they are made dense there)."""
     nnz = stats.feature_nnz
-    return device == "cpu" and nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * stats.num_features
+    on_cpu = device.split(":")[0].lower() == "cpu"  # "cpu:0" too, as torch.device names it
+    return on_cpu and nnz is not None and nnz <= SPARSE_DENSITY_LIMIT * stats.num_nodes * stats.num_features
 
 
 def _feature_bytes(blocks: ShapeBlocks, stats: GraphStats, pcol: int, sz: SizeInfo,

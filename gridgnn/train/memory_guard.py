@@ -17,6 +17,7 @@ import torch
 
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.profile import default_profile
 from gridgnn.errors import ConfigError
 from gridgnn.grid.process_grid import default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
@@ -42,11 +43,17 @@ def host_available_bytes() -> int | None:
     return None
 
 
+def run_device(config: TrainConfig) -> torch.device:
+    """Where ``config``'s run holds its tensors: the CPU for ``--algo local`` (its model and features stay
+    there), else this process's `default_device` (a grid's device). Not collective."""
+    return torch.device("cpu") if config.algo == "local" else default_device()
+
+
 def available_per_proc(config: TrainConfig, local_procs: int) -> tuple[int | None, str]:
     """Bytes each process may use and where the figure comes from (None: unknown, no check)."""
     if config.memory_per_proc is not None:
         return config.memory_per_proc, "--memory-per-proc"
-    device = default_device()
+    device = run_device(config)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(int(os.environ.get("LOCAL_RANK", "0")))
         return int(free), "free device memory"
@@ -66,7 +73,7 @@ def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridS
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
     comm = "sparse" if config.comm == "sparse" else "dense"  # resolved by now; sparse buffers differ
     return int(predict_epoch(config, stats, shape, comm=comm, cache_panels=config.cache_panels,
-                             device=default_device().type).memory_bytes.max())
+                             device=run_device(config).type).memory_bytes.max())
 
 
 def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int | None = None,
@@ -102,12 +109,15 @@ def _suggest(config: TrainConfig, stats, world_size: int, available: int) -> str
     caching = (True, False) if config.cache_panels else (False,)
     rows = (True, False) if config.full_feature_rows else (False,)
     variants = [(dataclasses.replace(config, full_feature_rows=r), c) for r in rows for c in caching]
+    # priced for this machine, as the run itself was (the planner's default profile is a GPU cluster's)
+    profile = default_profile(default_device().type)
     for factor in (1, *LARGER_GRIDS):
         procs = world_size * factor
         if procs == 1:
             continue
         fitting = [e for priced, cache in variants
-                   for e in plan(priced, stats, procs, memory_per_proc=available, cache_panels=cache).entries
+                   for e in plan(priced, stats, procs, profile=profile, memory_per_proc=available,
+                                 cache_panels=cache).entries
                    if e.fits][:3]
         if fitting:
             return "configurations that fit (gridgnn plan): " + ", ".join(" ".join(e.train_flags())
