@@ -17,9 +17,10 @@ from gridgnn.train.products import write_vertex_outputs
 from gridgnn.train.run import load_graph
 
 
-def custom_loop(graph, algo: str, epochs: int = 3) -> list[np.ndarray]:
-    """The README's own-loop example on the current process group (or one process): the final weights."""
-    agg = gridgnn.grid_aggregation(graph.adj, algo=algo)
+def custom_loop(graph, algo: str, epochs: int = 3, defer: bool = False) -> list[np.ndarray]:
+    """The README's own-loop example on the current process group (or one process): the final weights; with
+    ``defer``, the weights' column blocks are gathered once, at the end."""
+    agg = gridgnn.grid_aggregation(graph.adj, algo=algo, defer_weight_gather=defer)
     x = gridgnn.local_block(graph.dense_features(), agg)
     y = gridgnn.local_block(graph.labels, agg)
     train = gridgnn.local_block(graph.train_mask, agg)
@@ -32,6 +33,8 @@ def custom_loop(graph, algo: str, epochs: int = 3) -> list[np.ndarray]:
         loss.backward()
         agg.reduce_gradients(list(model.parameters()))
         optimizer.step()
+    if defer:
+        agg.gather_parameters(list(model.parameters()), optimizer)
     return [p.detach().numpy().copy() for p in model.parameters()]
 
 
@@ -39,7 +42,7 @@ def train_then_predict(rank: int, world_size: int, config_kwargs: dict, predict_
                        folder: str) -> list[np.ndarray]:
     """Train on ``config_kwargs``'s grid writing its outputs and model file, then predict with that file on
     each grid of ``predict_grids`` (``{"algo": ..., "replication"/"grid": ...}``) into ``folder``; last, the
-    own-loop example on a 2D grid (returns its final weights)."""
+    own-loop example on a 2D grid, plain and with the deferred weight gather (returns both final weights)."""
     config = TrainConfig(**config_kwargs)
     graph = load_graph(config)
     train_on_grid(config, graph)
@@ -52,4 +55,4 @@ def train_then_predict(rank: int, world_size: int, config_kwargs: dict, predict_
         name = f"{folder}/{spec['algo']}"
         write_vertex_outputs(model, features, ops, graph, predictions_out=f"{name}-pred.npy",
                              embeddings_out=f"{name}-emb.csv", embedding_layer=1)
-    return custom_loop(graph, "2d")
+    return [custom_loop(graph, "2d"), custom_loop(graph, "2d", defer=True)]

@@ -167,9 +167,10 @@ def test_distributed_train_and_predict_on_other_grids_match_one_process(tmp_path
     assert not list(tmp_path.glob(".*partial*"))
     # the public building blocks (grid_aggregation, local_block) train as one process does
     alone = pw.custom_loop(reference.graph, "1d")
-    for weights in outs:
-        for mine, single in zip(weights, alone, strict=True):
+    for plain, deferred in outs:  # every rank; the deferred loop's weights whole again after its gather
+        for mine, later, single in zip(plain, deferred, alone, strict=True):
             np.testing.assert_allclose(mine, single, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(later, mine)
 
 
 # --- bad input: one line, exit 2, nothing written -----------------------------------------------------------

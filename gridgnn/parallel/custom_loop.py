@@ -13,7 +13,7 @@ from gridgnn.parallel.grid_ops import GridOps
 
 
 def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: int = 1,
-                     grid: str | None = None, normalize: bool = True) -> GridOps:
+                     grid: str | None = None, normalize: bool = True, defer_weight_gather: bool = False) -> GridOps:
     """The aggregation ``x -> Â x`` on this rank's block, with autograd (backward: Âᵀ), as a `GridOps`.
 
     ``adjacency``: the global (n, n) scipy matrix (``adj[dst, src] != 0``), normalized to
@@ -24,6 +24,10 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     ``reduce_gradients(params)`` so every rank applies the same update. On a 2D grid a model must read each
     weight and bias only through ``agg.linear`` and ``agg.add_bias`` (as the models of `gridgnn.nn` do): the
     reduction sums only the column block of each that a rank read there (`GridOps.reduce_gradients`).
+    With ``defer_weight_gather`` (2D/3D, as ``gridgnn train --defer-weight-gather``) that reduction leaves
+    the other column blocks stale: call ``agg.gather_parameters(params, optimizer)`` on every rank before
+    reading a weight whole (saving it, or using it outside ``agg``), and ``agg.gather_parameters(params,
+    copies=...)`` on a copy of the weights taken between steps.
     """
     import torch.distributed as dist
 
@@ -36,7 +40,7 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     shape = resolve_grid(algo, world, replication=replication, grid=grid)
     process_grid = ProcessGrid.create(shape)
     adj = operator_matrix("gcn", adjacency) if normalize else sp.csr_matrix(adjacency)
-    return GridOps(process_grid, Communicator(process_grid), adj)
+    return GridOps(process_grid, Communicator(process_grid), adj, defer_weight_gather=defer_weight_gather)
 
 
 def local_block(array, agg) -> Tensor:
