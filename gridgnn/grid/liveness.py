@@ -6,11 +6,16 @@ calls `Liveness.lost_ranks`: it marks itself a survivor, reads every counter twi
 reports the ranks whose counter did not move and that did not mark themselves: they died or lost the network.
 When the store itself stopped answering, the lost ones are the ranks on the rendezvous host. Each rank uses
 its own store connections (one per thread); nothing here is a collective.
+
+While it surveys and reports, a failed rank holds back SIGTERM (`hold_sigterm`): under torchrun, the agent of a
+host stops that host's other workers as soon as one of them exits, and the rank that prints the run's one
+line (rank 0) must not be stopped in the middle of its survey by a sibling that finished its own first.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -88,10 +93,21 @@ class Liveness:
         return "every other rank is still alive (a slow or stuck peer)"
 
 
+def hold_sigterm() -> None:
+    """From now on a SIGTERM does not stop this process (it is noted and dropped): call it once the process
+    only reports a failure and exits. torchrun's agent sends SIGKILL after its grace period (30 s by
+    default), so a report never keeps a host busy for long. Only the main thread can set a handler;
+    elsewhere nothing changes."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+
+
 def with_lost_peers(error: CollectiveError, liveness: Liveness | None) -> CollectiveError:
     """``error`` with `Liveness.describe_lost` appended to its (first) line; ``error`` itself without a
-    liveness."""
+    liveness. With one, SIGTERM is held back from the survey on (`hold_sigterm`): the caller reports and
+    exits."""
     if liveness is None:
         return error
+    hold_sigterm()
     first = (str(error).strip().splitlines() or ["a collective failed"])[0]
     return CollectiveError(f"{first}; {liveness.describe_lost()}")
