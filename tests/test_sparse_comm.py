@@ -133,7 +133,7 @@ def test_sparse_comm_plots_from_rows(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sparse_comm.py"
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sparse_comm_report.py"
     spec = importlib.util.spec_from_file_location("bench_sparse_comm_plots", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
