@@ -97,10 +97,9 @@ class TrainConfig:
     (`keeps_feature_rows`); ``defer_weight_gather`` makes every 2D and 3D process update only the column
     block of each weight and bias it reads, gathering whole weights on ``col`` only where something reads them
     whole (a checkpoint, the end of training; the best weights are copied as they are and gathered then)
-    instead of in every step; ``reorder``
-    (`REORDERS`) renumbers the vertices before sharding (distributed algorithms only; everything reported
-    stays in original ids). With
-    ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last, keeping
+    instead of in every step; ``reorder`` (`REORDERS`) renumbers the vertices before sharding (distributed
+    algorithms only; everything reported stays in original ids). With ``checkpoint_dir`` a checkpoint is
+    saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
     ``stop_on_nonfinite`` ends training after the first epoch whose loss is NaN or infinite.

@@ -76,29 +76,24 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--grid", default=None, metavar="SHAPE",
                       help="grid shape: 2d PRxPC (e.g. 2x3; default the most square), 3d QxQxD (default "
                            "cube root), 1.5d (P/c)xc")
-    grid.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=_DEFAULTS.overlap,
-                      help="run the next SpMM stage's communication behind the current stage's product "
-                           "(same numbers)" + _DEF)
+    _switch(grid, "--overlap", "run the next SpMM stage's communication behind the current stage's product "
+                               "(same numbers)")
     grid.add_argument("--comm", choices=COMMS, default=_DEFAULTS.comm,
                       help="SpMM communication: dense moves whole blocks of X; sparse only the rows each "
                            "process's Â block touches (index sets exchanged once at set-up); auto the one the "
                            "cost model prices lower" + _DEF)
-    grid.add_argument("--cache-panels", action=argparse.BooleanOptionalAction, default=_DEFAULTS.cache_panels,
-                      help="2d and 3d: receive the Â panels of the process's grid row once, at set-up, and keep "
-                           "them (more graph memory: up to pc times on 2d, q on 3d), so each step moves only X; "
-                           "1d and 1.5d never move Â and ignore it" + _DEF)
-    grid.add_argument("--full-feature-rows", action=argparse.BooleanOptionalAction,
-                      default=_DEFAULTS.full_feature_rows,
-                      help="2d and 3d: every process keeps all feature columns of its rows (more feature "
-                           "memory: up to pc times), so the first layer's product with the features moves "
-                           "nothing; it applies when that layer transforms first (GAT always; else --order "
-                           "auto with fewer hidden than input channels), and 1d and 1.5d ignore it" + _DEF)
-    grid.add_argument("--defer-weight-gather", action=argparse.BooleanOptionalAction,
-                      default=_DEFAULTS.defer_weight_gather,
-                      help="2d and 3d: each process updates only the column block of each weight it reads and "
-                           "gathers whole weights only when something reads them (a "
-                           "checkpoint, the end), not in every step (same numbers); 1d and 1.5d ignore it"
-                           + _DEF)
+    _switch(grid, "--cache-panels", "2d and 3d: receive the Â panels of the process's grid row once, at set-up, "
+                                    "and keep them (more graph memory: up to pc times on 2d, q on 3d), so each step "
+                                    "moves only X; 1d and 1.5d never move Â and ignore it")
+    _switch(grid, "--full-feature-rows", "2d and 3d: every process keeps all feature columns of its rows (more "
+                                         "feature memory: up to pc times), so the first layer's product with the "
+                                         "features moves nothing; it applies when that layer transforms first (GAT "
+                                         "always; else --order auto with fewer hidden than input channels), and 1d "
+                                         "and 1.5d ignore it")
+    _switch(grid, "--defer-weight-gather", "2d and 3d: each process updates only the column block of each weight "
+                                           "it reads and gathers whole weights only when something reads them (a "
+                                           "checkpoint, the end), not in every step (same numbers); 1d and 1.5d "
+                                           "ignore it")
     grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,
                       help="renumber the vertices before sharding: random (balance), rcm (band), metis (k-way "
                            "cut into the grid's row blocks, equal vertices), metis-nnz (equal non-zeros), "
@@ -119,6 +114,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     add_output_arguments(parser, training=True)
     add_memory_arguments(parser)
     parser.set_defaults(handler=run_train)
+
+
+def _switch(group, flag: str, text: str) -> None:
+    """An on/off flag (``--x`` / ``--no-x``) whose default is `TrainConfig`'s field of the same name."""
+    group.add_argument(flag, action=argparse.BooleanOptionalAction,
+                       default=getattr(_DEFAULTS, flag.removeprefix("--").replace("-", "_")), help=text + _DEF)
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser, *, positional: bool = False) -> None:

@@ -245,7 +245,7 @@ class GridOps:
             if self.defer_gather:
                 blocks = [(c, *self._slices[id(p)][1:]) for p, c in zip(params, copies, strict=True) if self._noted(p)]
                 with torch.no_grad(), self.comm.phase("weight_grad"):
-                    self._gather_blocks(blocks)
+                    self._gather_blocks(self._block_views(blocks))
             return
         wanted = {"params", "state"} if optimizer is not None else {"params"}
         todo = self._stale & wanted
@@ -261,7 +261,7 @@ class GridOps:
                 t for t in state.values() if torch.is_tensor(t) and t.shape == p.shape]
             blocks += [(t, dim, width) for t in tensors]
         with torch.no_grad(), self.comm.phase("weight_grad"):
-            self._gather_blocks(blocks)
+            self._gather_blocks(self._block_views(blocks))
         self._stale -= todo
 
     def _noted(self, param: torch.Tensor) -> bool:
@@ -269,14 +269,13 @@ class GridOps:
         noted = self._slices.get(id(param)) if self._splits_params else None
         return noted is not None and noted[0] is param
 
-    def _blocks(self, tensors: list[tuple[torch.Tensor, int, int]], k: int) -> list[torch.Tensor]:
-        """Column block ``k`` (a view) of each ``(tensor, dim, width)``: of ``width`` entries along ``dim``."""
+    def _block_views(self, tensors: list[tuple[torch.Tensor, int, int]]) -> list[list[torch.Tensor]]:
+        """For each column block k, the views of block k of every ``(tensor, dim, width)`` (``width`` entries
+        along ``dim``, cut as `col_range` cuts them). Not collective."""
         pcol = self.grid.size(self.col_axis)
-        out = []
-        for tensor, dim, width in tensors:
-            bounds = block_bounds(width, pcol, allow_empty=True, what="feature columns")
-            out.append(tensor.narrow(dim, bounds[k], bounds[k + 1] - bounds[k]))
-        return out
+        cuts = [(t, dim, block_bounds(width, pcol, allow_empty=True, what="feature columns"))
+                for t, dim, width in tensors]
+        return [[t.narrow(dim, b[k], b[k + 1] - b[k]) for t, dim, b in cuts] for k in range(pcol)]
 
     def _reduce_slices(self, slices: list[tuple[torch.Tensor, torch.Tensor, int, int]]) -> None:
         """For each ``(gradient, out, dim, width)``: this rank's column block of the gradient (along ``dim``,
@@ -284,31 +283,30 @@ class GridOps:
         every block gathered into ``out`` (the full reduced gradient). Collective on the axes other than
         ``col``, then ``col``."""
         mine = self.grid.index(self.col_axis)
-        grads = [(g, dim, width) for g, _, dim, width in slices]
-        outs = [(out, dim, width) for _, out, dim, width in slices]
-        if not any(x.numel() for k in range(self.grid.size(self.col_axis)) for x in self._blocks(outs, k)):
+        outs = self._block_views([(out, dim, width) for _, out, dim, width in slices])
+        if not any(x.numel() for block in outs for x in block):
             return  # every block empty (widths below the column count): alike on every rank
-        own = torch.cat([x.reshape(-1) for x in self._blocks(grads, mine)])
+        own = torch.cat([x.reshape(-1) for x in self._block_views([(g, d, w) for g, _, d, w in slices])[mine]])
         if own.numel():  # alike on the processes sharing this column block
             own = self._sum_over_block(own)
         if self.defer_gather:
-            _unpack(own, self._blocks(outs, mine))
+            _unpack(own, outs[mine])
             self._stale = {"params", "state"}
             return
         self._gather_blocks(outs, own)
 
-    def _gather_blocks(self, tensors: list[tuple[torch.Tensor, int, int]], own: torch.Tensor | None = None) -> None:
-        """Every column block of each ``(tensor, dim, width)`` from the rank holding it, into place: one
-        all-gather on ``col`` of the packed blocks (``own``: this rank's, packed; default: cut from the
-        tensors). Collective on ``col``; skipped (alike on every rank) where every block is empty."""
-        pcol, mine = self.grid.size(self.col_axis), self.grid.index(self.col_axis)
-        counts = [sum(x.numel() for x in self._blocks(tensors, k)) for k in range(pcol)]
+    def _gather_blocks(self, blocks: list[list[torch.Tensor]], own: torch.Tensor | None = None) -> None:
+        """Every column block (``blocks[k]``: the views of block k, `_block_views`) from the rank holding it,
+        into place: one all-gather on ``col`` of the packed blocks (``own``: this rank's, packed; default: cut
+        from its views). Collective on ``col``; skipped (alike on every rank) where every block is empty."""
+        counts = [sum(x.numel() for x in block) for block in blocks]
         if not max(counts, default=0):
             return
+        mine = self.grid.index(self.col_axis)
         if own is None:
-            own = torch.cat([x.reshape(-1) for x in self._blocks(tensors, mine)])
+            own = torch.cat([x.reshape(-1) for x in blocks[mine]])
         every = self.comm.all_gather_rows(own.view(-1, 1), self.col_axis, counts).view(-1)
-        _unpack(every, [x for k in range(pcol) for x in self._blocks(tensors, k)])
+        _unpack(every, [x for block in blocks for x in block])
 
     def _sum_over_block(self, own: torch.Tensor) -> torch.Tensor:
         """``own`` (1-D, non-empty) summed over the processes of this column block. One axis (2D; 3D with
