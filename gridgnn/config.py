@@ -56,6 +56,10 @@ touches (index sets exchanged once at set-up), ``auto`` whichever the cost model
 REORDERS = ("none", "random", "rcm", "metis", "metis-nnz", "metis-balanced")
 """Vertex reorderings applied before sharding (`gridgnn.data.reorder`)."""
 
+REORDER_CHOICES = (*REORDERS, "auto")
+"""``--reorder``'s values: a reordering of `REORDERS`, or ``auto``: the one the planner prices best
+(`gridgnn.plan.execution`)."""
+
 WEIGHTS = ("best", "last")
 """Which epoch's weights a run's products use: the best validation accuracy's (first reached) or the last."""
 
@@ -134,10 +138,11 @@ class TrainConfig:
     grid: str | None = None
     overlap: bool = True
     comm: str = "dense"
-    cache_panels: bool = False
-    full_feature_rows: bool = False
-    defer_weight_gather: bool = False
+    cache_panels: bool | None = False
+    full_feature_rows: bool | None = False
+    defer_weight_gather: bool | None = False
     reorder: str = "none"
+    profile: str | None = None
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
@@ -183,13 +188,13 @@ class TrainConfig:
         _check_choice("order", self.order, ORDERS)
         _check_choice("algo", self.algo, ALGOS)
         _check_choice("comm", self.comm, COMMS)
-        _check_choice("reorder", self.reorder, REORDERS)
-        if not isinstance(self.cache_panels, bool):
-            raise ConfigError(f"cache_panels must be true or false, got {self.cache_panels!r}")
-        if not isinstance(self.full_feature_rows, bool):
-            raise ConfigError(f"full_feature_rows must be true or false, got {self.full_feature_rows!r}")
-        if not isinstance(self.defer_weight_gather, bool):
-            raise ConfigError(f"defer_weight_gather must be true or false, got {self.defer_weight_gather!r}")
+        _check_choice("reorder", self.reorder, REORDER_CHOICES)
+        for name in ("cache_panels", "full_feature_rows", "defer_weight_gather"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):  # None: planned
+                raise ConfigError(f"{name} must be true or false (or unset: the planner decides), got "
+                                  f"{getattr(self, name)!r}")
+        if self.profile is not None and (not isinstance(self.profile, str) or not self.profile.strip()):
+            raise ConfigError(f"profile must be a profile name or file, got {self.profile!r}")
         if self.quiet and self.progress:
             raise ConfigError("quiet and progress cannot both be set")
         if self.algo == "auto" and (self.grid is not None or self.replication != 1):

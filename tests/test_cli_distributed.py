@@ -84,18 +84,22 @@ def test_bad_grid_is_one_line_and_exit_2(tmp_path, flags, message):
 
 
 def test_algo_auto_runs_the_planners_choice_and_says_why(tmp_path):
-    from gridgnn.cost.profile import default_profile
-    from gridgnn.plan import plan
-    from gridgnn.train.auto import graph_stats
-
+    """``gridgnn train --nprocs 4`` with no execution flag runs what ``gridgnn plan`` ranks first for the same
+    command (algorithm, grid, comm, order and every switch), says so on its first line, and its every step
+    moves the bytes the plan priced."""
     out = tmp_path / "m.json"
-    proc = subprocess.run([sys.executable, "-m", "gridgnn", "train", *DATA, "--algo", "auto", "--nprocs", "4",
+    proc = subprocess.run([sys.executable, "-m", "gridgnn", "train", *DATA, "--nprocs", "4",
                            "--metrics-out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    config = TrainConfig(dataset="cora", data_root="../shared/datasets", epochs=3)
-    best = plan(config, graph_stats(load_graph(config)), 4, profile=default_profile("cpu")).best
-    metrics = json.loads(out.read_text())
-    assert proc.stdout.startswith(f"--algo auto chose {best.algo} grid {best.grid} on 4 processes")
-    assert metrics["config"]["algo"] == best.algo and metrics["config"]["grid_shape"] == best.grid
-    assert metrics["config"]["auto_reason"].startswith("--algo auto chose")
-    _check_metrics(out, 4, best.grid, prepared=True)
+    planned = subprocess.run([sys.executable, "-m", "gridgnn", "plan", "--dataset", "cora", "--data-root",
+                              "../shared/datasets", "--nprocs", "4", "--json"], capture_output=True, text=True,
+                             timeout=300, check=True)
+    best = json.loads(planned.stdout)[0]
+    config = json.loads(out.read_text())["config"]
+    assert proc.stdout.startswith(f"--algo auto chose {best['algo']} grid {best['grid']} ")
+    for key in ("algo", "comm", "reorder", "cache_panels", "full_feature_rows", "defer_weight_gather"):
+        assert config[key] == best[key], key
+    assert config["grid_shape"] == best["grid"] and config["auto_reason"] == proc.stdout.splitlines()[0]
+    epochs = json.loads(out.read_text())["epochs"]
+    assert all(max(epoch["comm"]["bytes"]) == best["bytes_per_rank"] for epoch in epochs)
+    _check_metrics(out, 4, best["grid"], prepared=True)

@@ -117,7 +117,8 @@ def test_flag_must_be_a_bool_and_reaches_the_config():
 
     with pytest.raises(ConfigError, match="defer_weight_gather must be true or false"):
         TrainConfig(dataset="cora", defer_weight_gather=1)
-    for flag, want in (("--defer-weight-gather", True), ("--no-defer-weight-gather", False), (None, False)):
+    assert TrainConfig(dataset="cora", defer_weight_gather=None).defer_weight_gather is None  # the planner's
+    for flag, want in (("--defer-weight-gather", True), ("--no-defer-weight-gather", False), (None, None)):
         argv = ["train", "--dataset", "cora", "--algo", "2d", "--nprocs", "4", *([flag] if flag else [])]
         assert config_from_args(build_parser().parse_args(argv)).defer_weight_gather is want
 
@@ -125,8 +126,10 @@ def test_flag_must_be_a_bool_and_reaches_the_config():
 def test_plan_prices_it_and_points_to_it(capsys):
     from gridgnn.cli.main import main
 
-    base = ["plan", "--dataset", "cora", "--data-root", "../shared/datasets", "--nprocs", "4", "--algo", "1d", "2d"]
-    assert main([*base, "--json"]) == 0
+    base = ["plan", "--dataset", "cora", "--data-root", "../shared/datasets", "--nprocs", "4", "--profile",
+            "gpu-cluster", "--reorder", "none",
+            "--no-cache-panels", "--no-full-feature-rows", "--algo", "1d", "2d"]
+    assert main([*base, "--no-defer-weight-gather", "--json"]) == 0
     plain = {(e["algo"], e["grid"], e["comm"]): e for e in json.loads(capsys.readouterr().out)}
     assert main([*base, "--defer-weight-gather", "--json"]) == 0
     deferred = {(e["algo"], e["grid"], e["comm"]): e for e in json.loads(capsys.readouterr().out)}
@@ -139,14 +142,14 @@ def test_plan_prices_it_and_points_to_it(capsys):
                 {k: v for k, v in plain[key]["bytes_by_phase"].items() if k != "weight_grad"}
         else:
             assert entry == {**plain[key], "defer_weight_gather": False}
-    assert main([*base[:-2], "2d"]) == 0
+    assert main([*base[:-2], "2d", "--no-defer-weight-gather"]) == 0
     out = capsys.readouterr().out
-    assert "weights    --defer-weight-gather would save" in out and "--defer-weight-gather" not in \
+    assert "weights    --defer-weight-gather would save" in out and "--no-defer-weight-gather" in \
         next(line for line in out.splitlines() if line.startswith("train with:"))
     assert main([*base[:-2], "2d", "--defer-weight-gather"]) == 0
     out = capsys.readouterr().out
     assert "weights    --defer" not in out  # already priced
-    assert "--defer-weight-gather" in next(line for line in out.splitlines() if line.startswith("train with:"))
+    assert " --defer-weight-gather" in next(line for line in out.splitlines() if line.startswith("train with:"))
 
 
 def test_cli_run_records_it(tmp_path):

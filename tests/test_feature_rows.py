@@ -96,7 +96,7 @@ def test_flag_must_be_a_bool_and_reaches_the_config():
 
     with pytest.raises(ConfigError, match="full_feature_rows must be true or false"):
         TrainConfig(dataset="cora", full_feature_rows="yes")
-    for flag, want in (("--full-feature-rows", True), ("--no-full-feature-rows", False), (None, False)):
+    for flag, want in (("--full-feature-rows", True), ("--no-full-feature-rows", False), (None, None)):
         argv = ["train", "--dataset", "cora", "--algo", "2d", "--nprocs", "4", *([flag] if flag else [])]
         assert config_from_args(build_parser().parse_args(argv)).full_feature_rows is want
 
@@ -104,8 +104,10 @@ def test_flag_must_be_a_bool_and_reaches_the_config():
 def test_plan_prices_it_and_points_to_it(capsys):
     from gridgnn.cli.main import main
 
-    base = ["plan", "--dataset", "cora", "--data-root", DATA_ROOT, "--nprocs", "4", "--algo", "1d", "2d"]
-    assert main([*base, "--json"]) == 0
+    base = ["plan", "--dataset", "cora", "--data-root", DATA_ROOT, "--nprocs", "4", "--profile", "gpu-cluster",
+            "--reorder", "none",
+            "--no-cache-panels", "--no-defer-weight-gather", "--algo", "1d", "2d"]
+    assert main([*base, "--no-full-feature-rows", "--json"]) == 0
     plain = {(e["algo"], e["grid"], e["comm"]): e for e in json.loads(capsys.readouterr().out)}
     assert main([*base, "--full-feature-rows", "--json"]) == 0
     rows = {(e["algo"], e["grid"], e["comm"]): e for e in json.loads(capsys.readouterr().out)}
@@ -117,13 +119,13 @@ def test_plan_prices_it_and_points_to_it(capsys):
             assert entry["memory_by_component"]["features"] > plain[key]["memory_by_component"]["features"]
         else:
             assert entry == {**plain[key], "full_feature_rows": False}
-    assert main([*base[:-2], "2d"]) == 0
+    assert main([*base[:-2], "2d", "--no-full-feature-rows"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith("rows       --full-feature-rows would save ") for line in lines)
     assert main([*base[:-2], "2d", "--full-feature-rows"]) == 0
     out = capsys.readouterr().out
     train_line = next(line for line in out.splitlines() if line.startswith("train with:"))
-    assert "rows       " not in out and "--full-feature-rows" in train_line
+    assert "rows       " not in out and " --full-feature-rows" in train_line
 
 
 def test_plan_line_prices_the_best_grid_on_its_own_order(capsys):
@@ -134,11 +136,11 @@ def test_plan_line_prices_the_best_grid_on_its_own_order(capsys):
     from gridgnn.cli.main import main
 
     base = ["plan", "--dataset", "cora", "--data-root", DATA_ROOT, "--nprocs", "8", "--algo", "2d", "--reorder",
-            "metis", "--comm", "sparse"]
-    assert main(base) == 0
+            "metis", "--comm", "sparse", "--no-cache-panels", "--no-defer-weight-gather", "--profile", "gpu-cluster"]
+    assert main([*base, "--no-full-feature-rows"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("rows       "))
     saved, of = (float(x) for x in re.search(r"save ([\d.]+) KiB of the ([\d.]+) KiB", line).groups())
-    assert main([*base, "--json"]) == 0
+    assert main([*base, "--no-full-feature-rows", "--json"]) == 0
     plain = {e["grid"]: e for e in json.loads(capsys.readouterr().out)}
     assert main([*base, "--full-feature-rows", "--json"]) == 0
     rows = {e["grid"]: e for e in json.loads(capsys.readouterr().out)}

@@ -63,7 +63,8 @@ def test_prepared_gin_trains_on_a_grid_from_the_cli(tmp_path):
 
 def test_plan_prices_each_models_products(capsys):
     args = ["plan", "--num-nodes", "1000", "--num-edges", "8000", "--num-features", "64", "--num-classes", "5",
-            "--nprocs", "4", "--algo", "2d", "--comm", "dense", "--json"]  # plan lists sparse too by default
+            "--nprocs", "4", "--algo", "2d", "--comm", "dense", "--json", "--no-cache-panels", "--no-full-feature-rows",
+            "--no-defer-weight-gather", "--profile", "gpu-cluster"]  # plan lists sparse and every switch too by default
     bytes_by_model = {}
     for flags in ([], ["--model", "sage"], ["--model", "sage", "--sage-normalize"], ["--model", "gin"]):
         assert main(args + flags) == 0

@@ -197,7 +197,7 @@ def test_flag_reaches_the_config_the_auto_choice_and_the_memory_hint(monkeypatch
     from gridgnn.train.auto import choose_configuration, graph_stats
     from gridgnn.train.memory_guard import memory_refusal, predicted_per_proc
 
-    for flag, want in (("--cache-panels", True), ("--no-cache-panels", False), (None, False)):
+    for flag, want in (("--cache-panels", True), ("--no-cache-panels", False), (None, None)):  # unset: planned
         argv = ["train", "--dataset", "cora", "--algo", "2d", "--nprocs", "4", *([flag] if flag else [])]
         assert config_from_args(build_parser().parse_args(argv)).cache_panels is want
     graph = csbm(nodes=400, classes=4, features=8, seed=1)
@@ -227,10 +227,12 @@ def test_flag_reaches_the_config_the_auto_choice_and_the_memory_hint(monkeypatch
 def test_plan_text_points_to_the_cache_where_panels_move(capsys):
     from gridgnn.cli.main import main
 
-    base = ["plan", "--dataset", "cora", "--data-root", "../shared/datasets", "--nprocs", "4"]
-    assert main([*base, "--algo", "2d"]) == 0
+    base = ["plan", "--dataset", "cora", "--data-root", "../shared/datasets", "--nprocs", "4", "--profile",
+            "gpu-cluster"]  # a cluster's profile, where 2d's best grid splits columns
+    assert main([*base, "--algo", "2d", "--no-cache-panels"]) == 0  # pinned off: the hint says what it would save
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("panels     "))
     assert line.startswith("panels     Â panels are ") and "--cache-panels receives them once" in line
-    for extra in (["--algo", "2d", "--cache-panels"], ["--algo", "1d"], ["--algo", "2d", "--model", "gat"]):
+    for extra in (["--algo", "2d", "--cache-panels"], ["--algo", "1d"], ["--algo", "2d", "--model", "gat"],
+                  ["--algo", "2d"]):  # cached already (pinned, or chosen by the planner), nothing moves, or GAT
         assert main([*base, *extra]) == 0
         assert "panels     " not in capsys.readouterr().out  # cached already, nothing moves, or GAT

@@ -17,6 +17,7 @@ from gridgnn.cost.profile import GPU_CLUSTER, PRESETS, LinkCost, MachineProfile,
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.plan import candidate_shapes, plan
 from gridgnn.plan.calibrate import fit_link
+from gridgnn.plan.planner import NEAR_TIE
 
 DATA_ROOT = "../shared/datasets"
 REDDIT = ["--num-nodes", "232965", "--num-edges", "114615892", "--num-features", "602", "--num-classes", "41"]
@@ -59,7 +60,9 @@ def test_plan_json_for_reddit_at_4096_in_under_10_seconds(capsys):
     assert {e["algo"] for e in entries} == {"1d", "1.5d", "2d", "3d"}
     assert not any(e["exact_blocks"] for e in entries)
     fitting = [e for e in entries if e["fits"]]
-    assert entries[0]["predicted_epoch_s"] == min(e["predicted_epoch_s"] for e in fitting)
+    fastest = min(e["predicted_epoch_s"] for e in fitting)  # near ties (NEAR_TIE) go to the fewest bytes
+    near = [e for e in fitting if e["predicted_epoch_s"] <= (1 + NEAR_TIE) * fastest]
+    assert entries[0] in near and entries[0]["bytes_per_rank"] == min(e["bytes_per_rank"] for e in near)
 
 
 def test_plan_table_on_a_loaded_dataset_marks_best_and_memory_limit(capsys):

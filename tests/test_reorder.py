@@ -3,6 +3,8 @@ everywhere a user looks, and the bad-input contract of prepared folders."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -203,9 +205,13 @@ def test_plan_prices_each_grid_on_the_order_training_gives_it(capsys):
         key = (shape.sizes[0], shape.depth)
         if key not in orders:
             orders[key] = reorder_graph(graph, "metis", key[0], nest=key[1])
-        predicted = predict_epoch(config, orders[key], shape, comm=entry["comm"])  # what trains
+        config = dataclasses.replace(config, full_feature_rows=entry["full_feature_rows"],
+                                     defer_weight_gather=entry["defer_weight_gather"])  # the variant priced
+        predicted = predict_epoch(config, orders[key], shape, comm=entry["comm"],
+                                  cache_panels=entry["cache_panels"])  # what trains
         assert entry["bytes_per_rank"] == int(predicted.bytes.max()), entry
-        one_order = predict_epoch(config, orders[16, 1], shape, comm=entry["comm"])  # METIS into P for every grid
+        one_order = predict_epoch(config, orders[16, 1], shape, comm=entry["comm"],
+                                  cache_panels=entry["cache_panels"])  # METIS into P for every grid
         differs += entry["bytes_per_rank"] != int(one_order.bytes.max())
     assert differs > 0
 

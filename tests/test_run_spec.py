@@ -92,7 +92,7 @@ def test_the_launcher_resolves_once_into_the_spec_a_torchrun_worker_reaches(tmp_
     from gridgnn.cli.train_cmd import prepare_for_workers
 
     calls = {"shape": 0, "auto": 0}
-    real_shape, real_choose = resolve.grid_shape_for, resolve.choose_configuration
+    real_shape, real_choose = resolve.grid_shape_for, resolve.settle_execution
 
     def count(key, real):
         def counted(*args, **kwargs):
@@ -101,7 +101,7 @@ def test_the_launcher_resolves_once_into_the_spec_a_torchrun_worker_reaches(tmp_
         return counted
 
     monkeypatch.setattr(resolve, "grid_shape_for", count("shape", real_shape))
-    monkeypatch.setattr(resolve, "choose_configuration", count("auto", real_choose))
+    monkeypatch.setattr(resolve, "settle_execution", count("auto", real_choose))
     config = TrainConfig(dataset=DATA, algo="auto", comm="auto", nprocs=4, memory_check=False)
     spec = prepare_for_workers(config, str(tmp_path), ProcessOptions(30.0, 1))
     assert calls == {"shape": 1, "auto": 1}
@@ -114,9 +114,10 @@ def test_the_launcher_resolves_once_into_the_spec_a_torchrun_worker_reaches(tmp_
 
 
 def test_auto_with_metis_reorders_once_when_it_trains_on_the_order_it_priced(monkeypatch):
-    """``--algo auto --comm auto --reorder metis``: the choice is priced on METIS into P parts; a chosen grid with
-    P row blocks trains on that very order (one METIS run), any other on METIS into its own row blocks."""
+    """``--algo auto --comm auto --reorder metis``: every grid is priced on METIS into its own (row blocks,
+    depth), one METIS run each, and the chosen grid trains on the very graph that was priced (no second run)."""
     from gridgnn.data import reorder
+    from gridgnn.plan.planner import candidate_shapes
 
     cuts = []
     real = reorder.reorder_graph
@@ -131,11 +132,13 @@ def test_auto_with_metis_reorders_once_when_it_trains_on_the_order_it_priced(mon
     chosen, shape, graph = resolve_run(config, load_graph(config), 4)
     assert graph.meta["reorder"] == "metis" and graph.meta["reorder_parts"] == shape.sizes[0]
     assert shape.sizes[0] == 4, shape  # auto picks 1d here (sparse, METIS order): the case this test is about
-    assert cuts == [4]  # priced and trained on one METIS run
+    priced = {(s.sizes[0], s.depth) for s in candidate_shapes(4)}
+    assert sorted(cuts) == sorted(rows for rows, _ in priced)  # one METIS run per priced order, none to train
     fixed = dataclasses.replace(config, algo="2d", grid="2x2", comm="sparse")
     cuts.clear()
     _, two_by_two, graph = resolve_run(fixed, load_graph(fixed), 4)
     assert cuts == [2] and graph.meta["reorder_parts"] == 2  # a given grid: METIS into its row blocks, once
+    assert two_by_two.sizes == (2, 2)
 
 
 def test_a_worker_that_resolves_its_own_run_validates_its_grid_once(monkeypatch):

@@ -14,11 +14,11 @@ import json
 import re
 import shlex
 import sys
-from functools import lru_cache, partial
+from functools import partial
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
-from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDERS, TrainConfig, model_comms
+from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
@@ -76,22 +76,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--comm", choices=COMMS, default="auto",
                       help="SpMM communication to price: dense, sparse, or auto = both, side by side "
                            "(default: %(default)s)")
-    grid.add_argument("--cache-panels", action="store_true",
+    grid.add_argument("--cache-panels", action=argparse.BooleanOptionalAction, default=None,
                       help="price 2d and 3d with their Â panels received once, at set-up, and kept (as "
-                           "gridgnn train --cache-panels)")
-    grid.add_argument("--full-feature-rows", action="store_true",
+                           "gridgnn train --cache-panels; default: both, the planner decides)")
+    grid.add_argument("--full-feature-rows", action=argparse.BooleanOptionalAction, default=None,
                       help="price 2d and 3d with every process keeping all feature columns of its rows, so the "
                            "first layer's product with the features moves nothing (as gridgnn train "
-                           "--full-feature-rows)")
-    grid.add_argument("--defer-weight-gather", action="store_true",
+                           "--full-feature-rows; default: both, the planner decides)")
+    grid.add_argument("--defer-weight-gather", action=argparse.BooleanOptionalAction, default=None,
                       help="price 2d and 3d with each process updating only its column blocks of the weights, "
-                           "gathered whole only when read (as gridgnn train --defer-weight-gather)")
-    grid.add_argument("--reorder", choices=REORDERS, default="none",
-                      help="price the graph renumbered this way (needs --dataset; METIS cuts into P parts) "
-                           "(default: %(default)s)")
-    grid.add_argument("--profile", default="gpu-cluster", metavar="NAME|FILE",
+                           "gathered whole only when read (as gridgnn train --defer-weight-gather; default: "
+                           "both, the planner decides)")
+    grid.add_argument("--reorder", choices=REORDER_CHOICES, default="auto",
+                      help="price the graph renumbered this way (needs --dataset; METIS cuts into each grid's row "
+                           "blocks); auto prices the graph's own order and metis-balanced when pymetis is "
+                           "installed (default: %(default)s)")
+    grid.add_argument("--profile", default=None, metavar="NAME|FILE",
                       help=f"machine profile: {', '.join(profile_names())}, or a file written by "
-                           "'gridgnn calibrate' (default: %(default)s)")
+                           "'gridgnn calibrate' (default: the profile of this machine's device, as gridgnn "
+                           "train uses)")
     grid.add_argument("--memory-per-proc", type=parse_size, default=None, metavar="SIZE",
                       help="memory per process, e.g. 16GiB (default: the profile's)")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per configuration")
@@ -110,23 +113,12 @@ def _graph_from_args(args: argparse.Namespace):
     return load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
 
 
-def _ordered_stats(args: argparse.Namespace, graph, parts: int, nest: int = 1) -> GraphStats:
-    """Exact statistics of ``graph`` renumbered by ``--reorder`` (METIS into ``parts``, each again into ``nest``
-    on 3D, as training orders it)."""
-    from gridgnn.cost.graph_stats import GraphStats
-
-    if getattr(args, "reorder", "none") != "none":
-        stream = sys.stderr if args.json else None  # JSON stays pure
-        graph = _reordered(graph, args.reorder, parts, args.seed, stream, nest)
-    return GraphStats.from_graph(graph, self_loops=args.model in ("gcn", "gat"))
-
-
 def _stats_from_counts(args: argparse.Namespace) -> GraphStats:
     """Uniform statistics from ``--num-nodes`` ... (raises `ConfigError`)."""
     from gridgnn.cost.graph_stats import GraphStats
 
     counts = (args.num_nodes, args.num_edges, args.num_features, args.num_classes)
-    if getattr(args, "reorder", "none") != "none":
+    if getattr(args, "reorder", "none") not in ("none", "auto"):
         raise ConfigError("--reorder prices a renumbered graph: it needs --dataset, not counts")
     missing = [f"--{n}" for n, c in zip(("num-nodes", "num-edges", "num-features", "num-classes"), counts,
                                         strict=True) if c is None]
@@ -139,26 +131,6 @@ def _stats_from_counts(args: argparse.Namespace) -> GraphStats:
                                       self_loops=args.model in ("gcn", "gat"))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def _reordered(graph, method: str, parts: int, seed: int, stream=None, nest: int = 1):
-    """``graph`` renumbered (a prepared folder keeps its own order: it must have been made with ``method``);
-    one line on the reordering to ``stream`` (default stdout)."""
-    from gridgnn.data.prepared import PreparedGraph
-    from gridgnn.data.reorder import reorder_graph
-
-    if isinstance(graph, PreparedGraph) or hasattr(graph, "norm_adj"):
-        have = graph.meta.get("reorder", "none")
-        if have != method:
-            raise ConfigError(f"prepared graph was made with --reorder {have}, but --reorder {method} was asked: "
-                              f"plan with --reorder {have}, or prepare it again with --reorder {method}")
-        return graph
-    out = reorder_graph(graph, method, parts, seed, nest=nest)
-    into = f"{parts} parts" + (f" of {nest}" if nest > 1 else "")
-    print(f"reorder    {method} into {into}: {out.meta['reorder_seconds']:.3f} s, non-zero imbalance "
-          f"(max/mean per row block) {out.meta['nnz_imbalance_before']:.3f} -> {out.meta['nnz_imbalance_after']:.3f}",
-          file=stream)
-    return out
 
 
 def dataset_flags(args: argparse.Namespace) -> list[str]:
@@ -178,8 +150,6 @@ def dataset_flags(args: argparse.Namespace) -> list[str]:
         flags.append("--directed")
     if args.seed != _DEFAULTS.seed:
         flags += ["--seed", str(args.seed)]
-    if getattr(args, "reorder", "none") != "none":
-        flags += ["--reorder", args.reorder]
     return flags
 
 
@@ -187,17 +157,17 @@ def format_plan(result: Plan) -> str:
     """The aligned table of one plan (one process count)."""
     from gridgnn.plan.planner import _human, _seconds
 
-    head = ["", "algo", "grid", "c", "spmm", "bytes/rank", "calls/rank", "memory/rank", "comm", "compute", "epoch",
-            "fits"]
+    head = ["", "algo", "grid", "c", "order", "spmm", "bytes/rank", "calls/rank", "memory/rank", "comm", "compute",
+            "epoch", "fits"]
     rows = [head]
     for entry in result.entries:
         d = entry.to_dict()
-        rows.append(["*" if d["best"] else "", d["algo"], d["grid"], str(d["replication"]), entry.spmm,
+        rows.append(["*" if d["best"] else "", d["algo"], d["grid"], str(d["replication"]), entry.reorder, entry.spmm,
                      _human(d["bytes_per_rank"]), str(d["calls_per_rank"]), _human(d["memory_per_rank_bytes"]),
                      _seconds(d["predicted_comm_s"]), _seconds(d["predicted_compute_s"]),
                      _seconds(d["predicted_epoch_s"]), "yes" if d["fits"] else "no"])
     widths = [max(len(r[k]) for r in rows) for k in range(len(head))]
-    left = (0, 1, 2, 4)  # marker, algo, grid, spmm (dense or sparse) are text
+    left = (0, 1, 2, 4, 5)  # marker, algo, grid, order, spmm (dense or sparse) are text
     lines = ["  ".join(c.ljust(w) if k in left else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths, strict=True)))
              .rstrip() for r in rows]
     return "\n".join(lines)
@@ -310,16 +280,29 @@ def run_plan(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
     if args.layers > MAX_LAYERS:
         raise ConfigError(f"--layers must be at most {MAX_LAYERS}, got {args.layers}")
+    from gridgnn.plan.execution import (
+        ExecutionOptions,
+        OrderedStats,
+        metis_note,
+        options_to_price,
+        orders_to_price,
+        reorder_seconds,
+    )
+
     graph = _graph_from_args(args)
-    metis = graph is not None and args.reorder.startswith("metis")
-    by_rows = lru_cache(maxsize=None)(partial(_ordered_stats, args, graph)) if metis else None
+    options = ExecutionOptions(comm=args.comm, reorder=args.reorder, cache_panels=args.cache_panels,
+                               full_feature_rows=args.full_feature_rows,
+                               defer_weight_gather=args.defer_weight_gather, profile=args.profile)
     if graph is None:
         stats = _stats_from_counts(args)
-    else:  # exact block nnz; --reorder renumbers it (METIS into P parts for the summary lines)
-        stats = by_rows(max(args.nprocs)) if metis else _ordered_stats(args, graph, max(args.nprocs))
+        orders, by_order = ("none",), (lambda order, rows, depth: stats)
+    else:  # exact block nnz, in every order priced (METIS cuts into each grid's row blocks, as training does)
+        say = partial(print, file=sys.stderr if args.json else sys.stdout)  # JSON stays pure
+        by_order = OrderedStats(graph, args.model, args.seed, say=say)
+        stats, orders = by_order("none", 1, 1), orders_to_price(options, graph)
     check_plan_sizes(stats.num_nodes, stats.nnz, {"--hidden": args.hidden, "features": stats.num_features,
                                                    "classes": stats.num_classes})
-    profile = load_profile(args.profile)
+    profile = _plan_profile(args.profile)
     if args.sage_normalize and args.model != "sage":
         raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
     if args.gin_train_eps and args.model != "gin":
@@ -328,24 +311,25 @@ def run_plan(args: argparse.Namespace) -> int:
     spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
                      model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps,
                      heads=args.heads, output_heads=args.output_heads, attn_dropout=args.attn_dropout,
-                     full_feature_rows=args.full_feature_rows, defer_weight_gather=args.defer_weight_gather)
+                     full_feature_rows=bool(args.full_feature_rows),
+                     defer_weight_gather=bool(args.defer_weight_gather))
     flags = dataset_flags(args)
     if args.model == "gat" and args.comm == "sparse":
         raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
                           "blocks); use --comm dense or auto")
     comms = model_comms(args.model, args.comm)
-    # METIS cuts into each grid's row blocks, as training does: every shape is priced on its own order
-    results = [plan(spec, by_rows(p) if metis else stats, p, profile=profile, memory_per_proc=args.memory_per_proc,
-                    algos=args.algo, run_flags=flags, comms=comms, stats_for_rows=by_rows,
-                    cache_panels=args.cache_panels) for p in args.nprocs]
+    # the same pricing as gridgnn train's (gridgnn.plan.execution.choose_execution): each free option both ways
+    results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
+                    run_flags=flags, comms=comms, orders=orders, stats_for_order=by_order,
+                    reorder_s=reorder_seconds(stats), **options_to_price(options)) for p in args.nprocs]
     if args.json:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0
     limit = results[0].memory_limit
 
     def priced_on(entry) -> GraphStats:
-        """The statistics ``entry`` was priced on: its own METIS order (row blocks, depth), else the graph's."""
-        return by_rows(entry.shape.sizes[0], entry.shape.depth) if metis else stats
+        """The statistics ``entry`` was priced on: its own order, cut for its grid (row blocks, depth)."""
+        return by_order(entry.reorder, entry.shape.sizes[0], entry.shape.depth)
 
     print(f"graph      {stats.describe()}")
     print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
@@ -358,10 +342,22 @@ def run_plan(args: argparse.Namespace) -> int:
         print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
         if spec.model == "gat":
             print(attention_line(result, priced_on(result.best), profile))
-        elif not args.cache_panels and (line := panels_line(result)) is not None:
+        elif not args.cache_panels and not result.best.cache_panels and (line := panels_line(result)) is not None:
+            print(line)  # the hints: what an option the best configuration leaves off would change
+        if not args.full_feature_rows and not result.best.feature_rows and \
+                (line := feature_rows_line(result, priced_on(result.best), profile)):
             print(line)
-        if not args.full_feature_rows and (line := feature_rows_line(result, priced_on(result.best), profile)):
+        if not args.defer_weight_gather and not result.best.defer_weight_gather and \
+                (line := weight_gather_line(result, priced_on(result.best), profile)):
             print(line)
-        if not args.defer_weight_gather and (line := weight_gather_line(result, priced_on(result.best), profile)):
-            print(line)
+    if graph is not None and (note := metis_note(options)) is not None:
+        print(note)
     return 0
+
+
+def _plan_profile(name: str | None):
+    """The profile ``--profile`` names, else the one of this machine's device (as `gridgnn train` prices)."""
+    from gridgnn.cost.profile import default_profile
+    from gridgnn.plan.execution import this_device_type
+
+    return load_profile(name) if name is not None else default_profile(this_device_type())

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
-from gridgnn.config import ALGOS, COMMS, ORDERS, REORDERS, TrainConfig
+from gridgnn.config import ALGOS, COMMS, ORDERS, REORDER_CHOICES, TrainConfig
 from gridgnn.errors import ConfigError
 from gridgnn.run_spec import ProcessOptions, RunSpec
 
@@ -77,11 +77,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="grid shape: 2d PRxPC (e.g. 2x3; default the most square), 3d QxQxD (default "
                            "cube root), 1.5d (P/c)xc")
     _switch(grid, "--overlap", "run the next SpMM stage's communication behind the current stage's product "
-                               "(same numbers)")
-    grid.add_argument("--comm", choices=COMMS, default=_DEFAULTS.comm,
+                               "(same numbers)", planned=False)
+    grid.add_argument("--comm", choices=COMMS, default="auto",
                       help="SpMM communication: dense moves whole blocks of X; sparse only the rows each "
                            "process's Â block touches (index sets exchanged once at set-up); auto the one the "
-                           "cost model prices lower" + _DEF)
+                           "planner prices lower" + _DEF)
     _switch(grid, "--cache-panels", "2d and 3d: receive the Â panels of the process's grid row once, at set-up, "
                                     "and keep them (more graph memory: up to pc times on 2d, q on 3d), so each step "
                                     "moves only X; 1d and 1.5d never move Â and ignore it")
@@ -94,11 +94,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                            "it reads and gathers whole weights only when something reads them (a "
                                            "checkpoint, the end), not in every step (same numbers); 1d and 1.5d "
                                            "ignore it")
-    grid.add_argument("--reorder", choices=REORDERS, default=_DEFAULTS.reorder,
+    grid.add_argument("--reorder", choices=REORDER_CHOICES, default="auto",
                       help="renumber the vertices before sharding: random (balance), rcm (band), metis (k-way "
                            "cut into the grid's row blocks, equal vertices), metis-nnz (equal non-zeros), "
-                           "metis-balanced (equal vertices and non-zeros); "
+                           "metis-balanced (equal vertices and non-zeros), auto (the planner prices the graph's "
+                           "own order and metis-balanced, when pymetis is installed); "
                            "results stay in original ids" + _DEF)
+    grid.add_argument("--profile", default=None, metavar="NAME|FILE",
+                      help="machine profile the planner prices the free execution options with (as gridgnn "
+                           "plan --profile; default: the profile of the device the run is on)")
     grid.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
                       help="limit on any one collective before the run fails" + _DEF)
     grid.add_argument("--interface", default=None, metavar="NAME",
@@ -116,8 +120,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_train)
 
 
-def _switch(group, flag: str, text: str) -> None:
-    """An on/off flag (``--x`` / ``--no-x``) whose default is `TrainConfig`'s field of the same name."""
+def _switch(group, flag: str, text: str, *, planned: bool = True) -> None:
+    """An on/off execution flag (``--x`` / ``--no-x``): unset, the planner decides (`gridgnn.plan.execution`);
+    not ``planned``, its default is `TrainConfig`'s field of the same name."""
+    if planned:
+        group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
+                           help=text + " (default: the planner decides)")
+        return
     group.add_argument(flag, action=argparse.BooleanOptionalAction,
                        default=getattr(_DEFAULTS, flag.removeprefix("--").replace("-", "_")), help=text + _DEF)
 
@@ -149,7 +158,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
         grid=args.grid, overlap=args.overlap, comm=args.comm, cache_panels=args.cache_panels,
         full_feature_rows=args.full_feature_rows, defer_weight_gather=args.defer_weight_gather,
-        reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
+        reorder=args.reorder, profile=args.profile, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),
@@ -315,7 +324,8 @@ def print_grid_ready(label: str, seconds: float) -> None:
 
 
 def resolve_algo(args: argparse.Namespace) -> str | None:
-    """Settle ``--algo`` (sets ``args.algo``) and return the one line that says what was implied, or None.
+    """Settle ``--algo`` (sets ``args.algo``); returns None (the run's first line is then the planner's, which
+    says what it chose and why: `gridgnn.train.resolve.resolve_auto`).
 
     Without ``--algo``: ``local`` on one process, ``auto`` on several (``--nprocs P > 1``, or a world of
     P > 1 launched by torchrun). ``--algo local`` on several processes is refused (`ConfigError`): it would
@@ -327,8 +337,7 @@ def resolve_algo(args: argparse.Namespace) -> str | None:
     world = int(os.environ["WORLD_SIZE"]) if launched else args.nprocs
     if args.algo is None:
         args.algo = "auto" if world > 1 else "local"
-        where = f"--nprocs {args.nprocs} was given" if not launched else f"torchrun started {world} workers"
-        return f"algo       auto, since {where} without --algo" if world > 1 else None
+        return None
     if args.algo == "local" and world > 1:
         where = f"--nprocs {args.nprocs} asks for {world}" if not launched else f"torchrun started {world}"
         fix = "drop --nprocs" if not launched else "run it without torchrun"

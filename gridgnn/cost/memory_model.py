@@ -188,7 +188,16 @@ def _sparse_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo) -> np.ndarr
     ``--comm sparse``: 1D/1.5D, its send and receive buffers of the one all-to-all (forward: the rows others
     ask of it and the rows it asks for; backward the same two, reversed); 2D/3D, the most of any stage it runs:
     as the root, the rows of every receiver, else its own and the dense panel it fills from them (`gridgnn.spmm.
-    stage_rows`). 1D/1.5D add the int64 index of the rows it sends."""
+    stage_rows`). 1D/1.5D add the int64 index of the rows it sends. Cached in ``blocks.cache`` (the planner
+    prices several variants of one shape)."""
+    key = ("sparse_row_bytes", width, sz)
+    if key not in blocks.cache:
+        blocks.cache[key] = _touched_row_bytes(blocks, width, sz)
+    return blocks.cache[key]
+
+
+def _touched_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo) -> np.ndarray:
+    """`_sparse_row_bytes`, computed."""
     forward, backward = row_counts(blocks)  # rows received in forward; in backward (= the rows it sends)
     if not blocks.shape.splits_features:
         return ((forward + backward) * width * sz.value + backward * INDEX_BYTES).astype(np.int64)

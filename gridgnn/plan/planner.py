@@ -1,16 +1,22 @@
-"""Rank every valid (algorithm, grid shape, replication, comm) for P processes by predicted epoch time (pure).
+"""Rank every valid way to run on P processes by predicted epoch time (pure): algorithm, grid shape and
+replication, and the execution options of `gridgnn.plan.execution` (``comm``, vertex order, cached panels,
+full feature rows, deferred weight gather).
 
 ``comms`` adds the sparse SpMM variants (``--comm sparse``, `gridgnn.cost.sparse_cost`) next to the dense ones,
-priced on the same shape statistics.
+priced on the same shape statistics; ``orders`` prices each vertex order on the statistics of the graph as
+training would order it for each grid; ``cache_options``, ``rows_options`` and ``defer_options`` price each
+switch off and on where it takes effect (an option that changes nothing on a grid is priced once, off).
 
-`plan` prices each configuration of `candidate_shapes` with `gridgnn.cost.epoch_model.predict_epoch` and
-sorts them: configurations that fit the memory per process first, then by predicted training-step time
-(the slowest rank's communication plus computation), then by bytes per rank. The first is the best;
-`Plan.reason` says why in one line (for ``gridgnn train --algo auto``).
+`plan` prices each configuration with `gridgnn.cost.epoch_model.predict_epoch` and sorts them: configurations
+that fit the memory per process first, then by predicted training-step time (the slowest rank's
+communication plus computation), then by bytes per rank, then by how few options they need; a reordering's
+estimated set-up time is reported beside, not ranked (it is paid once, the step every epoch). The first is
+the best; `Plan.reason` says why in one line (for ``gridgnn train``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +28,10 @@ from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.shape import ALGORITHMS, GridShape
 
 ALGO_ORDER = {algo: k for k, algo in enumerate(ALGORITHMS)}
+NEAR_TIE = 0.05
+"""Fitting configurations whose predicted step is within this share of the fastest one count as tied, and
+the one whose busiest rank moves the fewest bytes is chosen: the model's times are not more accurate than a
+few percent (latency terms, contention), while bytes are exact, and what a shared network charges for."""
 
 
 def candidate_shapes(world_size: int, algos: tuple[str, ...] | list[str] = ALGORITHMS) -> list[GridShape]:
@@ -62,18 +72,30 @@ class PlanEntry:
     """Priced with ``--full-feature-rows`` on a grid where it takes effect (`ModelSpec.keeps_feature_rows`)."""
     defer_weight_gather: bool = False
     """Priced with ``--defer-weight-gather`` on a grid where it takes effect (`ModelSpec.defers_weight_gather`)."""
+    reorder: str = "none"
+    """The vertex order priced (``gridgnn train --reorder``): ``none``, or a reordering of the graph."""
+    reorder_s: float = 0.0
+    """The reordering's estimated set-up time (`gridgnn.plan.execution.reorder_seconds`), once per run."""
+
+    @property
+    def tricks(self) -> int:
+        """How many execution options this configuration needs beyond a dense run in natural order (ties go to
+        the fewer)."""
+        return (self.comm != "dense") + (self.reorder != "none") + self.cache_panels + self.feature_rows \
+            + self.defer_weight_gather
 
     @property
     def label(self) -> str:
-        """``algo grid``, with `` sparse`` for a sparse variant and `` cached`` for cached panels."""
+        """``algo grid``, with `` sparse`` for a sparse variant, `` cached`` for cached panels and the order."""
         return (f"{self.algo} {self.grid}" + (" sparse" if self.comm == "sparse" else "")
-                + (" cached" if self.cache_panels else ""))
+                + (" cached" if self.cache_panels else "") + (f" {self.reorder}" if self.reorder != "none" else ""))
 
     @property
     def spmm(self) -> str:
-        """The SpMM variant in a word: ``dense`` or ``sparse``, with ``+cache`` for cached panels and ``+rows``
-        for full feature rows."""
-        return self.comm + ("+cache" if self.cache_panels else "") + ("+rows" if self.feature_rows else "")
+        """The SpMM variant in a word: ``dense`` or ``sparse``, with ``+cache`` for cached panels, ``+rows``
+        for full feature rows and ``+defer`` for the deferred weight gather."""
+        return (self.comm + ("+cache" if self.cache_panels else "") + ("+rows" if self.feature_rows else "")
+                + ("+defer" if self.defer_weight_gather else ""))
 
     @property
     def algo(self) -> str:
@@ -93,7 +115,8 @@ class PlanEntry:
         return {
             "algo": self.algo, "grid": self.grid, "replication": self.replication, "comm": self.comm,
             "cache_panels": self.cache_panels, "full_feature_rows": self.feature_rows,
-            "defer_weight_gather": self.defer_weight_gather,
+            "defer_weight_gather": self.defer_weight_gather, "reorder": self.reorder,
+            "predicted_reorder_s": self.reorder_s,
             "world_size": self.shape.world_size,
             "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
             "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
@@ -112,14 +135,10 @@ class PlanEntry:
         configuration. A plan made on statistics names no dataset: add ``--dataset``."""
         flags = [*self.run_flags, "--algo", self.algo, "--nprocs", str(self.shape.world_size)]
         flags += self.shape.grid_flags()
-        if self.comm != "dense":
-            flags += ["--comm", self.comm]
-        if self.cache_panels:
-            flags.append("--cache-panels")
-        if self.feature_rows:
-            flags.append("--full-feature-rows")
-        if self.defer_weight_gather:
-            flags.append("--defer-weight-gather")
+        flags += ["--comm", self.comm, "--reorder", self.reorder]
+        for name, on in (("cache-panels", self.cache_panels), ("full-feature-rows", self.feature_rows),
+                         ("defer-weight-gather", self.defer_weight_gather)):
+            flags.append(f"--{name}" if on else f"--no-{name}")
         return flags
 
 
@@ -144,6 +163,11 @@ class Plan:
         best = self.best
         pred = best.prediction
         comm = f" with {best.comm} communication" if best.comm != "dense" or self.comms != ("dense",) else ""
+        extras = [name for name, on in (("cached panels", best.cache_panels), ("full feature rows",
+                  best.feature_rows), ("deferred weight gather", best.defer_weight_gather)) if on]
+        if best.reorder != "none":
+            extras.insert(0, f"{best.reorder} order")
+        comm += "".join(f", {extra}" for extra in extras)
         text = (f"{best.algo} grid {best.grid}{comm} on {best.shape.world_size} processes: predicted "
                 f"{_seconds(pred.epoch_s)} per epoch ({_seconds(float(pred.comm_s.max()))} communication, "
                 f"{_human(int(pred.bytes.max()))} per rank)")
@@ -160,13 +184,17 @@ class Plan:
 
 
 def _against(best: PlanEntry, other: PlanEntry) -> str:
-    """How ``best`` compares with the runner-up ``other``: a speed-up, or for a tie (within 0.5 %) what
-    broke it (fewer bytes per rank, else the fixed order of algorithms and shapes)."""
+    """How ``best`` compares with the runner-up ``other``: a speed-up, a near tie (`NEAR_TIE`) it won on
+    bytes, or for a tie (within 0.5 %) what broke it (fewer bytes per rank, else the fixed order of
+    algorithms and shapes)."""
     mine, theirs = best.prediction.epoch_s, other.prediction.epoch_s
     rival = f"{other.label} ({_seconds(theirs)})"
+    mine_bytes, their_bytes = int(best.prediction.bytes.max()), int(other.prediction.bytes.max())
+    if theirs < mine / 1.005:
+        return (f"within {NEAR_TIE:.0%} of the fastest, {rival}, and chosen for fewer bytes per rank "
+                f"({_human(mine_bytes)} against {_human(their_bytes)})")
     if theirs > 1.005 * mine and mine > 0:
         return f"{theirs / mine:.2f}x faster than the next, {rival}"
-    mine_bytes, their_bytes = int(best.prediction.bytes.max()), int(other.prediction.bytes.max())
     why = (f"fewer bytes per rank ({_human(mine_bytes)} against {_human(their_bytes)})"
            if mine_bytes < their_bytes else "the fixed order of algorithms and shapes (same time and bytes)")
     return f"tied with {rival}, chosen for {why}"
@@ -176,7 +204,12 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
          memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
          sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None,
          comms: tuple[str, ...] | list[str] = ("dense",),
-         stats_for_rows: Callable[[int, int], GraphStats] | None = None, cache_panels: bool = False) -> Plan:
+         stats_for_rows: Callable[[int, int], GraphStats] | None = None, cache_panels: bool = False,
+         shapes: list[GridShape] | None = None, orders: tuple[str, ...] = ("none",),
+         stats_for_order: Callable[[str, int, int], GraphStats] | None = None,
+         cache_options: tuple[bool, ...] | None = None, rows_options: tuple[bool, ...] | None = None,
+         defer_options: tuple[bool, ...] | None = None,
+         reorder_s: Callable[[str], float] | None = None) -> Plan:
     """Price every configuration for ``world_size`` processes and rank them (best first).
 
     ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
@@ -184,13 +217,21 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     the profile's; None means unlimited). Exactly one entry has ``best`` set: the first. ``run_flags``: the
     ``gridgnn train`` flags naming the graph (``--dataset``, ...), which every entry's `PlanEntry.train_flags`
     puts before the model's (``--layers``, ``--hidden``, ``--order``: always written out) and its own.
-    ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``). ``stats_for_rows``: the
-    statistics of the graph as training would order it for a grid of (row blocks, depth) (a METIS reordering
-    cuts into the grid's row blocks, and on 3D each block into its depth sub-blocks), so each shape is priced
-    on its own order; None: ``graph``'s.
-    ``cache_panels``: price ``--cache-panels`` (2D and 3D receive their Â panels once, at set-up). A
-    ``model`` with ``full_feature_rows`` prices ``--full-feature-rows`` wherever it takes effect, and one with
-    ``defer_weight_gather`` ``--defer-weight-gather``.
+    ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``). ``shapes``: the grids to
+    price (default: every shape of ``algos``, `candidate_shapes`).
+
+    Vertex orders: ``orders`` names the orders to price (``none`` and reorderings); ``stats_for_order(order,
+    row_blocks, depth)`` gives the statistics of the graph in that order as training would cut it for a grid
+    of (row blocks, depth) (a METIS reordering cuts into the grid's row blocks, on 3D each block again into
+    its depth sub-blocks), so each shape is priced on its own order. ``stats_for_rows(row_blocks, depth)`` is
+    the older one-order form; with neither, every shape is priced on ``graph``'s statistics. ``reorder_s(order)``:
+    a reordering's estimated set-up time, reported with each entry (`PlanEntry.reorder_s`); the ranking is
+    by the training step alone, which is what a run repeats.
+
+    Switches: ``cache_options`` (default ``(cache_panels,)``), ``rows_options`` and ``defer_options`` (default:
+    ``model``'s ``full_feature_rows`` and ``defer_weight_gather``) list the values to price of
+    ``--cache-panels``, ``--full-feature-rows`` and ``--defer-weight-gather``; a value that takes no effect on
+    a grid is priced as off, once.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
@@ -199,32 +240,64 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     profile = GPU_CLUSTER if profile is None else profile
     limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes
     flags = (*(run_flags or ()), "--layers", str(spec.layers), "--hidden", str(spec.hidden), "--order", spec.order)
-    shapes = [shape for shape in candidate_shapes(world_size, algos)
+    shapes = [shape for shape in (candidate_shapes(world_size, algos) if shapes is None else shapes)
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
-    orders = {(s.sizes[0], s.depth) for s in shapes}
-    by_rows = {key: stats_for_rows(*key) for key in orders} if stats_for_rows else {}
-    for ordered in {id(x): x for x in [stats, *by_rows.values()]}.values():  # one pass over each order's Â
-        ordered.count_once(nnz_bounds(shape, ordered.num_nodes, ordered.parts) for shape in shapes
-                           if by_rows.get((shape.sizes[0], shape.depth), stats) is ordered)
+    if stats_for_order is None:
+        def stats_for_order(order: str, rows: int, depth: int) -> GraphStats:
+            return stats_for_rows(rows, depth) if stats_for_rows is not None else stats
+    variants = [(cache, dataclasses.replace(spec, full_feature_rows=rows, defer_weight_gather=defer))
+                for cache in (cache_options or (cache_panels,))
+                for rows in (rows_options or (spec.full_feature_rows,))
+                for defer in (defer_options or (spec.defer_weight_gather,))]
     entries = []
-    comms = tuple(comms)
-    for shape in shapes:
-        priced = by_rows.get((shape.sizes[0], shape.depth), stats)
-        blocks = shape_blocks(shape, priced)  # shared by the dense and sparse pricing of this shape
-        for comm in comms:
-            pred = predict_epoch(spec, priced, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm,
-                                 cache_panels=cache_panels, device=profile.device)
-            fits = limit is None or int(pred.memory_bytes.max()) <= limit
-            cached = bool(pred.setup_sum("calls", "broadcast").any())  # only where panels move
-            entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,
-                                     feature_rows=spec.keeps_feature_rows(shape),
-                                     defer_weight_gather=spec.defers_weight_gather(shape)))
-    entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
-                                int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes,
-                                e.comm == "sparse"))
+    for order in orders:
+        by_rows = {(s.sizes[0], s.depth): stats_for_order(order, s.sizes[0], s.depth) for s in shapes}
+        for ordered in {id(x): x for x in by_rows.values()}.values():  # one pass over each order's Â
+            ordered.count_once(nnz_bounds(shape, ordered.num_nodes, ordered.parts) for shape in shapes
+                               if by_rows[(shape.sizes[0], shape.depth)] is ordered)
+        setup = reorder_s(order) if reorder_s is not None and order != "none" else 0.0
+        for shape in shapes:
+            priced = by_rows[(shape.sizes[0], shape.depth)]
+            blocks = shape_blocks(shape, priced)  # shared by every variant of this shape
+            seen = set()
+            for comm in comms:
+                for cache, variant in variants:
+                    rows, defer = variant.keeps_feature_rows(shape), variant.defers_weight_gather(shape)
+                    if (comm, cache and shape.algo in ("2d", "3d"), rows, defer) in seen:
+                        continue  # a switch without effect here (Â never moves on 1d and 1.5d): priced already
+                    pred = predict_epoch(variant, priced, shape, profile=profile, sizes=sizes, blocks=blocks,
+                                         comm=comm, cache_panels=cache, device=profile.device)
+                    cached = bool(pred.setup_sum("calls", "broadcast").any())  # only where panels move
+                    if (comm, cached, rows, defer) in seen:
+                        continue
+                    seen.add((comm, cached, rows, defer))
+                    fits = limit is None or int(pred.memory_bytes.max()) <= limit
+                    entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,
+                                             feature_rows=rows, defer_weight_gather=defer, reorder=order,
+                                             reorder_s=setup))
+
+    def rank(e: PlanEntry) -> tuple:
+        return (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
+                int(e.prediction.bytes.max()), e.tricks, ALGO_ORDER[e.algo], e.shape.sizes, e.comm == "sparse",
+                orders.index(e.reorder))
+
+    entries.sort(key=rank)
+    _prefer_fewer_bytes(entries)
     if entries:
         entries[0].best = True
-    return Plan(entries, stats, spec, profile, limit, comms)
+    return Plan(entries, stats, spec, profile, limit, tuple(comms))
+
+
+def _prefer_fewer_bytes(entries: list[PlanEntry]) -> None:
+    """Move to the front, among the fitting entries predicted within `NEAR_TIE` of the fastest (``entries``
+    sorted by `plan`'s key), the one whose busiest rank moves the fewest bytes (the first of those)."""
+    fitting = [e for e in entries if e.fits]
+    if not fitting:
+        return
+    bound = (1 + NEAR_TIE) * fitting[0].prediction.epoch_s
+    near = [e for e in fitting if e.prediction.epoch_s <= bound]
+    pick = min(near, key=lambda e: int(e.prediction.bytes.max()))  # min keeps the first of equals
+    entries.insert(0, entries.pop(next(k for k, e in enumerate(entries) if e is pick)))
 
 
 def _human(value: float) -> str:

@@ -10,11 +10,9 @@ import dataclasses
 from gridgnn.config import TrainConfig, model_comms
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
-from gridgnn.cost.profile import default_profile
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.grid.shape import GridShape
-from gridgnn.plan import plan
 
 
 def graph_stats(graph: Graph | PreparedGraph, model: str = "gcn") -> GraphStats:
@@ -26,42 +24,46 @@ def graph_stats(graph: Graph | PreparedGraph, model: str = "gcn") -> GraphStats:
     return GraphStats.from_graph(graph, self_loops=model in ("gcn", "gat"))
 
 
-def priced_order(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int) -> Graph | PreparedGraph:
-    """The graph `choose_configuration` prices: reordered by ``config.reorder`` into ``world_size`` parts when
-    the choice depends on the order (sparse or automatic ``comm``, a reordering a loaded graph does not have
-    yet), else ``graph`` itself. Deterministic. Not collective."""
-    if (config.comm == "dense" or config.reorder == "none" or isinstance(graph, PreparedGraph)
-            or graph.meta.get("reorder", "none") == config.reorder):
-        return graph
-    from gridgnn.data.reorder import reorder_graph  # sparse bytes depend on the order: price the reordered graph
-
-    return reorder_graph(graph, config.reorder, world_size, config.seed)
-
-
 def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int,
                          device_type: str = "cpu", *, on_grid: bool = False) -> tuple[TrainConfig, str]:
-    """Resolve ``algo="auto"``: the configuration `gridgnn.plan.plan` ranks best for ``world_size``
-    processes (priced with the machine profile of ``device_type``), and one line saying which and why.
+    """`settle_execution` without the graph: (settled configuration, reason)."""
+    chosen, reason, _ = settle_execution(config, graph, world_size, device_type, on_grid=on_grid)
+    return chosen, reason
 
-    With ``comm="auto"`` the sparse variants compete too and the choice sets ``comm``; with a reordering and a
-    sparse or automatic ``comm`` the graph is priced reordered (one METIS run into ``world_size`` parts: every
-    grid's row blocks are whole parts, `gridgnn.cost.stages.row_blocks`).
-    Deterministic, so every worker of a torchrun job reaches the same choice. One process means ``local``,
-    or with ``on_grid`` (a launched worker, whose process group exists) a one-process ``1d`` grid.
+
+def settle_execution(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int,
+                     device_type: str = "cpu", *, on_grid: bool = False) -> tuple[TrainConfig, str, object]:
+    """Settle the free execution options of ``config`` (``--algo auto``, ``--comm auto``, ``--reorder auto``,
+    unset switches: `gridgnn.plan.execution`) for ``world_size`` processes, priced with ``config.profile``
+    or the machine profile of ``device_type``; returns the settled configuration and one line saying what was
+    chosen and why.
+
+    Every combination of the free options around the pinned ones is priced on ``graph`` in each vertex order
+    it would train on (`gridgnn.plan.execution.choose_execution`). Deterministic, so every worker of a
+    torchrun job reaches the same choice. One process means ``local`` (or with ``on_grid``, a launched worker
+    whose process group exists, a one-process ``1d`` grid), where nothing moves: dense, natural order, every
+    switch off.
     """
-    if world_size == 1 and on_grid:
-        return dataclasses.replace(config, algo="1d", grid=None, replication=1), \
-            "--algo auto: one process in a launched group, so 1d on a 1-process grid"
+    from gridgnn.plan.execution import ExecutionOptions, choose_execution
+
+    options = ExecutionOptions.of(config)
     if world_size == 1:
-        return dataclasses.replace(config, algo="local", grid=None, replication=1), \
-            "--algo auto: one process, so local (no grid)"
-    comms = model_comms(config.model, config.comm)
-    priced = priced_order(config, graph, world_size)
-    ranked = plan(config, graph_stats(priced, config.model), world_size, profile=default_profile(device_type),
-                  comms=comms, cache_panels=config.cache_panels)
-    best = ranked.best
-    chosen = dataclasses.replace(config, algo=best.algo, comm=best.comm, **best.shape.config_fields())
-    return chosen, f"--algo auto chose {ranked.reason}"
+        fields = options.settled_locally()
+        if config.algo not in ("auto", "local"):  # a one-process grid: resolve_comm settles comm on its shape
+            fields.pop("comm", None)
+        settled = dataclasses.replace(config, **fields)
+        if config.algo != "auto":
+            return settled, "", None
+        if on_grid:
+            return dataclasses.replace(settled, algo="1d", grid=None, replication=1), \
+                "--algo auto: one process in a launched group, so 1d on a 1-process grid", None
+        return dataclasses.replace(settled, algo="local", grid=None, replication=1), \
+            "--algo auto: one process, so local (no grid)", None
+    chosen, ranked, ordered = choose_execution(config, graph, world_size, device_type)
+    head = "--algo auto chose" if config.algo == "auto" else f"--algo {config.algo}: the planner chose"
+    free = ", ".join(name.replace("_", "-") for name in options.free if name != "algo")
+    why = f" (free: {free})" if free else ""
+    return chosen, f"{head} {ranked.reason}{why}", ordered
 
 
 def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> tuple[TrainConfig, str]:

@@ -16,7 +16,7 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape, resolve_grid
-from gridgnn.train.auto import choose_comm, choose_configuration, priced_order
+from gridgnn.train.auto import choose_comm, settle_execution
 
 Say = Callable[[str], None]
 """Where a resolution's one-line reason goes (printed by rank 0 unless ``--quiet``)."""
@@ -30,14 +30,31 @@ def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
 
 def resolve_auto(config: TrainConfig, graph: Graph | PreparedGraph | None, world_size: int, *,
                  on_grid: bool = False, device_type: str = "cpu", say: Say | None = None) -> TrainConfig:
-    """``config`` with ``--algo auto`` settled (`gridgnn.train.auto.choose_configuration`) and the reason in
-    ``auto_reason`` (passed to ``say``); ``config`` itself when its algorithm is given."""
-    if config.algo != "auto":
-        return config
-    chosen, reason = choose_configuration(config, graph, world_size, device_type, on_grid=on_grid)
+    """`resolve_execution`'s configuration alone."""
+    return resolve_execution(config, graph, world_size, on_grid=on_grid, device_type=device_type, say=say)[0]
+
+
+def resolve_execution(config: TrainConfig, graph: Graph | PreparedGraph | None, world_size: int, *,
+                      on_grid: bool = False, device_type: str = "cpu",
+                      say: Say | None = None) -> tuple[TrainConfig, Graph | PreparedGraph | None]:
+    """``config`` with every free execution option settled (``--algo auto``, ``--comm auto``, ``--reorder
+    auto``, unset switches: `gridgnn.train.auto.choose_configuration`) and the reason in ``auto_reason``
+    (passed to ``say``, with a note when pymetis would have let it price METIS orders); ``config`` itself
+    when every option is pinned; and the graph in the chosen order as priced (None: the graph's own order,
+    or nothing was priced)."""
+    from gridgnn.plan.execution import ExecutionOptions, metis_note
+
+    options = ExecutionOptions.of(config)
+    if not options.free:
+        return config, None
+    chosen, reason, ordered = settle_execution(config, graph, world_size, device_type, on_grid=on_grid)
+    if not reason:
+        return chosen, None
     if say is not None:
         say(reason)
-    return dataclasses.replace(chosen, auto_reason=reason)
+        if world_size > 1 and (note := metis_note(options)) is not None:
+            say(note)
+    return dataclasses.replace(chosen, auto_reason=reason), ordered
 
 
 def resolve_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape, *,
@@ -57,21 +74,19 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
                 check: Callable[[TrainConfig, GridShape], None] | None = None,
                 say: Say | None = None) -> tuple[TrainConfig, GridShape, Graph | PreparedGraph]:
     """A grid run settled on ``world_size`` processes: (configuration, grid shape, graph in the order it
-    trains in). In order: ``--algo auto`` on ``graph`` as given; the grid shape (``shape`` when the caller
-    validated it already: `grid_shape_for` runs once per run); ``check(config, shape)`` (the launcher's
-    refusals, before any reordering); the vertex order (`reordered_for_grid`); ``--comm auto`` on the
-    reordered graph (sparse bytes depend on the order). The order ``--algo auto`` priced (METIS into
-    ``world_size`` parts) is the one trained on when the chosen grid has that many row blocks: METIS runs once.
-    Deterministic. Not collective."""
-    priced = priced_order(config, graph, world_size) if config.algo == "auto" and world_size > 1 else graph
-    config = resolve_auto(config, priced, world_size, on_grid=on_grid, device_type=device_type, say=say)
+    trains in). In order: the free execution options on ``graph`` (`resolve_auto`: each vertex order priced
+    as training would cut it); the grid shape (``shape`` when the caller validated it already:
+    `grid_shape_for` runs once per run); ``check(config, shape)`` (the launcher's refusals, before any
+    reordering); the vertex order (the graph as priced, else `reordered_for_grid`);
+    a ``--comm auto`` still open (none after `resolve_auto`) on the reordered graph. Deterministic. Not
+    collective."""
+    config, ordered = resolve_execution(config, graph, world_size, on_grid=on_grid, device_type=device_type,
+                                        say=say)
     if shape is None:
         shape = grid_shape_for(config, world_size)
     if check is not None:
         check(config, shape)
-    reuse = (priced is not graph and priced.meta.get("reorder_parts") == shape.sizes[0]
-             and priced.meta.get("reorder_nest", 1) == shape.depth)
-    graph = priced if reuse else reordered_for_grid(config, graph, shape)
+    graph = ordered if ordered is not None else reordered_for_grid(config, graph, shape)
     return resolve_comm(config, graph, shape, say=say), shape, graph
 
 
