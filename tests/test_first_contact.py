@@ -87,7 +87,8 @@ def test_readme_setup_names_every_extra_and_what_distributed_runs_are_for():
 def test_quick_start_distributed_run_is_talkative_exact_and_immune_to_a_gridgnn_folder(tmp_path):
     """`gridgnn train --nprocs 2` without --algo, from a folder holding a fake `gridgnn` package (what `git
     clone` makes), under umask 022, with --threads 1: it says it runs --algo auto, that workers start and the
-    grid is ready, trains the single-process numbers, and writes a metrics file others can read."""
+    grid is ready, trains the single-process numbers, and writes a metrics file others can read. Its first line
+    says what the planner chose and why."""
     fake = tmp_path / "gridgnn"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('the fake gridgnn folder was imported')\n")
@@ -96,11 +97,10 @@ def test_quick_start_distributed_run_is_talkative_exact_and_immune_to_a_gridgnn_
                 "--metrics-out", str(metrics), cwd=tmp_path, umask=0o022)
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
-    assert out[0] == "algo       auto, since --nprocs 2 was given without --algo"
-    assert out[1].startswith("--algo auto chose ")
-    assert out[2] == "starting   2 workers, 1 thread each"
-    assert re.fullmatch(r"ready      \S+ \S+ on 2 processes: set-up took [0-9.]+ s", out[3])
-    assert out[4].startswith("dataset ") and "fake" not in done.stderr
+    assert out[0].startswith("--algo auto chose ") and "profile cpu-local" in out[0]
+    assert out[1] == "starting   2 workers, 1 thread each"
+    assert re.fullmatch(r"ready      \S+ \S+ on 2 processes: set-up took [0-9.]+ s", out[2])
+    assert out[3].startswith("dataset ") and "fake" not in done.stderr
     document = json.loads(metrics.read_text())
     assert stat.S_IMODE(metrics.stat().st_mode) == 0o644
     assert document["setup"]["threads"] == 1 and document["config"]["world_size"] == 2
@@ -313,7 +313,7 @@ def test_torchrun_without_algo_runs_auto_says_so_once_and_honours_threads(tmp_pa
                            "--epochs", "2", "--threads", "1", "--metrics-out", str(metrics)],
                           capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("algo       auto, since torchrun started 2 workers without --algo") == 1
+    assert done.stdout.count("--algo auto chose ") == 1 and done.stdout.startswith("--algo auto chose ")
     document = json.loads(metrics.read_text())
     assert document["setup"]["threads"] == 1 and document["config"]["world_size"] == 2
     assert document["config"]["algo"] in ("1d", "1.5d", "2d", "3d")

@@ -436,6 +436,10 @@ def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace, shape, gr
         if not spec.config.quiet:
             if spec.config.auto_reason is not None:
                 print(spec.config.auto_reason, flush=True)
+            from gridgnn.plan.execution import ExecutionOptions, metis_note
+
+            if (note := metis_note(ExecutionOptions.of(config))) is not None:
+                print(note, flush=True)
             print(f"starting   {config.nprocs} workers, {threads} thread{'s' * (threads > 1)} each", flush=True)
         return launch_local(str(spec_path), config.nprocs, threads, watch_stdout=not spec.config.quiet)
 
