@@ -1,4 +1,4 @@
-"""The resolved configuration of one training run (layer 0 of DESIGN.md §4).
+"""The resolved configuration of one training run (layer 0 of docs/architecture.md §4).
 
 `TrainConfig` is what the command line builds from its flags and what the metrics JSON records under
 ``config``. `validate()` raises `ConfigError` with one self-contained line naming the bad field.

@@ -1,5 +1,5 @@
 """What this machine and the libraries can represent: the bounds every size and count is checked against
-before anything is allocated (layer 0 of DESIGN.md §4; pure code, not collective).
+before anything is allocated (layer 0 of docs/architecture.md §4; pure code, not collective).
 
 A count beyond these is refused with one line (`ConfigError` or `DataError`, exit status 2) instead of an
 overflow deep inside torch or numpy, a process killed for memory, or a worker dying of SIGSEGV.

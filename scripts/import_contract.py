@@ -1,4 +1,4 @@
-"""gridgnn's import contract (DESIGN.md §4): one-way layers, no import cycles, pure index math stays pure.
+"""gridgnn's import contract (docs/architecture.md §4): one-way layers, no import cycles, pure index math stays pure.
 
 Run by ``.ci/run`` and by ``tests/test_import_contract.py``; prints every breach (``file:line``) and exits 1,
 or prints one line and exits 0. Imports inside functions count too: a lazy import is still a dependency.

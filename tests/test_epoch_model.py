@@ -94,7 +94,7 @@ def test_vectorized_spmm_cost_equals_the_per_rank_closed_form(algo, p, extra):
 
 
 def test_cagnet_logged_volumes():
-    """DESIGN.md §3 and issue 5: the CAGNET authors' words per rank per epoch (own block included)."""
+    """docs/architecture.md §3 and issue 5: the CAGNET authors' words per rank per epoch (own block included)."""
     assert cagnet_broadcast_words(2708, [1433, 16, 7], 4, 1).max() == 3_986_176
     assert cagnet_broadcast_words(2708, [1433, 16, 7], 4, 2).max() == 1_993_088
     assert cagnet_broadcast_words(14_249_639, [300, 16, 24], 16, 1).max() == 5_072_871_484

@@ -1,5 +1,5 @@
-"""`gridgnn` command line: subcommands ``train``, ``info``, ``prepare``, ``plan``, ``calibrate`` (DESIGN.md §4,
-layer 7).
+"""`gridgnn` command line: subcommands ``train``, ``info``, ``prepare``, ``plan``, ``calibrate``
+(docs/architecture.md §4, layer 7).
 
 Every error the user can fix (`GridGNNError`, a bad flag, an unreadable or unwritable path) ends the
 command with one line ``gridgnn: error: ...`` on stderr and exit status 2, never a traceback.

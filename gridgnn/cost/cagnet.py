@@ -5,7 +5,7 @@ for aggregate-first order with forward SpMMs at widths f0 … f(L-1) and backwar
 (they aggregate the output gradient before the transposed weight product, and also run the first layer's
 backward product that gridgnn skips). With the rows of block row j broadcast once per SpMM to every rank
 whose replica handles j (j ≡ k mod c), rank (i, k) receives ``Σ_{j ≡ k} n_j · S`` words,
-``S = Σ forward widths + Σ backward widths``; for c = 1 that is ``n · S`` (DESIGN.md §3).
+``S = Σ forward widths + Σ backward widths``; for c = 1 that is ``n · S`` (docs/architecture.md §3).
 
 gridgnn's own count (`gridgnn.cost.epoch_model`) differs on purpose: it excludes the own block, has no
 first-layer backward product and moves the second layer's backward at the narrower width.

@@ -1,4 +1,4 @@
-"""Graphs, readers, generators and transforms (layer 4' of DESIGN.md §4)."""
+"""Graphs, readers, generators and transforms (layer 4' of docs/architecture.md §4)."""
 
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers.native import load_native, save_graph

@@ -17,7 +17,7 @@ class Graph:
 
     Attributes:
         adj: CSR adjacency, shape (n, n). ``adj[dst, src] != 0`` means an edge src -> dst, so row i lists
-            the in-neighbours that node i aggregates from (the orientation of Â in DESIGN.md §1).
+            the in-neighbours that node i aggregates from (the orientation of Â in docs/architecture.md §1).
         features: node features, shape (n, f), float32; a dense ``np.ndarray`` or a ``scipy.sparse`` CSR
             matrix (bag-of-words features stay sparse).
         labels: int64 array, shape (n,), values in ``[0, num_classes)``.

@@ -1,6 +1,6 @@
 """Counted collectives: every byte gridgnn moves between processes goes through `Communicator`.
 
-Byte convention (DESIGN.md §3, the bandwidth term; a rank never counts data it already holds). For a payload
+Byte convention (docs/architecture.md §3, the bandwidth term; a rank never counts data it already holds). For a payload
 of ``m`` bytes on an axis group of ``p`` processes:
 
 ================  =========================================================================

@@ -1,4 +1,4 @@
-"""Layers and models written as single-device math over an injected aggregation (DESIGN.md §4, layer 5)."""
+"""Layers and models written as single-device math over an injected aggregation (docs/architecture.md §4, layer 5)."""
 
 from gridgnn.nn.dropout import dropout, sparse_dropout
 from gridgnn.nn.features import SparseFeatures, as_model_input

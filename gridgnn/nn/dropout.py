@@ -1,4 +1,4 @@
-"""Layout-invariant dropout (DESIGN.md §2, last paragraph).
+"""Layout-invariant dropout (docs/architecture.md §2, last paragraph).
 
 Whether element (global row r, global column c) is kept is a pure function of (seed, epoch, layer, r, c)
 (see `gridgnn.nn.hashing`). A process that holds any block of a matrix, given the block's global row and

@@ -1,4 +1,4 @@
-"""The GCN model (Kipf & Welling) as single-device math over a `gridgnn.nn.layout.Layout` (DESIGN.md §1).
+"""The GCN model (Kipf & Welling) as single-device math over a `gridgnn.nn.layout.Layout` (docs/architecture.md §1).
 
 One layer: ``Z = Â H W + b`` with the ``gcn`` operator Â = D^-1/2 (A + I) D^-1/2. The layout decides where
 rows and columns live; nothing here depends on the algorithm.

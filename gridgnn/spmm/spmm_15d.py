@@ -1,4 +1,4 @@
-"""1D and 1.5D SpMM: block-row Â, broadcast stages within a layer, replica all-reduce (DESIGN.md §2).
+"""1D and 1.5D SpMM: block-row Â, broadcast stages within a layer, replica all-reduce (docs/architecture.md §2).
 
 Grid ``R x c`` (axes ``row`` of size R = P / c and ``rep`` of size c; 1D is ``c = 1`` on a grid with the
 ``row`` axis only). Process (i, k) is replica k of block row i. Vertex blocks follow ``block_bounds(n, R)``,

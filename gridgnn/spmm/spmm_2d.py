@@ -1,4 +1,4 @@
-"""2D SpMM: SUMMA on a ``pr x pc`` grid, square or not (DESIGN.md §2).
+"""2D SpMM: SUMMA on a ``pr x pc`` grid, square or not (docs/architecture.md §2).
 
 Axes ``row`` (size pr, coordinate i) and ``col`` (size pc, coordinate j). Vertex rows follow
 ``block_bounds(n, pr)`` (or a METIS reordering's pr parts); Â's columns follow ``block_bounds(n, pc)`` (the

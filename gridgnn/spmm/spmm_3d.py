@@ -1,4 +1,4 @@
-"""3D SpMM: Split-3D on a ``q x q x d`` grid (DESIGN.md §2; ``d = q`` gives the paper's q³).
+"""3D SpMM: Split-3D on a ``q x q x d`` grid (docs/architecture.md §2; ``d = q`` gives the paper's q³).
 
 Axes ``row`` (i), ``col`` (j), both of size q, and ``depth`` (l) of size d. Vertex blocks follow
 ``block_bounds(n, q)`` (or a METIS reordering's q parts); block k is cut again into d sub-blocks S[k][l]

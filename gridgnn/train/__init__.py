@@ -1,4 +1,4 @@
-"""Training: the single-process loop, metrics and the config-to-run glue (DESIGN.md §4, layer 6)."""
+"""Training: the single-process loop, metrics and the config-to-run glue (docs/architecture.md §4, layer 6)."""
 
 from gridgnn.train.metrics import build_metrics, write_json_atomic
 from gridgnn.train.run import Run, build_aggregation, load_graph, run_training
