@@ -59,7 +59,8 @@ def train(prepared: Path, algo: str, args: argparse.Namespace, work: Path) -> di
     metrics_path = work / f"metrics-{algo}.json"
     argv = [*GRIDGNN, "train", "--dataset", str(prepared), *algo_flags(algo, args.replication),
             "--nprocs", str(args.nprocs), "--epochs", str(args.epochs), "--quiet", "--metrics-out",
-            str(metrics_path), "--comm", args.comm, "--hidden", str(args.hidden)]
+            str(metrics_path), "--comm", args.comm, "--hidden", str(args.hidden), "--reorder", "none",
+            "--no-cache-panels", "--no-full-feature-rows", "--no-defer-weight-gather"]  # what it prices
     wall, _ = run_measured(argv, work / f"train-{algo}.log")
     metrics = json.loads(metrics_path.read_text())
     epochs = metrics["epochs"]
