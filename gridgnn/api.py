@@ -129,12 +129,12 @@ def fit(data=None, *, nprocs: int = 1, threads: int | None = None, **options) ->
     if nprocs > 1 and "WORLD_SIZE" not in os.environ:
         return _train_on_workers(graph, nprocs, threads, options)
     from gridgnn.train.products import select_weights
-    from gridgnn.train.progress import epoch_printer
+    from gridgnn.train.progress import EpochPrinter
     from gridgnn.train.run import run_training
 
     config = TrainConfig(**options)
     rank0 = int(os.environ.get("RANK", "0")) == 0
-    run = run_training(config, graph=graph, on_epoch=epoch_printer(config) if rank0 else None)
+    run = run_training(config, graph=graph, on_epoch=EpochPrinter(config) if rank0 else None)
     epoch = select_weights(run.model, run.result, config.weights, strict=False)
     return TrainedModel(run.model.eval(), epoch, run.result.epochs, run.metrics, config, run.graph)
 

@@ -255,7 +255,7 @@ def train_here(config: TrainConfig, process: ProcessOptions, rank0: bool, *, spe
     resolved it); rank 0 prints the progress and summary."""
     from gridgnn.train import run_training
     from gridgnn.train.process_group import in_launched_worker
-    from gridgnn.train.progress import epoch_printer
+    from gridgnn.train.progress import EpochPrinter
     from gridgnn.train.resolve import resolve_auto
     from gridgnn.train.run_distributed import print_now
 
@@ -265,16 +265,19 @@ def train_here(config: TrainConfig, process: ProcessOptions, rank0: bool, *, spe
         config = dataclasses.replace(config, quiet=True, progress=False)
         spec = spec and dataclasses.replace(spec, config=config)
     announced: list[int] = []
-    printer = epoch_printer(config, process.log_every_s)
+    printer = EpochPrinter(config, process.log_every_s)
 
     def on_epoch(record: EpochRecord) -> None:
-        if printer is not None:
-            printer(record)
+        printer(record)
         if not math.isfinite(record.loss) and not announced:
             announced.append(record.epoch)
             print(nonfinite_line(config, record.epoch, record.loss), file=sys.stderr, flush=True)
 
-    on_ready = None if config.quiet else print_grid_ready
+    def say_ready(label: str, seconds: float) -> None:
+        print_grid_ready(label, seconds)
+        printer.restart()  # the log's first interval starts at the grid's ready line
+
+    on_ready = None if config.quiet else say_ready
     run = run_training(config, on_epoch=on_epoch, timeout_s=process.timeout_s, on_ready=on_ready, spec=spec,
                        process=process)
     first = run.result.first_nonfinite_epoch

@@ -72,16 +72,21 @@ class EpochLog:
         return True
 
 
-def epoch_printer(config: TrainConfig, log_every_s: float = LOG_EVERY_S) -> Callable[[EpochRecord], None] | None:
+class EpochPrinter:
     """The per-epoch callback that prints what ``config`` asks on stdout (rank 0): every epoch with
-    `show_progress`, the `EpochLog`'s epochs with `show_log`, nothing when quiet (None)."""
-    if show_progress(config):
-        return lambda record: print(format_epoch(record, config.epochs), flush=True)
-    if not show_log(config):
-        return None
-    log = EpochLog(config.epochs, log_every_s)
+    `show_progress`, the `EpochLog`'s epochs with `show_log`, nothing when quiet. `restart` counts the log's
+    interval from now (after another line, e.g. the grid's ``ready``)."""
 
-    def print_due(record: EpochRecord) -> None:
-        if log.due(record.epoch):
-            print(format_epoch(record, config.epochs), flush=True)
-    return print_due
+    def __init__(self, config: TrainConfig, log_every_s: float = LOG_EVERY_S) -> None:
+        self.epochs = config.epochs
+        self.every = show_progress(config)
+        self.log_every_s = log_every_s
+        self.log = EpochLog(config.epochs, log_every_s) if show_log(config) else None
+
+    def restart(self) -> None:
+        if self.log is not None:
+            self.log = EpochLog(self.epochs, self.log_every_s)
+
+    def __call__(self, record: EpochRecord) -> None:
+        if self.every or (self.log is not None and self.log.due(record.epoch)):
+            print(format_epoch(record, self.epochs), flush=True)
