@@ -3,7 +3,8 @@
 Statistics come from a loaded dataset (``--dataset``: exact nnz of every block) or, for graphs too large to
 load, from ``--num-nodes --num-edges --num-features --num-classes`` (a uniform-nnz block estimate, said so in
 the output). Prints an aligned table (best marked ``*``, configurations over ``--memory-per-proc`` marked
-``no``) or, with ``--json``, a list with one object per configuration.
+``no``; when none fits, none is marked best and the table is still ranked by time) or, with ``--json``, a list
+with one object per configuration.
 """
 
 from __future__ import annotations
@@ -352,10 +353,14 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
     for result in results:
-        print(f"\nP = {result.best.shape.world_size}: best {result.reason}")
+        fits = result.best.fits
+        print(f"\nP = {result.best.shape.world_size}: " + ("best " if fits else "NOTHING FITS (none marked best), "
+                                                                             "fastest ") + result.reason)
         print(format_plan(result))
         missing = [] if args.dataset is not None else ["--dataset", "YOUR_GRAPH"]  # priced on counts alone
-        print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
+        command = "gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec))
+        print(f"train with: {command}" if fits else "train with: nothing: give more memory per process "
+              f"(--memory-per-proc) or more processes; the fastest, over the limit, is {command} --no-memory-check")
         if spec.model == "gat":
             print(attention_line(result, priced_on(result.best), profile))
         elif not args.cache_panels and (line := panels_line(result)) is not None:

@@ -231,6 +231,11 @@ def run_train(args: argparse.Namespace) -> int:
 
         check_interface(args.interface)
     check_process_count(config)
+    if config.algo in ("local", "auto") and config.nprocs == 1 and not in_launched_worker():
+        from gridgnn.cli.ignored_flags import ignored_flags_line
+
+        if (line := ignored_flags_line(config)) is not None:
+            print(line, file=sys.stderr, flush=True)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if note is not None and rank0 and not config.quiet:
         print(note, flush=True)

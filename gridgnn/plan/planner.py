@@ -136,6 +136,7 @@ class Plan:
 
     @property
     def best(self) -> PlanEntry:
+        """The first entry: the fastest that fits, or when none fits the fastest (its ``best`` flag False)."""
         return self.entries[0]
 
     @property
@@ -151,7 +152,8 @@ class Plan:
         if rivals:
             text += ", " + _against(best, rivals[0])
         if not best.fits:
-            text += "; no configuration fits the memory per process, this one needs the least"
+            least = min(int(e.prediction.memory_bytes.max()) for e in self.entries)
+            text += f"; no configuration fits the memory per process (the least needs {_human(least)})"
         source = "exact block nnz" if self.stats.exact else "uniform-nnz estimate"
         return text + f"; profile {self.profile.name}, {source}"
 
@@ -219,10 +221,10 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
             entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,
                                      feature_rows=spec.keeps_feature_rows(shape),
                                      defer_weight_gather=spec.defers_weight_gather(shape)))
-    entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
-                                int(e.prediction.bytes.max()), ALGO_ORDER[e.algo], e.shape.sizes,
-                                e.comm == "sparse"))
-    if entries:
+    # by time, those that fit first; when none fits none is best: the fastest leads, unmarked
+    entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s, int(e.prediction.bytes.max()), ALGO_ORDER[e.algo],
+                                e.shape.sizes, e.comm == "sparse"))
+    if entries and entries[0].fits:
         entries[0].best = True
     return Plan(entries, stats, spec, profile, limit, comms)
 

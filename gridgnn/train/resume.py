@@ -55,12 +55,13 @@ def restarted_by_torchrun() -> bool:
 
 
 def check_checkpoint_dir(config: TrainConfig) -> None:
-    """Fail early (`ConfigError`, one line) when ``checkpoint_dir`` cannot hold checkpoints: a file, or no
-    writable folder to create it in; so a bad path fails in a second, not at the first save."""
+    """Fail early (`ConfigError`, one line naming ``--checkpoint-dir``) when ``checkpoint_dir`` cannot hold
+    checkpoints: a file, no writable folder to create it in, or a folder the system refuses to create (as
+    under /proc); so a bad path fails in a second, not at the first save. Creates the folder."""
     if config.checkpoint_dir is None:
         return
     target = Path(config.checkpoint_dir)
-    where = f"cannot keep checkpoints in '{target}'"
+    where = f"--checkpoint-dir: cannot keep checkpoints in '{target}'"
     if target.exists() and not target.is_dir():
         raise ConfigError(f"{where}: it is not a folder")
     existing = target
@@ -70,6 +71,10 @@ def check_checkpoint_dir(config: TrainConfig) -> None:
         raise ConfigError(f"{where}: '{existing}' is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{where}: '{existing}' is not writable")
+    try:  # what the first save would do (the lock made it already where it could): its failure, named now
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"{where}: {error.strerror or error}") from None
     found = list_checkpoints(target)
     if found and not (config.resume or restarted_by_torchrun()):
         raise ConfigError(f"{where}: it holds checkpoints of another run (newest: epoch {found[-1][0]}); pass "
