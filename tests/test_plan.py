@@ -64,12 +64,14 @@ def test_plan_json_for_reddit_at_4096_in_under_10_seconds(capsys):
 
 def test_plan_table_on_a_loaded_dataset_marks_best_and_memory_limit(capsys):
     code, out, _ = _run(capsys, "plan", "--dataset", "cora", "--data-root", DATA_ROOT, "--nprocs", "4", "8",
-                        "--memory-per-proc", "1MiB", "--profile", "cpu-loopback")
+                        "--memory-per-proc", "261MiB", "--profile", "cpu-loopback")
     assert code == 0
     assert "exact block nnz" in out
     assert out.count("\nP = ") == 2
     rows = [line for line in out.splitlines() if line.lstrip("* ")[:1] in "123" and line.lstrip("* ")]
-    assert sum(line.startswith("*") for line in rows) == 1  # P = 8; on 4 nothing fits 1 MiB: nothing starred
+    # P = 8; on 4 nothing fits 261 MiB (260 of them the process baseline): nothing starred
+    assert sum(line.startswith("*") for line in rows) == 1
+    assert "memory     memory/rank counts 260 MiB per process for Python and torch (measured on cpu)" in out
     assert "P = 4: NOTHING FITS (none marked best), fastest " in out
     assert any(line.rstrip().endswith("no") for line in rows)  # some grids need more than 1 MiB
     assert "train with: gridgnn train --dataset cora --data-root " in out and " --algo " in out

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
 from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDERS, TrainConfig, model_comms
+from gridgnn.cost.process_baseline import baseline_note
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
@@ -352,6 +353,7 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
+    print(f"memory     memory/rank counts {baseline_note(profile.device)}")
     for result in results:
         fits = result.best.fits
         print(f"\nP = {result.best.shape.world_size}: " + ("best " if fits else "NOTHING FITS (none marked best), "

@@ -107,7 +107,7 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
     config, shape, graph = resolve_run(config, graph, config.nprocs, shape=shape, on_grid=False,
                                        device_type=default_device().type, check=_launcher_checks(graph, prepared))
-    check_memory(config, graph, config.nprocs, config.nprocs, shape=shape)
+    check_memory(config, graph, config.nprocs, config.nprocs, shape=shape, started=False)  # workers to come
     if not prepared:
         prepare_graph(graph, folder, operator=operator_of(config.model))
     del graph

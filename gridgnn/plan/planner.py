@@ -62,6 +62,13 @@ class PlanEntry:
     """Priced with ``--full-feature-rows`` on a grid where it takes effect (`ModelSpec.keeps_feature_rows`)."""
     defer_weight_gather: bool = False
     """Priced with ``--defer-weight-gather`` on a grid where it takes effect (`ModelSpec.defers_weight_gather`)."""
+    baseline_bytes: int = 0
+    """What each process holds before any data (`gridgnn.cost.process_baseline`), counted in `memory_needed`."""
+
+    @property
+    def memory_needed(self) -> int:
+        """Bytes the busiest process needs: the model's working set plus the process baseline."""
+        return int(self.prediction.memory_bytes.max()) + self.baseline_bytes
 
     @property
     def label(self) -> str:
@@ -97,8 +104,9 @@ class PlanEntry:
             "world_size": self.shape.world_size,
             "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
             "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
-            "memory_per_rank_bytes": int(pred.memory_bytes.max()),
-            "memory_by_component": {k: int(v.max()) for k, v in pred.memory.items()},
+            "memory_per_rank_bytes": self.memory_needed,
+            "memory_by_component": {**{k: int(v.max()) for k, v in pred.memory.items()},
+                                    "process_baseline": self.baseline_bytes},
             "predicted_comm_s": float(pred.comm_s.max()), "predicted_compute_s": float(pred.compute_s.max()),
             "predicted_epoch_s": pred.epoch_s,
             "setup_bytes_per_rank": int(pred.setup_bytes.max()), "predicted_setup_s": float(pred.setup_s.max()),
@@ -152,7 +160,7 @@ class Plan:
         if rivals:
             text += ", " + _against(best, rivals[0])
         if not best.fits:
-            least = min(int(e.prediction.memory_bytes.max()) for e in self.entries)
+            least = min(e.memory_needed for e in self.entries)
             text += f"; no configuration fits the memory per process (the least needs {_human(least)})"
         source = "exact block nnz" if self.stats.exact else "uniform-nnz estimate"
         return text + f"; profile {self.profile.name}, {source}"
@@ -183,7 +191,9 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
 
     ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
     ``graph``: `GraphStats` or a loaded `Graph`. ``memory_per_proc``: bytes available per process (default:
-    the profile's; None means unlimited). Exactly one entry has ``best`` set: the first. ``run_flags``: the
+    the profile's; None means unlimited), against which each entry's working set plus the process baseline of
+    the profile's device (`gridgnn.cost.process_baseline`) is compared. The first entry has ``best`` set when it
+    fits (none when nothing fits). ``run_flags``: the
     ``gridgnn train`` flags naming the graph (``--dataset``, ...), which every entry's `PlanEntry.train_flags`
     puts before the model's (``--layers``, ``--hidden``, ``--order``: always written out) and its own.
     ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``). ``stats_for_rows``: the
@@ -194,6 +204,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     ``model`` with ``full_feature_rows`` prices ``--full-feature-rows`` wherever it takes effect, and one with
     ``defer_weight_gather`` ``--defer-weight-gather``.
     """
+    from gridgnn.cost.process_baseline import process_baseline
     from gridgnn.cost.profile import GPU_CLUSTER
 
     stats = stats_for(model, graph)
@@ -210,17 +221,18 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
                            if by_rows.get((shape.sizes[0], shape.depth), stats) is ordered)
     entries = []
     comms = tuple(comms)
+    baseline = process_baseline(profile.device)
     for shape in shapes:
         priced = by_rows.get((shape.sizes[0], shape.depth), stats)
         blocks = shape_blocks(shape, priced)  # shared by the dense and sparse pricing of this shape
         for comm in comms:
             pred = predict_epoch(spec, priced, shape, profile=profile, sizes=sizes, blocks=blocks, comm=comm,
                                  cache_panels=cache_panels, device=profile.device)
-            fits = limit is None or int(pred.memory_bytes.max()) <= limit
+            fits = limit is None or int(pred.memory_bytes.max()) + baseline <= limit
             cached = bool(pred.setup_sum("calls", "broadcast").any())  # only where panels move
             entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,
                                      feature_rows=spec.keeps_feature_rows(shape),
-                                     defer_weight_gather=spec.defers_weight_gather(shape)))
+                                     defer_weight_gather=spec.defers_weight_gather(shape), baseline_bytes=baseline))
     # by time, those that fit first; when none fits none is best: the fastest leads, unmarked
     entries.sort(key=lambda e: (not e.fits, e.prediction.epoch_s, int(e.prediction.bytes.max()), ALGO_ORDER[e.algo],
                                 e.shape.sizes, e.comm == "sparse"))
