@@ -62,7 +62,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="keep the newest N checkpoints" + _DEF)
     ckpt.add_argument("--resume", action="store_true",
                       help="continue from the newest checkpoint in --checkpoint-dir (start fresh if there is "
-                           "none); automatic when torchrun restarts the job")
+                           "none); automatic when torchrun restarts the job. The grid, --order, --epochs, --lr "
+                           "and --weight-decay may differ from the checkpoint's run; the data and model may not")
+    ckpt.add_argument("--init-from", metavar="MODEL_FILE", default=None,
+                      help="start from the weights of a model file (--save-model) of the same architecture "
+                           "(--model, --layers, --hidden, dataset widths) instead of a random initialization; "
+                           "the optimizer and epochs start afresh")
     grid = parser.add_argument_group("process grid (distributed algorithms)")
     grid.add_argument("--nprocs", type=int, default=_DEFAULTS.nprocs,
                       help="start this many local workers (under torchrun: its world size)" + _DEF)
@@ -150,6 +155,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         full_feature_rows=args.full_feature_rows, defer_weight_gather=args.defer_weight_gather,
         reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
+        init_from=args.init_from,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
@@ -176,7 +182,11 @@ def format_summary(config: TrainConfig, run: Run) -> str:
     ]
     if "resumed_from" in run.metrics:
         point = run.metrics["resumed_from"]
-        lines.append(f"resumed    from {point['checkpoint']} (epoch {point['epoch']})")
+        changed = "".join(f", --{name.replace('_', '-')} {there:g} there, {here:g} now"
+                          for name, (there, here) in point.get("changed", {}).items())
+        lines.append(f"resumed    from {point['checkpoint']} (epoch {point['epoch']}{changed})")
+    elif config.init_from is not None:
+        lines.append(f"init from  {config.init_from}")
     if config.checkpoint_dir is not None:
         lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:

@@ -108,6 +108,10 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     config, shape, graph = resolve_run(config, graph, config.nprocs, shape=shape, on_grid=False,
                                        device_type=default_device().type, check=_launcher_checks(graph, prepared))
     check_memory(config, graph, config.nprocs, config.nprocs, shape=shape, started=False)  # workers to come
+    if config.init_from is not None and command == "train":
+        from gridgnn.train.init_from import initial_weights
+
+        initial_weights(config, graph.num_features, graph.num_classes)  # a file that does not fit: one line here
     if not prepared:
         prepare_graph(graph, folder, operator=operator_of(config.model))
     del graph

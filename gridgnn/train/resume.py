@@ -22,7 +22,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
-from gridgnn.train.checkpoint_fingerprint import check_compatible, run_fingerprint
+from gridgnn.train.checkpoint_fingerprint import changed_on_resume, check_compatible, run_fingerprint
 from gridgnn.train.checkpoint_manifest import read_manifest
 from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
@@ -47,6 +47,8 @@ class ResumePoint:
     result: TrainResult
     rng_state: torch.Tensor
     comm: list[dict] | None
+    changed: dict[str, list] | None = None
+    """``{"lr": [there, here], "weight_decay": [...]}``: what this run changed on resuming (None: nothing)."""
 
 
 def restarted_by_torchrun() -> bool:
@@ -102,7 +104,8 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
     Collective on the world when a process group exists (every rank loads the replicated state).
     """
     manifest = read_manifest(path)
-    check_compatible(manifest, run_fingerprint(config, graph), path)
+    current = run_fingerprint(config, graph)
+    check_compatible(manifest, current, path)
     if manifest["epoch"] > config.epochs:
         raise CheckpointError(f"checkpoint '{path}' is at epoch {manifest['epoch']}, past --epochs "
                               f"{config.epochs}; ask for at least {manifest['epoch']} epochs")
@@ -112,10 +115,13 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
     except TypeError as exc:
         raise CheckpointError(f"checkpoint '{path}': malformed epoch history ({exc})") from None
     _, rng_state = _store().load_checkpoint(path, trainer.model, trainer.optimizer, manifest)
+    for group in trainer.optimizer.param_groups:  # the saved state carries the old values: this run's win
+        group["lr"], group["weight_decay"] = config.lr, config.weight_decay
     comm = history.get("comm")
     result = TrainResult(records, history["best_epoch"])
     result.best_state = read_best_weights(config.checkpoint_dir, result.best_epoch)
-    return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None)
+    return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None,
+                       changed_on_resume(manifest, current) or None)
 
 
 BEST_WEIGHTS = "best-weights.pt"
@@ -205,6 +211,10 @@ def fit_resumable(trainer: Trainer, config: TrainConfig, graph: Graph,
     """
     path = _agreed(checkpoint_to_resume, config)
     point = restore(trainer, config, graph, path) if path is not None else None
+    if point is None and config.init_from is not None:
+        from gridgnn.train.init_from import load_initial_weights
+
+        load_initial_weights(trainer.model, config, graph.num_features, graph.num_classes)
     saver = None
     if config.checkpoint_dir is not None:
         history = (lambda: comm_so_far(point)) if comm_so_far is not None else (lambda: None)
