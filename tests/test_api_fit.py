@@ -33,11 +33,12 @@ def test_fit_on_two_processes_with_quiet_equals_the_command_line(tmp_path, capfd
         assert torch.equal(value, saved[name]), name
 
 
-def test_fit_on_two_processes_takes_dataset_and_progress(capfd):
-    """``dataset=`` was a TypeError on a grid, ``progress=True`` refused as 'quiet and progress'; now the
-    workers print one line per epoch."""
-    result = gridgnn.fit(dataset=DATA, progress=True, **GRID)
+def test_fit_on_two_processes_takes_dataset_quiet_false_and_progress(capfd):
+    """``dataset=`` and ``quiet=False`` were TypeErrors on a grid, ``progress=True`` refused as 'quiet and
+    progress'; now the workers print one line per epoch and the summary."""
+    result = gridgnn.fit(dataset=DATA, quiet=False, progress=True, **GRID)
     out = capfd.readouterr().out
+    assert "starting   2 workers, 1 thread each" in out and "best val" in out
     epochs = [line for line in out.splitlines() if line.startswith("epoch ")]
     assert [line.split()[1] for line in epochs] == ["1/3", "2/3", "3/3"], out
     assert f"loss {result.history[0].loss:.4f}" in epochs[0] and "(rank 0)" in epochs[0]
