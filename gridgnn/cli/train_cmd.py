@@ -111,7 +111,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     verbosity.add_argument("--quiet", action="store_true", help="print nothing but errors")
     verbosity.add_argument("--progress", action="store_true", default=None,
                            help="one line per epoch even when stdout is not a terminal or CI is set")
-    run.add_argument("--log-every", type=float, default=5.0, metavar="SECONDS",
+    run.add_argument("--log-every", type=float, default=ProcessOptions.log_every_s, metavar="SECONDS",
                      help="when stdout is not a terminal (a log: Slurm, nohup, | tee), print an epoch's line "
                           "once at least SECONDS and at least 5%% of the epochs have passed since the last "
                           "(whichever is rarer)" + _DEF)
@@ -255,9 +255,11 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def process_options(args: argparse.Namespace, threads: int | None = None) -> ProcessOptions:
-    """How each process of this run runs (``--timeout``, ``--threads`` or ``threads``, ``--interface``)."""
+    """How each process of this run runs (``--timeout``, ``--threads`` or ``threads``, ``--interface``,
+    ``--log-every``)."""
     return ProcessOptions(timeout_s=args.timeout, threads=threads or args.threads,
-                          interface=getattr(args, "interface", None), log_every_s=getattr(args, "log_every", 5.0))
+                          interface=getattr(args, "interface", None),
+                          log_every_s=getattr(args, "log_every", ProcessOptions.log_every_s))
 
 
 def train_spec(spec: RunSpec) -> int:

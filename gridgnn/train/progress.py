@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 
 from gridgnn.config import TrainConfig
 from gridgnn.limits import human_bytes
+from gridgnn.run_spec import ProcessOptions
 
 if TYPE_CHECKING:
     from gridgnn.train.trainer import EpochRecord
 
-LOG_EVERY_S = 5.0
-"""The fewest seconds between two log lines (``gridgnn train --log-every``)."""
+LOG_EVERY_S = ProcessOptions.log_every_s
+"""The fewest seconds between two log lines by default (``gridgnn train --log-every``): 5."""
 LOG_EVERY_FRACTION = 0.05
 """The smallest share of the epochs between two log lines."""
 
