@@ -1,5 +1,6 @@
-"""What a run prints per epoch on rank 0: one line per epoch on a terminal (``--progress``), and when stdout
-is not a terminal (Slurm, nohup, ``| tee``) a log line now and then, so that a log shows the run alive.
+"""What a run prints per epoch on rank 0: one line per epoch on a terminal (or with ``--progress``), and when
+stdout is not a terminal (Slurm, nohup, ``| tee``) or ``CI`` is set, a log line now and then, so that a log
+shows the run alive; ``--quiet`` prints neither.
 
 The log's rule (`EpochLog`): a line once at least `LOG_EVERY_S` seconds *and* at least `LOG_EVERY_FRACTION`
 of the epochs have passed since the previous line (or the start), whichever is rarer: a slow run prints
