@@ -109,46 +109,70 @@ def graph_from_arrays(adjacency, features=None, labels=None, *, train_mask=None,
     return graph_from_pyg(data, name=name, seed=seed)
 
 
-def fit(data, *, nprocs: int = 1, threads: int | None = None, **options) -> TrainedModel:
+def fit(data=None, *, nprocs: int = 1, threads: int | None = None, **options) -> TrainedModel:
     """Train a model (``model="gcn"``, ``"sage"``, ``"gin"`` or ``"gat"`` with ``heads``, ``output_heads``,
-    ``attn_dropout``) full-graph on ``data`` (see `as_graph`) and return a `TrainedModel`.
+    ``attn_dropout``) full-graph on ``data`` (see `as_graph`; or name it ``dataset=`` as ``gridgnn train
+    --dataset`` does) and return a `TrainedModel`.
 
     ``options``: any `TrainConfig` field (epochs, hidden, layers, dropout, lr, weight_decay, seed, order,
-    algo, weights, predictions_out, embeddings_out, save_model, metrics_out, ...). In one process the
-    default ``algo`` is ``local``; under torchrun give a distributed ``algo`` (1d, 1.5d, 2d, 3d, auto) and
-    every rank calls `fit` (collective on the world; every rank gets the model). With ``nprocs`` > 1
-    outside torchrun, gridgnn starts ``nprocs`` local workers (``threads`` compute threads each) on the grid
-    ``algo`` names (default ``auto``) and reads their model back.
+    algo, weights, predictions_out, embeddings_out, save_model, metrics_out, ...). `fit` prints nothing by
+    default (``quiet=True``); ``progress=True`` prints one line per epoch and ``quiet=False`` what ``gridgnn
+    train`` prints (per-epoch lines on a terminal, a line every few seconds in a log, and on a grid the
+    workers' summary). In one process the default ``algo`` is ``local``; under torchrun give a distributed
+    ``algo`` (1d, 1.5d, 2d, 3d, auto) and every rank calls `fit` (collective on the world; every rank gets
+    the model). With ``nprocs`` > 1 outside torchrun, gridgnn starts ``nprocs`` local workers (``threads``
+    compute threads each) on the grid ``algo`` names (default ``auto``), through the launcher ``gridgnn
+    train --nprocs`` uses (`gridgnn.launch.workers.launch_workers`), and reads their model back; as there,
+    every execution option not given (``comm``, ``reorder``, ``cache_panels``, ``full_feature_rows``,
+    ``defer_weight_gather``) is the planner's choice (`gridgnn.plan.execution`).
     """
-    graph_options = {k: options[k] for k in ("data_root", "directed", "normalize_features", "seed") if k in options}
-    graph = as_graph(data, **graph_options)
+    graph, options = _fit_graph(data, options)
+    options.setdefault("quiet", not options.get("progress"))
     if nprocs > 1 and "WORLD_SIZE" not in os.environ:
         return _train_on_workers(graph, nprocs, threads, options)
     from gridgnn.train.products import select_weights
+    from gridgnn.train.progress import EpochPrinter
     from gridgnn.train.run import run_training
 
-    config = TrainConfig(dataset=graph.name, **options)
-    run = run_training(config, graph=graph)
+    config = TrainConfig(**options)
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    run = run_training(config, graph=graph, on_epoch=EpochPrinter(config) if rank0 else None)
     epoch = select_weights(run.model, run.result, config.weights, strict=False)
     return TrainedModel(run.model.eval(), epoch, run.result.epochs, run.metrics, config, run.graph)
 
 
+def _fit_graph(data, options: dict) -> tuple[Graph, dict]:
+    """The graph `fit` trains on and its `TrainConfig` fields, ``dataset`` set: ``data`` and ``dataset=`` may
+    both name the data only when they agree; with a `Graph` or PyG ``Data``, ``dataset=`` is the name the run
+    records."""
+    named = options.get("dataset")
+    if data is None and named is None:
+        raise ConfigError("fit needs data: a Graph, a PyG Data, or a dataset name, generator spec or path "
+                          "(as its first argument or dataset=)")
+    if data is not None and named is not None and isinstance(data, (str, os.PathLike)) and str(data) != named:
+        raise ConfigError(f"fit got two datasets, {str(data)!r} and dataset={named!r}: give one")
+    graph_options = {k: options[k] for k in ("data_root", "directed", "normalize_features", "seed") if k in options}
+    graph = as_graph(named if data is None else data, **graph_options)
+    return graph, {**options, "dataset": named or graph.name}
+
+
 def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: dict) -> TrainedModel:
-    """Run ``gridgnn train``'s launcher on ``nprocs`` workers with ``graph`` (it resolves the run once:
-    grid, vertex order, auto choices; and prepares the graph for the workers), read the model and metrics
-    back."""
+    """Run ``options`` on ``nprocs`` local workers with ``graph`` (the launcher resolves the run once: grid,
+    vertex order, auto choices; and prepares the graph for the workers), read the model and metrics back."""
     import json
 
-    from gridgnn.cli.train_cmd import launch_graph
+    from gridgnn.launch.workers import launch_workers
+    from gridgnn.plan.execution import UNSET
+    from gridgnn.run_spec import ProcessOptions
 
-    options = {"algo": "auto", **options, "nprocs": nprocs}
+    options = {"algo": "auto", **UNSET, **options, "nprocs": nprocs}  # unpinned options: the planner's
     if options["algo"] == "local":
         raise ConfigError(f"algo 'local' runs in one process; choose a grid for {nprocs} processes")
     with tempfile.TemporaryDirectory(prefix="gridgnn-api-") as folder:
         options.setdefault("save_model", str(Path(folder) / "model.pt"))
         options.setdefault("metrics_out", str(Path(folder) / "metrics.json"))
-        config = TrainConfig(dataset=graph.name, quiet=True, **options)
-        status = launch_graph(config, graph, threads)
+        config = TrainConfig(**options)
+        status = launch_workers(config, ProcessOptions(threads=threads), graph=graph)
         if status != 0:
             raise RuntimeError(f"gridgnn train on {nprocs} workers failed with status {status} (see its stderr)")
         model, info = _load_model(config.save_model)

@@ -105,7 +105,9 @@ class TrainConfig:
     algorithms only; everything reported stays in original ids). With ``checkpoint_dir`` a checkpoint is
     saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
-    `gridgnn.train.resume`). ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
+    `gridgnn.train.resume`). ``init_from``: a model file whose weights, of the same
+    model and widths, replace the initialization (`gridgnn.train.init_from`; a resumed checkpoint wins).
+    ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
     ``stop_on_nonfinite`` ends training after the first epoch whose loss is NaN or infinite.
     ``predictions_out``, ``embeddings_out`` (of layer ``embedding_layer``, default the last hidden one) and
     ``save_model`` name the run's products (`gridgnn.train.products`), made with the weights of the
@@ -147,6 +149,7 @@ class TrainConfig:
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
     resume: bool = False
+    init_from: str | None = None
     auto_reason: str | None = None
     stop_on_nonfinite: bool = False
     predictions_out: str | None = None
@@ -182,6 +185,8 @@ class TrainConfig:
         _check_int("keep_checkpoints", self.keep_checkpoints, minimum=1)
         if self.resume and self.checkpoint_dir is None:
             raise ConfigError("resume needs a checkpoint folder (--checkpoint-dir DIR)")
+        if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from.strip()):
+            raise ConfigError(f"init_from must name a model file, got {self.init_from!r}")
         _check_float("dropout", self.dropout, low=0.0, high=1.0, high_open=True)
         _check_float("lr", self.lr, low=0.0, high=math.inf, low_open=True)
         _check_float("weight_decay", self.weight_decay, low=0.0, high=math.inf)

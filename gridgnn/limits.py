@@ -7,6 +7,7 @@ overflow deep inside torch or numpy, a process killed for memory, or a worker dy
 
 from __future__ import annotations
 
+import math
 import os
 
 from gridgnn.errors import ConfigError
@@ -61,6 +62,12 @@ def check_timeout(timeout_s: float | None) -> None:
     if timeout_s is not None and not MIN_TIMEOUT_S <= timeout_s <= MAX_TIMEOUT_S:  # NaN fails too
         raise ConfigError(f"argument --timeout: must be a positive number of seconds between {MIN_TIMEOUT_S:g} "
                           f"and {MAX_TIMEOUT_S:g} (one week), got {timeout_s:g}")
+
+
+def check_log_every(seconds: float | None) -> None:
+    """``--log-every`` a finite number of seconds, 0 or more (`ConfigError`)."""
+    if seconds is not None and not 0 <= seconds < math.inf:  # NaN fails too
+        raise ConfigError(f"argument --log-every: must be a number of seconds, 0 or more, got {seconds:g}")
 
 
 def check_hidden_width(hidden: int, layers: int) -> None:

@@ -14,8 +14,8 @@ worker (no gridgnn launcher) resolves the same spec itself from the same graph, 
 else passes from the launcher to its workers but torchrun's own variables (RANK, WORLD_SIZE, ...).
 
 The file: ``{"format": "gridgnn-run-spec", "version": 1, "config": {...every TrainConfig field...},
-"shape": {"algo", "axes", "sizes"} | null, "process": {"timeout_s", "threads", "interface"}, "command",
-"model_file", "prepared_graph", "launcher_pid", "launcher_peak_memory_bytes"}``. Not collective.
+"shape": {"algo", "axes", "sizes"} | null, "process": {"timeout_s", "threads", "interface", "log_every_s"},
+"command", "model_file", "prepared_graph", "launcher_pid", "launcher_peak_memory_bytes"}``. Not collective.
 """
 
 from __future__ import annotations
@@ -42,11 +42,14 @@ COMMANDS = ("train", "predict")
 class ProcessOptions:
     """How each process of a run runs: ``timeout_s`` bounds every collective; ``threads``: compute threads
     (None: torch's own on one process, the cores shared among the local workers on a grid); ``interface``:
-    the network interface gloo talks on (None: `gridgnn.grid.network.choose_interface` decides)."""
+    the network interface gloo talks on (None: `gridgnn.grid.network.choose_interface` decides);
+    ``log_every_s``: when stdout is not a terminal, the fewest seconds between two epoch lines of the log
+    (`gridgnn.train.progress.EpochLog`)."""
 
     timeout_s: float = 300.0
     threads: int | None = None
     interface: str | None = None
+    log_every_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -175,3 +178,6 @@ def _check_process(process: ProcessOptions) -> None:
         raise ConfigError(f"run spec threads must be a positive integer, got {process.threads!r}")
     if process.interface is not None and not isinstance(process.interface, str):
         raise ConfigError(f"run spec interface must be a name, got {process.interface!r}")
+    every = process.log_every_s
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or not 0 <= every < math.inf:
+        raise ConfigError(f"run spec log_every_s must be a non-negative number of seconds, got {every!r}")

@@ -519,6 +519,12 @@ CHECKPOINT_CASES = [
     ("checkpoint-every-zero", ["--checkpoint-dir", "{tmp}/ck", "--checkpoint-every", "0"], "checkpoint_every"),
     ("checkpoint-keep-zero", ["--checkpoint-dir", "{tmp}/ck", "--keep-checkpoints", "0"], "keep_checkpoints"),
     ("checkpoint-every-not-a-number", ["--checkpoint-every", "often"], "invalid int value"),
+    # issue 38: a folder the system will not create names the flag; a model file to start from must exist
+    ("checkpoint-dir-under-proc", ["--checkpoint-dir", "/proc/gridgnn-ck"], "--checkpoint-dir: cannot keep"),
+    ("init-from-missing", ["--init-from", "{tmp}/none.pt"], "--init-from: model file"),
+    ("init-from-not-a-model-file", ["--init-from", f"{REPO_ROOT / 'README.md'}"], "--init-from: model file"),
+    ("log-every-negative", ["--log-every", "-1"], "argument --log-every"),
+    ("log-every-nan", ["--log-every", "nan"], "argument --log-every"),
 ]
 # Outputs and the memory guard (issue 16); bad model files for `gridgnn predict` are in tests/test_use_trained.py.
 OUTPUT_CASES = [

@@ -67,12 +67,15 @@ def test_plan_json_for_reddit_at_4096_in_under_10_seconds(capsys):
 
 def test_plan_table_on_a_loaded_dataset_marks_best_and_memory_limit(capsys):
     code, out, _ = _run(capsys, "plan", "--dataset", "cora", "--data-root", DATA_ROOT, "--nprocs", "4", "8",
-                        "--memory-per-proc", "1MiB", "--profile", "cpu-loopback")
+                        "--memory-per-proc", "261MiB", "--profile", "cpu-loopback")
     assert code == 0
     assert "exact block nnz" in out
     assert out.count("\nP = ") == 2
-    rows = [line for line in out.splitlines() if line.startswith(("*", "   1", "   2", "   3"))]
-    assert sum(line.startswith("*") for line in rows) == 2
+    rows = [line for line in out.splitlines() if line.lstrip("* ")[:1] in "123" and line.lstrip("* ")]
+    # P = 8; on 4 nothing fits 261 MiB (260 of them the process baseline): nothing starred
+    assert sum(line.startswith("*") for line in rows) == 1
+    assert "memory     memory/rank counts 260 MiB per process for Python and torch (measured on cpu)" in out
+    assert "P = 4: NOTHING FITS (none marked best), fastest " in out
     assert any(line.rstrip().endswith("no") for line in rows)  # some grids need more than 1 MiB
     assert "train with: gridgnn train --dataset cora --data-root " in out and " --algo " in out
 
@@ -95,12 +98,24 @@ def test_plan_errors_are_one_line(capsys, argv, fragment):
     assert err.startswith("gridgnn: error:") and fragment in err and err.count("\n") == 1
 
 
-def test_memory_limit_that_nothing_fits_still_ranks_by_memory():
+def test_memory_limit_that_nothing_fits_ranks_by_time_and_marks_nothing_best(capsys):
+    """Issue 38: with nothing fitting, the least-memory configuration was starred as best (1d dense at 521 us
+    over 1d sparse at 100 us); now the table ranks by time, stars nothing and says nothing fits."""
     stats = GraphStats.from_counts(100_000, 2_000_000, 128, 10)
-    result = plan(ModelSpec(128, 10), stats, 8, memory_per_proc=1)
-    assert not any(e.fits for e in result.entries) and result.best.best
-    assert result.best.prediction.memory_bytes.max() == min(e.prediction.memory_bytes.max() for e in result.entries)
-    assert "no configuration fits" in result.reason
+    result = plan(ModelSpec(128, 10), stats, 8, memory_per_proc=1, comms=("dense", "sparse"))
+    assert not any(e.fits or e.best for e in result.entries)
+    times = [e.prediction.epoch_s for e in result.entries]
+    assert times == sorted(times) and times[0] < max(times)
+    assert "no configuration fits the memory per process (the least needs" in result.reason
+    code, out, _ = _run(capsys, "plan", *REDDIT, "--nprocs", "8", "--comm", "auto", "--memory-per-proc", "1MiB")
+    lines = out.splitlines()
+    head = next(line for line in lines if line.startswith("P = 8"))
+    assert code == 0 and head.startswith("P = 8: NOTHING FITS (none marked best), fastest ")
+    table = lines[lines.index(head) + 2:lines.index(head) + 2 + len(times)]
+    assert not any(row.startswith("*") for row in table) and all(row.endswith("no") for row in table)
+    assert next(line for line in lines if line.startswith("train with:")).startswith("train with: nothing: give more")
+    code, out, _ = _run(capsys, "plan", *REDDIT, "--nprocs", "8", "--memory-per-proc", "1MiB", "--json")
+    assert not any(entry["best"] for entry in json.loads(out))
 
 
 def test_reason_names_the_choice_and_the_runner_up():

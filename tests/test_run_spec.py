@@ -89,7 +89,7 @@ def test_a_file_that_is_not_a_spec_ends_a_worker_with_one_line(tmp_path, capsys)
 def test_the_launcher_resolves_once_into_the_spec_a_torchrun_worker_reaches(tmp_path, monkeypatch):
     """`prepare_for_workers` (the launcher) calls `grid_shape_for` and the auto choice once; a torchrun
     worker resolving on the same graph gets the same configuration and grid."""
-    from gridgnn.cli.train_cmd import prepare_for_workers
+    from gridgnn.launch.workers import prepare_for_workers
 
     calls = {"shape": 0, "auto": 0}
     real_shape, real_choose = resolve.grid_shape_for, resolve.settle_execution

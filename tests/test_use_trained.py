@@ -247,8 +247,9 @@ def test_bad_predict_flags(flags, keyword, model_file, tmp_path, capsys):
 def test_memory_guard_names_sizes_and_what_fits(tmp_path, capsys):
     argv = ["train", "--dataset", "csbm:nodes=2000,features=64", "--epochs", "1", "--hidden", "64",
             "--metrics-out", str(tmp_path / "m.json")]
-    line = _one_error(main([*argv, "--memory-per-proc", "1MiB"]), capsys, "not enough memory")
-    assert "per process for one process, but --memory-per-proc is 1.0 MiB" in line
+    line = _one_error(main([*argv, "--memory-per-proc", "262MiB"]), capsys, "not enough memory")
+    assert ("per process (with 260.0 MiB for Python and torch) for one process, but --memory-per-proc is "
+            "262.0 MiB") in line
     assert "configurations that fit (gridgnn plan): --layers 2 --hidden 64 --order auto --algo" in line
     assert "--no-memory-check" in line
     line = _one_error(main([*argv, "--memory-per-proc", "1KiB"]), capsys, "no configuration fits")

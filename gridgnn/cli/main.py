@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from gridgnn import __version__
 from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
-from gridgnn.limits import check_threads, check_timeout
+from gridgnn.limits import check_log_every, check_threads, check_timeout
 from gridgnn.peer_errors import collective_error_line
 
 EXIT_USAGE = 2
@@ -61,6 +61,7 @@ def check_run_flags(args: argparse.Namespace) -> None:
     of being ignored or reaching a worker."""
     check_timeout(getattr(args, "timeout", None))
     check_threads(getattr(args, "threads", None))
+    check_log_every(getattr(args, "log_every", None))
 
 
 COMMANDS = ("train", "info", "prepare", "plan", "calibrate")

@@ -3,7 +3,8 @@
 Statistics come from a loaded dataset (``--dataset``: exact nnz of every block) or, for graphs too large to
 load, from ``--num-nodes --num-edges --num-features --num-classes`` (a uniform-nnz block estimate, said so in
 the output). Prints an aligned table (best marked ``*``, configurations over ``--memory-per-proc`` marked
-``no``) or, with ``--json``, a list with one object per configuration.
+``no``; when none fits, none is marked best and the table is still ranked by time) or, with ``--json``, a list
+with one object per configuration.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
 from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
+from gridgnn.cost.process_baseline import baseline_note
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
@@ -335,11 +337,16 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
+    print(f"memory     memory/rank counts {baseline_note(profile.device)}")
     for result in results:
-        print(f"\nP = {result.best.shape.world_size}: best {result.reason}")
+        fits = result.best.fits
+        print(f"\nP = {result.best.shape.world_size}: " + ("best " if fits else "NOTHING FITS (none marked best), "
+                                                                             "fastest ") + result.reason)
         print(format_plan(result))
         missing = [] if args.dataset is not None else ["--dataset", "YOUR_GRAPH"]  # priced on counts alone
-        print("train with: gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec)))
+        command = "gridgnn train " + shlex.join(missing + result.best.train_flags() + model_flags(spec))
+        print(f"train with: {command}" if fits else "train with: nothing: give more memory per process "
+              f"(--memory-per-proc) or more processes; the fastest, over the limit, is {command} --no-memory-check")
         if spec.model == "gat":
             print(attention_line(result, priced_on(result.best), profile))
         elif not args.cache_panels and not result.best.cache_panels and (line := panels_line(result)) is not None:

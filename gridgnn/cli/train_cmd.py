@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import math
 import os
-import signal
 import sys
-import tempfile
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
@@ -27,8 +24,6 @@ if TYPE_CHECKING:
 _DEFAULTS = TrainConfig()
 EXIT_NONFINITE = 4
 """Exit status of a run that ``--stop-on-nonfinite`` ended at a NaN or infinite loss (metrics written)."""
-MAX_LOCAL_WORKERS = 64
-"""The most workers `--nprocs` starts on one machine (each is a full Python process)."""
 _DEF = " (default: %(default)s)"
 
 
@@ -67,7 +62,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="keep the newest N checkpoints" + _DEF)
     ckpt.add_argument("--resume", action="store_true",
                       help="continue from the newest checkpoint in --checkpoint-dir (start fresh if there is "
-                           "none); automatic when torchrun restarts the job")
+                           "none); automatic when torchrun restarts the job. The grid, --order, --epochs, --lr "
+                           "and --weight-decay may differ from the checkpoint's run; the data and model may not")
+    ckpt.add_argument("--init-from", metavar="MODEL_FILE", default=None,
+                      help="start from the weights of a model file (--save-model) of the same architecture "
+                           "(--model, --layers, --hidden, dataset widths) instead of a random initialization; "
+                           "the optimizer and epochs start afresh")
     grid = parser.add_argument_group("process grid (distributed algorithms)")
     grid.add_argument("--nprocs", type=int, default=_DEFAULTS.nprocs,
                       help="start this many local workers (under torchrun: its world size)" + _DEF)
@@ -115,6 +115,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     verbosity.add_argument("--quiet", action="store_true", help="print nothing but errors")
     verbosity.add_argument("--progress", action="store_true", default=None,
                            help="one line per epoch even when stdout is not a terminal or CI is set")
+    run.add_argument("--log-every", type=float, default=ProcessOptions.log_every_s, metavar="SECONDS",
+                     help="when stdout is not a terminal (a log: Slurm, nohup, | tee), print an epoch's line "
+                          "once at least SECONDS and at least 5%% of the epochs have passed since the last "
+                          "(whichever is rarer)" + _DEF)
     add_output_arguments(parser, training=True)
     add_memory_arguments(parser)
     parser.set_defaults(handler=run_train)
@@ -160,25 +164,13 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         full_feature_rows=args.full_feature_rows, defer_weight_gather=args.defer_weight_gather,
         reorder=args.reorder, profile=args.profile, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
+        init_from=args.init_from,
         stop_on_nonfinite=args.stop_on_nonfinite,
         **output_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
         gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
         attn_dropout=args.attn_dropout,
     )
-
-
-def show_progress(config: TrainConfig) -> bool:
-    """Per-epoch lines: forced by ``progress``, off when quiet, else only on a terminal outside CI."""
-    if config.progress is not None:
-        return config.progress
-    return not config.quiet and sys.stdout.isatty() and not os.environ.get("CI")
-
-
-def format_epoch(record: EpochRecord, epochs: int) -> str:
-    width = len(str(epochs))
-    return (f"epoch {record.epoch:>{width}}/{epochs}  loss {record.loss:.4f}  train {record.train_acc:.4f}"
-            f"  val {record.val_acc:.4f}  test {record.test_acc:.4f}  {1000 * record.time_s:.1f} ms")
 
 
 def format_summary(config: TrainConfig, run: Run) -> str:
@@ -199,7 +191,11 @@ def format_summary(config: TrainConfig, run: Run) -> str:
     ]
     if "resumed_from" in run.metrics:
         point = run.metrics["resumed_from"]
-        lines.append(f"resumed    from {point['checkpoint']} (epoch {point['epoch']})")
+        changed = "".join(f", --{name.replace('_', '-')} {there:g} there, {here:g} now"
+                          for name, (there, here) in point.get("changed", {}).items())
+        lines.append(f"resumed    from {point['checkpoint']} (epoch {point['epoch']}{changed})")
+    elif config.init_from is not None:
+        lines.append(f"init from  {config.init_from}")
     if config.checkpoint_dir is not None:
         lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:
@@ -254,6 +250,11 @@ def run_train(args: argparse.Namespace) -> int:
 
         check_interface(args.interface)
     check_process_count(config)
+    if config.algo in ("local", "auto") and config.nprocs == 1 and not in_launched_worker():
+        from gridgnn.cli.ignored_flags import ignored_flags_line
+
+        if (line := ignored_flags_line(config)) is not None:
+            print(line, file=sys.stderr, flush=True)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if note is not None and rank0 and not config.quiet:
         print(note, flush=True)
@@ -263,9 +264,11 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def process_options(args: argparse.Namespace, threads: int | None = None) -> ProcessOptions:
-    """How each process of this run runs (``--timeout``, ``--threads`` or ``threads``, ``--interface``)."""
+    """How each process of this run runs (``--timeout``, ``--threads`` or ``threads``, ``--interface``,
+    ``--log-every``)."""
     return ProcessOptions(timeout_s=args.timeout, threads=threads or args.threads,
-                          interface=getattr(args, "interface", None))
+                          interface=getattr(args, "interface", None),
+                          log_every_s=getattr(args, "log_every", ProcessOptions.log_every_s))
 
 
 def train_spec(spec: RunSpec) -> int:
@@ -278,6 +281,7 @@ def train_here(config: TrainConfig, process: ProcessOptions, rank0: bool, *, spe
     resolved it); rank 0 prints the progress and summary."""
     from gridgnn.train import run_training
     from gridgnn.train.process_group import in_launched_worker
+    from gridgnn.train.progress import EpochPrinter
     from gridgnn.train.resolve import resolve_auto
     from gridgnn.train.run_distributed import print_now
 
@@ -287,16 +291,19 @@ def train_here(config: TrainConfig, process: ProcessOptions, rank0: bool, *, spe
         config = dataclasses.replace(config, quiet=True, progress=False)
         spec = spec and dataclasses.replace(spec, config=config)
     announced: list[int] = []
-    progress = show_progress(config)
+    printer = EpochPrinter(config, process.log_every_s)
 
     def on_epoch(record: EpochRecord) -> None:
-        if progress:
-            print(format_epoch(record, config.epochs), flush=True)
+        printer(record)
         if not math.isfinite(record.loss) and not announced:
             announced.append(record.epoch)
             print(nonfinite_line(config, record.epoch, record.loss), file=sys.stderr, flush=True)
 
-    on_ready = None if config.quiet else print_grid_ready
+    def say_ready(label: str, seconds: float) -> None:
+        print_grid_ready(label, seconds)
+        printer.restart()  # the log's first interval starts at the grid's ready line
+
+    on_ready = None if config.quiet else say_ready
     run = run_training(config, on_epoch=on_epoch, timeout_s=process.timeout_s, on_ready=on_ready, spec=spec,
                        process=process)
     first = run.result.first_nonfinite_epoch
@@ -369,130 +376,19 @@ def use_threads(threads: int | None) -> None:
     torch.set_num_threads(threads)
 
 
-def launch_graph(config: TrainConfig, graph, threads: int | None = None) -> int:
-    """Run ``config`` on ``config.nprocs`` local workers on the in-memory ``graph`` (the API's ``fit``), as
-    ``gridgnn train`` would with its default process options; returns the workers' status."""
-    from gridgnn.limits import check_threads
+def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
+    """Run ``config`` on ``config.nprocs`` local workers with the process flags of ``args``
+    (`gridgnn.launch.workers.launch_workers`, the path `gridgnn.fit` takes too)."""
+    from gridgnn.launch.workers import launch_workers as launch
 
-    check_threads(threads)  # as `gridgnn train` checks --threads: a bad value is one ConfigError here
-    args = argparse.Namespace(threads=threads, timeout=300.0, interface=None, command="train", model=None)
-    return launch_workers(config, args, graph=graph)
-
-
-def launch_workers(config: TrainConfig, args: argparse.Namespace, *, graph=None) -> int:
-    """Validate the grid here (one clear line, before any process starts), then run P local workers
-    (``graph``: an in-memory graph to train on instead of loading ``config.dataset``)."""
-    from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
-    from gridgnn.train.metrics import check_writable
-    from gridgnn.train.products import check_products
-    from gridgnn.train.resolve import grid_shape_for
-    from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
-
-    shape = grid_shape_for(config, config.nprocs) if config.algo != "auto" else None  # auto: once chosen
-    if config.nprocs > MAX_LOCAL_WORKERS:
-        raise ConfigError(f"--nprocs {config.nprocs} is more than {MAX_LOCAL_WORKERS} workers on one machine; "
-                          "use torchrun across nodes for larger grids")
-    if config.metrics_out is not None:
-        check_writable(config.metrics_out)
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {args.threads}")
-    with hold_checkpoint_dir(config):  # held here for the workers (their run spec says so)
-        check_checkpoint_dir(config)
-        check_products(config)
-        checkpoint_to_resume(config)  # a damaged checkpoint is reported here, before any worker starts
-        return _launch_with_signals(config, args, shape, graph)
-
-
-def _launch_with_signals(config: TrainConfig, args: argparse.Namespace, shape, graph=None) -> int:
-    # A SIGTERM (Slurm's scancel, kill) or SIGHUP (the terminal closed) must still stop the workers and
-    # remove the prepared graph; after a SIGKILL the workers die with this process (gridgnn.launch.orphans).
-    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        return _prepare_and_launch(config, args, shape, graph)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _exit_on_signal(signum: int, frame) -> None:
-    # once: a second SIGTERM/SIGHUP must not cut short the stopping of the workers or the folder's removal
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    raise SystemExit(128 + signum)
-
-
-def _prepare_and_launch(config: TrainConfig, args: argparse.Namespace, shape, graph=None) -> int:
-    from gridgnn.launch.local import launch_local, worker_threads
-    from gridgnn.launch.orphans import PREPARED_PREFIX, mark_prepared_folder, remove_orphaned_folders
-
-    remove_orphaned_folders()  # left by launchers killed with SIGKILL
-    with tempfile.TemporaryDirectory(prefix=PREPARED_PREFIX) as folder:
-        mark_prepared_folder(folder)
-        threads = worker_threads(config.nprocs, args.threads)
-        spec = prepare_for_workers(config, folder, process_options(args, threads), shape=shape,
-                                   command=args.command, model_file=args.model if args.command == "predict" else None,
-                                   graph=graph)
-        spec_path = spec.write(folder)
-        if not spec.config.quiet:
-            if spec.config.auto_reason is not None:
-                print(spec.config.auto_reason, flush=True)
-            from gridgnn.plan.execution import ExecutionOptions, metis_note
-
-            if (note := metis_note(ExecutionOptions.of(config))) is not None:
-                print(note, flush=True)
-            print(f"starting   {config.nprocs} workers, {threads} thread{'s' * (threads > 1)} each", flush=True)
-        return launch_local(str(spec_path), config.nprocs, threads, watch_stdout=not spec.config.quiet)
-
-
-def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOptions, *, shape=None,
-                        command: str = "train", model_file: str | None = None, graph=None) -> RunSpec:
-    """Load, check and normalize the graph once (or take the in-memory ``graph``), into ``folder`` for the
-    workers to memory-map (unless it is a folder from ``gridgnn prepare``), and resolve the run on it, once
-    (`gridgnn.train.resolve.resolve_run`: the grid, the vertex order, the auto choices; ``shape``: the grid
-    already validated, None for ``--algo auto``). Returns the `RunSpec` of the workers, with this process's
-    peak resident memory. The graph is freed here before any worker starts."""
-    import torch
-
-    from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
-    from gridgnn.grid.process_grid import default_device
-    from gridgnn.nn.models import operator_of
-    from gridgnn.nn.stack import check_model_size
-    from gridgnn.train.distributed import peak_memory_bytes
-    from gridgnn.train.memory_guard import check_memory
-    from gridgnn.train.resolve import resolve_run
-    from gridgnn.train.run import load_graph
-
-    prepared = graph is None and is_prepared(config.dataset)
-    if graph is None:
-        graph = open_prepared(config.dataset) if prepared else load_graph(config)
-    check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
-    config, shape, graph = resolve_run(config, graph, config.nprocs, shape=shape, on_grid=False,
-                                       device_type=default_device().type, check=_launcher_checks(graph, prepared))
-    check_memory(config, graph, config.nprocs, config.nprocs, shape=shape)
-    if not prepared:
-        prepare_graph(graph, folder, operator=operator_of(config.model))
-    del graph
-    gc.collect()
-    return RunSpec(config, shape, process, command=command, model_file=model_file,
-                   prepared_graph=config.dataset if prepared else folder, launcher_pid=os.getpid(),
-                   launcher_peak_memory_bytes=peak_memory_bytes(torch.device("cpu")))
-
-
-def _launcher_checks(graph, prepared: bool):
-    """The launcher's refusals once the grid is known, before the graph is reordered: a prepared folder made
-    for another model, and more processes than the vertices allow (one line each)."""
-    def check(config: TrainConfig, shape) -> None:
-        from gridgnn.cost.stages import stage_layout
-        from gridgnn.train.grid_train import model_operator
-
-        if prepared:
-            model_operator(config, graph)
-        stage_layout(shape.algo, shape.sizes, graph.num_nodes)  # refuses more blocks than vertices
-    return check
+    model_file = args.model if args.command == "predict" else None
+    return launch(config, process_options(args), command=args.command, model_file=model_file)
 
 
 def format_comm_summary(metrics: dict) -> str:
     """Bytes per rank per epoch by phase (mean over epochs, max over ranks) and comm vs compute time."""
+    from gridgnn.limits import human_bytes as _human_bytes
+
     world = metrics["config"]["world_size"]  # epochs restored from a checkpoint may come from another grid
     epochs = [epoch for epoch in metrics["epochs"] if len(epoch.get("comm", {}).get("bytes", [])) == world]
     lines = [f"grid       {metrics['config']['algo']} {metrics['config']['grid_shape']} "
@@ -514,11 +410,3 @@ def format_comm_summary(metrics: dict) -> str:
     lines.append(f"time split {1000 * comm_t:.2f} ms communication ({1000 * exposed_t:.2f} ms of it not hidden "
                  f"behind computation), {1000 * compute_t:.2f} ms compute per epoch (max over ranks)")
     return "\n".join(lines)
-
-
-def _human_bytes(value: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.1f} {unit}" if unit != "B" else f"{int(value)} B"
-        value /= 1024
-    return f"{value:.1f} GiB"

@@ -35,8 +35,9 @@ receive_buffers        the largest transient receive buffers of a stage (a dense
                        Â panel in flight (they are in ``graph``)
 =====================  ==========================================================================
 
-This counts the algorithm's working set. It does not count the interpreter and library code, nor the global
-graph a worker loads before sharding it (gridgnn's workers each read the whole dataset once).
+This counts the algorithm's working set. It does not count the interpreter and library code (the planner and
+the memory guard add that baseline: `gridgnn.cost.process_baseline`), nor the global graph a worker loads
+before sharding it (gridgnn's workers each read the whole dataset once).
 """
 
 from __future__ import annotations

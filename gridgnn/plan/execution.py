@@ -46,6 +46,13 @@ entry; the estimate takes the high end). A model, not a measurement, so that eve
 SWITCHES = ("cache_panels", "full_feature_rows", "defer_weight_gather")
 """The on/off execution options: unset (None) lets the planner decide."""
 
+UNSET = {"comm": "auto", "reorder": "auto", "cache_panels": None, "full_feature_rows": None,
+         "defer_weight_gather": None}
+"""The `TrainConfig` values of the execution options nobody pinned: what ``gridgnn train``, ``gridgnn plan`` and
+`gridgnn.fit` on several processes pass for an option no flag or argument names (the planner decides).
+`TrainConfig`'s own defaults are the plain pinned values (dense, natural order, switches off) a library
+caller who builds one gets."""
+
 
 @dataclass(frozen=True)
 class ExecutionOptions:

@@ -83,6 +83,13 @@ class PlanEntry:
         the fewer)."""
         return (self.comm != "dense") + (self.reorder != "none") + self.cache_panels + self.feature_rows \
             + self.defer_weight_gather
+    baseline_bytes: int = 0
+    """What each process holds before any data (`gridgnn.cost.process_baseline`), counted in `memory_needed`."""
+
+    @property
+    def memory_needed(self) -> int:
+        """Bytes the busiest process needs: the model's working set plus the process baseline."""
+        return int(self.prediction.memory_bytes.max()) + self.baseline_bytes
 
     @property
     def label(self) -> str:
@@ -120,8 +127,9 @@ class PlanEntry:
             "world_size": self.shape.world_size,
             "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
             "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
-            "memory_per_rank_bytes": int(pred.memory_bytes.max()),
-            "memory_by_component": {k: int(v.max()) for k, v in pred.memory.items()},
+            "memory_per_rank_bytes": self.memory_needed,
+            "memory_by_component": {**{k: int(v.max()) for k, v in pred.memory.items()},
+                                    "process_baseline": self.baseline_bytes},
             "predicted_comm_s": float(pred.comm_s.max()), "predicted_compute_s": float(pred.compute_s.max()),
             "predicted_epoch_s": pred.epoch_s,
             "setup_bytes_per_rank": int(pred.setup_bytes.max()), "predicted_setup_s": float(pred.setup_s.max()),
@@ -155,6 +163,7 @@ class Plan:
 
     @property
     def best(self) -> PlanEntry:
+        """The first entry: the fastest that fits, or when none fits the fastest (its ``best`` flag False)."""
         return self.entries[0]
 
     @property
@@ -175,7 +184,8 @@ class Plan:
         if rivals:
             text += ", " + _against(best, rivals[0])
         if not best.fits:
-            text += "; no configuration fits the memory per process, this one needs the least"
+            least = min(e.memory_needed for e in self.entries)
+            text += f"; no configuration fits the memory per process (the least needs {_human(least)})"
         source = "exact block nnz" if self.stats.exact else "uniform-nnz estimate"
         return text + f"; profile {self.profile.name}, {source}"
 
@@ -214,7 +224,9 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
 
     ``model``: a `ModelSpec` or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
     ``graph``: `GraphStats` or a loaded `Graph`. ``memory_per_proc``: bytes available per process (default:
-    the profile's; None means unlimited). Exactly one entry has ``best`` set: the first. ``run_flags``: the
+    the profile's; None means unlimited), against which each entry's working set plus the process baseline of
+    the profile's device (`gridgnn.cost.process_baseline`) is compared. The first entry has ``best`` set when it
+    fits (none when nothing fits). ``run_flags``: the
     ``gridgnn train`` flags naming the graph (``--dataset``, ...), which every entry's `PlanEntry.train_flags`
     puts before the model's (``--layers``, ``--hidden``, ``--order``: always written out) and its own.
     ``comms``: the SpMM variants to price for every shape (``dense``, ``sparse``). ``shapes``: the grids to
@@ -233,6 +245,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     ``--cache-panels``, ``--full-feature-rows`` and ``--defer-weight-gather``; a value that takes no effect on
     a grid is priced as off, once.
     """
+    from gridgnn.cost.process_baseline import process_baseline
     from gridgnn.cost.profile import GPU_CLUSTER
 
     stats = stats_for(model, graph)
@@ -250,6 +263,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
                 for rows in (rows_options or (spec.full_feature_rows,))
                 for defer in (defer_options or (spec.defer_weight_gather,))]
     entries = []
+    baseline = process_baseline(profile.device)
     for order in orders:
         by_rows = {(s.sizes[0], s.depth): stats_for_order(order, s.sizes[0], s.depth) for s in shapes}
         for ordered in {id(x): x for x in by_rows.values()}.values():  # one pass over each order's Â
@@ -271,19 +285,18 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
                     if (comm, cached, rows, defer) in seen:
                         continue
                     seen.add((comm, cached, rows, defer))
-                    fits = limit is None or int(pred.memory_bytes.max()) <= limit
+                    fits = limit is None or int(pred.memory_bytes.max()) + baseline <= limit
                     entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,
                                              feature_rows=rows, defer_weight_gather=defer, reorder=order,
-                                             reorder_s=setup))
+                                             reorder_s=setup, baseline_bytes=baseline))
 
-    def rank(e: PlanEntry) -> tuple:
-        return (not e.fits, e.prediction.epoch_s if e.fits else float(e.prediction.memory_bytes.max()),
-                int(e.prediction.bytes.max()), e.tricks, ALGO_ORDER[e.algo], e.shape.sizes, e.comm == "sparse",
-                orders.index(e.reorder))
+    def rank(e: PlanEntry) -> tuple:  # by time, those that fit first; when none fits, none is best
+        return (not e.fits, e.prediction.epoch_s, int(e.prediction.bytes.max()), e.tricks, ALGO_ORDER[e.algo],
+                e.shape.sizes, e.comm == "sparse", orders.index(e.reorder))
 
     entries.sort(key=rank)
     _prefer_fewer_bytes(entries)
-    if entries:
+    if entries and entries[0].fits:
         entries[0].best = True
     return Plan(entries, stats, spec, profile, limit, tuple(comms))
 

@@ -17,7 +17,9 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``/``gat``, its widths
     and options) and the optimizer settings.
 
-    The grid (algorithm, P, replication, shape), the product order and the number of epochs may change.
+    The grid (algorithm, P, replication, shape), the product order and the number of epochs may change, and so
+    may the optimizer's ``lr`` and ``weight_decay`` (`RESUME_MAY_CHANGE`: the resumed run continues Adam's
+    moments with the new values).
     """
     digest = graph.digest if isinstance(graph, PreparedGraph) else graph_digest(graph)
     return {
@@ -33,6 +35,11 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     }
 
 
+RESUME_MAY_CHANGE = {("optimizer", "lr"), ("optimizer", "weight_decay")}
+"""Fingerprint fields a resumed run may change (``--lr``, ``--weight-decay``): Adam continues from its saved
+moments with the new step size and decay, a schedule set by hand; everything else of the optimizer, the data
+and the model must match."""
+
 _BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
                        ("model", "gin_train_eps"): False, ("model", "heads"): 1, ("model", "output_heads"): 1,
                        ("model", "attn_dropout"): 0.0}
@@ -47,12 +54,23 @@ def check_compatible(manifest: dict, current: dict, path: Path) -> None:
         if not isinstance(recorded, dict):
             raise CheckpointError(f"checkpoint '{path}': {MANIFEST} is malformed (fingerprint {group})")
         for name, value in fields.items():
+            if (group, name) in RESUME_MAY_CHANGE:
+                continue
             before = recorded.get(name, _BEFORE_MODEL_KINDS.get((group, name)))
             if before != value:
                 what = "content" if name == "digest" else name
                 raise CheckpointError(
                     f"checkpoint '{path}' belongs to another run: {group} {what} is {_show(before)} there and "
-                    f"{_show(value)} here (the grid, order and epochs may change; the data and model may not)")
+                    f"{_show(value)} here (the grid, order, epochs, --lr and --weight-decay may change; the data, the "
+                    "model and the rest of the optimizer may not)")
+
+
+def changed_on_resume(manifest: dict, current: dict) -> dict[str, list]:
+    """The `RESUME_MAY_CHANGE` fields whose value differs between the checkpoint and this run:
+    ``{"lr": [there, here], ...}`` (empty when none)."""
+    saved = manifest["fingerprint"]
+    return {name: [saved[group].get(name), current[group][name]] for group, name in sorted(RESUME_MAY_CHANGE)
+            if saved.get(group, {}).get(name) != current[group][name]}
 
 
 def _show(value: object) -> str:

@@ -109,8 +109,13 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
         earlier = ((point.comm or [None] * point.epoch) if point is not None else [])
         return earlier + merge_epoch_comm(per_rank)
 
+    def on_rank0_epoch(record: EpochRecord) -> None:
+        record.comm_bytes = trainer.epoch_comm[-1]["bytes"]  # this rank's step: the printed lines name it
+        on_epoch(record)
+
     grid_info = {"algo": config.algo, "grid_shape": shape.label(), "world_size": shape.world_size}
-    result, point = fit_resumable(trainer, config, graph, on_epoch if grid.rank == 0 else None, grid=grid_info,
+    watch = on_rank0_epoch if grid.rank == 0 and on_epoch is not None else None
+    result, point = fit_resumable(trainer, config, graph, watch, grid=grid_info,
                                   comm_so_far=comm_so_far)
     merged = comm_so_far(point)
     write_products(config, trainer, graph, result, rank=grid.rank)

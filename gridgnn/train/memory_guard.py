@@ -5,7 +5,9 @@ The planner's per-rank memory prediction (`gridgnn.cost.memory_model`, the peak 
 process will have: ``memory_per_proc`` when given (``--memory-per-proc``), else on GPU the device's free
 memory, on CPU the host's available memory (``MemAvailable``) divided among the processes on this machine. A
 run that does not fit fails with one line naming both sizes and the configurations `gridgnn.plan.plan` says
-would fit; ``memory_check=False`` (``--no-memory-check``) skips the guard.
+would fit; ``memory_check=False`` (``--no-memory-check``) skips the guard. The prediction counts what every
+process holds before any data (Python and torch: `gridgnn.cost.process_baseline`, measured per device kind);
+where the available memory is measured inside a process that already holds it, it is added back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.process_baseline import process_baseline
 from gridgnn.cost.profile import default_profile
 from gridgnn.errors import ConfigError
 from gridgnn.grid.process_grid import default_device
@@ -66,24 +69,31 @@ def available_per_proc(config: TrainConfig, local_procs: int) -> tuple[int | Non
 
 def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridShape | None = None) -> int:
     """The planner's peak bytes on the busiest rank of ``config``'s grid (``local``: a 1-process 1D grid;
-    ``shape``: the grid of a resolved run, else validated here)."""
+    ``shape``: the grid of a resolved run, else validated here), plus the process baseline of the run's device
+    (Python and torch before any data, `gridgnn.cost.process_baseline`)."""
     if config.algo == "local":
         shape = resolve_grid("1d", 1)
     elif shape is None:
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
     comm = "sparse" if config.comm == "sparse" else "dense"  # resolved by now; sparse buffers differ
+    device = run_device(config).type
     return int(predict_epoch(config, stats, shape, comm=comm, cache_panels=config.cache_panels,
-                             device=run_device(config).type).memory_bytes.max())
+                             device=device).memory_bytes.max()) + process_baseline(device)
 
 
 def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int | None = None,
-                   shape: GridShape | None = None) -> str | None:
-    """The one-line refusal when the run does not fit, else None. Not collective."""
+                   shape: GridShape | None = None, *, started: bool = True) -> str | None:
+    """The one-line refusal when the run does not fit, else None. Not collective. ``started``: the processes
+    that train run already (this one, torchrun's workers), so the memory measured as available is what is left
+    after their baseline; the local launcher, whose workers do not exist yet, passes False."""
     if not config.memory_check:
         return None
     available, source = available_per_proc(config, local_procs or world_size)
     if available is None:
         return None
+    baseline = process_baseline(run_device(config).type)
+    if started and source != "--memory-per-proc":
+        available += baseline  # measured with this process's own interpreter and torch already resident
     from gridgnn.train.auto import graph_stats
 
     stats = graph_stats(graph)
@@ -97,7 +107,8 @@ def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int
     needed = predicted_per_proc(config, stats, world_size, shape)
     if needed <= available:
         return None
-    return (f"not enough memory: predicted {_human(needed)} per process for {where}, but {source} is "
+    counted = f" (with {_human(baseline)} for Python and torch)" if baseline else ""
+    return (f"not enough memory: predicted {_human(needed)} per process{counted} for {where}, but {source} is "
             f"{_human(available)}; {_suggest(config, stats, world_size, available)}; or pass "
             "--no-memory-check to run anyway")
 
@@ -126,7 +137,7 @@ def _suggest(config: TrainConfig, stats, world_size: int, available: int) -> str
 
 
 def check_memory(config: TrainConfig, graph, world_size: int, local_procs: int | None = None, *,
-                 shape: GridShape | None = None) -> None:
+                 shape: GridShape | None = None, started: bool = True) -> None:
     """Raise `ConfigError` when the run will not fit (see the module docstring): first the model's weight
     matrices alone (`check_model_size`, on every rank alike), then the planner's estimate (on ``shape``, the
     grid of a resolved run, when given). In a launched worker of a process group, rank 0's verdict is shared
@@ -139,8 +150,8 @@ def check_memory(config: TrainConfig, graph, world_size: int, local_procs: int |
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # alike on every rank
     local = local_procs or int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     grouped = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    refusal = (memory_refusal(config, graph, world_size, local, shape) if not grouped or dist.get_rank() == 0
-               else None)
+    mine = not grouped or dist.get_rank() == 0
+    refusal = memory_refusal(config, graph, world_size, local, shape, started=started) if mine else None
     if grouped:
         shared = [refusal]
         dist.broadcast_object_list(shared, src=0)

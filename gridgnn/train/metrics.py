@@ -9,7 +9,8 @@ Layout (all accuracies are fractions in [0, 1], times in seconds)::
      "final":   {"train_acc", "val_acc", "test_acc", "best_val_acc", "test_acc_at_best_val",
                  "best_epoch", "mean_epoch_time_s", "timed_epochs",
                  "history_mean_epoch_time_s" (resumed runs)},   (times: this invocation's epochs)
-     "resumed_from": {"checkpoint", "epoch"}}      (only in a run resumed from a checkpoint)
+     "resumed_from": {"checkpoint", "epoch"[, "changed": {"lr": [there, here], ...}]}}
+                                                   (only in a run resumed from a checkpoint)
 
 A resumed run's ``epochs`` include the epochs before the checkpoint, as recorded there.
 """
@@ -57,6 +58,8 @@ def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resume
     }
     if resumed_from is not None:
         metrics["resumed_from"] = {"checkpoint": str(resumed_from.path), "epoch": resumed_from.epoch}
+        if getattr(resumed_from, "changed", None):
+            metrics["resumed_from"]["changed"] = resumed_from.changed
     return metrics
 
 

@@ -22,7 +22,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
-from gridgnn.train.checkpoint_fingerprint import check_compatible, run_fingerprint
+from gridgnn.train.checkpoint_fingerprint import changed_on_resume, check_compatible, run_fingerprint
 from gridgnn.train.checkpoint_manifest import read_manifest
 from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
@@ -47,6 +47,8 @@ class ResumePoint:
     result: TrainResult
     rng_state: torch.Tensor
     comm: list[dict] | None
+    changed: dict[str, list] | None = None
+    """``{"lr": [there, here], "weight_decay": [...]}``: what this run changed on resuming (None: nothing)."""
 
 
 def restarted_by_torchrun() -> bool:
@@ -55,12 +57,13 @@ def restarted_by_torchrun() -> bool:
 
 
 def check_checkpoint_dir(config: TrainConfig) -> None:
-    """Fail early (`ConfigError`, one line) when ``checkpoint_dir`` cannot hold checkpoints: a file, or no
-    writable folder to create it in; so a bad path fails in a second, not at the first save."""
+    """Fail early (`ConfigError`, one line naming ``--checkpoint-dir``) when ``checkpoint_dir`` cannot hold
+    checkpoints: a file, no writable folder to create it in, or a folder the system refuses to create (as
+    under /proc); so a bad path fails in a second, not at the first save. Creates the folder."""
     if config.checkpoint_dir is None:
         return
     target = Path(config.checkpoint_dir)
-    where = f"cannot keep checkpoints in '{target}'"
+    where = f"--checkpoint-dir: cannot keep checkpoints in '{target}'"
     if target.exists() and not target.is_dir():
         raise ConfigError(f"{where}: it is not a folder")
     existing = target
@@ -70,6 +73,10 @@ def check_checkpoint_dir(config: TrainConfig) -> None:
         raise ConfigError(f"{where}: '{existing}' is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{where}: '{existing}' is not writable")
+    try:  # what the first save would do (the lock made it already where it could): its failure, named now
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"{where}: {error.strerror or error}") from None
     found = list_checkpoints(target)
     if found and not (config.resume or restarted_by_torchrun()):
         raise ConfigError(f"{where}: it holds checkpoints of another run (newest: epoch {found[-1][0]}); pass "
@@ -97,7 +104,8 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
     Collective on the world when a process group exists (every rank loads the replicated state).
     """
     manifest = read_manifest(path)
-    check_compatible(manifest, run_fingerprint(config, graph), path)
+    current = run_fingerprint(config, graph)
+    check_compatible(manifest, current, path)
     if manifest["epoch"] > config.epochs:
         raise CheckpointError(f"checkpoint '{path}' is at epoch {manifest['epoch']}, past --epochs "
                               f"{config.epochs}; ask for at least {manifest['epoch']} epochs")
@@ -107,10 +115,13 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
     except TypeError as exc:
         raise CheckpointError(f"checkpoint '{path}': malformed epoch history ({exc})") from None
     _, rng_state = _store().load_checkpoint(path, trainer.model, trainer.optimizer, manifest)
+    for group in trainer.optimizer.param_groups:  # the saved state carries the old values: this run's win
+        group["lr"], group["weight_decay"] = config.lr, config.weight_decay
     comm = history.get("comm")
     result = TrainResult(records, history["best_epoch"])
     result.best_state = read_best_weights(config.checkpoint_dir, result.best_epoch)
-    return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None)
+    return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None,
+                       changed_on_resume(manifest, current) or None)
 
 
 BEST_WEIGHTS = "best-weights.pt"
@@ -200,6 +211,10 @@ def fit_resumable(trainer: Trainer, config: TrainConfig, graph: Graph,
     """
     path = _agreed(checkpoint_to_resume, config)
     point = restore(trainer, config, graph, path) if path is not None else None
+    if point is None and config.init_from is not None:
+        from gridgnn.train.init_from import load_initial_weights
+
+        load_initial_weights(trainer.model, config, graph.num_features, graph.num_classes)
     saver = None
     if config.checkpoint_dir is not None:
         history = (lambda: comm_so_far(point)) if comm_so_far is not None else (lambda: None)

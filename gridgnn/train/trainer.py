@@ -30,7 +30,9 @@ from gridgnn.nn.layout import Layout, as_layout, input_ids
 
 @dataclass
 class EpochRecord:
-    """One epoch: training loss (before the step), accuracies after the step (eval mode), step time."""
+    """One epoch: training loss (before the step), accuracies after the step (eval mode), step time.
+    ``comm_bytes``: on a grid, the bytes rank 0 moved in the step, for the printed lines only (not part of
+    `to_dict`: the metrics file holds every rank's)."""
 
     epoch: int
     loss: float
@@ -38,9 +40,10 @@ class EpochRecord:
     val_acc: float
     test_acc: float
     time_s: float
+    comm_bytes: int | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        return dict(vars(self))
+        return {k: v for k, v in vars(self).items() if k != "comm_bytes"}
 
 
 @dataclass
