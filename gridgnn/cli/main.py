@@ -1,5 +1,5 @@
-"""`gridgnn` command line: subcommands ``train``, ``info``, ``prepare``, ``plan``, ``calibrate`` (DESIGN.md §4,
-layer 7).
+"""`gridgnn` command line: subcommands ``train``, ``info``, ``prepare``, ``plan``, ``calibrate``, ``report``
+(layer 7).
 
 Every error the user can fix (`GridGNNError`, a bad flag, an unreadable or unwritable path) ends the
 command with one line ``gridgnn: error: ...`` on stderr and exit status 2, never a traceback.
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gridgnn import __version__
-from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
+from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, report_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 from gridgnn.limits import check_threads, check_timeout
 from gridgnn.peer_errors import collective_error_line
@@ -52,6 +52,7 @@ def build_parser() -> ArgumentParser:
     plan_cmd.add_parser(commands)
     calibrate_cmd.add_parser(commands)
     netcheck_cmd.add_parser(commands)
+    report_cmd.add_parser(commands)
     return parser
 
 
@@ -63,7 +64,7 @@ def check_run_flags(args: argparse.Namespace) -> None:
     check_threads(getattr(args, "threads", None))
 
 
-COMMANDS = ("train", "info", "prepare", "plan", "calibrate")
+COMMANDS = ("train", "info", "prepare", "plan", "calibrate", "report")
 
 
 def _torch_error(error: BaseException, name: str) -> bool:

@@ -55,6 +55,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                           "best for --nprocs (it says which and why); 1d, 1.5d, 2d, 3d need --nprocs P > 1 or "
                           "torchrun (default: local on one process, auto with --nprocs P > 1 or under torchrun)")
     run.add_argument("--metrics-out", metavar="FILE", default=None, help="write the metrics JSON to FILE")
+    run.add_argument("--tensorboard", metavar="DIR", default=None,
+                     help="log scalars per epoch (loss, accuracies, step time, bytes) as TensorBoard events in DIR "
+                          "(needs the tensorboard extra)")
     run.add_argument("--stop-on-nonfinite", action="store_true",
                      help="end training after the first epoch whose loss is NaN or infinite, write the metrics "
                           f"and exit with status {EXIT_NONFINITE} (default: warn once and go on)")
@@ -151,7 +154,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         full_feature_rows=args.full_feature_rows, defer_weight_gather=args.defer_weight_gather,
         reorder=args.reorder, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
-        stop_on_nonfinite=args.stop_on_nonfinite,
+        stop_on_nonfinite=args.stop_on_nonfinite, tensorboard=args.tensorboard,
         **output_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
         gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
@@ -195,6 +198,8 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:
         lines.append(f"metrics    {config.metrics_out}")
+    if config.tensorboard is not None:
+        lines.append(f"events     {config.tensorboard} (TensorBoard)")
     lines += product_lines(config, run)
     return "\n".join(lines)
 
@@ -378,6 +383,7 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace, *, graph=None)
     from gridgnn.train.products import check_products
     from gridgnn.train.resolve import grid_shape_for
     from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
+    from gridgnn.train.tensorboard_log import check_tensorboard
 
     shape = grid_shape_for(config, config.nprocs) if config.algo != "auto" else None  # auto: once chosen
     if config.nprocs > MAX_LOCAL_WORKERS:
@@ -385,6 +391,8 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace, *, graph=None)
                           "use torchrun across nodes for larger grids")
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
+    if config.tensorboard is not None:
+        check_tensorboard(config.tensorboard)
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be at least 1, got {args.threads}")
     with hold_checkpoint_dir(config):  # held here for the workers (their run spec says so)
