@@ -245,10 +245,10 @@ def timing_section(device: str, size: dict, models: tuple[str, ...] = TIMED_MODE
         return {"status": "skipped: torch_geometric not installed (pip install -e '.[test]')"}
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     found = {}
+    graph = load_graph(TrainConfig(dataset=size["timing_dataset"]))  # once: every model reads the same graph
     for kind in models:
         config = TrainConfig(dataset=size["timing_dataset"], epochs=size["timing_epochs"], model=kind)
         try:
-            graph = load_graph(config)
             ours, theirs = local_trainer(config, graph, device), PygSide(kind, graph, config, device)
             times: dict[str, list[float]] = {"gridgnn": [], "pyg": []}
             for epoch in range(1, config.epochs + 1):

@@ -70,20 +70,20 @@ def comm_scalars(epoch: dict) -> dict[str, float]:
 
 
 class TensorBoardLog:
-    """Rank 0's event writer for ``folder``, opened at the first epoch (other ranks never open one)."""
+    """Rank 0's event writer for ``folder`` (other ranks make none), opened before training: importing
+    tensorboard takes a second or two, which between two epochs would hold the other ranks in their next
+    collective and swell that epoch's communication time."""
 
     def __init__(self, folder: str):
+        from torch.utils.tensorboard import SummaryWriter
+
         self.folder = folder
-        self._writer = None
-        self._flushed = 0.0
+        self._writer = SummaryWriter(log_dir=folder, flush_secs=3600)
+        self._flushed = time.monotonic()
         self.epochs: list[int] = []
 
     def epoch(self, record: dict) -> None:
         """Log one epoch's record (as `record_scalars` reads it) at step ``record["epoch"]``."""
-        if self._writer is None:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._writer = SummaryWriter(log_dir=self.folder, flush_secs=3600)
         self._add(record["epoch"], record_scalars(record))
         self.epochs.append(record["epoch"])
         if time.monotonic() - self._flushed >= FLUSH_S:
@@ -92,7 +92,7 @@ class TensorBoardLog:
 
     def finish(self, metrics: dict | None) -> None:
         """Log the communication of the epochs logged here from the run's metrics document, then close."""
-        if self._writer is None:
+        if self._writer is None:  # closed already
             return
         if metrics is not None:
             logged = set(self.epochs)
