@@ -236,3 +236,15 @@ def test_tensorboard_refusals_are_one_line_before_training(tmp_path, monkeypatch
     assert capsys.readouterr().err == ("gridgnn: error: --tensorboard needs the tensorboard package, which is not "
                                        "installed: pip install 'gridgnn[tensorboard]'\n")
     assert not (tmp_path / "tb").exists()
+
+
+def test_the_event_writer_opens_before_the_first_epoch(tmp_path):
+    """Importing tensorboard takes seconds: done between two epochs on rank 0, it would hold the other ranks
+    in their next collective and swell that epoch's communication time, so the writer opens before training."""
+    from gridgnn.train.tensorboard_log import TensorBoardLog
+
+    log = TensorBoardLog(str(tmp_path / "tb"))
+    assert [p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").iterdir()] == [True]
+    log.epoch({"epoch": 1, "loss": 1.5, "train_acc": 0.5, "val_acc": 0.25, "test_acc": 0.125, "time_s": 0.5})
+    log.finish(None)
+    assert _scalars(tmp_path / "tb")["accuracy/test"] == [(1, 0.125)]
