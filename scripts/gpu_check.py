@@ -60,6 +60,8 @@ MODELS = ("gcn", "sage", "gin", "gat")
 GRIDS = (("1d", 4, None, 1), ("1.5d", 4, None, 2), ("2d", 4, "2x2", 1), ("3d", 4, "1x1x4", 1))
 FULL_EXTRA_GRIDS = (("3d", 8, "2x2x2", 1),)
 TIMED_MODELS = ("gcn", "sage", "gat")
+GRID_TIMEOUT_S = 90
+"""The longest one grid run may take (a hang in gloo on CUDA tensors is a finding, not the end of the check)."""
 SKIPPED = {"status": "skipped: no cuda"}
 
 
@@ -145,8 +147,9 @@ def grid_worker(rank: int, world: int, config_fields: dict) -> dict:
             "accuracy": {"train": last.train_acc, "val": last.val_acc, "test": last.test_acc}}
 
 
-def grid_section(device: str, size: dict, tiny: bool, algos: list[str] | None) -> dict:
-    """Every algorithm on P processes with gloo, tensors on ``device`` (CUDA: all ranks share GPU 0)."""
+def grid_section(device: str, size: dict, tiny: bool, algos: list[str] | None, deadline: float = math.inf) -> dict:
+    """Every algorithm on P processes with gloo, tensors on ``device`` (CUDA: all ranks share GPU 0); an
+    algorithm not started by ``deadline`` (`time.monotonic`) is reported as skipped."""
     from gridgnn.launch.spawn import run_workers
 
     config = TrainConfig(dataset=size["dataset"], epochs=size["epochs"])
@@ -157,9 +160,12 @@ def grid_section(device: str, size: dict, tiny: bool, algos: list[str] | None) -
         if algos is not None and algo not in algos:
             continue
         name = f"{algo} {shape or world}"
+        if time.monotonic() > deadline:
+            found[name] = {"status": "skipped: out of time"}
+            continue
         fields = {**config.to_dict(), "algo": algo, "nprocs": world, "grid": shape, "replication": replication}
         try:
-            ranks = run_workers(grid_worker, world, fields, timeout_s=300, backend="gloo",
+            ranks = run_workers(grid_worker, world, fields, timeout_s=GRID_TIMEOUT_S, backend="gloo",
                                 start_method="spawn" if device == "cuda" else None)
             result = ranks[0]
             placed = all(d.split(":")[0] == device for d in result["devices"])
@@ -179,7 +185,7 @@ def nccl_section() -> dict:
         return {"status": f"skipped: {count} GPU{'s' * (count != 1)} (NCCL needs one GPU per rank, two at least)"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "tests/test_spmm_distributed.py"], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "GRIDGNN_TEST_DEVICE": "cuda"}, timeout=240)
+                          env={**os.environ, "GRIDGNN_TEST_DEVICE": "cuda"}, timeout=120)
     tail = done.stdout.strip().splitlines()[-1:] or [""]
     return {"gpus": count, "returncode": done.returncode, "summary": tail[0], "pass": done.returncode == 0}
 
@@ -281,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sections", default="models,grid,nccl,timing",
                         help="comma-separated sections to run (default: %(default)s)")
     parser.add_argument("--algos", default=None, help="comma-separated algorithms of the grid section (default: all)")
+    parser.add_argument("--budget-s", type=float, default=260.0,
+                        help="sections (and grid runs) not started within this many seconds are skipped, so the "
+                             "document is complete before gpu_check.sh's limit" + " (default: %(default)s)")
     parser.add_argument("--models", default=None,
                         help="comma-separated models of the models and timing sections (default: all of each)")
     args = parser.parse_args(argv)
@@ -296,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
                 "environment": environment()}
     sections = {"models_cuda_vs_cpu": ("models", lambda: models_section(device, size, models or MODELS)),
                 "grid_gloo_cuda": ("grid", lambda: grid_section(device, size, args.tiny,
-                                                                args.algos.split(",") if args.algos else None)),
+                                                                args.algos.split(",") if args.algos else None,
+                                                                deadline=started + args.budget_s)),
                 "nccl": ("nccl", nccl_section),
                 "pyg_timing": ("timing", lambda: timing_section(
                     device, size, tuple(m for m in models if m in TIMED_MODELS) if models else TIMED_MODELS))}
@@ -305,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             document[key] = {"status": "not asked for (--sections)"}
         elif device is None and name != "nccl":
             document[key] = dict(SKIPPED)
+        elif time.monotonic() - started > args.budget_s:
+            document[key] = {"status": f"skipped: out of time (--budget-s {args.budget_s:g})"}
         else:
             tick = time.monotonic()
             try:
@@ -335,10 +347,18 @@ def _verdict(section: dict) -> str:
     return f"{sum(e['pass'] for e in entries)}/{len(entries)} passed" if entries else "ran"
 
 
+def _out_of_time(section: dict) -> bool:
+    return any("out of time" in str(value.get("status", "")) for value in (section, *section.values())
+               if isinstance(value, dict))
+
+
 def _passed(document: dict) -> bool:
-    """Every checked entry of every section passed (skipped sections pass; timings are not judged)."""
-    return all(entry["pass"] for key in ("models_cuda_vs_cpu", "grid_gloo_cuda", "nccl")
-               if isinstance(document.get(key), dict) for entry in _entries(document[key]))
+    """Every checked entry of every section passed and none ran out of time (sections skipped for want of
+    CUDA or of a second GPU pass; timings are not judged)."""
+    judged = [document[key] for key in ("models_cuda_vs_cpu", "grid_gloo_cuda", "nccl") if key in document]
+    timed = [document["pyg_timing"]] if "pyg_timing" in document else []
+    return all(entry["pass"] for section in judged for entry in _entries(section)) and \
+        not any(_out_of_time(section) for section in judged + timed)
 
 
 if __name__ == "__main__":

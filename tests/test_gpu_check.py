@@ -67,6 +67,15 @@ def test_a_dry_run_on_the_cpu_runs_the_models_grid_and_timing_sections(tmp_path,
     capsys.readouterr()
 
 
+def test_sections_past_the_time_budget_are_named_and_fail_the_check(tmp_path, capsys):
+    out = tmp_path / "gpu.json"
+    assert _script().main(["--tiny", "--device", "cpu", "--budget-s", "0", "--out", str(out)]) == 1
+    found = json.loads(out.read_text())
+    assert found["models_cuda_vs_cpu"]["status"] == "skipped: out of time (--budget-s 0)"
+    assert found["passed"] is False
+    assert capsys.readouterr().out.splitlines()[-1].startswith("gpu check: FAILED (cpu)")
+
+
 def test_a_failing_comparison_fails_the_check():
     script = _script()
     reference = {"loss": [1.0, 0.9], "accuracy": {"train": 0.5, "val": 0.5, "test": 0.5}}
