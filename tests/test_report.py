@@ -154,6 +154,10 @@ def _cli(*argv: str) -> subprocess.CompletedProcess:
     ('{"epochs": []}', "is not a gridgnn metrics file"),
     ('{"epochs": [{"epoch": 1}]}', "epoch record 1 lacks one of"),
     ("[1, 2]", "not a JSON object"),
+    ('{"config": {"world_size": 2}, "epochs": [{"epoch": 1, "loss": 1, "train_acc": 0, "val_acc": 0, "test_acc": 0, '
+     '"time_s": 1, "comm": {"bytes": [1, 2]}}]}', "communication records do not read (missing 'by_phase')"),
+    ('{"config": {"world_size": 2}, "epochs": [{"epoch": 1, "loss": 1, "train_acc": 0, "val_acc": 0, "test_acc": 0, '
+     '"time_s": 1, "comm": {"bytes": [1, 2], "by_phase": {"dense": [1]}}}]}', "communication records do not read"),
     ('{"epochs": [], "nonfinite": {"/epochs/0/loss": "NaN"}}', "'nonfinite' list is malformed"),
 ])
 def test_bad_metrics_files_are_one_line_and_no_report(tmp_path, capsys, content, said):

@@ -43,11 +43,11 @@ def run_report(args: argparse.Namespace) -> int:
     require_matplotlib()
     from gridgnn.report.figures import panel_figures, panels, png_bytes, report_figure
     from gridgnn.report.page import render_page
-    from gridgnn.report.series import load_metrics, report_series
+    from gridgnn.report.series import read_series
     from gridgnn.train.metrics import check_writable, write_bytes_atomic
 
     check_writable(target, "report")
-    series = report_series(load_metrics(args.metrics))
+    series = read_series(args.metrics)
     if target.suffix.lower() == ".png":
         data = png_bytes(report_figure(series))
         count = len(panels(series))

@@ -64,10 +64,10 @@ def draw_epoch_times(ax, series: ReportSeries) -> None:
 def draw_rank_times(ax, series: ReportSeries) -> None:
     grid = series.grid
     ranks = list(range(grid.world_size))
-    compute = [1000 * t for t in grid.rank_compute_s]
+    compute, exposed = ([1000 * t for t in times] for times in (grid.rank_compute_s, grid.rank_exposed_comm_s))
     ax.bar(ranks, compute, label="computation")
-    ax.bar(ranks, [1000 * t for t in grid.rank_exposed_comm_s], bottom=compute, label="communication, exposed")
-    top = max(c + e for c, e in zip(compute, ax.containers[1].datavalues, strict=True))
+    ax.bar(ranks, exposed, bottom=compute, label="communication, exposed")
+    top = max(c + e for c, e in zip(compute, exposed, strict=True))
     ax.set(title="Step time per rank (mean per epoch)", xlabel="rank", ylabel="ms", xticks=ranks,
            ylim=(0, 1.3 * top if top > 0 else 1))
     ax.legend(loc="upper right")

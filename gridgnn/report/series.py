@@ -107,9 +107,23 @@ def _float(value: object) -> float:
     return math.nan if value is None else float(value)
 
 
-def _mean_per_rank(lists: list[list[float]]) -> list[float]:
-    """Elementwise mean of equal-length per-rank lists."""
+def _mean_per_rank(lists: list[list[float]], world: int) -> list[float]:
+    """Elementwise mean of per-rank lists of ``world`` numbers (ValueError when one has another length)."""
+    if any(not isinstance(values, list) or len(values) != world for values in lists):
+        raise ValueError(f"a per-rank list does not hold {world} ranks")
     return [math.fsum(column) / len(lists) for column in zip(*lists, strict=True)]
+
+
+def read_series(path: str | Path) -> ReportSeries:
+    """`report_series` of the metrics file at ``path``; `DataError` (one line) when the file is not one, its
+    per-epoch communication included (a per-rank list missing or of another length)."""
+    metrics = load_metrics(path)
+    try:
+        return report_series(metrics)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as exc:
+        what = f"missing {exc}" if isinstance(exc, KeyError) else " ".join(str(exc).split())
+        raise DataError(f"metrics file '{path}' is not a gridgnn metrics file (written by --metrics-out): its "
+                        f"communication records do not read ({what})") from None
 
 
 def report_series(metrics: dict) -> ReportSeries:
@@ -133,8 +147,8 @@ def grid_series(metrics: dict) -> GridSeries | None:
     if not ran:
         return None
     comm = [record["comm"] for record in ran]
-    phases = {phase: _mean_per_rank([c["by_phase"][phase] for c in comm]) for phase in comm[0]["by_phase"]}
-    predicted = (_mean_per_rank([c["predicted_bytes"] for c in comm])
+    phases = {phase: _mean_per_rank([c["by_phase"][phase] for c in comm], world) for phase in comm[0]["by_phase"]}
+    predicted = (_mean_per_rank([c["predicted_bytes"] for c in comm], world)
                  if all("predicted_bytes" in c for c in comm) else None)
     timed = all(isinstance(record.get("rank_times_s"), dict) for record in ran)
     return GridSeries(
@@ -142,9 +156,9 @@ def grid_series(metrics: dict) -> GridSeries | None:
         world_size=world, epochs=[int(record["epoch"]) for record in ran],
         **{key: [_float(record.get(key)) for record in ran] for key in EPOCH_TIMES},
         phase_bytes={phase: values for phase, values in phases.items() if any(values)},
-        measured_bytes=_mean_per_rank([c["bytes"] for c in comm]), predicted_bytes=predicted,
-        rank_exposed_comm_s=_mean_per_rank([r["rank_times_s"]["exposed_comm"] for r in ran]) if timed else None,
-        rank_compute_s=_mean_per_rank([r["rank_times_s"]["compute"] for r in ran]) if timed else None)
+        measured_bytes=_mean_per_rank([c["bytes"] for c in comm], world), predicted_bytes=predicted,
+        rank_exposed_comm_s=_mean_per_rank([r["rank_times_s"]["exposed_comm"] for r in ran], world) if timed else None,
+        rank_compute_s=_mean_per_rank([r["rank_times_s"]["compute"] for r in ran], world) if timed else None)
 
 
 def human_bytes(value: float) -> str:
