@@ -44,10 +44,11 @@ import torch.nn.functional as F
 from gridgnn import __version__
 from gridgnn.config import TrainConfig
 from gridgnn.data.operators import operator_matrix, pattern
+from gridgnn.errors import ConfigError
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.metrics import write_json_atomic
+from gridgnn.train.metrics import check_writable, write_json_atomic
 from gridgnn.train.run_base import load_graph
 from gridgnn.train.trainer import Trainer, deterministic
 
@@ -297,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     device = ("cuda" if cuda else None) if args.device == "auto" else args.device
     if device == "cuda" and not cuda:
         parser.error("--device cuda: no CUDA device")
+    try:
+        check_writable(args.out, "check file")
+    except ConfigError as error:
+        parser.error(str(error))
     size, wanted = sizes(args.tiny), set(args.sections.split(","))
     models = tuple(args.models.split(",")) if args.models else None
     started = time.monotonic()

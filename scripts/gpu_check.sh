@@ -4,8 +4,11 @@
 # or more, and GCN, SAGE and GAT against PyG's layers; one JSON file. Without CUDA the GPU sections read
 # "skipped: no cuda". Usage: bash scripts/gpu_check.sh [OUT.json] [more flags of gpu_check.py]
 set -euo pipefail
+out=gpu_check.json
+if [[ $# -gt 0 && $1 != -* ]]; then out="$1"; shift; fi
+folder="$(dirname "$out")"
+[[ -d $folder ]] || { echo "gpu_check.sh: error: folder '$folder' of '$out' does not exist" >&2; exit 2; }
+out="$(cd "$folder" && pwd)/$(basename "$out")"  # relative to where it was called from
 cd "$(dirname "$0")/.."
-out="${1:-gpu_check.json}"
-shift || true
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 timeout 290 python scripts/gpu_check.py --out "$out" "$@"
