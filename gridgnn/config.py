@@ -91,7 +91,8 @@ class TrainConfig:
     Model/optimizer defaults are Kipf & Welling's (2 layers, hidden 16, dropout 0.5, lr 0.01, weight decay
     5e-4, 200 epochs). ``normalize_features=None`` lets the dataset decide (row-normalized bag-of-words
     features for the real datasets). ``progress=None`` means automatic: one line per epoch when stdout is a
-    terminal and the ``CI`` environment variable is unset. ``nprocs``, ``replication`` and ``grid`` describe
+    terminal and the ``CI`` environment variable is unset. ``tensorboard`` names a folder for TensorBoard
+    scalars per epoch (`gridgnn.train.tensorboard_log`). ``nprocs``, ``replication`` and ``grid`` describe
     the process grid of the distributed algorithms; the ``local`` algorithm ignores them; ``overlap`` lets
     the next SpMM stage's communication run behind the current stage's product (same numbers); ``comm``
     (`COMMS`) picks dense or sparse SpMM communication; ``cache_panels`` makes 2D and 3D receive their grid
@@ -133,6 +134,7 @@ class TrainConfig:
     algo: str = "local"
     order: str = "auto"
     metrics_out: str | None = None
+    tensorboard: str | None = None
     quiet: bool = False
     progress: bool | None = None
     nprocs: int = 1
@@ -174,6 +176,8 @@ class TrainConfig:
         """Raise `ConfigError` (one line) on the first invalid field."""
         if not isinstance(self.dataset, str) or not self.dataset.strip():
             raise ConfigError("dataset must be a non-empty name, generator spec or path")
+        if self.tensorboard is not None and (not isinstance(self.tensorboard, str) or not self.tensorboard.strip()):
+            raise ConfigError(f"tensorboard must be a folder name, got {self.tensorboard!r}")
         _check_int("layers", self.layers, minimum=1, maximum=MAX_LAYERS)
         _check_int("hidden", self.hidden, minimum=1)
         check_hidden_width(self.hidden, self.layers)  # before any dataset is read, estimate or allocation

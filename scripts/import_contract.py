@@ -13,7 +13,8 @@ Layers, top to bottom; a module may import from its own layer and the layers abo
     3  sparse/                     local kernels and block containers
     4  spmm/, data/                one module per algorithm; graphs, readers, shards
     5  nn/, parallel/              models as single-device math; the grid's layout for them
-    6  train/, plan/, launch/      the training loop, the planner, the local launcher
+    6  train/, plan/, launch/,     the training loop, the planner, the local launcher, the pictures of a
+       report/                     finished run
     7  cli/, api                   entry points
     8  gridgnn (package root), __main__
 """
@@ -36,7 +37,7 @@ LAYERS = {
     "gridgnn.sparse": 3,
     "gridgnn.spmm": 4, "gridgnn.data": 4,
     "gridgnn.nn": 5, "gridgnn.parallel": 5,
-    "gridgnn.train": 6, "gridgnn.plan": 6, "gridgnn.launch": 6,
+    "gridgnn.train": 6, "gridgnn.plan": 6, "gridgnn.launch": 6, "gridgnn.report": 6,
     "gridgnn.cli": 7, "gridgnn.api": 7,
     "gridgnn.__main__": 8, "gridgnn": 8,
 }

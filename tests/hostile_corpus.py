@@ -501,6 +501,11 @@ FLAG_CASES = [
     ("metrics-out-parent-is-a-file", ["--metrics-out", f"{REPO_ROOT / 'README.md'}/m.json"], "is not a folder"),
     # refused before training: the early check probes the folder with a temporary file (root included)
     ("metrics-out-unwritable-filesystem", ["--metrics-out", "/sys/gridgnn-metrics.json"], "is not writable"),
+    # --tensorboard DIR: refused before training, by the launcher too
+    ("tensorboard-is-a-file", ["--tensorboard", f"{REPO_ROOT / 'README.md'}"], "--tensorboard"),
+    ("tensorboard-unwritable-filesystem", ["--tensorboard", "/sys/gridgnn-tb", "--algo", "1d", "--nprocs", "2"],
+     "--tensorboard: cannot write into folder"),
+    ("tensorboard-empty", ["--tensorboard", ""], "tensorboard must be a folder name"),
     # gridgnn info
     ("info-without-dataset", ["info"], "DATASET"),
     ("info-negative-seed", ["info", "--seed", "-3", "csbm"], "seed must be a non-negative integer"),

@@ -1,4 +1,4 @@
-"""`gridgnn` command line: subcommands ``train``, ``info``, ``prepare``, ``plan``, ``calibrate``
+"""`gridgnn` command line: subcommands ``train``, ``info``, ``prepare``, ``plan``, ``calibrate``, ``report``
 (docs/architecture.md §4, layer 7).
 
 Every error the user can fix (`GridGNNError`, a bad flag, an unreadable or unwritable path) ends the
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from gridgnn import __version__
-from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
+from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, report_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 from gridgnn.limits import check_log_every, check_threads, check_timeout
 from gridgnn.peer_errors import collective_error_line
@@ -52,6 +52,7 @@ def build_parser() -> ArgumentParser:
     plan_cmd.add_parser(commands)
     calibrate_cmd.add_parser(commands)
     netcheck_cmd.add_parser(commands)
+    report_cmd.add_parser(commands)
     return parser
 
 
@@ -64,7 +65,7 @@ def check_run_flags(args: argparse.Namespace) -> None:
     check_log_every(getattr(args, "log_every", None))
 
 
-COMMANDS = ("train", "info", "prepare", "plan", "calibrate")
+COMMANDS = ("train", "info", "prepare", "plan", "calibrate", "report")
 
 
 def _torch_error(error: BaseException, name: str) -> bool:

@@ -50,6 +50,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                           "best for --nprocs (it says which and why); 1d, 1.5d, 2d, 3d need --nprocs P > 1 or "
                           "torchrun (default: local on one process, auto with --nprocs P > 1 or under torchrun)")
     run.add_argument("--metrics-out", metavar="FILE", default=None, help="write the metrics JSON to FILE")
+    run.add_argument("--tensorboard", metavar="DIR", default=None,
+                     help="log scalars per epoch (loss, accuracies, step time, bytes) as TensorBoard events in DIR "
+                          "(needs the tensorboard extra)")
     run.add_argument("--stop-on-nonfinite", action="store_true",
                      help="end training after the first epoch whose loss is NaN or infinite, write the metrics "
                           f"and exit with status {EXIT_NONFINITE} (default: warn once and go on)")
@@ -165,7 +168,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         reorder=args.reorder, profile=args.profile, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         init_from=args.init_from,
-        stop_on_nonfinite=args.stop_on_nonfinite,
+        stop_on_nonfinite=args.stop_on_nonfinite, tensorboard=args.tensorboard,
         **output_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
         gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
@@ -200,6 +203,8 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:
         lines.append(f"metrics    {config.metrics_out}")
+    if config.tensorboard is not None:
+        lines.append(f"events     {config.tensorboard} (TensorBoard)")
     lines += product_lines(config, run)
     return "\n".join(lines)
 

@@ -41,6 +41,10 @@ def launch_workers(config: TrainConfig, process: ProcessOptions, *, graph=None, 
                           "use torchrun across nodes for larger grids")
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
+    if config.tensorboard is not None:
+        from gridgnn.train.tensorboard_log import check_tensorboard
+
+        check_tensorboard(config.tensorboard)
     with hold_checkpoint_dir(config):  # held here for the workers (their run spec says so)
         check_checkpoint_dir(config)
         check_products(config)

@@ -121,11 +121,26 @@ def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
         raise ConfigError(f"cannot write '{path}': {exc.strerror or exc}") from None
 
 
-def _replace_with(target: Path, text: str) -> None:
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` as `write_json_atomic` writes JSON: a temporary file and a rename (or
+    written through a path that is not a regular file); a failed write raises `ConfigError` naming it."""
+    target = Path(path)
+    try:
+        if _is_special(target):
+            with open(target, "wb") as stream:
+                stream.write(data)
+            return
+        _replace_with(target, data)
+    except OSError as exc:
+        raise ConfigError(f"cannot write '{path}': {exc.strerror or exc}") from None
+
+
+def _replace_with(target: Path, content: str | bytes) -> None:
     handle, temp_name = tempfile.mkstemp(prefix=_TEMP_PREFIX, suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        binary = isinstance(content, bytes)
+        with os.fdopen(handle, "wb" if binary else "w", encoding=None if binary else "utf-8") as stream:
+            stream.write(content)
         publish_mode(temp_name)
         os.replace(temp_name, target)
     except BaseException:

@@ -19,6 +19,7 @@ from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
 from gridgnn.train.run_base import Run, load_graph
+from gridgnn.train.tensorboard_log import TensorBoardLog, check_tensorboard
 from gridgnn.train.trainer import EpochRecord, Trainer
 
 
@@ -45,7 +46,23 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
     how a worker joins its group (`ProcessOptions`; default: ``timeout_s`` alone).
 
     The output path is checked before any work, so a bad path fails in a second, not after training.
+    With ``config.tensorboard``, rank 0 logs every epoch there (`gridgnn.train.tensorboard_log`).
     """
+    config = spec.config if spec is not None else config
+    if config.tensorboard is None or int(os.environ.get("RANK", "0")) != 0:
+        return _run(config, graph, on_epoch, timeout_s, on_ready, spec, process)
+    check_tensorboard(config.tensorboard)
+    log = TensorBoardLog(config.tensorboard)
+    run = None
+    try:
+        run = _run(config, graph, log.wrap(on_epoch), timeout_s, on_ready, spec, process)
+    finally:
+        log.finish(run.metrics if run is not None else None)
+    return run
+
+
+def _run(config: TrainConfig, graph: Graph | None, on_epoch, timeout_s: float, on_ready, spec: RunSpec | None,
+         process: ProcessOptions | None) -> Run:
     if spec is not None:
         config = spec.config
     if "WORLD_SIZE" not in os.environ:  # one process: nothing to distribute

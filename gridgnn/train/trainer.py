@@ -126,11 +126,13 @@ def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width:
     return as_model_input(block, row_ids=rows, col_ids=cols)
 
 
-def whole_graph(graph: Graph) -> LocalShard:
-    """The node data of every row of ``graph`` as it is (no copy of its features). Not collective."""
-    masks = tuple(torch.from_numpy(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask))
-    return LocalShard(graph.features, torch.from_numpy(graph.labels).long(), masks,
-                      tuple(int(m.sum()) for m in masks))
+def whole_graph(graph: Graph, device: torch.device | str = "cpu") -> LocalShard:
+    """The node data of every row of ``graph``: features as they are (no copy; `model_input` places them),
+    labels (n,) and the three masks (n,) on ``device``, the layout's. Not collective."""
+    arrays = (graph.train_mask, graph.val_mask, graph.test_mask)
+    masks = tuple(torch.from_numpy(m).to(device) for m in arrays)
+    return LocalShard(graph.features, torch.from_numpy(graph.labels).long().to(device), masks,
+                      tuple(int(m.sum()) for m in arrays))
 
 
 class Trainer:
@@ -156,8 +158,9 @@ class Trainer:
         self._best_whole = True  # whether a best state copied in fit is whole (see gather_best_state)
 
     def node_data(self, graph: Graph) -> LocalShard:
-        """The node data of the layout's rows: the whole graph on one process. Not collective."""
-        return whole_graph(graph)
+        """The node data of the layout's rows: the whole graph on one process, on the layout's device (a
+        `LocalSpMM` on CUDA trains there). Not collective."""
+        return whole_graph(graph, self.layout.device)
 
     def train_step(self, epoch: int) -> float:
         """One forward/backward/gradient reduction/Adam step in training mode; returns the training loss,
