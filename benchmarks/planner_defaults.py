@@ -72,7 +72,8 @@ def plan_entries(dataset: list[str], p: int, *flags: str) -> list[dict]:
 def pinned_flags(entry: dict) -> list[str]:
     """The train flags that run exactly ``entry``."""
     flags = ["--algo", entry["algo"], "--comm", entry["comm"], "--reorder", entry["reorder"]]
-    flags += ["--grid", entry["grid"]] if entry["algo"] in ("2d", "3d", "1.5d") else []
+    flags += ["--grid", entry["grid"]] if entry["algo"] in ("2d", "3d") else []
+    flags += ["--replication", str(entry["replication"])] if entry["algo"] == "1.5d" else []
     for key, name in (("cache_panels", "cache-panels"), ("full_feature_rows", "full-feature-rows"),
                       ("defer_weight_gather", "defer-weight-gather")):
         flags.append(f"--{name}" if entry[key] else f"--no-{name}")

@@ -31,7 +31,11 @@ def test_every_grid_field_is_named():
                                           full_feature_rows=True, defer_weight_gather=True, reorder="rcm"))
     assert ("--grid, --replication, --comm, --no-overlap, --cache-panels, --full-feature-rows, "
             "--defer-weight-gather and --reorder apply") in line
-    assert ignored_flags_line(TrainConfig()) is None
+    from gridgnn.plan.execution import UNSET
+
+    assert ignored_flags_line(TrainConfig(**UNSET)) is None  # what gridgnn train passes when no flag is given
+    assert ignored_flags_line(TrainConfig(**{**UNSET, "profile": "gpu-cluster"})).startswith(
+        "gridgnn: warning: --profile applies to a process grid")
 
 
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")

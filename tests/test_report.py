@@ -31,7 +31,9 @@ def grid_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("grid_run")
     metrics, events = folder / "metrics.json", folder / "tb"
     done = subprocess.run([sys.executable, "-m", "gridgnn", "train", "--dataset", "csbm:nodes=300", "--epochs", "3",
-                           "--nprocs", "2", "--algo", "2d", "--metrics-out", str(metrics), "--tensorboard",
+                           "--nprocs", "2", "--algo", "2d", "--grid", "1x2", "--comm", "dense", "--reorder", "none",
+                           "--no-cache-panels",  # every phase moves bytes: the heat map has rows to show
+                           "--metrics-out", str(metrics), "--tensorboard",
                            str(events)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert done.returncode == 0, done.stderr
