@@ -194,10 +194,11 @@ def auto_rows(name: str, graph: Graph, ps: list[int]) -> list[dict]:
 
 def measured_worker(rank: int, world: int, kwargs: dict, graph: Graph) -> dict:
     from gridgnn.train.grid_train import train_on_grid
+    from gridgnn.train.resolve import resolve_run
 
-    config = TrainConfig(**kwargs)
+    config, shape, ordered = resolve_run(TrainConfig(**kwargs), graph, world)
     start = time.perf_counter()
-    trained = train_on_grid(config, graph)
+    trained = train_on_grid(config, ordered, shape=shape)
     total = time.perf_counter() - start
     if rank != 0:
         return {}

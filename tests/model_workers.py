@@ -6,6 +6,7 @@ from __future__ import annotations
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.train.grid_train import train_on_grid
+from gridgnn.train.resolve import resolve_run
 from gridgnn.train.run import load_graph
 
 
@@ -18,7 +19,8 @@ def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
         config = TrainConfig(**kwargs)
         key = (config.dataset, config.directed)
         graph = graphs.setdefault(key, load_graph(config))
-        trained, model = train_on_grid(config, graph, return_model=True)
+        config, shape, ordered = resolve_run(config, graph, world_size)
+        trained, model = train_on_grid(config, ordered, return_model=True, shape=shape)
         record = {"weights": [p.detach().cpu().numpy() for p in model.parameters()]}
         if rank == 0:
             prediction = predict_epoch(config, graph, trained.shape)

@@ -14,6 +14,7 @@ from gridgnn.nn.export import load_model
 from gridgnn.train.grid_train import train_on_grid
 from gridgnn.train.inference import grid_inputs
 from gridgnn.train.products import write_vertex_outputs
+from gridgnn.train.resolve import resolve_run
 from gridgnn.train.run import load_graph
 
 
@@ -45,7 +46,8 @@ def train_then_predict(rank: int, world_size: int, config_kwargs: dict, predict_
     own-loop example on a 2D grid, plain and with the deferred weight gather (returns both final weights)."""
     config = TrainConfig(**config_kwargs)
     graph = load_graph(config)
-    train_on_grid(config, graph)
+    resolved, shape, ordered = resolve_run(config, graph, world_size)
+    train_on_grid(resolved, ordered, shape=shape)
     dist.barrier()  # rank 0 wrote the model file
     model, _ = load_model(config.save_model)
     for spec in predict_grids:

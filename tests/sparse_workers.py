@@ -11,6 +11,7 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.spmm.registry import build_spmm
 from gridgnn.train.grid_train import train_on_grid
+from gridgnn.train.resolve import resolve_run
 from gridgnn.train.run import load_graph
 
 
@@ -51,7 +52,8 @@ def train_cases(rank: int, cases: list[dict]) -> list[dict]:
     trains = []
     for kwargs in cases:
         config = TrainConfig(**kwargs)
-        trained = train_on_grid(config, load_graph(config))
+        config, shape, graph = resolve_run(config, load_graph(config), torch.distributed.get_world_size())
+        trained = train_on_grid(config, graph, shape=shape)
         if rank == 0:
             trains.append({"loss": [r.loss for r in trained.result.epochs],
                            "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
@@ -78,7 +80,7 @@ def run_uneven_training(rank: int, world_size: int, cases: list[dict], bounds: d
         graph = reorder_graph(load_graph(config), "random", 1, seed=9)
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
         graph.meta["reorder_bounds"] = bounds[shape.sizes[0]]
-        trained = train_on_grid(config, graph)
+        trained = train_on_grid(config, graph, shape=shape)
         if rank == 0:
             out.append({"loss": [r.loss for r in trained.result.epochs],
                         "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
@@ -97,7 +99,8 @@ def train_with_weights(rank: int, world_size: int, cases: list[dict]) -> list[di
     out = []
     for kwargs in cases:
         config = TrainConfig(**kwargs)
-        trained, model = train_on_grid(config, load_graph(config), return_model=True)
+        config, shape, graph = resolve_run(config, load_graph(config), world_size)
+        trained, model = train_on_grid(config, graph, return_model=True, shape=shape)
         out.append({"loss": [r.loss for r in trained.result.epochs],
                     "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
                     "comm": trained.comm, "setup": trained.spmm_setup, "best_epoch": trained.result.best_epoch,

@@ -143,13 +143,13 @@ def test_auto_with_metis_reorders_once_when_it_trains_on_the_order_it_priced(mon
 
 def test_a_worker_that_resolves_its_own_run_validates_its_grid_once(monkeypatch):
     """torchrun's case, on a one-process grid: `resolve_run` validates the grid; training, the memory guard
-    and the metrics reuse it."""
+    and the metrics reuse it (`train_on_grid` takes the resolved shape and resolves nothing)."""
     from gridgnn.train import grid_train, memory_guard
     from gridgnn.train.run import run_training
 
+    assert not hasattr(grid_train, "grid_shape_for") and not hasattr(grid_train, "choose_comm")
     calls = []
-    for module, name in ((resolve, "grid_shape_for"), (grid_train, "grid_shape_for"),
-                         (memory_guard, "resolve_grid")):
+    for module, name in ((resolve, "grid_shape_for"), (memory_guard, "resolve_grid")):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
     run = run_training(TrainConfig(dataset=DATA, algo="2d", comm="auto", epochs=1, quiet=True))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gridgnn.config import TrainConfig
 from gridgnn.train.grid_train import train_on_grid
+from gridgnn.train.resolve import resolve_run
 from gridgnn.train.run import load_graph
 
 
@@ -11,7 +12,8 @@ def train_worker(rank: int, world_size: int, config_kwargs: dict) -> dict:
     """Train with ``config_kwargs`` on this grid; every rank returns its final weights, rank 0 also losses,
     accuracies and the merged communication records."""
     config = TrainConfig(**config_kwargs)
-    trained, model = train_on_grid(config, load_graph(config), return_model=True)
+    config, shape, graph = resolve_run(config, load_graph(config), world_size)
+    trained, model = train_on_grid(config, graph, return_model=True, shape=shape)
     result, comm, shape = trained.result, trained.comm, trained.shape
     weights = [p.detach().cpu().numpy() for p in model.parameters()]
     if rank != 0:

@@ -29,12 +29,10 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import GridShape
 from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
-from gridgnn.train.auto import choose_comm
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
 from gridgnn.train.host_placement import place_ranks
 from gridgnn.train.process_group import process_age_s
 from gridgnn.train.products import write_products
-from gridgnn.train.resolve import grid_shape_for, reordered_for_grid
 from gridgnn.train.resume import ResumePoint, fit_resumable
 from gridgnn.train.trainer import EpochRecord, TrainResult
 
@@ -70,12 +68,12 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     ``hosts``: where each rank runs; on several hosts the ranks are placed so that the heaviest axis stays
     within a host when it fits (`gridgnn.train.host_placement`). ``on_ready(label, seconds)`` runs on rank 0
     once every rank has built its blocks (after the set-up barrier; seconds since this process started).
-    ``shape``: the grid of a resolved run (`gridgnn.run_spec.RunSpec`); by default `grid_shape_for` the world."""
-    if shape is None:
-        shape = grid_shape_for(config, dist.get_world_size() if dist.is_initialized() else 1)
-    graph = reordered_for_grid(config, graph, shape)
-    if config.comm == "auto":
-        config, _ = choose_comm(config, graph, shape)
+    ``shape``: the grid of the resolved run. A run is resolved once, before this
+    (`gridgnn.train.resolve.resolve_run`: its grid, its execution options, ``graph`` in the vertex order it
+    trains in); `ConfigError` otherwise."""
+    if shape is None or config.comm == "auto" or config.algo == "auto":
+        raise ConfigError("train_on_grid trains a resolved run: settle it first with "
+                          "gridgnn.train.resolve.resolve_run (its grid shape, comm and vertex order)")
     grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
     comm = Communicator(grid, overlap=config.overlap)
     operator = model_operator(config, graph)  # the global operator (Â for GCN): every rank builds it alike
