@@ -1,0 +1,130 @@
+"""Issue 40, "hard to break, round three", classes 5-7: the corpus of `hostile_corpus_round3.py` through the
+real code paths.
+
+Refusals keep the contract of `test_hostile_inputs.py`: exit status 2, one line ``gridgnn: error: ...`` naming
+the problem, nothing on stdout, no traceback, no output file. Valid work (class 5, resuming across grids and
+vertex orders) must succeed and end as the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hostile_corpus_round3 import ARCHIVE_CASES, FLAG_CASES, MODEL_FILE_CASES, QUIET_PLAN_CASES, RESUME_CASES, SMALL
+
+from gridgnn.cli.main import main
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _params(cases: list) -> list:
+    return [pytest.param(*case[1:], id=case[0]) for case in cases]
+
+
+def _one_error_line(status: int, out: str, err: str, keyword: str) -> str:
+    assert status == 2, f"exit status {status}, stderr: {err!r}"
+    assert "Traceback" not in err and out == "", (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gridgnn: error: "), err
+    assert keyword.lower() in lines[0].lower(), f"{keyword!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("model")
+    assert main(["train", "--dataset", SMALL, "--epochs", "1", "--quiet", "--save-model", str(folder / "m.pt")]) == 0
+    return folder / "m.pt"
+
+
+# --- class 6: untrusted sizes --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("build", "keyword"), _params(MODEL_FILE_CASES))
+def test_bad_model_file(build, keyword: str, model_file: Path, tmp_path: Path, capsys) -> None:
+    bad = build(torch.load(model_file, weights_only=True), tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    status = main(["predict", "--model", str(bad), "--dataset", SMALL, "--predictions-out", str(out / "p.npy")])
+    line = _one_error_line(status, *capsys.readouterr(), keyword)
+    assert bad.name in line and list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize(("build", "keyword"), _params(ARCHIVE_CASES))
+def test_inflating_archive(build, keyword: str, tmp_path: Path, capsys) -> None:
+    argument, culprit = build(tmp_path)
+    status = main(["train", "--dataset", argument, "--epochs", "1", "--quiet"])
+    line = _one_error_line(status, *capsys.readouterr(), keyword)
+    assert culprit in line
+
+
+# --- class 7: tracebacks and wrong lines ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "keyword"), _params(FLAG_CASES))
+def test_bad_flag(argv: list[str], keyword: str, model_file: Path, tmp_path: Path, capsys) -> None:
+    argv = [arg.replace("{tmp}", str(tmp_path)).replace("{model}", str(model_file)) for arg in argv]
+    _one_error_line(main(argv), *capsys.readouterr(), keyword)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", _params(QUIET_PLAN_CASES))
+def test_plan_prints_no_warnings(argv: list[str], capsys) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's RuntimeWarnings become failures here
+        assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "84" in out
+
+
+# --- class 5: valid work refused -----------------------------------------------------------------------------
+
+
+def _on_grid(config: dict, world: int) -> dict:
+    import train_workers as tw
+
+    from gridgnn.launch.spawn import run_workers
+
+    return run_workers(tw.train_worker, world, config, timeout_s=180)[0]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted() -> dict:
+    """The run every resumed case must end as (4 epochs on one process: a reordered run trains exactly the run
+    of ``--reorder none``, and grids differ by float rounding only)."""
+    import gridgnn
+
+    fitted = gridgnn.fit(SMALL, epochs=4, weights="last")
+    return {"weights": [p.detach().numpy() for p in fitted.model.parameters()],
+            "loss": [e["loss"] for e in fitted.metrics["epochs"]]}
+
+
+@pytest.mark.slow  # 8 grid runs; test_checkpoint.py keeps metis P=2 -> P=4 and -> none in the quick suite
+@pytest.mark.parametrize(("first", "resumed"), _params(RESUME_CASES))
+def test_resume_across_grids_and_orders(first, resumed, uninterrupted: dict, tmp_path: Path) -> None:
+    common = {"dataset": SMALL, "quiet": True, "checkpoint_dir": str(tmp_path / "ck"), "checkpoint_every": 2}
+    (first_config, first_world), (resumed_config, resumed_world) = first, resumed
+    _on_grid({**common, **first_config, "epochs": 2}, first_world)
+    out = _on_grid({**common, **resumed_config, "epochs": 4, "resume": True}, resumed_world)
+    for a, b in zip(out["weights"], uninterrupted["weights"], strict=True):
+        assert np.abs(a - b).max() <= 1e-5
+    np.testing.assert_allclose(out["loss"], uninterrupted["loss"], rtol=1e-5)
+
+
+@pytest.mark.slow  # two launches; the summary itself is tested quickly in test_checkpoint.py
+def test_resume_at_the_final_epoch_on_another_world_size_prints_its_summary(tmp_path: Path) -> None:
+    """The checkpoint holds every epoch: the resumed run on 4 processes runs none and says so (no IndexError)."""
+    argv = ["train", "--dataset", SMALL, "--epochs", "2", "--algo", "1d", "--checkpoint-dir", str(tmp_path / "ck")]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    for procs in ("2", "4"):
+        done = subprocess.run([sys.executable, "-m", "gridgnn", *argv, "--nprocs", procs, "--resume"],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "no epoch ran on this grid" in done.stdout
