@@ -128,3 +128,36 @@ def test_resume_at_the_final_epoch_on_another_world_size_prints_its_summary(tmp_
                               capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "no epoch ran on this grid" in done.stdout
+
+
+# --- class 6: a checkpoint's best weights are verified as its other files ------------------------------------
+
+
+def _checkpointed(tmp: Path, capsys) -> tuple[list[str], Path]:
+    argv = ["train", "--dataset", SMALL, "--epochs", "3", "--quiet", "--checkpoint-dir", str(tmp / "ck")]
+    assert main(argv) == 0
+    capsys.readouterr()
+    return [*argv[:4], "4", *argv[5:], "--resume"], tmp / "ck" / "best-weights.pt"
+
+
+def test_altered_best_weights_are_refused_on_resume(tmp_path: Path, capsys) -> None:
+    from gridgnn.train.checkpoint_manifest import read_manifest
+    from gridgnn.train.checkpoint_naming import latest_checkpoint
+
+    resume, best = _checkpointed(tmp_path, capsys)
+    record = read_manifest(latest_checkpoint(tmp_path / "ck"))["best_weights"]
+    assert record["bytes"] == best.stat().st_size and len(record["sha256"]) == 64
+    saved = torch.load(best, weights_only=True)
+    first = next(iter(saved["state"]))
+    saved["state"][first] = saved["state"][first] + 1.0  # the recorded epoch, other weights
+    torch.save(saved, best)
+    _one_error_line(main(resume), *capsys.readouterr(), "best-weights.pt does not match the size and SHA-256")
+
+
+def test_best_weights_of_a_later_unfinished_save_are_not_an_alteration(tmp_path: Path, capsys) -> None:
+    """A crash after a later save wrote its best weights but before its checkpoint was complete: the resume
+    goes on (without those weights for the recorded epoch), as before the record existed."""
+    resume, best = _checkpointed(tmp_path, capsys)
+    saved = torch.load(best, weights_only=True)
+    torch.save({"epoch": saved["epoch"] + 1, "state": saved["state"]}, best)
+    assert main([*resume, "--weights", "last"]) == 0
