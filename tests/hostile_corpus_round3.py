@@ -145,3 +145,61 @@ QUIET_PLAN_CASES = [
     ("plan-84-procs-sparse", [*_PLAN[:2], "90", "--num-edges", "0", *_PLAN[5:], "--nprocs", "84", "--comm",
                               "sparse"]),
 ]
+
+# --- class 7: hand-set torchrun environments (id, variables, key word) ---------------------------------------
+
+_MASTER = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511"}
+ENV_CASES = [
+    ("env-without-master-addr", {"WORLD_SIZE": "2", "RANK": "0"}, "but not MASTER_ADDR"),
+    ("env-world-size-not-a-number", {"WORLD_SIZE": "two", "RANK": "0", **_MASTER}, "WORLD_SIZE='two'"),
+    ("env-master-port-99999", {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "99999"},
+     "MASTER_PORT='99999'"),
+    ("env-rank-5-of-2", {"WORLD_SIZE": "2", "RANK": "5", **_MASTER}, "RANK='5'"),
+    ("env-rank-without-world-size", {"RANK": "0", **_MASTER}, "sets RANK but not WORLD_SIZE"),
+    ("env-negative-world-size", {"WORLD_SIZE": "-1", "RANK": "0", **_MASTER}, "WORLD_SIZE='-1'"),
+    ("env-local-rank-beyond-local-world", {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_WORLD_SIZE": "2",
+                                           "LOCAL_RANK": "3", **_MASTER}, "LOCAL_RANK='3'"),
+]
+
+# --- class 7: the Python API's array helpers (id, call, key word of the DataError) --------------------------
+
+
+def _graph_from_arrays(adjacency, **arrays) -> Callable[[], object]:
+    def call():
+        from gridgnn import graph_from_arrays
+
+        return graph_from_arrays(adjacency() if callable(adjacency) else adjacency, **arrays)
+
+    return call
+
+
+def _sparse(matrix: list) -> Callable[[], object]:
+    import scipy.sparse as sp
+
+    return lambda: sp.csr_matrix(np.array(matrix, dtype=np.float64))
+
+
+def _local_block(rows: int) -> Callable[[], object]:
+    def call():
+        from gridgnn import grid_aggregation, local_block
+        from gridgnn.data.generators import csbm
+
+        graph = csbm(nodes=40, classes=2, features=3)
+        return local_block(np.zeros((rows, 3), np.float32), grid_aggregation(graph.adj))
+
+    return call
+
+
+API_CASES = [
+    ("api-float-edge-ids", _graph_from_arrays(np.array([[0.5, 1.7], [1.2, 0.0]])), "0.5, not a whole vertex id"),
+    ("api-nan-edge-ids", _graph_from_arrays(np.array([[0.0, np.nan], [1.0, 0.0]])), "nan, not a whole vertex id"),
+    ("api-string-edge-ids", _graph_from_arrays(np.array([["a", "b"], ["b", "a"]])), "integer vertex ids"),
+    ("api-empty-edge-list", _graph_from_arrays(np.zeros((2, 0), np.int64)), "the edge index is empty"),
+    ("api-empty-python-list", _graph_from_arrays([]), "must have shape (2, E)"),
+    ("api-non-square-sparse", _graph_from_arrays(_sparse([[0, 1, 0, 1], [1, 0, 1, 0], [0, 1, 0, 1]])),
+     "must be a square (n, n) matrix"),
+    ("api-nan-adjacency-value", _graph_from_arrays(_sparse([[0, np.nan], [1, 0]])), "NaN, infinite"),
+    ("api-inf-adjacency-value", _graph_from_arrays(_sparse([[0, np.inf], [1, 0]])), "NaN, infinite"),
+    ("api-local-block-short-array", _local_block(25), "got shape (25, 3)"),
+    ("api-local-block-long-array", _local_block(41), "got shape (41, 3)"),
+]

@@ -9,6 +9,7 @@ vertex orders) must succeed and end as the uninterrupted run.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -17,7 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hostile_corpus_round3 import ARCHIVE_CASES, FLAG_CASES, MODEL_FILE_CASES, QUIET_PLAN_CASES, RESUME_CASES, SMALL
+from hostile_corpus_round3 import (
+    API_CASES,
+    ARCHIVE_CASES,
+    ENV_CASES,
+    FLAG_CASES,
+    MODEL_FILE_CASES,
+    QUIET_PLAN_CASES,
+    RESUME_CASES,
+    SMALL,
+)
 
 from gridgnn.cli.main import main
 
@@ -161,3 +171,27 @@ def test_best_weights_of_a_later_unfinished_save_are_not_an_alteration(tmp_path:
     saved = torch.load(best, weights_only=True)
     torch.save({"epoch": saved["epoch"] + 1, "state": saved["state"]}, best)
     assert main([*resume, "--weights", "last"]) == 0
+
+
+@pytest.mark.parametrize(("variables", "keyword"), _params(ENV_CASES))
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_hand_set_torchrun_environment(variables: dict, keyword: str, command: str, model_file: Path,
+                                       tmp_path: Path, monkeypatch, capfd) -> None:
+    """One line, exit 2, before torch.distributed reads the variables (capfd: C++ frames go to fd 2)."""
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    argv = (["train", "--dataset", SMALL, "--epochs", "1", "--algo", "1d", "--timeout", "5", "--quiet"]
+            if command == "train" else ["predict", "--model", str(model_file), "--dataset", SMALL, "--timeout", "5",
+                                        "--predictions-out", str(tmp_path / "p.npy")])
+    _one_error_line(main(argv), *capfd.readouterr(), keyword)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("call", "keyword"), _params(API_CASES))
+def test_api_array_helpers_refuse_bad_arrays(call, keyword: str) -> None:
+    from gridgnn.errors import DataError
+
+    with pytest.raises(DataError, match=re.escape(keyword)):
+        call()

@@ -286,8 +286,14 @@ def build_model(kind: object, config: dict, *, where: str = "model", state: dict
                              f"{', '.join(MODEL_KINDS)})")
     try:
         widths = check_model_config(kind, config)
-        if state is not None:
+    except ValueError as exc:
+        raise ModelFileError(f"{where}: malformed {kind} configuration ({exc})") from None
+    if state is not None:
+        try:
             check_state_covers(widths, state)
+        except ValueError as exc:
+            raise ModelFileError(f"{where}: its weights do not fit its configuration ({exc})") from None
+    try:
         return MODEL_KINDS[kind].build(config)
     except (KeyError, TypeError, ValueError, GridGNNError) as exc:
         raise ModelFileError(f"{where}: malformed {kind} configuration ({exc})") from None
