@@ -195,3 +195,38 @@ def test_api_array_helpers_refuse_bad_arrays(call, keyword: str) -> None:
 
     with pytest.raises(DataError, match=re.escape(keyword)):
         call()
+
+
+def test_ctrl_c_during_a_checkpoint_save_exits_130_and_keeps_the_previous_checkpoint(tmp_path: Path, monkeypatch,
+                                                                                     capsys) -> None:
+    """DCP wraps every exception of a save, Ctrl-C included, into its CheckpointException: it must come out
+    as an interrupt (status 130), not as a damaged save (status 2)."""
+    from torch.distributed.checkpoint import FileSystemWriter
+
+    from gridgnn.train.checkpoint_naming import list_checkpoints
+
+    original, saves = FileSystemWriter.write_data, []
+
+    def interrupted_on_the_second_save(self, *args, **kwargs):
+        saves.append(1)
+        if len(saves) == 2:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(FileSystemWriter, "write_data", interrupted_on_the_second_save)
+    argv = ["train", "--dataset", SMALL, "--epochs", "2", "--quiet", "--checkpoint-dir", str(tmp_path / "ck"),
+            "--checkpoint-every", "1"]
+    assert main(argv) == 130
+    assert capsys.readouterr().err == "gridgnn: interrupted\n"
+    assert [epoch for epoch, _ in list_checkpoints(tmp_path / "ck")] == [1]
+
+
+@pytest.mark.parametrize("procs", ["1", pytest.param("2", marks=pytest.mark.slow)])
+def test_closed_stdout_is_no_traceback(procs: str, tmp_path: Path) -> None:
+    """``gridgnn train ... >&-``: Python starts without sys.stdout; the output is discarded, the run completes."""
+    argv = [sys.executable, "-m", "gridgnn", "train", "--dataset", SMALL, "--epochs", "1", "--nprocs", procs,
+            "--metrics-out", str(tmp_path / "m.json"), *(["--algo", "1d"] if procs != "1" else [])]
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+    assert (tmp_path / "m.json").is_file()
