@@ -230,3 +230,28 @@ def test_closed_stdout_is_no_traceback(procs: str, tmp_path: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, preexec_fn=lambda: os.close(1))
     assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
     assert (tmp_path / "m.json").is_file()
+
+
+def test_metis_prints_nothing_of_its_own(capfd) -> None:
+    """METIS's ``***Cannot bisect a graph with 0 vertices!`` (more parts than vertices) stays off the terminal,
+    on the one-weight (pymetis) and the multi-constraint (ctypes) paths alike."""
+    import scipy.sparse as sp
+
+    from gridgnn.data.metis import membership
+
+    path = sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]]))
+    assert membership(path, 8).shape == (3,)
+    assert membership(path, 16, np.ones((3, 2), np.int64)).shape == (3,)
+    assert capfd.readouterr() == ("", "")
+
+
+@pytest.mark.slow  # waits out a 5-second rendezvous timeout in a fresh interpreter
+def test_a_worker_that_cannot_reach_its_master_prints_no_cpp_log_lines(tmp_path: Path) -> None:
+    """c10d logs ``[E ...] socket.cpp`` / ``[W ...] TCPStore.cpp`` lines and C++ frames while it retries; they
+    are captured where the process group is joined, so only gridgnn's own line (if any) reaches stderr."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": "29517"}
+    done = subprocess.run([sys.executable, "-m", "gridgnn", "train", "--dataset", SMALL, "--epochs", "1", "--algo",
+                           "1d", "--timeout", "5"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert all(line.startswith("gridgnn: ") for line in done.stderr.splitlines()), done.stderr[-2000:]

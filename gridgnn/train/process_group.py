@@ -14,6 +14,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from gridgnn.c_output import c_output_captured
 from gridgnn.errors import ConfigError
 from gridgnn.grid.network import port_taken_error, prepare_worker_network
 from gridgnn.grid.process_grid import backend_for, default_device
@@ -31,12 +32,13 @@ def init_from_env(timeout_s: float, interface: str | None = None, threads: int |
         prepare_worker_network(timeout_s, interface)  # gloo's interface; a rendezvous that answers
         backend, timeout = backend_for(default_device()), timedelta(seconds=timeout_s)
         try:
-            store = _restart_safe_agent_store(timeout)
-            if store is None:
-                dist.init_process_group(backend, init_method="env://", timeout=timeout)
-            else:
-                dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
-                                        world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+            with c_output_captured():  # c10d's own [E ...]/[W ...] lines while it retries: the error says it all
+                store = _restart_safe_agent_store(timeout)
+                if store is None:
+                    dist.init_process_group(backend, init_method="env://", timeout=timeout)
+                else:
+                    dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
         except RuntimeError as error:  # DistNetworkError included
             raise (port_taken_error(error) or error) from None
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
