@@ -255,3 +255,56 @@ def test_a_worker_that_cannot_reach_its_master_prints_no_cpp_log_lines(tmp_path:
                            "1d", "--timeout", "5"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert done.returncode == 3, done.stderr[-2000:]
     assert all(line.startswith("gridgnn: ") for line in done.stderr.splitlines()), done.stderr[-2000:]
+
+
+class _TwoProcessGrid:
+    """The part of a `ProcessGrid` a `Communicator` reads, for rank 1 of a 2-process row (no real group)."""
+
+    rank, device = 1, torch.device("cpu")
+
+    def size(self, axis: str) -> int:
+        return 2
+
+    def index(self, axis: str) -> int:
+        return 1
+
+    def group(self, axis: str) -> None:
+        return None
+
+
+ALLOCATOR_FAILURES = [
+    RuntimeError("[enforce fail at alloc_cpu.cpp:118] data. DefaultCPUAllocator: not enough memory: you tried to "
+                 "allocate 4294967296 bytes."),
+    RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:1] DefaultCPUAllocator: can't allocate memory"),
+]
+
+
+@pytest.mark.parametrize("error", ALLOCATOR_FAILURES, ids=["allocator", "allocator-inside-gloo"])
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "async"])
+def test_a_rank_out_of_memory_inside_a_collective_says_so(error: BaseException, blocking: bool, monkeypatch,
+                                                          capsys) -> None:
+    """The rank that ran out of memory reports it (exit 2, "not enough memory"), not a peer that "stopped or
+    did not answer in time" (exit 3, which blamed a healthy rank and sent the launcher looking for it)."""
+    import torch.distributed as dist
+
+    from gridgnn.cli.main import guarded
+    from gridgnn.grid.comm import Communicator
+
+    class FailingWork:
+        def wait(self):
+            raise error
+
+    def broadcast(*_args, async_op=False, **_kwargs):
+        if async_op:
+            return FailingWork()
+        raise error
+
+    monkeypatch.setattr(dist, "broadcast", broadcast)
+    comm = Communicator(_TwoProcessGrid())
+    tensor = torch.zeros(4)
+    call = (lambda: comm.broadcast(tensor, "row", 0)) if blocking else (
+        lambda: comm.broadcast_async(tensor, "row", 0).wait())
+    monkeypatch.delenv("WORLD_SIZE", raising=False)  # guarded would end a worker with os._exit
+    assert guarded(lambda: call() or 0) == 2
+    line = capsys.readouterr().err
+    assert line.startswith("gridgnn: error: not enough memory") and "did not answer" not in line, line

@@ -19,7 +19,7 @@ from gridgnn import __version__
 from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 from gridgnn.limits import check_threads, check_timeout
-from gridgnn.peer_errors import collective_error_line
+from gridgnn.peer_errors import collective_error_line, is_out_of_memory
 
 EXIT_USAGE = 2
 EXIT_PEER_FAILED = 3
@@ -75,11 +75,8 @@ def _torch_error(error: BaseException, name: str) -> bool:
 
 
 def _out_of_memory(error: BaseException) -> bool:
-    """True for allocation failures: `MemoryError` (numpy, Python) and torch's CPU allocator error."""
-    return isinstance(error, MemoryError) or _torch_error(error, "cuda.OutOfMemoryError") or (
-        isinstance(error, RuntimeError) and ("can't allocate memory" in str(error)
-                                             or "Storage size calculation overflowed" in str(error))
-    )
+    """True for allocation failures (`gridgnn.peer_errors.is_out_of_memory`)."""
+    return is_out_of_memory(error)
 
 
 def _one_line(error: BaseException) -> str:
