@@ -73,7 +73,8 @@ def check_inflation(source: Path | io.BytesIO, where: Path | str) -> None:
         with zipfile.ZipFile(source) as archive:
             problem = zip_inflation_problem(archive)
         if problem is not None:
-            raise DataError(f"{where}: {problem}; not reading it")
+            raise DataError(f"{where}: {problem}; not reading it (if the arrays are genuine, save them "
+                            "uncompressed with np.savez)")
     if isinstance(source, io.BytesIO):
         source.seek(0)
 
