@@ -80,6 +80,8 @@ MODEL_FILE_CASES = [
     # widths the 12 -> 16 -> 3 weights of the file cannot fill: refused before 60 MB of matrices is allocated
     ("model-hidden-beyond-the-state", _config(hidden_channels=1_000_000), "need at least 15000000 weights"),
     ("model-gat-heads-beyond-limit", _kind("gat", heads=10**6), "heads must be an integer in [1, 1024]"),
+    # 1024 heads of 16 channels: layers 12 -> 16384 -> 3 need 245,760 weights, the file's state 259
+    ("model-gat-heads-beyond-the-state", _kind("gat", heads=1024), "its layers 12 -> 16384 -> 3 need at least"),
     ("model-gin-infinite-eps", _kind("gin", eps=float("inf")), "eps must be a finite number"),
     ("model-zip-bomb", _deflated, "would inflate"),
 ]

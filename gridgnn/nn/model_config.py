@@ -39,8 +39,8 @@ def _fraction(config: dict, key: str) -> None:
 
 def check_model_config(kind: str, config: dict) -> list[int]:
     """Raise ValueError naming the first bad field of a ``kind`` model's ``config`` (the model file layout of
-    `gridgnn.nn.export`); returns the layer widths ``[in, hidden, ..., hidden, out]`` (GAT: ``hidden`` is the
-    width of one head)."""
+    `gridgnn.nn.export`); returns the layer widths ``[in, hidden, ..., hidden, out]`` (GAT: ``hidden`` is
+    ``heads`` times the width of one head, its hidden layers concatenating them)."""
     widths = {key: _integer(config, key, 1, MAX_TENSOR_ELEMENTS) for key in _WIDTHS}
     layers = _integer(config, "num_layers", 1, MAX_LAYERS)
     _fraction(config, "dropout")
@@ -53,11 +53,12 @@ def check_model_config(kind: str, config: dict) -> list[int]:
     if kind == "gin" and (isinstance(config.get("eps"), bool) or not isinstance(config.get("eps"), (int, float))
                           or not math.isfinite(config["eps"])):
         raise ValueError(f"eps must be a finite number, got {config.get('eps')!r}")
+    heads = 1
     if kind == "gat":
-        _integer(config, "heads", 1, MAX_HEADS)
+        heads = _integer(config, "heads", 1, MAX_HEADS)
         _integer(config, "output_heads", 1, MAX_HEADS)
         _fraction(config, "attn_dropout")
-    hidden = [widths["hidden_channels"]] * (layers - 1)
+    hidden = [widths["hidden_channels"] * heads] * (layers - 1)  # GAT's hidden layers concatenate their heads
     return [widths["in_channels"], *hidden, widths["out_channels"]]
 
 
