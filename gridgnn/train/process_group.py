@@ -18,7 +18,6 @@ from gridgnn.c_output import c_output_captured
 from gridgnn.errors import ConfigError
 from gridgnn.grid.network import port_taken_error, prepare_worker_network
 from gridgnn.grid.process_grid import backend_for, default_device
-from gridgnn.limits import MAX_PLAN_PROCS
 
 _IMPORTED_AT = time.monotonic()
 
@@ -72,13 +71,15 @@ def in_launched_worker() -> bool:
     return False
 
 
+MAX_WORLD_SIZE = 1 << 24
+"""The largest WORLD_SIZE taken from the environment (far beyond any job; a guard against nonsense)."""
 _FIX = "start workers with torchrun or gridgnn train --nprocs, or unset RANK and WORLD_SIZE to train on one process"
 
 
 def check_launch_environment(environ) -> None:
     """Refuse (`ConfigError`, one line) a torchrun environment that cannot describe a process group, before
     torch.distributed reads it (its errors are C++ frames or a wait for ranks that never come): RANK and
-    WORLD_SIZE both set, whole numbers with 0 <= RANK < WORLD_SIZE <= `MAX_PLAN_PROCS`; LOCAL_RANK and
+    WORLD_SIZE both set, whole numbers with 0 <= RANK < WORLD_SIZE <= `MAX_WORLD_SIZE`; LOCAL_RANK and
     LOCAL_WORLD_SIZE likewise when set; MASTER_ADDR set and MASTER_PORT a port in 1..65535."""
     def number(name: str, low: int, high: int) -> int:
         text = environ.get(name)
@@ -94,7 +95,7 @@ def check_launch_environment(environ) -> None:
                               f"[{low}, {high}]: {_FIX}")
         return value
 
-    world = number("WORLD_SIZE", 1, MAX_PLAN_PROCS)
+    world = number("WORLD_SIZE", 1, MAX_WORLD_SIZE)
     number("RANK", 0, world - 1)
     if "LOCAL_WORLD_SIZE" in environ or "LOCAL_RANK" in environ:
         local_world = number("LOCAL_WORLD_SIZE", 1, world) if "LOCAL_WORLD_SIZE" in environ else world
