@@ -308,3 +308,15 @@ def test_a_rank_out_of_memory_inside_a_collective_says_so(error: BaseException, 
     assert guarded(lambda: call() or 0) == 2
     line = capsys.readouterr().err
     assert line.startswith("gridgnn: error: not enough memory") and "did not answer" not in line, line
+
+
+def test_a_checkpoint_of_a_reordered_prepared_folder_resumes_on_the_dataset_itself(tmp_path: Path, capsys) -> None:
+    """A folder prepared with ``--reorder metis`` keeps the digest of its content in the original order, so
+    its checkpoint resumes on the dataset it was prepared from (another vertex order)."""
+    folder, ck = str(tmp_path / "prep"), str(tmp_path / "ck")
+    assert main(["prepare", SMALL, "--out", folder, "--reorder", "metis", "--parts", "2"]) == 0
+    assert main(["train", "--dataset", folder, "--reorder", "metis", "--algo", "1d", "--nprocs", "2", "--epochs",
+                 "2", "--quiet", "--checkpoint-dir", ck]) == 0
+    capsys.readouterr()
+    assert main(["train", "--dataset", SMALL, "--epochs", "3", "--quiet", "--checkpoint-dir", ck, "--resume"]) == 0, \
+        capsys.readouterr().err
