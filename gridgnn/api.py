@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.errors import ConfigError
+from gridgnn.errors import ConfigError, DataError
 from gridgnn.nn.export import check_fits
 from gridgnn.nn.export import load_model as _load_model
 from gridgnn.nn.export import save_model as _save_model
@@ -96,13 +96,19 @@ def graph_from_arrays(adjacency, features=None, labels=None, *, train_mask=None,
     """A `Graph` from arrays: ``adjacency`` a scipy sparse (n, n) matrix with ``adj[dst, src] != 0`` or an
     edge index (2, E) of (source, target) rows; ``features`` (n, f) (placeholders when None); ``labels`` (n,)
     int (one class when None); bool masks (n,) (a seeded 60/20/20 split when any is None)."""
-    from gridgnn.data.interop import graph_from_pyg
+    from gridgnn.data.interop import edge_ids, graph_from_pyg
 
     if sp.issparse(adjacency):
+        if adjacency.ndim != 2 or adjacency.shape[0] != adjacency.shape[1]:
+            raise DataError(f"adjacency must be a square (n, n) matrix, got shape {adjacency.shape}")
         coo = sp.coo_matrix(adjacency)
+        if coo.data.dtype.kind not in "biuf" or not np.isfinite(coo.data).all():
+            raise DataError("adjacency holds NaN, infinite or non-numeric values; give finite edge weights")
         edge_index, num_nodes = np.vstack([coo.col, coo.row]), adjacency.shape[0]
     else:
-        edge_index = np.asarray(adjacency)
+        edge_index = edge_ids(np.asarray(adjacency), "edge index")
+        if edge_index.shape[1] == 0 and features is None:
+            raise DataError("the edge index is empty: give features (n, f) to say how many vertices there are")
         num_nodes = features.shape[0] if features is not None else int(edge_index.max()) + 1
     data = SimpleNamespace(edge_index=edge_index, num_nodes=num_nodes, x=features, y=labels,
                            train_mask=train_mask, val_mask=val_mask, test_mask=test_mask)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from gridgnn.errors import ConfigError
-from gridgnn.limits import MAX_LAYERS, check_hidden_width
+from gridgnn.limits import FLOAT32_MAX, MAX_LAYERS, MAX_LR, check_hidden_width
 
 ORDERS = ("auto", "aggregate-first", "transform-first")
 """Per-layer product order: ``aggregate-first`` is (Â H) W (CAGNET), ``transform-first`` is Â (H W),
@@ -192,8 +192,8 @@ class TrainConfig:
         if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from.strip()):
             raise ConfigError(f"init_from must name a model file, got {self.init_from!r}")
         _check_float("dropout", self.dropout, low=0.0, high=1.0, high_open=True)
-        _check_float("lr", self.lr, low=0.0, high=math.inf, low_open=True)
-        _check_float("weight_decay", self.weight_decay, low=0.0, high=math.inf)
+        _check_float("lr", self.lr, low=0.0, high=MAX_LR, low_open=True)
+        _check_float("weight_decay", self.weight_decay, low=0.0, high=FLOAT32_MAX)
         _check_choice("order", self.order, ORDERS)
         _check_choice("algo", self.algo, ALGOS)
         _check_choice("comm", self.comm, COMMS)

@@ -29,6 +29,14 @@ MAX_TENSOR_ELEMENTS = 1 << 59
 MAX_PLAN_PRODUCT = 1 << 58
 """The largest product of a vertex or edge count with a width that `gridgnn plan` accepts: its byte counts
 (x 8 bytes at most, summed over a few terms) stay within numpy's int64."""
+MAX_MEMORY_BYTES = (1 << 63) - 1
+"""The largest memory size (``--memory-per-proc``): byte counts are int64 in the cost model and in torch."""
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest finite float32: the weights, their updates and the scalars torch multiplies them by."""
+MAX_LR = FLOAT32_MAX * (1 - 0.9)
+"""The largest learning rate: Adam's first step is ``lr / (1 - β1)`` (β1 = 0.9), a scalar torch converts to
+float32 (beyond it torch raises an overflow error; below it a too-large rate diverges, see
+`gridgnn.train.nonfinite`)."""
 BYTES_PER_PARAMETER = 16
 """float32 weight, gradient and Adam's two moments."""
 
@@ -110,3 +118,27 @@ def check_plan_sizes(num_nodes: int, num_entries: int, widths: dict[str, int]) -
     if product is not None:
         raise ConfigError(f"{product} is beyond what the cost model counts (at most {MAX_PLAN_PRODUCT} = 2^58 "
                           "elements); plan a smaller graph or width")
+
+
+MAX_INFLATION = 200
+"""The most a compressed zip member (``.npz``, a model file) may inflate, as declared size / stored size:
+numeric arrays deflate far less; a "zip bomb" reaches about 1,000."""
+SMALL_MEMBER_BYTES = 16 << 20
+"""Members that inflate to at most this many bytes are not held to `MAX_INFLATION` (they cost nothing)."""
+
+
+def zip_inflation_problem(archive) -> str | None:
+    """What is wrong with the sizes a zip archive (a `zipfile.ZipFile`) declares, in words, or None: a member
+    inflating beyond `MAX_INFLATION` times its stored size, or members declaring more bytes in all than this
+    machine's memory. Reads the central directory only, so it runs before anything is inflated."""
+    total = 0
+    for member in archive.infolist():
+        total += member.file_size
+        ratio = member.file_size / max(member.compress_size, 1)
+        if member.file_size > SMALL_MEMBER_BYTES and ratio > MAX_INFLATION:
+            return (f"member '{member.filename}' would inflate {ratio:.0f}x (from {human_bytes(member.compress_size)}"
+                    f" to {human_bytes(member.file_size)}), beyond the {MAX_INFLATION}x arrays reach")
+    memory = machine_memory_bytes()
+    if memory is not None and total > memory:
+        return f"its members declare {human_bytes(total)} in all, more than this machine's {human_bytes(memory)}"
+    return None

@@ -42,6 +42,18 @@ def first_line(error: BaseException, limit: int | None = None) -> str:
     return clean_text((str(error).strip().splitlines() or [type(error).__name__])[0])[:limit]
 
 
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for an allocation failure of this process: `MemoryError` (numpy, Python), torch's CPU allocator
+    error, CUDA's out of memory. It is never a peer's fault, even inside a collective. Torch is not imported
+    for this: an error of a module that was never imported cannot have been raised."""
+    cuda_oom = getattr(sys.modules.get("torch.cuda"), "OutOfMemoryError", ())
+    if isinstance(error, (MemoryError, cuda_oom)):
+        return True
+    text = str(error)
+    return isinstance(error, RuntimeError) and ("can't allocate memory" in text or "not enough memory" in text
+                                                or "Storage size calculation overflowed" in text)
+
+
 def peer_failure_text(what: str, detail: str) -> str:
     """The one line for step ``what`` that failed because a peer died or stopped answering:
     ``"<what> failed: another worker stopped or did not answer in time (<detail>)"``. The only place that

@@ -433,7 +433,7 @@ FLAG_CASES = [
     ("seed-beyond-64-bits", ["--seed", str(2**70)], "seed must be at most"),
     ("dropout-one", ["--dropout", "1"], "dropout must be in [0, 1)"),
     ("dropout-nan", ["--dropout", "nan"], "dropout must be a finite number"),
-    ("lr-zero", ["--lr", "0"], "lr must be in (0, inf]"),
+    ("lr-zero", ["--lr", "0"], "lr must be in (0, 3.40282e+37]"),
     ("lr-inf", ["--lr", "inf"], "lr must be a finite number"),
     ("weight-decay-negative", ["--weight-decay", "-1"], "weight_decay must be in"),
     # issue 15: sizes checked against what the machine and the libraries can represent, before allocating

@@ -320,3 +320,33 @@ def test_comm_summary_of_a_run_resumed_on_a_smaller_grid():
                "epochs": [epoch(4), epoch(4), epoch(2)]}
     text = format_comm_summary(metrics)
     assert "1d 2 (2 processes)" in text and f"{8 * len(PHASES)} B per rank" in text
+
+
+def test_comm_summary_when_every_epoch_came_from_another_grid():
+    # issue 40: resuming at the final epoch on another world size ran no epoch here (IndexError before)
+    from gridgnn.cli.train_cmd import format_comm_summary
+    from gridgnn.grid.comm_records import PHASES
+
+    epoch = {"comm": {"bytes": [8] * 2, "by_phase": {phase: [1] * 2 for phase in PHASES}}, "comm_time_s": 0.1,
+             "exposed_comm_time_s": 0.05, "compute_time_s": 0.2}
+    metrics = {"config": {"algo": "1d", "grid_shape": "4", "world_size": 4}, "epochs": [epoch, epoch]}
+    assert format_comm_summary(metrics).splitlines()[1] == "comm       no epoch ran on this grid"
+
+
+def test_a_reordered_runs_checkpoint_resumes_on_another_p_and_without_the_reordering(tmp_path):
+    """Issue 40: a ``--reorder metis`` checkpoint taken on P=2 resumes on P=4 (METIS cuts into 4 parts: another
+    vertex order) and with ``--reorder none``, each ending as the uninterrupted run on its grid (≤ 1e-5)."""
+    common = {"dataset": "csbm:nodes=300", "epochs": 6, "checkpoint_every": 3, "quiet": True, "algo": "1d",
+              "reorder": "metis"}
+    ref_4 = _grid_weights({**common, "checkpoint_dir": str(tmp_path / "ref4")}, 4)
+    ref_none = _grid_weights({**common, "reorder": "none", "checkpoint_dir": str(tmp_path / "ref-none")}, 2)
+    for folder in ("to4", "to-none"):
+        _grid_weights({**common, "epochs": 3, "checkpoint_dir": str(tmp_path / folder)}, 2)
+    moved = _grid_weights({**common, "checkpoint_dir": str(tmp_path / "to4"), "resume": True}, 4)
+    plain = _grid_weights({**common, "reorder": "none", "checkpoint_dir": str(tmp_path / "to-none"),
+                           "resume": True}, 2)
+    for resumed, reference in ((moved, ref_4), (plain, ref_none)):
+        for a, b in zip(resumed["weights"], reference["weights"], strict=True):
+            assert np.abs(a - b).max() <= 1e-5
+        np.testing.assert_allclose(resumed["loss"], reference["loss"], rtol=1e-5)
+        assert len(resumed["loss"]) == 6

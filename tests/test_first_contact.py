@@ -132,8 +132,8 @@ def test_the_algorithm_a_user_means(monkeypatch):
     assert resolve_algo(args) is None and args.algo == "auto"  # the planner's line says what it chose, and why
     args = argparse.Namespace(algo=None, nprocs=1)
     assert resolve_algo(args) is None and args.algo == "local"
-    monkeypatch.setenv("WORLD_SIZE", "4")
-    monkeypatch.setenv("RANK", "0")
+    for key, value in {"WORLD_SIZE": "4", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(key, value)  # as torchrun sets them
     args = argparse.Namespace(algo=None, nprocs=1)  # torchrun --nproc-per-node 4 without --algo
     assert resolve_algo(args) is None and args.algo == "auto"
 

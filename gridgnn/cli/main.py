@@ -19,7 +19,7 @@ from gridgnn import __version__
 from gridgnn.cli import calibrate_cmd, info_cmd, netcheck_cmd, plan_cmd, predict_cmd, prepare_cmd, report_cmd, train_cmd
 from gridgnn.errors import CollectiveError, GridGNNError
 from gridgnn.limits import check_log_every, check_threads, check_timeout
-from gridgnn.peer_errors import collective_error_line
+from gridgnn.peer_errors import collective_error_line, is_out_of_memory
 
 EXIT_USAGE = 2
 EXIT_PEER_FAILED = 3
@@ -77,11 +77,8 @@ def _torch_error(error: BaseException, name: str) -> bool:
 
 
 def _out_of_memory(error: BaseException) -> bool:
-    """True for allocation failures: `MemoryError` (numpy, Python) and torch's CPU allocator error."""
-    return isinstance(error, MemoryError) or _torch_error(error, "cuda.OutOfMemoryError") or (
-        isinstance(error, RuntimeError) and ("can't allocate memory" in str(error)
-                                             or "Storage size calculation overflowed" in str(error))
-    )
+    """True for allocation failures (`gridgnn.peer_errors.is_out_of_memory`)."""
+    return is_out_of_memory(error)
 
 
 def _one_line(error: BaseException) -> str:
@@ -97,9 +94,30 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def standard_streams() -> None:
+    """A standard stream the caller closed (``gridgnn train ... >&-``) is opened onto /dev/null: Python then
+    has no ``sys.stdout`` at all, and the next file opened would take descriptor 1, where torch's and gloo's
+    C++ code (and the workers, which inherit it) would write. Output so closed is discarded."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            reopened = False
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: ``fd`` itself
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            reopened = True
+        if getattr(sys, name) is None:  # closed at start; a descriptor open now is someone else's file
+            setattr(sys, name, open(fd if reopened else os.devnull, "w" if fd else "r", encoding="utf-8",
+                                    closefd=not reopened))
+
+
 def printable_output() -> None:
     """Names that are not valid in the terminal's encoding (a file name in another encoding reaches Python
-    as lone surrogates) print as backslash escapes instead of raising UnicodeEncodeError."""
+    as lone surrogates) print as backslash escapes instead of raising UnicodeEncodeError; closed standard
+    streams are opened onto /dev/null first (`standard_streams`)."""
+    standard_streams()
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
@@ -135,7 +153,7 @@ def guarded(work: Callable[[], int], *, launcher_speaks: bool = False) -> int:
             os._exit(EXIT_BROKEN_PIPE)
         return EXIT_BROKEN_PIPE
     except (GridGNNError, OSError) as error:
-        print(f"gridgnn: error: {_one_line(error)}", file=sys.stderr)
+        _say_error(_one_line(error))
         return EXIT_USAGE
     except (MemoryError, RuntimeError) as error:  # CollectiveError and torch's DistError are RuntimeErrors
         if isinstance(error, CollectiveError) or _torch_error(error, "distributed.DistError"):
@@ -148,6 +166,15 @@ def guarded(work: Callable[[], int], *, launcher_speaks: bool = False) -> int:
     except KeyboardInterrupt:
         print("gridgnn: interrupted", file=sys.stderr)
         return 130
+
+
+def _say_error(line: str) -> None:
+    """Print the run's one error line; a stderr that cannot be written (closed, or a read-only file in its
+    place) loses the line, not the exit status."""
+    try:
+        print(f"gridgnn: error: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _peer_failed(error: BaseException, launcher_speaks: bool = False) -> int:

@@ -24,7 +24,7 @@ from gridgnn.cost.process_baseline import baseline_note
 from gridgnn.cost.profile import load_profile, profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
-from gridgnn.limits import MAX_LAYERS, MAX_PLAN_PROCS, check_plan_sizes
+from gridgnn.limits import MAX_LAYERS, MAX_MEMORY_BYTES, MAX_PLAN_PROCS, check_plan_sizes, human_bytes
 
 if TYPE_CHECKING:  # the cost model (numpy, scipy) is imported when a plan is made, not to build the parser
     from gridgnn.cost.graph_stats import GraphStats
@@ -47,6 +47,10 @@ def parse_size(text: str) -> int:
         raise ConfigError(f"memory size '{text}' is not a number") from None
     if value <= 0:
         raise ConfigError(f"memory size must be positive, got '{text}'")
+    if not value <= MAX_MEMORY_BYTES:  # inf (1e400) too
+        raise ConfigError(f"memory size '{text}' is beyond {human_bytes(MAX_MEMORY_BYTES)} (2^63 bytes)")
+    if value < 1:
+        raise ConfigError(f"memory size '{text}' is less than one byte")
     return int(value)
 
 

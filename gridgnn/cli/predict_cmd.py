@@ -74,6 +74,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
     if args.predictions_out is None and args.embeddings_out is None:
         raise ConfigError("nothing to write: give --predictions-out FILE and/or --embeddings-out FILE")
+    in_launched_worker()  # a hand-set torchrun environment that cannot work is refused first, as by train
     from gridgnn.train.inference import load_trained
 
     model, _ = load_trained(args.model)  # a bad model file fails here, before any worker starts

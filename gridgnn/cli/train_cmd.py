@@ -398,6 +398,9 @@ def format_comm_summary(metrics: dict) -> str:
     epochs = [epoch for epoch in metrics["epochs"] if len(epoch.get("comm", {}).get("bytes", [])) == world]
     lines = [f"grid       {metrics['config']['algo']} {metrics['config']['grid_shape']} "
              f"({world} process{'es' * (world != 1)})"]
+    if not epochs:  # every epoch came from a checkpoint taken on another grid
+        lines.append("comm       no epoch ran on this grid")
+        return "\n".join(lines)
     phases = epochs[0]["comm"]["by_phase"]
     parts = []
     for phase in phases:

@@ -81,7 +81,10 @@ def expected_touched(block_nnz: np.ndarray, segments: list[int]) -> np.ndarray:
     width = np.diff(np.asarray(segments, dtype=np.float64))[None, :]
     rate = np.log1p(-1.0 / np.maximum(width, 2.0))  # log(1 - 1/w); a 1-column segment is touched by any entry
     rate = np.where(width == 1.0, -np.inf, rate)
-    return np.rint(-width * np.expm1(block_nnz * rate)).astype(np.int64)
+    block_nnz = np.asarray(block_nnz, dtype=np.float64)
+    exponent = np.zeros(np.broadcast_shapes(block_nnz.shape, rate.shape))
+    np.multiply(block_nnz, rate, out=exponent, where=block_nnz > 0)  # an empty block touches nothing (not 0 x -inf)
+    return np.rint(-width * np.expm1(exponent)).astype(np.int64)
 
 
 def slice_pairs(indptr, indices, rows: tuple[int, int], segments: list[int], slices: int) -> np.ndarray:

@@ -41,9 +41,7 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, 
     """
     where = f"PyG data '{name}'"
     num_nodes = int(data.num_nodes) if data.num_nodes is not None else 0
-    edge_index = _numpy(data.edge_index).astype(np.int64)
-    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
-        raise DataError(f"{where}: edge_index must have shape (2, E), got {edge_index.shape}")
+    edge_index = edge_ids(_numpy(data.edge_index), where)
     adj = adjacency_from_edges(edge_index[0], edge_index[1], num_nodes, where)
     x = getattr(data, "x", None)
     features = placeholder_features(adj, seed=seed) if x is None else _numpy(x).astype(np.float32)
@@ -61,6 +59,21 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, 
         meta={"format": "pyg", **({"labels": "none"} if y is None else {})},
     )
     return registry.preprocess(graph, directed, normalize_features) if preprocess else graph
+
+
+def edge_ids(edge_index: np.ndarray, where: str) -> np.ndarray:
+    """``edge_index`` (2, E) as int64 vertex ids; `DataError` for another shape, a non-numeric type, or float
+    ids that are not whole numbers (never truncated)."""
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise DataError(f"{where}: edge_index must have shape (2, E), got {edge_index.shape}")
+    if edge_index.dtype.kind not in "iuf":
+        raise DataError(f"{where}: edge_index must hold integer vertex ids, got {edge_index.dtype}")
+    if edge_index.dtype.kind == "f":
+        whole = np.isfinite(edge_index) & (edge_index == np.round(edge_index))
+        if not whole.all():
+            bad = float(edge_index[~whole][0])
+            raise DataError(f"{where}: edge_index holds {bad:g}, not a whole vertex id (ids are never truncated)")
+    return edge_index.astype(np.int64)
 
 
 def _masks(data: Any, num_nodes: int, split: int, seed: int, where: str) -> dict[str, np.ndarray]:

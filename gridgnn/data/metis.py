@@ -9,7 +9,8 @@ point with ``ctypes`` instead (METIS 5 manual, §5.5: ``METIS_PartGraphKway(nvtx
 vsize, adjwgt, nparts, tpwgts, ubvec, options, objval, part)``). Every option keeps METIS's default (a fixed
 seed, so the result is deterministic; the balance tolerance of k-way, 3 % on every constraint, and of
 recursive bisection), as ``pymetis.part_graph`` does; like it, 8 parts or fewer use recursive bisection.
-``idx_t``'s width is asked of the library itself (`_idx_type`). Not collective.
+``idx_t``'s width is asked of the library itself (`_idx_type`). What METIS prints is kept off the terminal
+(`gridgnn.c_output`). Not collective.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ctypes
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.c_output import c_output_captured
 from gridgnn.errors import ConfigError
 
 _METIS_OK = 1
@@ -37,11 +39,12 @@ def membership(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None
     if weights is not None and weights.ndim == 2 and weights.shape[1] > 1:
         return _multi_constraint(pymetis, sym, parts, weights, method)
     vweights = None if weights is None else weights.reshape(-1).tolist()
-    if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025
-        _, parts_of = pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(sym.indptr, sym.indices),
-                                         vweights=vweights)
-    else:
-        _, parts_of = pymetis.part_graph(parts, xadj=sym.indptr, adjncy=sym.indices, vweights=vweights)
+    with c_output_captured():  # METIS prints its complaints ("***Cannot bisect ...") on stdout
+        if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025
+            _, parts_of = pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(sym.indptr, sym.indices),
+                                             vweights=vweights)
+        else:
+            _, parts_of = pymetis.part_graph(parts, xadj=sym.indptr, adjncy=sym.indices, vweights=vweights)
     return np.asarray(parts_of, dtype=np.int64)
 
 
@@ -67,14 +70,16 @@ def _multi_constraint(pymetis, sym: sp.csr_matrix, parts: int, weights: np.ndarr
     objval = c_idx(0)
     entry = library.METIS_PartGraphRecursive if parts <= _MAX_RECURSIVE_PARTS else library.METIS_PartGraphKway
     entry.restype = ctypes.c_int
-    status = entry(ctypes.byref(c_idx(n)), ctypes.byref(c_idx(ncon)), _pointer(xadj), _pointer(adjncy),
-                   _pointer(vwgt), None, None, ctypes.byref(c_idx(parts)), None, None, _pointer(options),
-                   ctypes.byref(objval), _pointer(part))
+    with c_output_captured() as said:
+        status = entry(ctypes.byref(c_idx(n)), ctypes.byref(c_idx(ncon)), _pointer(xadj), _pointer(adjncy),
+                       _pointer(vwgt), None, None, ctypes.byref(c_idx(parts)), None, None, _pointer(options),
+                       ctypes.byref(objval), _pointer(part))
     if status == _METIS_ERROR_MEMORY:
         raise MemoryError(f"METIS ran out of memory partitioning {n} vertices for --reorder {method}")
     if status != _METIS_OK:
-        raise ConfigError(f"METIS refused the graph for --reorder {method} (status {status}); "
-                          "choose --reorder metis or metis-nnz")
+        told = " ".join(said[0].replace("***", " ").split())[:200]
+        raise ConfigError(f"METIS refused the graph for --reorder {method} (status {status}"
+                          f"{': ' + told if told else ''}); choose --reorder metis or metis-nnz")
     return part.astype(np.int64, copy=False)
 
 

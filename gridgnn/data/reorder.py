@@ -29,7 +29,9 @@ partial product touches few rows of the other sub-blocks (sparse 3D's depth exch
 
 Everything a user sees stays in original ids: ``meta["vertex_ids"]`` names each new row's original id (outputs),
 ``meta["reorder_order"]`` is ``order`` itself (dropout draws its masks from original rows, so a reordered
-run trains exactly the run of ``--reorder none``; outputs are written at original positions). Not collective.
+run trains exactly the run of ``--reorder none``; outputs are written at original positions), and
+``meta["content_digest"]`` is the digest of the graph in its original order (`gridgnn.data.prepared.graph_digest`:
+a checkpoint's fingerprint, so a checkpoint resumes under any order). Not collective.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 from gridgnn.config import REORDERS
 from gridgnn.data import metis
 from gridgnn.data.graph import Graph
+from gridgnn.data.prepared import graph_digest
 from gridgnn.errors import ConfigError
 from gridgnn.partition import block_bounds
 
@@ -182,7 +185,8 @@ def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0, nest: in
                     cut_fraction_before=cut_before, cut_fraction_after=cut_fraction(out.adj, parts, bounds))
     out.meta.pop("reorder_bounds", None)
     if method != "none":
-        out.meta.update(vertex_ids=original[order], reorder_order=order)
+        out.meta.update(vertex_ids=original[order], reorder_order=order,
+                        content_digest=graph.meta.get("content_digest") or graph_digest(graph))
     if bounds is not None:
         out.meta["reorder_bounds"] = bounds
     return out

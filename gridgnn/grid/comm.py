@@ -33,7 +33,7 @@ from gridgnn.errors import CollectiveError
 from gridgnn.grid.comm_records import PHASES, CommRecord, CommTotals
 from gridgnn.grid.overlap import InFlight, Pending, pipeline
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.peer_errors import first_line, peer_failure_text
+from gridgnn.peer_errors import first_line, is_out_of_memory, peer_failure_text
 
 # torch 2.13 renamed the equal-part collectives; older releases (>= 2.4) only have the first names.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -69,7 +69,11 @@ class Communicator:
         return self._phase
 
     def lost_peer(self, op: str, axis: str, error: RuntimeError) -> CollectiveError:
-        """The one-line `CollectiveError` for collective ``op`` on ``axis`` that failed with ``error``."""
+        """The one-line `CollectiveError` for collective ``op`` on ``axis`` that failed with ``error``; an
+        allocation failure of this process is raised as it is instead (this rank ran out of memory and says
+        so, exit 2: no peer is to blame)."""
+        if is_out_of_memory(error):
+            raise error
         return CollectiveError(peer_failure_text(f"{op} on axis '{axis}' (rank {self.grid.rank})",
                                                  first_line(error, 200)))
 

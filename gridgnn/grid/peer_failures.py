@@ -14,12 +14,14 @@ from contextlib import contextmanager
 import torch.distributed as dist
 
 from gridgnn.errors import CollectiveError
-from gridgnn.peer_errors import first_line, peer_failure_text
+from gridgnn.peer_errors import first_line, is_out_of_memory, peer_failure_text
 
 
 def is_peer_failure(error: BaseException) -> bool:
     """A failure of the process group (a peer died or timed out), not of the data or the files: torch's
     distributed errors, or the plain RuntimeError gloo raises for a closed or silent peer."""
+    if is_out_of_memory(error):  # this process's own failure, whatever library raised it
+        return False
     if isinstance(error, dist.DistError):
         return True
     text = str(error).lower()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +40,11 @@ import torch
 from torch import nn
 
 from gridgnn.errors import ConfigError, GridGNNError
+from gridgnn.limits import zip_inflation_problem
 from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
+from gridgnn.nn.model_config import check_model_config, check_state_covers
 from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
 
@@ -239,7 +242,8 @@ def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "c
     """
     source = Path(path)
     document = _read_document(source, map_location)
-    model = build_model(document["model"], document["config"], where=f"model file '{source}'")
+    model = build_model(document["model"], document["config"], where=f"model file '{source}'",
+                        state=document["state"])
     try:
         model.load_state_dict(document["state"], strict=True)
     except (RuntimeError, TypeError, KeyError) as exc:
@@ -256,8 +260,14 @@ def _read_document(source: Path, map_location) -> dict:
     if source.stat().st_size > MAX_MODEL_BYTES:
         raise ModelFileError(f"{where} is larger than {MAX_MODEL_BYTES >> 30} GiB: not a gridgnn model file")
     try:
+        if zipfile.is_zipfile(source):  # torch.save's format; its declared sizes checked before inflating
+            with zipfile.ZipFile(source) as archive:
+                problem = zip_inflation_problem(archive)
+            if problem is not None:
+                raise ModelFileError(f"{where}: {problem}; not reading it")
         document = torch.load(source, map_location=map_location, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError, AttributeError) as exc:
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError, AttributeError,
+            zipfile.BadZipFile) as exc:
         raise ModelFileError(f"{where} is not a readable gridgnn model file "
                              f"({' '.join(str(exc).split())[:160]})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
@@ -267,12 +277,22 @@ def _read_document(source: Path, map_location) -> dict:
     return document
 
 
-def build_model(kind: object, config: dict, *, where: str = "model") -> nn.Module:
+def build_model(kind: object, config: dict, *, where: str = "model", state: dict | None = None) -> nn.Module:
     """A fresh model of ``kind`` from its ``config`` (raises `ModelFileError` for an unknown kind or a bad
-    configuration)."""
+    configuration, checked before anything is allocated: `gridgnn.nn.model_config`; with ``state``, also a
+    configuration needing more weights than ``state`` holds)."""
     if kind not in MODEL_KINDS:
         raise ModelFileError(f"{where}: unknown model kind {kind!r} (this gridgnn knows "
                              f"{', '.join(MODEL_KINDS)})")
+    try:
+        widths = check_model_config(kind, config)
+    except ValueError as exc:
+        raise ModelFileError(f"{where}: malformed {kind} configuration ({exc})") from None
+    if state is not None:
+        try:
+            check_state_covers(widths, state)
+        except ValueError as exc:
+            raise ModelFileError(f"{where}: its weights do not fit its configuration ({exc})") from None
     try:
         return MODEL_KINDS[kind].build(config)
     except (KeyError, TypeError, ValueError, GridGNNError) as exc:

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
+from gridgnn.errors import DataError
 from gridgnn.parallel.grid_ops import GridOps
 
 
@@ -45,9 +46,14 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
 
 def local_block(array, agg) -> Tensor:
     """The block of a global array (n,) or (n, f) that this rank holds under ``agg`` (rows ``agg.row_range``
-    and, for 2-D arrays, columns ``agg.col_range(f)``), as a tensor. Not collective."""
+    and, for 2-D arrays, columns ``agg.col_range(f)``), as a tensor. Raises `DataError` for an array that is
+    not global (not one row per vertex) or not 1-D/2-D. Not collective."""
+    array = np.asarray(array)
+    if array.ndim not in (1, 2) or array.shape[0] != agg.num_nodes:
+        raise DataError(f"local_block needs the global array, (n,) or (n, f) with n = {agg.num_nodes} vertices; "
+                        f"got shape {array.shape}")
     r0, r1 = agg.row_range
-    tensor = torch.as_tensor(np.asarray(array)[r0:r1])
+    tensor = torch.as_tensor(array[r0:r1])
     if tensor.ndim == 2:
         c0, c1 = agg.col_range(tensor.shape[1])
         tensor = tensor[:, c0:c1]

@@ -85,6 +85,11 @@ class GridOps:
     def row_range(self) -> tuple[int, int]:
         return self.spmm.row_range
 
+    @property
+    def num_nodes(self) -> int:
+        """The global graph's vertex count (the rows of a global array)."""
+        return self.spmm.num_nodes
+
     def col_range(self, width: int) -> tuple[int, int]:
         return self.spmm.col_range(width)
 

@@ -29,13 +29,16 @@ def _causes(error: BaseException) -> list[BaseException]:
 @contextmanager
 def failures_explained(what: str, folder: Path) -> Iterator[None]:
     """Turn what goes wrong inside a checkpoint step into one of our one-line errors: `CollectiveError`
-    (exit 3) when a peer stopped answering, else `CheckpointError` (exit 2) naming the folder."""
+    (exit 3) when a peer stopped answering, else `CheckpointError` (exit 2) naming the folder; a Ctrl-C that
+    DCP wrapped with the rest is a `KeyboardInterrupt` again (exit 130)."""
     try:
         yield
     except (CheckpointError, CollectiveError):
         raise
     except (CheckpointException, RuntimeError, OSError, ValueError, KeyError, pickle.UnpicklingError) as error:
         causes = _causes(error)
+        if any(isinstance(cause, KeyboardInterrupt) for cause in causes):  # DCP wraps even Ctrl-C: exit 130
+            raise KeyboardInterrupt from None
         text = " ".join(str(causes[0]).split())[:300]
         first = f"{type(causes[0]).__name__}: {text}" if text else type(causes[0]).__name__
         if any(is_peer_failure(cause) for cause in causes):

@@ -17,11 +17,14 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``/``gat``, its widths
     and options) and the optimizer settings.
 
-    The grid (algorithm, P, replication, shape), the product order and the number of epochs may change, and so
-    may the optimizer's ``lr`` and ``weight_decay`` (`RESUME_MAY_CHANGE`: the resumed run continues Adam's
-    moments with the new values).
+    The grid (algorithm, P, replication, shape), the product order, the vertex order (``--reorder``) and the
+    number of epochs may change, and so may the optimizer's ``lr`` and ``weight_decay`` (`RESUME_MAY_CHANGE`:
+    the resumed run continues Adam's moments with the new values). A reordered graph is fingerprinted by the
+    digest of its content in the original order (``meta["content_digest"]``, `gridgnn.data.reorder`), since the
+    weights are not per vertex.
     """
-    digest = graph.digest if isinstance(graph, PreparedGraph) else graph_digest(graph)
+    digest = graph.meta.get("content_digest") or (
+        graph.digest if isinstance(graph, PreparedGraph) else graph_digest(graph))
     return {
         "dataset": {"name": graph.name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                     "num_features": graph.num_features, "num_classes": graph.num_classes,

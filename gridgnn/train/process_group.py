@@ -14,6 +14,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from gridgnn.c_output import c_output_captured
+from gridgnn.errors import ConfigError
 from gridgnn.grid.network import port_taken_error, prepare_worker_network
 from gridgnn.grid.process_grid import backend_for, default_device
 
@@ -29,12 +31,13 @@ def init_from_env(timeout_s: float, interface: str | None = None, threads: int |
         prepare_worker_network(timeout_s, interface)  # gloo's interface; a rendezvous that answers
         backend, timeout = backend_for(default_device()), timedelta(seconds=timeout_s)
         try:
-            store = _restart_safe_agent_store(timeout)
-            if store is None:
-                dist.init_process_group(backend, init_method="env://", timeout=timeout)
-            else:
-                dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
-                                        world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
+            with c_output_captured():  # c10d's own [E ...]/[W ...] lines while it retries: the error says it all
+                store = _restart_safe_agent_store(timeout)
+                if store is None:
+                    dist.init_process_group(backend, init_method="env://", timeout=timeout)
+                else:
+                    dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                            world_size=int(os.environ["WORLD_SIZE"]), timeout=timeout)
         except RuntimeError as error:  # DistNetworkError included
             raise (port_taken_error(error) or error) from None
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -60,8 +63,47 @@ def _restart_safe_agent_store(timeout: timedelta) -> dist.Store | None:
 
 
 def in_launched_worker() -> bool:
-    """True inside a worker started by torchrun or `gridgnn train --nprocs` (they set WORLD_SIZE)."""
-    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+    """True inside a worker started by torchrun or `gridgnn train --nprocs` (they set WORLD_SIZE); a
+    launcher's environment that is set by hand and incomplete or wrong is refused (`check_launch_environment`)."""
+    if "WORLD_SIZE" in os.environ or "RANK" in os.environ:
+        check_launch_environment(os.environ)
+        return True
+    return False
+
+
+MAX_WORLD_SIZE = 1 << 24
+"""The largest WORLD_SIZE taken from the environment (far beyond any job; a guard against nonsense)."""
+_FIX = "start workers with torchrun or gridgnn train --nprocs, or unset RANK and WORLD_SIZE to train on one process"
+
+
+def check_launch_environment(environ) -> None:
+    """Refuse (`ConfigError`, one line) a torchrun environment that cannot describe a process group, before
+    torch.distributed reads it (its errors are C++ frames or a wait for ranks that never come): RANK and
+    WORLD_SIZE both set, whole numbers with 0 <= RANK < WORLD_SIZE <= `MAX_WORLD_SIZE`; LOCAL_RANK and
+    LOCAL_WORLD_SIZE likewise when set; MASTER_ADDR set and MASTER_PORT a port in 1..65535."""
+    def number(name: str, low: int, high: int) -> int:
+        text = environ.get(name)
+        if text is None:
+            raise ConfigError(f"the torchrun environment sets {'RANK' if name == 'WORLD_SIZE' else 'WORLD_SIZE'} "
+                              f"but not {name}: {_FIX}")
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise ConfigError(f"the torchrun environment has {name}={text!r}, not a whole number in "
+                              f"[{low}, {high}]: {_FIX}")
+        return value
+
+    world = number("WORLD_SIZE", 1, MAX_WORLD_SIZE)
+    number("RANK", 0, world - 1)
+    if "LOCAL_WORLD_SIZE" in environ or "LOCAL_RANK" in environ:
+        local_world = number("LOCAL_WORLD_SIZE", 1, world) if "LOCAL_WORLD_SIZE" in environ else world
+        if "LOCAL_RANK" in environ:
+            number("LOCAL_RANK", 0, local_world - 1)
+    if not environ.get("MASTER_ADDR"):
+        raise ConfigError(f"the torchrun environment sets RANK and WORLD_SIZE but not MASTER_ADDR: {_FIX}")
+    number("MASTER_PORT", 1, 65535)
 
 
 def process_age_s() -> float:

@@ -11,6 +11,7 @@ metrics as one that was never interrupted. Storage and atomicity are `gridgnn.tr
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,9 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
+from gridgnn.limits import zip_inflation_problem
 from gridgnn.train.checkpoint_fingerprint import changed_on_resume, check_compatible, run_fingerprint
-from gridgnn.train.checkpoint_manifest import read_manifest
+from gridgnn.train.checkpoint_manifest import file_sha256, read_manifest
 from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
 
@@ -119,7 +121,8 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
         group["lr"], group["weight_decay"] = config.lr, config.weight_decay
     comm = history.get("comm")
     result = TrainResult(records, history["best_epoch"])
-    result.best_state = read_best_weights(config.checkpoint_dir, result.best_epoch)
+    result.best_state = read_best_weights(config.checkpoint_dir, result.best_epoch, manifest.get("best_weights"),
+                                          path)
     return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None,
                        changed_on_resume(manifest, current) or None)
 
@@ -140,12 +143,44 @@ def save_best_weights(directory: str, result: TrainResult) -> None:
     os.replace(partial, target)
 
 
-def read_best_weights(directory: str | None, epoch: int) -> dict | None:
-    """The best-validation weights saved for ``epoch``, or None (no file, another epoch, unreadable)."""
+def best_weights_record(directory: str, epoch: int | None) -> dict | None:
+    """What a checkpoint's manifest records of ``DIR/best-weights.pt`` as just written (rank 0): its best epoch,
+    size and SHA-256; None without such a file. Not collective."""
+    path = Path(directory) / BEST_WEIGHTS
+    if epoch is None or not path.is_file():
+        return None
+    return {"epoch": epoch, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def read_best_weights(directory: str | None, epoch: int, record: object = None,
+                      checkpoint: Path | None = None) -> dict | None:
+    """The best-validation weights saved for ``epoch``, or None (no file; a file a later save wrote for another
+    best epoch, when a crash kept that save from completing; unreadable without a record).
+
+    ``record`` (the checkpoint manifest's ``best_weights``, `best_weights_record`): a file for that epoch
+    whose size or SHA-256 differs was altered, and is refused (`CheckpointError`) as any file of a checkpoint.
+    """
     path = Path(directory) / BEST_WEIGHTS if directory is not None else None
     if path is None or not path.is_file():
         return None
+    if record is None:  # a checkpoint written before best weights were recorded
+        return _best_state(path, epoch)
+    if not isinstance(record, dict) or record.get("epoch") != epoch:
+        return None
+    if path.stat().st_size == record.get("bytes") and file_sha256(path) == record.get("sha256"):
+        return _best_state(path, epoch)
+    if _best_state(path, epoch) is not None:  # weights_only: nothing runs; another epoch's file is a later save's
+        raise CheckpointError(f"checkpoint '{checkpoint}' is damaged: {path} does not match the size and SHA-256 "
+                              f"its manifest records (altered); remove it to resume without the best weights")
+    return None
+
+
+def _best_state(path: Path, epoch: int) -> dict | None:
+    """The state of best-weights file ``path`` when it holds ``epoch``'s weights, else None."""
     try:
+        with zipfile.ZipFile(path) as archive:
+            if zip_inflation_problem(archive) is not None:
+                return None
         saved = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - a damaged copy only costs the best weights, which the error then names
         return None
@@ -176,6 +211,9 @@ class EpochSaver:
         manifest = {"fingerprint": self.fingerprint, "config": self.config.to_dict(), "grid": self.grid,
                     "history": history}
         save_best_weights(self.config.checkpoint_dir, result)  # first: a checkpoint never outruns it
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            manifest["best_weights"] = best_weights_record(self.config.checkpoint_dir,
+                                                           result.best_epoch if result.best_state else None)
         _store().save_checkpoint(self.config.checkpoint_dir, epoch, self.trainer.model, self.trainer.optimizer,
                                  manifest, self.config.keep_checkpoints)
 

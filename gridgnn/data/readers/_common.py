@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import pickle
 import struct
 import warnings
@@ -16,7 +17,7 @@ import scipy.sparse as sp
 
 from gridgnn.data.graph import Graph
 from gridgnn.errors import DataError
-from gridgnn.limits import MAX_CLASSES
+from gridgnn.limits import MAX_CLASSES, zip_inflation_problem
 
 # Exceptions that numpy, scipy, zipfile, gzip and pickle raise on malformed or truncated input.
 _PARSE_ERRORS = (
@@ -62,6 +63,20 @@ def load_table(path: Path, what: str, **loadtxt_kwargs: object) -> np.ndarray:
     with reading(path, what), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "input contained no data": callers check the size
         return np.loadtxt(path, **loadtxt_kwargs)
+
+
+def check_inflation(source: Path | io.BytesIO, where: Path | str) -> None:
+    """Refuse (`DataError`) a zip archive (``.npz``) whose members would inflate beyond what arrays do
+    (`gridgnn.limits.zip_inflation_problem`), from its central directory, before anything is inflated; a file
+    that is no zip archive is left to its reader. Leaves an in-memory ``source`` at its start."""
+    if zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as archive:
+            problem = zip_inflation_problem(archive)
+        if problem is not None:
+            raise DataError(f"{where}: {problem}; not reading it (if the arrays are genuine, save them "
+                            "uncompressed with np.savez)")
+    if isinstance(source, io.BytesIO):
+        source.seek(0)
 
 
 def require_file(path: Path) -> Path:

@@ -19,7 +19,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.data.graph import Graph
-from gridgnn.data.readers._common import build_graph, check_features, check_labels, is_symmetric, reading
+from gridgnn.data.readers._common import (
+    build_graph,
+    check_features,
+    check_inflation,
+    check_labels,
+    is_symmetric,
+    reading,
+)
 from gridgnn.data.splits import per_class_split
 from gridgnn.data.synthetic import placeholder_features, structure_only_graph
 from gridgnn.errors import DataError
@@ -31,6 +38,7 @@ VAL_PER_CLASS = 30
 def open_npz(path: Path) -> Mapping[str, np.ndarray]:
     """Load every array of an ``.npz`` file, or of the single ``.npz`` inside a ``.zip``, into a dict."""
     with reading(path, "npz/zip archive"):
+        check_inflation(path, path)
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
             if not any(n.endswith(".npy") for n in names):
@@ -58,6 +66,8 @@ def _load_arrays(source: Path | io.BytesIO, where: str) -> dict[str, np.ndarray]
     (name lists such as ``class_names``, or anything else however large) is skipped unread. Object arrays are
     pickles and never loaded: one under a key the readers use (``labels``, ``adj_data``, ...) raises
     `DataError`."""
+    with reading(where, "npz archive"):
+        check_inflation(source, where)
     with reading(where, "npz archive"), np.load(source, allow_pickle=False) as npz:
         arrays = {}
         for key in npz.files:

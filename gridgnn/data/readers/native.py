@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.data.graph import Graph
-from gridgnn.data.readers._common import build_graph, one_line, reading
+from gridgnn.data.readers._common import build_graph, check_inflation, one_line, reading
 from gridgnn.data.schemas import check_meta
 from gridgnn.errors import DataError
 
@@ -81,6 +81,8 @@ def load_native(path: Path | str) -> Graph:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
+    with reading(path, "gridgnn graph file"):
+        check_inflation(path, path)
     with reading(path, "gridgnn graph file"), np.load(path, allow_pickle=False) as npz:
         return graph_from_native({key: npz[key] for key in npz.files if _used(key)}, path)
 
