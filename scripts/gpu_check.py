@@ -137,9 +137,11 @@ def grid_worker(rank: int, world: int, config_fields: dict) -> dict:
     import torch.distributed as dist
 
     from gridgnn.train.grid_train import train_on_grid
+    from gridgnn.train.resolve import resolve_run
 
     config = TrainConfig(**config_fields)
-    trained, model = train_on_grid(config, load_graph(config), return_model=True)
+    config, shape, graph = resolve_run(config, load_graph(config), world)  # a run is resolved once, first
+    trained, model = train_on_grid(config, graph, return_model=True, shape=shape)
     devices = [None] * world
     dist.all_gather_object(devices, str(next(model.parameters()).device))
     epochs = trained.result.epochs
