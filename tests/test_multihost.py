@@ -68,7 +68,8 @@ def _check_exact(metrics: dict, reference: list, world: int) -> None:
 def _train_across(hosts: int, per_host: int, flags: list[str], prepared: Path, out: Path) -> dict:
     """One torchrun per namespaced host; returns rank 0's metrics."""
     args = ["--dataset", str(prepared), "--epochs", "3", "--quiet", "--timeout", "60", "--metrics-out", str(out),
-            *flags]
+            "--comm", "dense", "--no-cache-panels", "--no-full-feature-rows", "--no-defer-weight-gather",
+            *flags]  # the plain run: the axis the placement keeps within a host is the dense step's heaviest
     with NetnsCluster(hosts) as cluster:
         port = free_port()
         procs = [cluster.torchrun(host, per_host, port, args) for host in range(hosts)]

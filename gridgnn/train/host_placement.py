@@ -20,7 +20,7 @@ def place_ranks(config: TrainConfig, graph, shape: GridShape, hosts: HostMap | N
     per_host = max(len(hosts.ranks_on(label)) for label in hosts.hosts)
     stats = GraphStats.from_counts(graph.num_nodes, max(int(graph.num_edges), 0), graph.num_features,
                                    graph.num_classes)
-    terms = predict_epoch(config, stats, shape, cache_panels=config.cache_panels).terms
+    terms = predict_epoch(config, stats, shape, comm=config.comm, cache_panels=config.cache_panels).terms
     return Placement(shape, host_axis_order(shape, axis_bytes(terms), per_host))
 
 
