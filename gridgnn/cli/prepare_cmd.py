@@ -8,6 +8,7 @@ normalizing the whole graph.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -44,7 +45,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     from gridgnn.nn.models import operator_of
 
     target = Path(args.out)
-    if target.exists():
+    if os.path.lexists(target):  # a dangling link too: the folder is renamed onto the name, never through it
         raise ConfigError(f"--out '{target}' exists; choose a new folder")
     if not target.parent.is_dir():
         raise ConfigError(f"--out '{target}': folder '{target.parent}' does not exist")
