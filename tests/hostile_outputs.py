@@ -13,7 +13,7 @@ never harm what is already there.
 A case is `Case`: ``build(tmp)`` makes the scene in the case's folder and returns the command line;
 ``keyword``: the one error line must contain it (exit status 2), or None: the run must succeed (exit 0);
 ``check(tmp)``: what must hold afterwards (the victim intact, nothing left behind); ``process``: run as a
-real process (a hang or a SIGBUS must not take the test session down).
+real process (a hang or a SIGBUS must not take the test session down); ``slow``: starts workers (``-m slow``).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class Case:
     keyword: str | None
     check: Callable[[Path], None]
     process: bool = False
+    slow: bool = False
 
 
 def _train(*flags: str) -> list[str]:
@@ -413,6 +414,12 @@ CASES: list[Case] = [
          _disk_left_only(), process=True),
     Case("checkpoint-onto-a-full-disk", 4, _full_disk("--checkpoint-dir", "{fs}/ck"), "No space left",
          _disk_left_only(), process=True),
+    Case("npy-onto-a-full-disk-on-a-grid", 4,
+         _full_disk("--predictions-out", "{fs}/p.npy", "--algo", "1d", "--nprocs", "2"), "No space left",
+         _disk_left_only(), process=True, slow=True),
+    Case("save-model-onto-a-full-disk-on-a-grid", 4,
+         _full_disk("--save-model", "{fs}/m.pt", "--algo", "1d", "--nprocs", "2"), "No space left",
+         _disk_left_only(), process=True, slow=True),
     Case("fifo-for-a-prepared-array", 4, _prepared(_fifo_in_prepared("labels.npy")), "FIFO", _clean(),
          process=True),
     Case("fifo-for-the-prepared-row-pointers", 4, _prepared(_fifo_in_prepared("adj_indptr.npy")), "FIFO",

@@ -49,13 +49,15 @@ def _run(argv: list[str], process: bool, capsys) -> tuple[int, str, str]:
     env = {**os.environ, "PYTHONPATH": str(CODE_ROOT)}
     try:
         done = subprocess.run([sys.executable, "-m", "gridgnn", *argv], capture_output=True, text=True, env=env,
-                              timeout=120)
+                              timeout=240)
     except subprocess.TimeoutExpired:
-        pytest.fail("gridgnn hung (killed after 120 s)")
+        pytest.fail("gridgnn hung (killed after 240 s)")
     return done.returncode, done.stdout, done.stderr
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, id=f"{CLASSES[case.cls]}-{case.id}") for case in CASES])
+@pytest.mark.parametrize("case", [pytest.param(case, id=f"{CLASSES[case.cls]}-{case.id}",
+                                              marks=[pytest.mark.slow] if case.slow else [])
+                                  for case in CASES])
 def test_hostile_output(case, trained: Path, tmp_path: Path, capsys) -> None:
     shutil.copy(trained / "model.pt", tmp_path / "model.pt")
     shutil.copytree(trained / "prep", tmp_path / "prep")

@@ -24,6 +24,7 @@ from gridgnn.train.outputs import (
     vertex_ids,
     write_rows,
 )
+from gridgnn.train.row_writer import agree
 from gridgnn.train.trainer import Trainer, TrainResult
 
 
@@ -133,12 +134,21 @@ def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainRe
     epoch = select_weights(trainer.model, result, config.weights)
     write_vertex_outputs(trainer.model, trainer.features, trainer.layout, graph, predictions_out=config.predictions_out,
                          embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
-    if config.save_model is not None and rank == 0:
+    if config.save_model is None:
+        return
+    problem = None
+    if rank == 0:
         info = {"epoch": epoch, "weights": config.weights, "dataset": graph.name,
                 "num_nodes": graph.num_nodes, "num_features": graph.num_features,
                 "num_classes": graph.num_classes,
                 "feature_normalization": graph.meta.get("feature_normalization")}
-        save_model(trainer.model, config.save_model, info)
+        try:
+            save_model(trainer.model, config.save_model, info)
+        except ConfigError as exc:  # a full disk: every rank ends with rank 0's one line
+            problem = str(exc)
+    problem = agree(problem)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_out: str | None = None,

@@ -60,7 +60,7 @@ def write_rows_file(target: Path, what: str, rows: tuple[int, int], num_rows: in
     writer = writer_of(rows)
     token, problem, header = _from_rank0((token, problem, header))
     try:
-        _raise_if(_agree(problem))
+        _raise_if(agree(problem))
         problem = None
         if writer:
             try:
@@ -70,7 +70,7 @@ def write_rows_file(target: Path, what: str, rows: tuple[int, int], num_rows: in
                     _write_npy_rows(held, partial, header, rows, block, positions, what)
             except (OSError, ConfigError) as exc:
                 problem = _message(exc, what, target)
-        _raise_if(_agree(problem))
+        _raise_if(agree(problem))
         if _rank() == 0:
             try:
                 if csv:
@@ -79,7 +79,7 @@ def write_rows_file(target: Path, what: str, rows: tuple[int, int], num_rows: in
                 publish(partial, target, what)
             except (OSError, ConfigError) as exc:
                 problem = _message(exc, what, target)
-        _raise_if(_agree(problem))
+        _raise_if(agree(problem))
     except BaseException:
         if held is not None:  # ours: a partial claimed by another live run is never touched
             remove_quietly(partial)
@@ -237,7 +237,7 @@ def _from_rank0(value):
     return box[0]
 
 
-def _agree(problem: str | None) -> str | None:
+def agree(problem: str | None) -> str | None:
     """The first rank's problem, on every rank (collective on the world): one line everywhere."""
     if not _distributed():
         return problem
