@@ -42,13 +42,12 @@ def kind_of(mode: int) -> str:
 
 
 def existing_kind(path: str | os.PathLike) -> str | None:
-    """None when ``path`` is absent or a regular file, else what it is (``a FIFO``, ...); links not followed."""
+    """None when ``path`` is absent or a regular file, else what it is (``a FIFO``, ...); links not followed.
+    A path that cannot be looked at (its folder missing or a file) counts as absent: the write reports it."""
     try:
         mode = os.lstat(path).st_mode
-    except FileNotFoundError:
+    except OSError:
         return None
-    except OSError as exc:
-        raise ConfigError(f"cannot use '{path}': {exc.strerror or exc}") from None
     return None if stat.S_ISREG(mode) else kind_of(mode)
 
 

@@ -153,6 +153,13 @@ def _old_parts(tmp: Path) -> list[str]:
     return _train("--predictions-out", str(tmp / "p.csv"))
 
 
+def _old_parts_then_grid(tmp: Path) -> list[str]:
+    """The issue's example: parts a killed 2-process ``predict`` left, then a clean ``predict --nprocs 2``."""
+    _old_parts(tmp)
+    return ["predict", "--model", str(tmp / "model.pt"), "--dataset", SMALL, "--algo", "1d", "--nprocs", "2",
+            "--quiet", "--predictions-out", str(tmp / "p.csv")]
+
+
 def _killed_run_leftovers(tmp: Path) -> list[str]:
     """A killed run's partial and parts under today's names (the partial unlocked: its holder is gone)."""
     (tmp / ".p.csv.partial").write_text("node,predicted\n")
@@ -366,6 +373,8 @@ CASES: list[Case] = [
     Case("prepare-over-a-linked-array", 1, _prepared_over_link, None, _victim_intact),
     # 2. outputs silently corrupted
     Case("csv-parts-of-a-killed-run-old-names", 2, _old_parts, None, _csv_rows_exactly("p.csv", 300)),
+    Case("csv-parts-of-a-killed-run-then-a-grid", 2, _old_parts_then_grid, None, _csv_rows_exactly("p.csv", 300),
+         process=True, slow=True),
     Case("csv-partial-and-parts-of-a-killed-run", 2, _killed_run_leftovers, None,
          _both(_csv_rows_exactly("p.csv", 300), _clean("p.csv"))),
     Case("npy-another-run-is-writing", 2, _live_writer, "another run", _other_run_intact),
