@@ -146,16 +146,16 @@ def _prepared_over_link(tmp: Path) -> list[str]:
 # --- class 2: outputs silently corrupted ---------------------------------------------------------------------
 
 
-def _old_parts(tmp: Path) -> list[str]:
-    """Parts a killed run left under the names gridgnn 0.x used (``.p.csv.partial.<row>``)."""
-    for row in (0, 150):
-        (tmp / f".p.csv.partial.{row:015d}").write_text("".join(f"{9000 + i},0,1,0,0,0,0\n" for i in range(150)))
+def _old_parts(tmp: Path, rows: tuple[int, ...] = (0, 150)) -> list[str]:
+    """Parts a killed run left under the names of the previous release (``.p.csv.partial.<first row>``)."""
+    for row in rows:
+        (tmp / f".p.csv.partial.{row:015d}").write_text("".join(f"{9000 + i},0,1,0,0,0,0\n" for i in range(100)))
     return _train("--predictions-out", str(tmp / "p.csv"))
 
 
 def _old_parts_then_grid(tmp: Path) -> list[str]:
-    """The issue's example: parts a killed 2-process ``predict`` left, then a clean ``predict --nprocs 2``."""
-    _old_parts(tmp)
+    """The issue's example: parts a killed 3-process ``predict`` left, then a clean ``predict --nprocs 2``."""
+    _old_parts(tmp, (0, 100, 200))
     return ["predict", "--model", str(tmp / "model.pt"), "--dataset", SMALL, "--algo", "1d", "--nprocs", "2",
             "--quiet", "--predictions-out", str(tmp / "p.csv")]
 
@@ -274,7 +274,8 @@ def _predict_over(target: str) -> Callable[[Path], list[str]]:
         model = tmp / "model.npy"
         model.write_bytes((tmp / "model.pt").read_bytes())
         out = {"model": model, "labels": tmp / "prep" / "labels.npy"}[target]
-        return ["predict", "--model", str(model), "--dataset", str(tmp / "prep"), "--predictions-out", str(out)]
+        return ["predict", "--model", str(model), "--dataset", str(tmp / "prep"), "--algo", "1d",
+                "--predictions-out", str(out)]
     return build
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hostile_outputs import CASES, CLASSES, HELD, SMALL, unmount
 
@@ -83,3 +84,14 @@ def test_every_class_has_several_cases() -> None:
     assert len(ids) == len(set(ids))
     for cls in CLASSES:
         assert sum(case.cls == cls for case in CASES) >= 5, CLASSES[cls]
+
+
+def test_an_earlier_output_beside_the_inputs_is_no_input(trained: Path, tmp_path: Path, capsys) -> None:
+    """Refusing an output on an input must not refuse a run writing again where it wrote before: a file of
+    the run's own in a prepared folder, replaced by the next run, is not one of the folder's arrays."""
+    shutil.copytree(trained / "prep", tmp_path / "prep")
+    out = tmp_path / "prep" / "p.npy"
+    argv = ["predict", "--model", str(trained / "model.pt"), "--dataset", str(tmp_path / "prep"), "--algo", "1d",
+            "--quiet", "--predictions-out", str(out)]
+    assert main(argv) == 0 and main(argv) == 0, capsys.readouterr().err
+    assert np.load(out).shape == (300,)

@@ -39,6 +39,10 @@ from gridgnn.safe_files import create_new, regular_or_fail
 
 MANIFEST = "prepared.json"
 FORMAT = "gridgnn-prepared/1"
+ARRAYS = ("adj_indptr", "adj_indices", "adj_data", "features", "features_indptr", "features_indices",
+          "features_data", "labels", "train_mask", "val_mask", "test_mask", "vertex_ids", "reorder_order",
+          "reorder_bounds")
+"""Every array a folder may hold (``NAME.npy``)."""
 
 
 def graph_digest(graph: Graph) -> str:

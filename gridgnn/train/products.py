@@ -48,7 +48,7 @@ def check_products(config: TrainConfig, rank: int = 0, reads: dict[str, str] | N
 def check_distinct_outputs(config: TrainConfig, reads: dict[str, str] | None = None) -> None:
     """Raise `ConfigError` when two outputs (``--save-model``, ``--predictions-out``, ``--embeddings-out``,
     ``--metrics-out``, ``--checkpoint-dir`` or a file gridgnn keeps inside it) name one file, or an output
-    names an input (``--dataset`` file or a file in its folder, ``reads``): one would silently replace the
+    names an input (``--dataset`` file or a prepared folder's file, ``reads``): one would silently replace the
     other. Paths are compared after resolving their folders; existing files also by device and inode.
     Not collective."""
     named = [(flag, path) for flag, path in (("--save-model", config.save_model),
@@ -63,9 +63,8 @@ def check_distinct_outputs(config: TrainConfig, reads: dict[str, str] | None = N
     for flag, path in inputs.items():
         for key in _identities(path):
             seen[key] = (flag, path)
-        if os.path.isdir(path):
-            for entry in os.scandir(path):
-                seen[("path", os.path.realpath(path), entry.name)] = (flag, os.path.join(path, entry.name))
+        for name in _folder_inputs(path):
+            seen[("path", os.path.realpath(path), name)] = (flag, os.path.join(path, name))
     for flag, path in named:
         for key in _identities(path):
             if key in seen and seen[key][0] != flag:
@@ -78,6 +77,16 @@ def check_distinct_outputs(config: TrainConfig, reads: dict[str, str] | None = N
             if flag != "--checkpoint-dir" and _inside_checkpoints(Path(path), kept):
                 raise ConfigError(f"{flag} '{path}' is a file gridgnn keeps in --checkpoint-dir "
                                   f"'{config.checkpoint_dir}'; write it elsewhere")
+
+
+def _folder_inputs(path: str) -> list[str]:
+    """The files a prepared folder reads (its manifest and the arrays it lists); none for anything else (other
+    folders may hold the run's own earlier outputs beside their data)."""
+    from gridgnn.data.prepared import ARRAYS, MANIFEST, is_prepared
+
+    if not os.path.isdir(path) or not is_prepared(path):
+        return []
+    return [MANIFEST] + [f"{name}.npy" for name in ARRAYS]
 
 
 def _identities(path: str) -> list:

@@ -144,8 +144,10 @@ def _start_npy(handle: int, block: np.ndarray, num_rows: int) -> int:
             np.lib.format.write_array_header_2_0(stream, header)
         length = stream.tell()
     total = length + num_rows * _row_bytes(block)
-    if total > length:
-        os.posix_fallocate(handle, 0, total)
+    if total > length and hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(handle, 0, total)  # a full disk fails here; the rows' pwrite then never does
+    else:
+        os.ftruncate(handle, total)
     return length
 
 
