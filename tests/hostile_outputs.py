@@ -373,7 +373,8 @@ CASES: list[Case] = [
          _victim_intact),
     Case("prepare-over-a-linked-array", 1, _prepared_over_link, None, _victim_intact),
     # 2. outputs silently corrupted
-    Case("csv-parts-of-a-killed-run-old-names", 2, _old_parts, None, _csv_rows_exactly("p.csv", 300)),
+    Case("csv-parts-of-a-killed-run-old-names", 2, _old_parts, None,
+         _both(_csv_rows_exactly("p.csv", 300), _clean("p.csv"))),
     Case("csv-parts-of-a-killed-run-then-a-grid", 2, _old_parts_then_grid, None, _csv_rows_exactly("p.csv", 300),
          process=True, slow=True),
     Case("csv-partial-and-parts-of-a-killed-run", 2, _killed_run_leftovers, None,

@@ -4,8 +4,9 @@ The steps, every one agreed by all ranks before the next (so a failure on any ra
 every rank, and nobody waits at a barrier for a rank that gave up)::
 
     1. rank 0 claims the hidden partial beside the target: created new (``O_EXCL | O_NOFOLLOW``) and held by
-       an exclusive ``flock`` until the end. A partial left by a killed run (unlocked) is removed with the
-       CSV parts of that target; a locked one means another run is writing the same file: refused.
+       an exclusive ``flock`` until the end. A partial left by a killed run (unlocked) is removed, and once
+       the claim is held every CSV part of that target left by earlier runs; a locked partial means another
+       run is writing the same file: refused.
        For .npy it writes the header and reserves the whole file (``posix_fallocate``): a full disk fails
        here, before any rank writes, and never later as SIGBUS (nothing is written through a memory map).
     2. each writing rank writes its rows: .npy with ``pwrite`` at the rows' offsets (a reordered graph's
@@ -97,23 +98,26 @@ def _part_stem(target: Path) -> str:
 
 
 def _claim(partial: Path, stem: str, target: Path, what: str) -> int:
-    """Rank 0: a new, locked partial; a stale one (no live holder) is removed with the target's old parts."""
+    """Rank 0: a new, locked partial (a stale one, with no live holder, removed first); once it is ours no
+    other run can be writing the target, so every CSV part of it left beside it is removed."""
     check_target(target, what)
     for _ in range(2):
         try:
             handle = create_new(partial, replace_stale=False)
         except FileExistsError:
-            _remove_stale(partial, stem, target, what)
+            _remove_stale(partial, target, what)
             continue
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and ours: cannot be held by another
+        for part in [*partial.parent.glob(f"{stem}.*.part"), *partial.parent.glob(f"{partial.name}.*")]:
+            remove_quietly(part)  # parts of killed runs (and of the previous release's naming): never joined
         return handle
     raise ConfigError(f"cannot write {what} '{target}': another run is writing it now; wait for it to end, "
                       "or choose another file")
 
 
-def _remove_stale(partial: Path, stem: str, target: Path, what: str) -> None:
-    """Remove the partial of a run that no longer holds it (killed), and every CSV part of ``target``; raise
-    `ConfigError` when a live run holds it."""
+def _remove_stale(partial: Path, target: Path, what: str) -> None:
+    """Remove the partial of a run that no longer holds it (killed); raise `ConfigError` when a live run holds
+    it."""
     try:
         old = open_regular(partial, os.O_RDONLY, f"partial of {what}")
     except ConfigError:
@@ -129,8 +133,6 @@ def _remove_stale(partial: Path, stem: str, target: Path, what: str) -> None:
     finally:
         os.close(old)
     remove_quietly(partial)
-    for part in partial.parent.glob(f"{stem}.*.part"):
-        remove_quietly(part)
 
 
 def _start_npy(handle: int, block: np.ndarray, num_rows: int) -> int:
