@@ -248,6 +248,14 @@ def _special_output(kind: str, flag: str, name: str) -> Callable[[Path], list[st
     return build
 
 
+def _calibrate_onto(kind: str, name: str) -> Callable[[Path], list[str]]:
+    """``gridgnn calibrate --out`` onto a link or FIFO: refused before measuring."""
+    def build(tmp: Path) -> list[str]:
+        _special_output(kind, "--out", name)(tmp)
+        return ["calibrate", "--nprocs", "2", "--repeats", "1", "--out", str(tmp / name)]
+    return build
+
+
 def _still(kind: str, name: str) -> Callable[[Path], None]:
     test = {"device": stat.S_ISCHR, "fifo": stat.S_ISFIFO, "link": stat.S_ISLNK}[kind]
 
@@ -402,6 +410,10 @@ CASES: list[Case] = [
          _still("fifo", "pipe.pt")),
     Case("embeddings-onto-a-symlink", 3, _special_output("link", "--embeddings-out", "link.csv"),
          "symbolic link", _still("link", "link.csv")),
+    Case("calibrate-profile-onto-a-symlink", 3, _calibrate_onto("link", "p.json"), "symbolic link",
+         _still("link", "p.json")),
+    Case("calibrate-profile-onto-a-fifo", 3, _calibrate_onto("fifo", "p.json"), "FIFO", _still("fifo", "p.json"),
+         process=True),
     Case("predictions-and-embeddings-one-path", 3,
          _pair("--predictions-out", "{tmp}/x.npy", "--embeddings-out", "{tmp}/x.npy"), "same file", _clean()),
     Case("model-and-predictions-one-path", 3,
