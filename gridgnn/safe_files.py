@@ -59,10 +59,11 @@ def check_target(path: str | os.PathLike, what: str) -> None:
                           "replaces or writes through one (name a new or regular file)")
 
 
-def short_name(name: str, suffix: str, prefix: str = ".") -> str:
-    """``PREFIX + name + suffix`` when it fits in a file name, else ``.gridgnn-<hash of name>`` + suffix."""
+def short_name(name: str, suffix: str, prefix: str = ".", reserve: int = 0) -> str:
+    """``PREFIX + name + suffix`` when it fits in a file name with ``reserve`` bytes to spare (a random tail
+    `tempfile` adds), else ``.gridgnn-<hash of name>`` + suffix."""
     full = f"{prefix}{name}{suffix}"
-    if len(os.fsencode(full)) <= NAME_MAX:
+    if len(os.fsencode(full)) + reserve <= NAME_MAX:
         return full
     return f".gridgnn-{hashlib.sha256(os.fsencode(name)).hexdigest()[:24]}{suffix}"
 

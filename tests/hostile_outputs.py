@@ -362,6 +362,14 @@ def _long_written(tmp: Path) -> None:
     assert _no_hidden(tmp) == []
 
 
+def _long_prepared(tmp: Path) -> list[str]:
+    return ["prepare", SMALL, "--out", str(tmp / ("d" * 250))]
+
+
+def _long_prepared_written(tmp: Path) -> None:
+    assert (tmp / ("d" * 250) / "prepared.json").is_file() and _no_hidden(tmp) == []
+
+
 CASES: list[Case] = [
     # 1. a file outside the run destroyed
     Case("lock-symlink-to-a-file", 1, _lock("symlink"), "symbolic link", _victim_intact),
@@ -448,4 +456,5 @@ CASES: list[Case] = [
     Case("fifo-for-the-prepared-row-pointers", 4, _prepared(_fifo_in_prepared("adj_indptr.npy")), "FIFO",
          _clean(), process=True),
     Case("250-byte-output-names", 4, _long_names, None, _long_written),
+    Case("250-byte-prepared-folder-name", 4, _long_prepared, None, _long_prepared_written),
 ]

@@ -17,6 +17,7 @@ from gridgnn.cli.train_cmd import add_dataset_arguments
 from gridgnn.config import MODELS, REORDERS
 from gridgnn.errors import ConfigError
 from gridgnn.files import publish_mode
+from gridgnn.safe_files import short_name
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -60,7 +61,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         from gridgnn.data.reorder import reorder_graph
 
         graph = reorder_graph(graph, args.reorder, args.parts or 1, args.seed)
-    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    partial = Path(tempfile.mkdtemp(prefix=short_name(target.name, ".", reserve=8), dir=target.parent))
     publish_mode(partial, folder=True)  # mkdtemp makes it private; follow the umask like mkdir
     try:
         prepare_graph(graph, partial, operator=operator_of(args.model))
