@@ -9,6 +9,7 @@ real ``python -m gridgnn`` under a timeout; the others run `gridgnn.cli.main.mai
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -95,3 +96,26 @@ def test_an_earlier_output_beside_the_inputs_is_no_input(trained: Path, tmp_path
             "--quiet", "--predictions-out", str(out)]
     assert main(argv) == 0 and main(argv) == 0, capsys.readouterr().err
     assert np.load(out).shape == (300,)
+
+
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_no_space_for_the_model_file_without_a_tmpfs(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The full-disk cases need a tmpfs (root); this one fails the model file's sync as a full disk would."""
+    monkeypatch.setattr("gridgnn.safe_files.os.fsync", _no_space)
+    out = tmp_path / "m.pt"
+    assert main(["train", "--dataset", SMALL, "--epochs", "1", "--quiet", "--save-model", str(out)]) == 2
+    assert capsys.readouterr().err == f"gridgnn: error: cannot write model file '{out}': No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_space_for_npy_rows_without_a_tmpfs(tmp_path: Path, monkeypatch, capsys) -> None:
+    """.npy space is reserved before any row is written: refused there, the partial removed."""
+    monkeypatch.setattr("gridgnn.train.row_writer.os.posix_fallocate", _no_space)
+    out = tmp_path / "p.npy"
+    assert main(["train", "--dataset", SMALL, "--epochs", "1", "--quiet", "--predictions-out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gridgnn: error: cannot write predictions file '{out}': No space left on device\n"
+    assert list(tmp_path.iterdir()) == []
