@@ -104,7 +104,7 @@ def _claim(partial: Path, stem: str, target: Path, what: str) -> int:
     for _ in range(2):
         try:
             handle = create_new(partial, replace_stale=False)
-        except FileExistsError:
+        except FileExistsError:  # a killed run's (removed) or a live run's (refused)
             _remove_stale(partial, target, what)
             continue
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and ours: cannot be held by another
