@@ -88,12 +88,12 @@ def create_new(path: str | os.PathLike, *, replace_stale: bool = True, mode: int
     With ``replace_stale`` a file or link already at ``path`` (a partial left by a killed run) is unlinked
     first; a directory there is an error. Raises OSError."""
     try:
-        mode = os.lstat(path).st_mode
+        there = os.lstat(path).st_mode
     except FileNotFoundError:
-        mode = None
-    if mode is not None and stat.S_ISDIR(mode):
+        there = None
+    if there is not None and stat.S_ISDIR(there):
         raise IsADirectoryError(errno.EISDIR, f"a folder is in the way at '{path}'; remove it")
-    if mode is not None and replace_stale:
+    if there is not None and replace_stale:
         os.unlink(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     return os.open(path, flags, mode)
