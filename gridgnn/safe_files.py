@@ -133,7 +133,7 @@ def regular_or_fail(path: str | os.PathLike, what: str, error: type[Exception]) 
 
 
 def write_failed(what: str, path: str | os.PathLike, exc: OSError) -> ConfigError:
-    """The one-line error of a failed write (``cannot write the model file 'm.pt': No space left on device``)."""
+    """The one-line error of a failed write (``cannot write model file 'm.pt': No space left on device``)."""
     return ConfigError(f"cannot write {what} '{path}': {exc.strerror or exc}")
 
 
