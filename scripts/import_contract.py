@@ -5,7 +5,7 @@ or prints one line and exits 0. Imports inside functions count too: a lazy impor
 
 Layers, top to bottom; a module may import from its own layer and the layers above it (lower numbers):
 
-    0  config, errors, files, limits, c_output, gridgnn.__version__
+    0  config, errors, files, safe_files, limits, c_output, gridgnn.__version__
     1  partition, cost/, grid.shape, grid.placement, grid.comm_records, sparse.layout, sparse.cut,
        sparse.adjacency, run_spec   (pure index math, the cost model, the records it shares with the
        collectives and the frozen run spec: no torch.distributed)
@@ -29,6 +29,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gridgnn"
 
 LAYERS = {
     "gridgnn.config": 0, "gridgnn.errors": 0, "gridgnn.files": 0, "gridgnn.limits": 0, "gridgnn.c_output": 0,
+    "gridgnn.safe_files": 0,
     "gridgnn.partition": 1, "gridgnn.cost": 1, "gridgnn.grid.shape": 1, "gridgnn.grid.placement": 1,
     "gridgnn.grid.comm_records": 1,
     "gridgnn.sparse.layout": 1, "gridgnn.sparse.cut": 1, "gridgnn.sparse.adjacency": 1,

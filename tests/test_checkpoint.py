@@ -80,7 +80,9 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint_the_newest(tmp_path
     with pytest.raises(CheckpointError, match="No space left"):
         _run(tmp_path, 6, checkpoint_every=2, resume=True)
     monkeypatch.undo()
-    assert (tmp_path / ".partial-epoch-00000006").is_dir()  # the interrupted save, never read
+    assert not (tmp_path / ".partial-epoch-00000006").exists()  # a failed save removes its partial folder
+    (tmp_path / ".partial-epoch-00000006").mkdir()  # what a kill during the save leaves: never read
+    (tmp_path / ".partial-epoch-00000006" / ".metadata").write_bytes(b"cut short")
     assert latest_checkpoint(tmp_path).name == "epoch-00000004"
     resumed = _run(tmp_path, 6, checkpoint_every=2, resume=True)
     assert resumed.metrics["resumed_from"]["epoch"] == 4

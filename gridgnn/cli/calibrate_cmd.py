@@ -26,7 +26,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     import torch
 
     from gridgnn.plan.calibrate import calibrate
-    from gridgnn.train.metrics import write_json_atomic
+    from gridgnn.safe_files import check_target
 
     if not 2 <= args.nprocs <= 16:
         raise ConfigError(f"--nprocs must be between 2 and 16, got {args.nprocs}")
@@ -41,9 +41,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir() or not out.parent.is_dir():
         raise ConfigError(f"cannot write profile '{out}': {'it is a directory' if out.is_dir() else 'no such folder'}")
+    check_target(out, "profile")  # a device, FIFO or link: refused before measuring, never written through
     profile = calibrate(args.nprocs, name=args.name, repeats=args.repeats, backend=backend,
                         device="cuda" if cuda else "cpu")
-    write_json_atomic(args.out, profile.to_dict())
+    profile.save(out)
     for op, link in profile.intra_node.items():
         bandwidth = 1e-9 / max(link.beta_s_per_byte, 1e-30)
         print(f"{op:<15} alpha {1e6 * link.alpha_s:9.1f} us/step  bandwidth {bandwidth:8.3f} GB/s")

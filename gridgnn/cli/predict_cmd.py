@@ -80,7 +80,7 @@ def run_predict(args: argparse.Namespace) -> int:
     model, _ = load_trained(args.model)  # a bad model file fails here, before any worker starts
     kind = kind_of(model)
     config = predict_config(args, kind, MODEL_KINDS[kind].config_of(model))
-    check_products(config)
+    check_products(config, reads={"--model": args.model})
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
         return launch_workers(config, args)
     if config.algo == "auto":

@@ -8,6 +8,7 @@ normalizing the whole graph.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -16,6 +17,7 @@ from gridgnn.cli.train_cmd import add_dataset_arguments
 from gridgnn.config import MODELS, REORDERS
 from gridgnn.errors import ConfigError
 from gridgnn.files import publish_mode
+from gridgnn.safe_files import short_name
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -44,7 +46,7 @@ def run_prepare(args: argparse.Namespace) -> int:
     from gridgnn.nn.models import operator_of
 
     target = Path(args.out)
-    if target.exists():
+    if os.path.lexists(target):  # a dangling link too: the folder is renamed onto the name, never through it
         raise ConfigError(f"--out '{target}' exists; choose a new folder")
     if not target.parent.is_dir():
         raise ConfigError(f"--out '{target}': folder '{target.parent}' does not exist")
@@ -59,7 +61,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         from gridgnn.data.reorder import reorder_graph
 
         graph = reorder_graph(graph, args.reorder, args.parts or 1, args.seed)
-    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    partial = Path(tempfile.mkdtemp(prefix=short_name(target.name, ".", reserve=8), dir=target.parent))
     publish_mode(partial, folder=True)  # mkdtemp makes it private; follow the umask like mkdir
     try:
         prepare_graph(graph, partial, operator=operator_of(args.model))

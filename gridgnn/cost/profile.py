@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gridgnn.errors import ConfigError
+from gridgnn.safe_files import atomic_write
 
 OPS = ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
 
@@ -76,7 +77,9 @@ class MachineProfile:
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        """Write the profile as JSON atomically, never through a link (`gridgnn.safe_files.atomic_write`)."""
+        with atomic_write(path, "machine profile") as stream:
+            stream.write((json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8"))
 
 
 _RATES = ("sparse_flops", "dense_flops", "elementwise_per_s")

@@ -35,9 +35,14 @@ from gridgnn.data.operators import OPERATORS, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
 from gridgnn.errors import DataError
 from gridgnn.partition import is_partition
+from gridgnn.safe_files import create_new, regular_or_fail
 
 MANIFEST = "prepared.json"
 FORMAT = "gridgnn-prepared/1"
+ARRAYS = ("adj_indptr", "adj_indices", "adj_data", "features", "features_indptr", "features_indices",
+          "features_data", "labels", "train_mask", "val_mask", "test_mask", "vertex_ids", "reorder_order",
+          "reorder_bounds")
+"""Every array a folder may hold (``NAME.npy``)."""
 
 
 def graph_digest(graph: Graph) -> str:
@@ -173,12 +178,15 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
                 "num_classes": graph.num_classes, "directed": graph.directed, "digest": graph_digest(graph),
                 "sparse_features": sparse_features, "meta": meta, "operator": operator}
     manifest["files"] = describe_files(target, [p.name for p in target.glob("*.npy")])
-    (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    with os.fdopen(create_new(target / MANIFEST), "w", encoding="utf-8") as stream:
+        stream.write(json.dumps(manifest, indent=1) + "\n")
     return target
 
 
 def _save(folder: Path, name: str, array: np.ndarray) -> None:
-    np.save(folder / f"{name}.npy", array, allow_pickle=False)
+    """Write ``folder/NAME.npy`` as a new file (a file or link already there is unlinked, never followed)."""
+    with os.fdopen(create_new(folder / f"{name}.npy"), "wb") as stream:
+        np.save(stream, array, allow_pickle=False)
 
 
 def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
@@ -189,6 +197,7 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     """
     root = Path(folder)
     where = f"prepared graph '{root}'"
+    regular_or_fail(root / MANIFEST, where + ": file", DataError)  # a FIFO would block forever
     try:
         manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -201,6 +210,7 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
 
     def load(name: str, dtype, shape: tuple | None = None) -> np.ndarray:
         path = root / f"{name}.npy"
+        regular_or_fail(path, where + ": file", DataError)
         try:
             array = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
@@ -226,10 +236,10 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         raise DataError(f"{where}: unknown operator {operator!r} in {MANIFEST} (known: {', '.join(OPERATORS)})")
     labels = load("labels", np.int64, (n,))
     meta = dict(manifest.get("meta") or {})
-    if (root / "vertex_ids.npy").exists():
-        meta["vertex_ids"] = load("vertex_ids", np.int64, (n,))
-    if (root / "reorder_order.npy").exists():
-        meta["reorder_order"] = load("reorder_order", np.int64, (n,))
+    if _present(root / "vertex_ids.npy"):
+        meta["vertex_ids"] = _distinct(load("vertex_ids", np.int64, (n,)), root / "vertex_ids.npy")
+    if _present(root / "reorder_order.npy"):
+        meta["reorder_order"] = _permutation(load("reorder_order", np.int64, (n,)), root / "reorder_order.npy")
     if (root / "reorder_bounds.npy").exists():
         bounds = load("reorder_bounds", np.int64)
         if bounds.ndim != 1 or not is_partition(bounds, n):
@@ -245,6 +255,42 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         norm_adj=norm_adj, features=features, labels=labels,
         train_mask=load("train_mask", np.bool_, (n,)), val_mask=load("val_mask", np.bool_, (n,)),
         test_mask=load("test_mask", np.bool_, (n,)), meta=meta, operator=operator)
+
+
+def _present(path: Path) -> bool:
+    """True when anything is at ``path`` (a dangling link or a FIFO too: `load` then refuses it)."""
+    return os.path.lexists(path)
+
+
+_CHUNK = 1 << 22
+"""Entries of an index array checked at a time (32 MiB of int64)."""
+
+
+def _permutation(order: np.ndarray, path: Path) -> np.ndarray:
+    """``order`` (n,) when it holds each of 0..n-1 exactly once (n values in range covering every vertex),
+    else `DataError`. Reads it in chunks; one n-byte mark array."""
+    n = len(order)
+    seen = np.zeros(n, dtype=bool)
+    for lo in range(0, n, _CHUNK):
+        chunk = np.asarray(order[lo:lo + _CHUNK])
+        if chunk.min() < 0 or chunk.max() >= n:
+            raise DataError(f"{path}: vertex order outside [0, {n}); prepare the folder again")
+        seen[chunk] = True
+    if not seen.all():
+        raise DataError(f"{path}: not a permutation of 0..{n - 1} (vertex {int(np.argmin(seen))} never appears, "
+                        "another twice); prepare the folder again")
+    return order
+
+
+def _distinct(ids: np.ndarray, path: Path) -> np.ndarray:
+    """``ids`` when no two vertices share an original id, else `DataError`."""
+    if len(ids) > 1:
+        ordered = np.sort(np.asarray(ids))
+        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if twice.size:
+            raise DataError(f"{path}: original vertex id {int(ordered[twice[0]])} is given to more than one vertex; "
+                            "prepare the folder again")
+    return ids
 
 
 def graph_of_prepared(prepared: PreparedGraph) -> Graph:

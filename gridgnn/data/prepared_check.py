@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import stat
 from pathlib import Path
 
 import torch.distributed as dist
@@ -19,11 +20,13 @@ import torch.distributed as dist
 from gridgnn.data.file_digest import file_digest
 from gridgnn.data.prepared import MANIFEST
 from gridgnn.errors import DataError
+from gridgnn.safe_files import regular_or_fail
 
 
 def folder_fingerprint(folder: str | Path) -> str:
     """SHA-256 of the folder's manifest file (raises `DataError` when it cannot be read)."""
     path = Path(folder) / MANIFEST
+    regular_or_fail(path, f"prepared graph '{folder}': file", DataError)  # a FIFO would block forever
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError as exc:
@@ -43,6 +46,8 @@ def verify_files(folder: str | Path) -> str | None:
     for name, entry in sorted(files.items()):
         path = root / Path(name).name
         try:
+            if not stat.S_ISREG(path.stat().st_mode):
+                return f"{name} is not a regular file"
             if path.stat().st_size != entry["bytes"]:
                 return f"{name} has {path.stat().st_size} bytes, the manifest says {entry['bytes']}"
             if file_digest(path) != entry["sha256"]:

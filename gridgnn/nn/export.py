@@ -47,6 +47,7 @@ from gridgnn.nn.gin import GIN
 from gridgnn.nn.model_config import check_model_config, check_state_covers
 from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
+from gridgnn.safe_files import atomic_write
 
 FORMAT = "gridgnn-model/1"
 MAX_MODEL_BYTES = 4 << 30
@@ -225,11 +226,12 @@ def model_document(model: nn.Module, info: dict | None = None) -> dict:
 
 
 def save_model(model: nn.Module, path: str | os.PathLike, info: dict | None = None) -> Path:
-    """Write ``model`` to ``path`` atomically (a temporary file renamed into place). Not collective."""
+    """Write ``model`` to ``path`` atomically (`gridgnn.safe_files.atomic_write`: a hidden partial renamed
+    into place; a path that is not a regular file is refused, a failed write is a `ConfigError` naming it).
+    Not collective."""
     target = Path(path)
-    partial = target.with_name(f".{target.name}.partial")
-    torch.save(model_document(model, info), partial)
-    os.replace(partial, target)
+    with atomic_write(target, "model file") as stream:  # a full disk: one line naming the file, no partial
+        torch.save(model_document(model, info), stream)
     return target
 
 

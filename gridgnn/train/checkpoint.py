@@ -84,7 +84,24 @@ def save_checkpoint(directory: str | os.PathLike, epoch: int, model: torch.nn.Mo
     root = Path(directory)
     final = checkpoint_path(root, epoch)
     with failures_explained("saving checkpoint", final):
-        return _save(root, final, epoch, model, optimizer, manifest, keep)
+        try:
+            return _save(root, final, epoch, model, optimizer, manifest, keep)
+        except Exception:
+            if _is_writer():
+                _drop_failed_save(final)
+            raise
+
+
+def _drop_failed_save(final: Path) -> None:
+    """After a failed save (a full disk): put back an older copy of the same epoch if it was moved aside,
+    and remove the partial folder, so the failure leaves what was there before and nothing else."""
+    replaced = replaced_path(final)
+    try:
+        if replaced.is_dir() and not final.exists():
+            os.rename(replaced, final)
+    except OSError:
+        return  # keep the partial too: nothing is removed that could be the only copy
+    _remove_entry(partial_path(final))
 
 
 def _save(root: Path, final: Path, epoch: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -93,7 +110,8 @@ def _save(root: Path, final: Path, epoch: int, model: torch.nn.Module, optimizer
     if _is_writer():
         root.mkdir(parents=True, exist_ok=True)
         for stale in root.glob(PARTIAL_GLOB):  # saves a crash interrupted: never complete, never read
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove_entry(stale)
+        os.mkdir(partial)  # new, never a planted link: DCP then writes only inside it
     _barrier()
     with _quiet_single_process():
         dcp.save(_state(model, optimizer), storage_writer=FileSystemWriter(partial), no_dist=not _distributed())
@@ -101,15 +119,23 @@ def _save(root: Path, final: Path, epoch: int, model: torch.nn.Module, optimizer
         write_manifest(partial, epoch, manifest)
         replaced = replaced_path(final)
         if final.exists():  # the same epoch saved again (a resumed run): move the old copy aside first,
-            shutil.rmtree(replaced, ignore_errors=True)  # so that a complete copy exists at every moment
+            _remove_entry(replaced)  # so that a complete copy exists at every moment
             os.rename(final, replaced)
         os.rename(partial, final)
         _fsync_folder(root)
-        shutil.rmtree(replaced, ignore_errors=True)
+        _remove_entry(replaced)
         for _, old in list_checkpoints(root)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     _barrier()
     return final
+
+
+def _remove_entry(path: Path) -> None:
+    """Remove a folder with its content, or a file or link (never what a link points to)."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -7,6 +7,10 @@ one-process run itself, the local launcher for its workers (their run spec says 
 tells the other ranks whether it got it). The holder writes its pid and host into the file, so that a
 second run is refused at once with one line naming them. The kernel drops the lock when its holder exits,
 however it exits; the file itself stays (removing it would let two runs lock two different files).
+
+The lock file is opened without following a link and checked to be a regular file with one link before it is
+written (`gridgnn.safe_files.open_regular`): a link, directory or FIFO planted at its name is refused with one
+line, never written through (it would destroy a file outside the run) and never taken for "no lock".
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import torch.distributed as dist
 from gridgnn.config import TrainConfig
 from gridgnn.errors import ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
+from gridgnn.safe_files import open_regular
 
 LOCK_FILE = ".gridgnn-lock"
 """The lock file inside a checkpoint folder; it holds ``<pid> <host>`` of the run that has it."""
@@ -78,12 +83,19 @@ def _remove_if_unused(folder: Path) -> None:
 
 
 def _acquire(folder: Path) -> int | None:
-    """The open, locked lock file of ``folder`` (created), or None when the folder cannot be made."""
+    """The open, locked lock file of ``folder`` (created), or None when the folder cannot be made (left to
+    `check_checkpoint_dir` to report). Raises `ConfigError` when another run holds it or the lock path is
+    not a regular file of its own."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        handle = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:
         return None
+    if not folder.is_dir():
+        return None
+    try:
+        handle = open_regular(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, "checkpoint lock file")
+    except OSError as exc:
+        raise ConfigError(f"cannot lock checkpoint folder '{folder}': {exc.strerror or exc}") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -14,16 +14,17 @@ CSV is there for people (a spreadsheet opens it) and needs no dependency; Parque
 gridgnn does not depend on. ``.npy`` is for programs (``np.load(FILE, mmap_mode="r")``).
 
 Distributed runs: no process holds more than its own rows. For ``.npy`` rank 0 creates the whole file once
-(``numpy.lib.format.open_memmap``) and every rank writes its rows in place; for ``.csv`` every rank writes its
-rows to a part file and rank 0 concatenates the parts in row order, streaming. Of the ranks that hold the
-same rows (replicas, the processes of a 2D/3D grid row) only the first writes. Everything goes to a hidden
-``.NAME.partial`` next to the target and is renamed into place at the end, so a failed run leaves no file.
+(header written, space reserved) and every rank writes its rows in place with ``pwrite``; for ``.csv`` every
+rank writes its rows to a part file named by the run and rank 0 appends the parts in row order, streaming. Of
+the ranks that hold the same rows (replicas, the processes of a 2D/3D grid row) only the first writes.
+Everything goes to a hidden ``.NAME.partial`` next to the target and is renamed into place at the end, so a
+failed run leaves no file (`gridgnn.train.row_writer`: the steps, the claim that keeps two runs apart, and
+what a full disk does). A target that exists must be a regular file (`gridgnn.safe_files`).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -33,16 +34,20 @@ from torch import Tensor, nn
 
 from gridgnn.errors import ConfigError
 from gridgnn.nn.layout import as_layout
+from gridgnn.safe_files import check_target
 from gridgnn.train.metrics import check_writable
+from gridgnn.train.row_writer import write_rows_file
 
 SUFFIXES = (".npy", ".csv")
 
 
 def check_output_path(path: str | os.PathLike, flag: str) -> None:
-    """Raise `ConfigError` (one line) unless ``path`` ends in .npy or .csv and can be written. Not collective."""
+    """Raise `ConfigError` (one line) unless ``path`` ends in .npy or .csv, is a regular file or absent, and
+    can be written. Not collective."""
     if Path(path).suffix.lower() not in SUFFIXES:
         raise ConfigError(f"{flag} '{path}': the file name must end in .npy (for programs) or .csv (for "
                           "spreadsheets)")
+    check_target(path, f"{flag} file")  # never replace a device, FIFO, link or folder
     check_writable(str(path), f"{flag} file")
 
 
@@ -108,77 +113,19 @@ def prediction_dtype(num_classes: int) -> np.dtype:
 
 
 def write_rows(path: str | os.PathLike, rows: tuple[int, int], num_rows: int, block: np.ndarray,
-               ids: np.ndarray, positions: np.ndarray | None = None) -> None:
+               ids: np.ndarray, positions: np.ndarray | None = None, what: str = "output file") -> None:
     """Write this rank's ``block`` (rows ``rows`` of an (n, ...) output) into ``path``, every rank its own
     rows (see the module docstring). ``block`` is structured prediction records or a float32 matrix.
     ``positions``: the rows of the .npy file the block's rows go to (a reordered graph's original positions;
-    default ``rows``); CSV parts keep the grid's order, each line naming its original vertex.
+    default ``rows``); CSV parts keep the grid's order, each line naming its original vertex. ``what`` names
+    the file in errors. Raises `ConfigError` (one line, on every rank) when the file cannot be written.
     Collective on the world when a process group exists (every rank calls it, writer or not).
     """
-    target = Path(path)
-    partial = target.with_name(f".{target.name}.partial")
-    csv = target.suffix.lower() == ".csv"
-    writer = _first_holder(rows)
-    if _rank() == 0 and not csv:
-        shape = (num_rows,) if block.dtype.names else (num_rows, block.shape[1])
-        np.lib.format.open_memmap(partial, mode="w+", dtype=block.dtype, shape=shape).flush()
-    _barrier()
-    if writer and csv:
-        _write_csv_part(_part(partial, rows[0]), block, ids)
-    elif writer and rows[1] > rows[0]:
-        mapped = np.lib.format.open_memmap(partial, mode="r+")
-        mapped[slice(*rows) if positions is None else positions] = block
-        mapped.flush()
-        del mapped
-    _barrier()
-    if _rank() == 0:
-        if csv:
-            _join_csv_parts(partial, block)
-        os.replace(partial, target)
-    _barrier()
-
-
-def _part(partial: Path, first_row: int) -> Path:
-    return partial.with_name(f"{partial.name}.{first_row:015d}")
-
-
-def _write_csv_part(path: Path, block: np.ndarray, ids: np.ndarray) -> None:
-    if block.dtype.names:
-        values = np.column_stack([block["predicted"].astype(np.float64), block["probabilities"]])
-        formats = ["%d"] + ["%.9g"] * block["probabilities"].shape[1]
-    else:
-        values, formats = block, ["%.9g"] * block.shape[1]
-    table = np.column_stack([ids.astype(np.float64), values]) if len(ids) else np.empty((0, len(formats) + 1))
-    with open(path, "w", encoding="ascii") as out:
-        np.savetxt(out, table, fmt=["%d", *formats], delimiter=",")
-
-
-def _join_csv_parts(partial: Path, block: np.ndarray) -> None:
-    if block.dtype.names:
-        width = block["probabilities"].shape[1]
-        header = ["node", "predicted"] + [f"prob_{k}" for k in range(width)]
-    else:
-        header = ["node"] + [f"dim_{k}" for k in range(block.shape[1])]
-    parts = sorted(partial.parent.glob(f"{partial.name}.*"))
-    with open(partial, "w", encoding="ascii") as out:
-        out.write(",".join(header) + "\n")
-        for part in parts:
-            with open(part, encoding="ascii") as source:
-                shutil.copyfileobj(source, out)
-            part.unlink()
+    write_rows_file(Path(path), what, rows, num_rows, block, ids, positions, _first_holder)
 
 
 def _distributed() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
-def _rank() -> int:
-    return dist.get_rank() if _distributed() else 0
-
-
-def _barrier() -> None:
-    if _distributed():
-        dist.barrier()
 
 
 def _first_holder(rows: tuple[int, int]) -> bool:

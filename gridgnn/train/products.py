@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import torch
 from torch import nn
@@ -11,6 +14,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.errors import ConfigError
 from gridgnn.nn.export import save_model
 from gridgnn.nn.layout import as_layout
+from gridgnn.safe_files import check_target
 from gridgnn.train.outputs import (
     check_embedding_layer,
     check_output_path,
@@ -20,20 +24,94 @@ from gridgnn.train.outputs import (
     vertex_ids,
     write_rows,
 )
+from gridgnn.train.row_writer import agree
 from gridgnn.train.trainer import Trainer, TrainResult
 
 
-def check_products(config: TrainConfig, rank: int = 0) -> None:
-    """Fail before any work (`ConfigError`, one line) on an output path that cannot be written or has no
-    known suffix; the model file is checked on rank 0 only (only it writes one). Not collective."""
+def check_products(config: TrainConfig, rank: int = 0, reads: dict[str, str] | None = None) -> None:
+    """Fail before any work (`ConfigError`, one line) on an output path that cannot be written, is not a
+    regular file, has no known suffix, or is named twice (`check_distinct_outputs`); the model file is
+    checked on rank 0 only (only it writes one). ``reads``: flag -> path of the inputs (``--model``). Not
+    collective."""
     from gridgnn.train.metrics import check_writable
 
+    check_distinct_outputs(config, reads)
     for path, flag in ((config.predictions_out, "--predictions-out"), (config.embeddings_out, "--embeddings-out")):
         if path is not None:
             check_output_path(path, flag)
     if config.save_model is not None and rank == 0:
+        check_target(config.save_model, "--save-model file")
         check_writable(config.save_model, "--save-model file")
     check_embedding_layer(config.embedding_layer, config.layers)
+
+
+def check_distinct_outputs(config: TrainConfig, reads: dict[str, str] | None = None) -> None:
+    """Raise `ConfigError` when two outputs (``--save-model``, ``--predictions-out``, ``--embeddings-out``,
+    ``--metrics-out``, ``--checkpoint-dir`` or a file gridgnn keeps inside it) name one file, or an output
+    names an input (``--dataset`` file or a prepared folder's file, ``reads``): one would silently replace the
+    other. Paths are compared after resolving their folders; existing files also by device and inode.
+    Not collective."""
+    named = [(flag, path) for flag, path in (("--save-model", config.save_model),
+                                              ("--predictions-out", config.predictions_out),
+                                              ("--embeddings-out", config.embeddings_out),
+                                              ("--metrics-out", config.metrics_out),
+                                              ("--checkpoint-dir", config.checkpoint_dir)) if path is not None]
+    seen: dict = {}
+    inputs = dict(reads or {})
+    if config.dataset and os.path.exists(config.dataset):
+        inputs.setdefault("--dataset", config.dataset)
+    for flag, path in inputs.items():
+        for key in _identities(path):
+            seen[key] = (flag, path)
+        for name in _folder_inputs(path):
+            seen[("path", os.path.realpath(path), name)] = (flag, os.path.join(path, name))
+    for flag, path in named:
+        for key in _identities(path):
+            if key in seen and seen[key][0] != flag:
+                raise ConfigError(f"{seen[key][0]} '{seen[key][1]}' and {flag} '{path}' name the same file; "
+                                  "give each output its own path")
+            seen[key] = (flag, path)
+    if config.checkpoint_dir is not None:
+        kept = Path(os.path.realpath(config.checkpoint_dir))
+        for flag, path in named:
+            if flag != "--checkpoint-dir" and _inside_checkpoints(Path(path), kept):
+                raise ConfigError(f"{flag} '{path}' is a file gridgnn keeps in --checkpoint-dir "
+                                  f"'{config.checkpoint_dir}'; write it elsewhere")
+
+
+def _folder_inputs(path: str) -> list[str]:
+    """The files a prepared folder reads (its manifest and the arrays it lists); none for anything else (other
+    folders may hold the run's own earlier outputs beside their data)."""
+    from gridgnn.data.prepared import ARRAYS, MANIFEST, is_prepared
+
+    if not os.path.isdir(path) or not is_prepared(path):
+        return []
+    return [MANIFEST] + [f"{name}.npy" for name in ARRAYS]
+
+
+def _identities(path: str) -> list:
+    """What makes two paths one file: the resolved folder and name, and (when it exists) device and inode."""
+    target = Path(path)
+    keys: list = [("path", os.path.realpath(target.parent), target.name)]
+    try:
+        info = os.stat(target)
+        keys.append(("inode", info.st_dev, info.st_ino))
+    except OSError:
+        pass
+    return keys
+
+
+def _inside_checkpoints(path: Path, kept: Path) -> bool:
+    """True when ``path`` is a name gridgnn uses in the checkpoint folder ``kept`` (resolved)."""
+    from gridgnn.train.checkpoint_lock import LOCK_FILE
+    from gridgnn.train.checkpoint_naming import epoch_of
+    from gridgnn.train.resume import BEST_WEIGHTS
+
+    if Path(os.path.realpath(path.parent)) != kept:
+        return False
+    name = path.name
+    return (name in (LOCK_FILE, BEST_WEIGHTS, f".{BEST_WEIGHTS}.partial") or epoch_of(path) is not None
+            or name.startswith((".partial-epoch-", ".replaced-epoch-")))
 
 
 def wants_products(config: TrainConfig) -> bool:
@@ -65,12 +143,21 @@ def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainRe
     epoch = select_weights(trainer.model, result, config.weights)
     write_vertex_outputs(trainer.model, trainer.features, trainer.layout, graph, predictions_out=config.predictions_out,
                          embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
-    if config.save_model is not None and rank == 0:
+    if config.save_model is None:
+        return
+    problem = None
+    if rank == 0:
         info = {"epoch": epoch, "weights": config.weights, "dataset": graph.name,
                 "num_nodes": graph.num_nodes, "num_features": graph.num_features,
                 "num_classes": graph.num_classes,
                 "feature_normalization": graph.meta.get("feature_normalization")}
-        save_model(trainer.model, config.save_model, info)
+        try:
+            save_model(trainer.model, config.save_model, info)
+        except ConfigError as exc:  # a full disk: every rank ends with rank 0's one line
+            problem = str(exc)
+    problem = agree(problem)
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_out: str | None = None,
@@ -89,7 +176,8 @@ def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_
     order = getattr(graph, "meta", {}).get("reorder_order")  # a reordered graph: write at original positions
     at = None if order is None else np.asarray(order[rows[0]:rows[1]], dtype=np.int64)
     if predictions_out is not None:
-        write_rows(predictions_out, rows, graph.num_nodes, prediction_records(log_probs, ids), ids, positions=at)
+        write_rows(predictions_out, rows, graph.num_nodes, prediction_records(log_probs, ids), ids, positions=at,
+                   what="predictions file")
     if embeddings_out is not None:
         block = embedding.detach().to(device="cpu", dtype=torch.float32).numpy()
-        write_rows(embeddings_out, rows, graph.num_nodes, block, ids, positions=at)
+        write_rows(embeddings_out, rows, graph.num_nodes, block, ids, positions=at, what="embeddings file")

@@ -24,6 +24,7 @@ from gridgnn.data.graph import Graph
 from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.limits import zip_inflation_problem
+from gridgnn.safe_files import atomic_write
 from gridgnn.train.checkpoint_fingerprint import changed_on_resume, check_compatible, run_fingerprint
 from gridgnn.train.checkpoint_manifest import file_sha256, read_manifest
 from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
@@ -138,9 +139,8 @@ def save_best_weights(directory: str, result: TrainResult) -> None:
         return
     target = Path(directory) / BEST_WEIGHTS
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{BEST_WEIGHTS}.partial")
-    torch.save({"epoch": result.best_epoch, "state": result.best_state}, partial)
-    os.replace(partial, target)
+    with atomic_write(target, "best-validation weights") as stream:  # never through a planted link
+        torch.save({"epoch": result.best_epoch, "state": result.best_state}, stream)
 
 
 def best_weights_record(directory: str, epoch: int | None) -> dict | None:

@@ -9,7 +9,6 @@ masks. Arrays keep their dtypes (index arrays included).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,9 +16,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.data.graph import Graph
-from gridgnn.data.readers._common import build_graph, check_inflation, one_line, reading
+from gridgnn.data.readers._common import build_graph, check_inflation, reading
 from gridgnn.data.schemas import check_meta
-from gridgnn.errors import DataError
+from gridgnn.errors import ConfigError, DataError
+from gridgnn.safe_files import atomic_write
 
 FORMAT_KEY = "gridgnn_format"
 FORMAT_MARKER = "gridgnn-graph"
@@ -61,13 +61,11 @@ def save_graph(graph: Graph, path: Path | str) -> Path:
         arrays.update(_csr_arrays("features", sp.csr_matrix(graph.features)))
     else:
         arrays["features"] = np.asarray(graph.features)
-    temporary = path.with_name(path.name + ".partial")
-    try:
-        with open(temporary, "wb") as file:
+    try:  # a hidden partial renamed into place, never through a link; a failure leaves nothing
+        with atomic_write(path, "graph file") as file:
             np.savez(file, **arrays)
-        os.replace(temporary, path)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot write the graph file: {one_line(exc)}") from exc
+    except ConfigError as exc:
+        raise DataError(str(exc)) from None
     return path
 
 
