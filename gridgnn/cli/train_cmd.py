@@ -29,8 +29,8 @@ _DEF = " (default: %(default)s)"
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     """Register ``train`` and its flags (defaults come from `TrainConfig`)."""
-    parser = commands.add_parser("train", help="train a GCN, GraphSAGE or GIN on one dataset",
-                                 description="Train a GCN, GraphSAGE-mean or GIN full-graph on one dataset.")
+    parser = commands.add_parser("train", help="train a GCN, GraphSAGE, GIN or GAT on one dataset",
+                                 description="Train a GCN, GraphSAGE-mean, GIN or GAT full-graph on one dataset.")
     add_dataset_arguments(parser)
     model = parser.add_argument_group("model and optimizer")
     add_model_arguments(model)
