@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
 from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
 from gridgnn.cost.process_baseline import baseline_note
-from gridgnn.cost.profile import load_profile, profile_names
+from gridgnn.cost.profile import profile_names
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
 from gridgnn.limits import MAX_LAYERS, MAX_MEMORY_BYTES, MAX_PLAN_PROCS, check_plan_sizes, human_bytes
@@ -292,7 +292,9 @@ def run_plan(args: argparse.Namespace) -> int:
         metis_note,
         options_to_price,
         orders_to_price,
+        profile_of,
         reorder_seconds,
+        this_device_type,
     )
 
     graph = _graph_from_args(args)
@@ -308,7 +310,7 @@ def run_plan(args: argparse.Namespace) -> int:
         stats, orders = by_order("none", 1, 1), orders_to_price(options, graph)
     check_plan_sizes(stats.num_nodes, stats.nnz, {"--hidden": args.hidden, "features": stats.num_features,
                                                    "classes": stats.num_classes})
-    profile = _plan_profile(args.profile)
+    profile = profile_of(options, this_device_type())  # as gridgnn train prices: the device's by default
     if args.sage_normalize and args.model != "sage":
         raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
     if args.gin_train_eps and args.model != "gin":
@@ -364,11 +366,3 @@ def run_plan(args: argparse.Namespace) -> int:
     if graph is not None and (note := metis_note(options)) is not None:
         print(note)
     return 0
-
-
-def _plan_profile(name: str | None):
-    """The profile ``--profile`` names, else the one of this machine's device (as `gridgnn train` prices)."""
-    from gridgnn.cost.profile import default_profile
-    from gridgnn.plan.execution import this_device_type
-
-    return load_profile(name) if name is not None else default_profile(this_device_type())

@@ -213,8 +213,7 @@ def _against(best: PlanEntry, other: PlanEntry) -> str:
 def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None,
          memory_per_proc: int | None = None, algos: tuple[str, ...] | list[str] = ALGORITHMS,
          sizes: SizeInfo = FLOAT32, run_flags: tuple[str, ...] | list[str] | None = None,
-         comms: tuple[str, ...] | list[str] = ("dense",),
-         stats_for_rows: Callable[[int, int], GraphStats] | None = None, cache_panels: bool = False,
+         comms: tuple[str, ...] | list[str] = ("dense",), cache_panels: bool = False,
          shapes: list[GridShape] | None = None, orders: tuple[str, ...] = ("none",),
          stats_for_order: Callable[[str, int, int], GraphStats] | None = None,
          cache_options: tuple[bool, ...] | None = None, rows_options: tuple[bool, ...] | None = None,
@@ -235,8 +234,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     Vertex orders: ``orders`` names the orders to price (``none`` and reorderings); ``stats_for_order(order,
     row_blocks, depth)`` gives the statistics of the graph in that order as training would cut it for a grid
     of (row blocks, depth) (a METIS reordering cuts into the grid's row blocks, on 3D each block again into
-    its depth sub-blocks), so each shape is priced on its own order. ``stats_for_rows(row_blocks, depth)`` is
-    the older one-order form; with neither, every shape is priced on ``graph``'s statistics. ``reorder_s(order)``:
+    its depth sub-blocks), so each shape is priced on its own order; without it, every shape is priced on
+    ``graph``'s statistics. ``reorder_s(order)``:
     a reordering's estimated set-up time, reported with each entry (`PlanEntry.reorder_s`); the ranking is
     by the training step alone, which is what a run repeats.
 
@@ -257,7 +256,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
     if stats_for_order is None:
         def stats_for_order(order: str, rows: int, depth: int) -> GraphStats:
-            return stats_for_rows(rows, depth) if stats_for_rows is not None else stats
+            return stats
     variants = [(cache, dataclasses.replace(spec, full_feature_rows=rows, defer_weight_gather=defer))
                 for cache in (cache_options or (cache_panels,))
                 for rows in (rows_options or (spec.full_feature_rows,))

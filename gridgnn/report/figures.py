@@ -15,7 +15,8 @@ import io
 from collections.abc import Callable
 
 from gridgnn.errors import ConfigError
-from gridgnn.report.series import ReportSeries, human_bytes
+from gridgnn.limits import human_bytes
+from gridgnn.report.series import ReportSeries
 
 PLOTS_EXTRA = "pip install 'gridgnn[plots]'"
 

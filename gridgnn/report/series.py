@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridgnn.errors import DataError
+from gridgnn.limits import human_bytes
 from gridgnn.train.nonfinite import decode_nonfinite
 
 RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
@@ -159,15 +160,6 @@ def grid_series(metrics: dict) -> GridSeries | None:
         measured_bytes=_mean_per_rank([c["bytes"] for c in comm], world), predicted_bytes=predicted,
         rank_exposed_comm_s=_mean_per_rank([r["rank_times_s"]["exposed_comm"] for r in ran], world) if timed else None,
         rank_compute_s=_mean_per_rank([r["rank_times_s"]["compute"] for r in ran], world) if timed else None)
-
-
-def human_bytes(value: float) -> str:
-    """``value`` bytes in B, KiB, MiB or GiB (one decimal)."""
-    for unit in ("B", "KiB", "MiB"):
-        if abs(value) < 1024:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def _ms(seconds: float | None) -> str:
