@@ -23,6 +23,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 from torch import Tensor, nn
 
 from gridgnn.config import TrainConfig
@@ -31,12 +32,14 @@ from gridgnn.errors import ConfigError, DataError
 from gridgnn.nn.export import check_fits
 from gridgnn.nn.export import load_model as _load_model
 from gridgnn.nn.export import save_model as _save_model
-from gridgnn.train.trainer import EpochRecord
+from gridgnn.train.trainer import RECORD_FIELDS, EpochRecord
 
 
 @dataclass
 class Predictions:
-    """Per-vertex predictions: ``probabilities`` (n, C) float32 and ``predicted`` (n,) int64 (the argmax)."""
+    """Per-vertex predictions. Multiclass: ``probabilities`` (n, C) float32 and ``predicted`` (n,) int64 (the
+    argmax); multilabel: ``probabilities`` (n, T) (sigmoid of the logits) and ``predicted`` (n, T) int64
+    (probability > 0.5); regression: ``probabilities`` None and ``predicted`` (n, T) float32 values."""
 
     probabilities: Tensor
     predicted: Tensor
@@ -76,7 +79,13 @@ class TrainedModel:
 def as_graph(data, **options) -> Graph:
     """A `Graph` from a `Graph` (returned as is), a PyG ``Data`` (`graph_from_pyg`), or a dataset name,
     generator spec or path (loaded as ``gridgnn train --dataset`` does; ``options``: data_root, directed,
-    normalize_features, seed)."""
+    normalize_features, seed, task). ``task`` (``auto``, ``multiclass``, ``multilabel``, ``regression``) lays
+    the targets out for that task (`gridgnn.data.targets`; ``auto``: as inferred)."""
+    if "task" in options:
+        from gridgnn.data.retarget import with_task
+
+        task = options.pop("task")
+        return with_task(as_graph(data, **options), task)
     if isinstance(data, Graph):
         return data
     if isinstance(data, (str, os.PathLike)):
@@ -157,7 +166,8 @@ def _fit_graph(data, options: dict) -> tuple[Graph, dict]:
                           "(as its first argument or dataset=)")
     if data is not None and named is not None and isinstance(data, (str, os.PathLike)) and str(data) != named:
         raise ConfigError(f"fit got two datasets, {str(data)!r} and dataset={named!r}: give one")
-    graph_options = {k: options[k] for k in ("data_root", "directed", "normalize_features", "seed") if k in options}
+    graph_options = {k: options[k] for k in ("data_root", "directed", "normalize_features", "seed", "task")
+                     if k in options}
     graph = as_graph(named if data is None else data, **graph_options)
     return graph, {**options, "dataset": named or graph.name}
 
@@ -183,8 +193,7 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
             raise RuntimeError(f"gridgnn train on {nprocs} workers failed with status {status} (see its stderr)")
         model, info = _load_model(config.save_model)
         metrics = json.loads(Path(config.metrics_out).read_text(encoding="utf-8"))
-    history = [EpochRecord(**{k: e[k] for k in ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")})
-               for e in metrics["epochs"]]
+    history = [EpochRecord(**{k: e[k] for k in RECORD_FIELDS if k in e}) for e in metrics["epochs"]]
     return TrainedModel(model, int(info.get("epoch", len(history))), history, metrics, config, graph)
 
 
@@ -203,8 +212,14 @@ def predict(model: nn.Module, data) -> Predictions:
     from gridgnn.train.outputs import infer
 
     features, agg = _inputs(model, data)
-    log_probs, _ = infer(model, features, agg)
-    return Predictions(log_probs.exp(), log_probs.argmax(dim=1))
+    output, _ = infer(model, features, agg)
+    task = getattr(model, "task", "multiclass")
+    if task == "multiclass":
+        return Predictions(output.exp(), output.argmax(dim=1))
+    if task == "multilabel":
+        probabilities = torch.sigmoid(output)
+        return Predictions(probabilities, (probabilities > 0.5).long())
+    return Predictions(None, output)
 
 
 def embed(model: nn.Module, data, layer: int | None = None) -> Tensor:

@@ -63,6 +63,17 @@ REORDER_CHOICES = (*REORDERS, "auto")
 WEIGHTS = ("best", "last")
 """Which epoch's weights a run's products use: the best validation accuracy's (first reached) or the last."""
 
+TASKS = ("multiclass", "multilabel", "regression")
+"""What a run trains its vertices to predict (`gridgnn.data.targets`): one class of C, T binary targets, T real
+values."""
+TASK_CHOICES = ("auto", *TASKS)
+"""``--task``'s values: a task, or ``auto``: inferred from the targets (`gridgnn.data.targets.infer_task`)."""
+
+METRICS = {"multiclass": ("accuracy",), "multilabel": ("rocauc", "micro-f1"), "regression": ("mse", "mae", "r2")}
+"""Task -> the metrics ``--metric`` accepts for it, its default first (`gridgnn.train.task_metrics`)."""
+METRIC_CHOICES = ("auto", *dict.fromkeys(m for names in METRICS.values() for m in names))
+"""``--metric``'s values: a metric, or ``auto``: the task's default."""
+
 MODELS = ("gcn", "sage", "gin", "gat")
 """Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN, GAT (`gridgnn.nn.models`)."""
 
@@ -114,6 +125,9 @@ class TrainConfig:
     ``save_model`` name the run's products (`gridgnn.train.products`), made with the weights of the
     ``weights`` epoch: ``best`` validation accuracy or ``last``. ``memory_per_proc`` (bytes; default: what the
     machine has) and ``memory_check`` drive the memory guard (`gridgnn.train.memory_guard`).
+    ``task`` (`TASK_CHOICES`) is what the vertices are trained to predict and ``metric`` (`METRIC_CHOICES`) how
+    each split is scored (`gridgnn.train.task_metrics`); ``auto``: inferred from the targets, the task's
+    default metric.
     ``model`` is the model kind (`MODELS`); ``sage_normalize`` L2-normalizes every SAGE layer's output rows;
     ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps`` makes it trainable). GAT: ``heads`` attention
     heads of ``hidden`` channels on every hidden layer (concatenated), ``output_heads`` on the output layer
@@ -161,6 +175,8 @@ class TrainConfig:
     weights: str = "best"
     memory_per_proc: int | None = None
     memory_check: bool = True
+    task: str = "auto"
+    metric: str = "auto"
     model: str = "gcn"
     sage_normalize: bool = False
     gin_eps: float = 0.0
@@ -195,6 +211,11 @@ class TrainConfig:
         _check_float("lr", self.lr, low=0.0, high=MAX_LR, low_open=True)
         _check_float("weight_decay", self.weight_decay, low=0.0, high=FLOAT32_MAX)
         _check_choice("order", self.order, ORDERS)
+        _check_choice("task", self.task, TASK_CHOICES)
+        _check_choice("metric", self.metric, METRIC_CHOICES)
+        if self.task in METRICS and self.metric not in ("auto", *METRICS[self.task]):
+            raise ConfigError(f"--metric {self.metric} does not score a {self.task} task (choose from "
+                              f"{', '.join(METRICS[self.task])})")
         _check_choice("algo", self.algo, ALGOS)
         _check_choice("comm", self.comm, COMMS)
         _check_choice("reorder", self.reorder, REORDER_CHOICES)

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.data.targets import check_graph_targets, labelled_vertices
 from gridgnn.errors import DataError
-from gridgnn.limits import MAX_CLASSES
 
 
 @dataclass
@@ -20,11 +20,14 @@ class Graph:
             the in-neighbours that node i aggregates from (the orientation of Â in docs/architecture.md §1).
         features: node features, shape (n, f), float32; a dense ``np.ndarray`` or a ``scipy.sparse`` CSR
             matrix (bag-of-words features stay sparse).
-        labels: int64 array, shape (n,), values in ``[0, num_classes)``.
-        train_mask, val_mask, test_mask: bool arrays, shape (n,).
-        num_classes: number of classes.
+        labels: the targets, laid out for ``task`` (`gridgnn.data.targets`): int64 (n,) in ``[0,
+            num_classes)`` with -1 for an unlabelled vertex (multiclass), else float32 (n, T) with NaN for a
+            missing entry (multilabel: 0/1; regression: real values).
+        train_mask, val_mask, test_mask: bool arrays, shape (n,); they name labelled vertices only.
+        num_classes: the model's output width: classes (multiclass) or targets T.
         name: a short name used in logs and metrics.
         directed: False when ``adj`` is known to be symmetric.
+        task: ``multiclass``, ``multilabel`` or ``regression`` (`gridgnn.data.targets.TASKS`).
     """
 
     adj: sp.csr_matrix
@@ -37,6 +40,7 @@ class Graph:
     name: str = "graph"
     directed: bool = False
     meta: dict = field(default_factory=dict)
+    task: str = "multiclass"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -82,18 +86,14 @@ class Graph:
         self._validate_labels(where, n)
 
     def _validate_labels(self, where: str, n: int) -> None:
-        if self.labels.shape != (n,):
-            raise DataError(f"{where}: {self.labels.shape[0]} labels for {n} nodes")
-        if not np.issubdtype(self.labels.dtype, np.integer):
-            raise DataError(f"{where}: labels must be integers, got {self.labels.dtype}")
-        if self.num_classes < 1:
-            raise DataError(f"{where}: num_classes must be positive, got {self.num_classes}")
-        if self.num_classes > MAX_CLASSES:
-            raise DataError(f"{where}: num_classes {self.num_classes} is more than the {MAX_CLASSES} classes "
-                            "gridgnn supports (labels or num_classes damaged?)")
-        if n and (self.labels.min() < 0 or self.labels.max() >= self.num_classes):
-            raise DataError(f"{where}: labels outside [0, {self.num_classes})")
+        masks = {}
         for mask_name in ("train_mask", "val_mask", "test_mask"):
             mask = getattr(self, mask_name)
             if mask.shape != (n,) or mask.dtype != np.bool_:
                 raise DataError(f"{where}: {mask_name} must be a bool array of shape ({n},)")
+            masks[mask_name] = mask
+        check_graph_targets(self.labels, self.task, self.num_classes, n, masks, where)
+
+    def labelled(self) -> np.ndarray:
+        """Bool (n,): the vertices that have a target (at least one present entry)."""
+        return labelled_vertices(self.labels, self.task)

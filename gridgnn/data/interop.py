@@ -9,9 +9,10 @@ import scipy.sparse as sp
 
 from gridgnn.data import registry
 from gridgnn.data.graph import Graph
-from gridgnn.data.readers._common import adjacency_from_edges, build_graph, check_labels, is_symmetric
+from gridgnn.data.readers._common import adjacency_from_edges, build_graph, is_symmetric
 from gridgnn.data.splits import random_split
 from gridgnn.data.synthetic import placeholder_features
+from gridgnn.data.targets import canonical_targets, labelled_vertices
 from gridgnn.errors import DataError
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
@@ -27,7 +28,7 @@ def _numpy(tensor: Any) -> np.ndarray:
 
 
 def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, *, directed: bool = False,
-                   normalize_features: bool | None = None, preprocess: bool = True) -> Graph:
+                   normalize_features: bool | None = None, preprocess: bool = True, task: str = "auto") -> Graph:
     """Build a `Graph` from a torch_geometric ``Data``, preprocessed as ``gridgnn train`` preprocesses every
     dataset (`gridgnn.data.registry.preprocess`: symmetrized unless ``directed``, duplicate edges and
     self-loops dropped, features row-normalized only when ``normalize_features`` is True, as for any format
@@ -36,7 +37,9 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, 
 
     ``edge_index`` (2, E) gives edges src -> dst (``adj[dst, src] = 1``; edge weights are ignored, the
     adjacency is binary and duplicates collapse). ``x`` (n, f) becomes dense float32 (placeholder features
-    when absent); ``y`` (n,) or (n, 1) gives the labels (all 0, one class, when absent); masks of shape
+    when absent); ``y`` gives the targets of ``task`` (`gridgnn.data.targets`; ``auto``: inferred): (n,)
+    classes with -1 or NaN for an unlabelled vertex, (n, T) 0/1 multilabel targets or real values with NaN for a
+    missing entry (all class 0 when absent); masks (which must name labelled vertices only) of shape
     (n, k) (several splits, as in WikiCS) use column `split`; without masks a seeded 60/20/20 split is used.
     """
     where = f"PyG data '{name}'"
@@ -46,14 +49,17 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, 
     x = getattr(data, "x", None)
     features = placeholder_features(adj, seed=seed) if x is None else _numpy(x).astype(np.float32)
     y = getattr(data, "y", None)
-    labels = np.zeros(num_nodes, dtype=np.int64) if y is None else check_labels(_numpy(y), num_nodes, where)
+    targets = canonical_targets(np.zeros(num_nodes, dtype=np.int64) if y is None else _numpy(y), num_nodes, task,
+                                where)
+    labelled = labelled_vertices(targets.values, targets.task)
     graph = build_graph(
         where,
         adj=adj,
         features=features,
-        labels=labels,
-        **_masks(data, num_nodes, split, seed, where),
-        num_classes=int(labels.max()) + 1,
+        labels=targets.values,
+        task=targets.task,
+        **_masks(data, num_nodes, split, seed, where, labelled),
+        num_classes=targets.num_outputs,
         name=name,
         directed=not is_symmetric(adj),
         meta={"format": "pyg", **({"labels": "none"} if y is None else {})},
@@ -76,10 +82,12 @@ def edge_ids(edge_index: np.ndarray, where: str) -> np.ndarray:
     return edge_index.astype(np.int64)
 
 
-def _masks(data: Any, num_nodes: int, split: int, seed: int, where: str) -> dict[str, np.ndarray]:
-    """The three bool masks (n,) of `data`, column `split` of 2-D masks, or a random 60/20/20 split."""
+def _masks(data: Any, num_nodes: int, split: int, seed: int, where: str,
+           labelled: np.ndarray) -> dict[str, np.ndarray]:
+    """The three bool masks (n,) of `data`, column `split` of 2-D masks, or a random 60/20/20 split of the
+    ``labelled`` vertices (bool (n,))."""
     if any(getattr(data, m, None) is None for m in _MASKS):
-        return dict(zip(_MASKS, random_split(num_nodes, seed=seed), strict=True))
+        return dict(zip(_MASKS, random_split(num_nodes, seed=seed, among=labelled), strict=True))
     masks = {}
     for mask_name in _MASKS:
         mask = _numpy(getattr(data, mask_name)).astype(bool)

@@ -22,7 +22,8 @@ class LocalShard:
 
     features: (rows, cols) float32, the block [r0:r1, c0:c1] of the global features, scipy CSR when the
     graph's features are sparse (bag-of-words stays sparse), else a dense tensor.
-    labels: (rows,) int64. masks: train/val/test bool (rows,). mask_totals: global sizes of the three masks
+    labels: the rows' targets (`gridgnn.data.targets`): (rows,) int64 or (rows, T) float32.
+    masks: train/val/test bool (rows,). mask_totals: global sizes of the three masks
     (the loss is a mean over *all* training vertices, whatever the layout).
     """
 
@@ -47,5 +48,13 @@ def shard_node_data(graph: Graph, row_range: tuple[int, int], col_range: tuple[i
     masks = tuple(torch.from_numpy(m[r0:r1].copy()).to(device)
                   for m in (graph.train_mask, graph.val_mask, graph.test_mask))
     totals = tuple(int(m.sum()) for m in (graph.train_mask, graph.val_mask, graph.test_mask))
-    labels = torch.from_numpy(graph.labels[r0:r1].astype(np.int64)).to(device)
+    labels = torch.from_numpy(target_block(graph.labels[r0:r1])).to(device)
     return LocalShard(features, labels, masks, totals)
+
+
+def target_block(labels: np.ndarray) -> np.ndarray:
+    """A block of canonical targets as an owned array torch can take: int64 (rows,) for classes, float32
+    (rows, T) otherwise."""
+    if np.issubdtype(labels.dtype, np.integer):
+        return np.array(labels, dtype=np.int64)
+    return np.array(labels, dtype=np.float32)

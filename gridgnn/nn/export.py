@@ -46,7 +46,7 @@ from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
 from gridgnn.nn.model_config import check_model_config, check_state_covers
 from gridgnn.nn.sage import SAGE
-from gridgnn.nn.stack import LayerStack
+from gridgnn.nn.stack import OUTPUTS, LayerStack
 from gridgnn.safe_files import atomic_write
 
 FORMAT = "gridgnn-model/1"
@@ -74,7 +74,8 @@ def _stack_config(model: LayerStack) -> dict:
     return {"in_channels": first.in_channels,
             "hidden_channels": first.out_channels if len(model.layers) > 1 else last.out_channels,
             "out_channels": last.out_channels, "num_layers": len(model.layers),
-            "order": orders.pop() if len(orders) == 1 else "auto", "dropout": model.dropout, "seed": model.seed}
+            "order": orders.pop() if len(orders) == 1 else "auto", "dropout": model.dropout, "seed": model.seed,
+            "task": model.task}
 
 
 def _stack_arguments(config: dict) -> tuple[tuple, dict]:
@@ -129,16 +130,18 @@ def _gat_build(config: dict) -> GAT:
 
 class PygStack(nn.Module):
     """PyG's convolution layers holding a gridgnn model's weights: ``forward(x, edge_index)`` -> (n, C)
-    log-probabilities (eval mode: no dropout), ReLU between layers as gridgnn's models."""
+    log-probabilities, or logits / values when ``output`` is ``identity`` (the model's
+    `gridgnn.nn.stack.LayerStack.output`); eval mode: no dropout; ReLU between layers as gridgnn's models."""
 
-    def __init__(self, convs: list[nn.Module]):
+    def __init__(self, convs: list[nn.Module], output: str = "log_softmax"):
         super().__init__()
         self.convs = nn.ModuleList(convs)
+        self.output = output
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         for index, conv in enumerate(self.convs):
             x = conv(x if index == 0 else torch.relu(x), edge_index)
-        return torch.log_softmax(x, dim=1)
+        return torch.log_softmax(x, dim=1) if self.output == "log_softmax" else x
 
 
 def _gcn_to_pyg(model: GCN) -> PygStack:
@@ -295,8 +298,11 @@ def build_model(kind: object, config: dict, *, where: str = "model", state: dict
             check_state_covers(widths, state)
         except ValueError as exc:
             raise ModelFileError(f"{where}: its weights do not fit its configuration ({exc})") from None
+    task = config.get("task", "multiclass")  # files written before tasks existed hold classifiers
+    if task not in OUTPUTS:
+        raise ModelFileError(f"{where}: unknown task {task!r} (this gridgnn knows {', '.join(OUTPUTS)})")
     try:
-        return MODEL_KINDS[kind].build(config)
+        return MODEL_KINDS[kind].build(config).for_task(task)
     except (KeyError, TypeError, ValueError, GridGNNError) as exc:
         raise ModelFileError(f"{where}: malformed {kind} configuration ({exc})") from None
 
@@ -304,9 +310,12 @@ def build_model(kind: object, config: dict, *, where: str = "model", state: dict
 def to_pyg(model: nn.Module) -> nn.Module:
     """The PyTorch Geometric equivalent of ``model`` (see the module docstring), in eval mode.
 
-    ``to_pyg(model)(x, edge_index)`` gives the log-probabilities of gridgnn's ``model(x, agg)`` within 1e-5.
+    ``to_pyg(model)(x, edge_index)`` gives the output of gridgnn's ``model(x, agg)`` within 1e-5:
+    log-probabilities for a multiclass model, logits or values for a multilabel or regression one.
     """
-    return MODEL_KINDS[kind_of(model)].to_pyg(model)
+    pyg = MODEL_KINDS[kind_of(model)].to_pyg(model)
+    pyg.output = model.output
+    return pyg
 
 
 def check_fits(model: nn.Module, num_features: int, where: str) -> None:

@@ -31,3 +31,26 @@ def masked_accuracy(log_probs: Tensor, labels: Tensor, mask: Tensor) -> float:
     """Fraction of selected vertices whose argmax prediction equals the label (0.0 when none selected)."""
     correct, selected = masked_correct(log_probs, labels, mask)
     return correct / selected if selected else 0.0
+
+
+def masked_task_loss(output: Tensor, targets: Tensor, mask: Tensor, task: str, *,
+                     num_selected: int | None = None) -> Tensor:
+    """The training loss of ``task`` over the selected rows, summed over their present entries and divided
+    by ``num_selected`` (the global count of those entries; None: this block's count).
+
+    output: (m, C) model output (log-probabilities for ``multiclass``, logits for ``multilabel``, values for
+    ``regression``); targets: canonical (`gridgnn.data.targets`): (m,) int64 or (m, T) float with NaN
+    missing; mask: (m,) bool. ``multiclass``: negative log-likelihood; ``multilabel``: binary cross-entropy
+    on the logits; ``regression``: squared error. Returns a scalar (a mean when ``num_selected`` counts every
+    process's entries)."""
+    if task == "multiclass":
+        return masked_cross_entropy(output, targets, mask, num_selected=num_selected)
+    rows, wanted = output[mask], targets[mask]
+    present = ~torch.isnan(wanted)
+    predicted, actual = rows[present], wanted[present]
+    if task == "multilabel":
+        total = F.binary_cross_entropy_with_logits(predicted, actual, reduction="sum")
+    else:
+        total = ((predicted - actual) ** 2).sum()
+    count = int(present.sum()) if num_selected is None else num_selected
+    return total / max(count, 1)

@@ -34,9 +34,13 @@ def operator_of(model: str) -> str:
     return MODELS[model].operator
 
 
-def build_model(config, num_features: int, num_classes: int) -> LayerStack:
+def build_model(config, num_features: int, num_classes: int, task: str = "multiclass") -> LayerStack:
     """The model ``config.model`` describes (a `gridgnn.config.TrainConfig` or anything with its fields),
-    initialized from ``config.seed``."""
+    initialized from ``config.seed``, its output for ``task`` (`LayerStack.for_task`)."""
+    return _build(config, num_features, num_classes).for_task(task)
+
+
+def _build(config, num_features: int, num_classes: int) -> LayerStack:
     kind = getattr(config, "model", "gcn")
     common = dict(num_layers=config.layers, dropout=config.dropout, order=config.order, seed=config.seed)
     if kind == "sage":

@@ -1,7 +1,8 @@
 """What every model of gridgnn shares: a stack of layers, layout-invariant dropout, ReLU, log-softmax.
 
 Widths ``in -> hidden ... hidden -> out``; dropout on every layer's input (the input features too, as Kipf &
-Welling), ReLU between layers, log-softmax on all class columns of the rows (`Layout.full_rows`). A model
+Welling), ReLU between layers, log-softmax on all class columns of the rows (`Layout.full_rows`; raw outputs for
+multilabel and regression targets: `LayerStack.output`). A model
 subclass names its aggregation ``operator`` and builds its layers (`LayerStack.make_layer`); each layer is
 ``layer(h, layout) -> z``, single-device math over the `gridgnn.nn.layout.Layout` it is given.
 """
@@ -47,12 +48,21 @@ def check_model_size(in_channels: int, hidden_channels: int, out_channels: int, 
     return widths
 
 
+OUTPUTS = {"multiclass": "log_softmax", "multilabel": "identity", "regression": "identity"}
+"""Task -> `LayerStack.output`."""
+
+
 class LayerStack(nn.Module):
     """``num_layers`` layers made by `make_layer`; ``seed`` drives the Glorot initialization (its own
     generator, so every process builds identical weights) and the dropout masks."""
 
     operator = "gcn"
     kind = "gcn"
+    task = "multiclass"
+    output = "log_softmax"
+    """What the last layer's rows go through for `task`: ``log_softmax`` (class log-probabilities,
+    multiclass) or ``identity`` (logits or values: multilabel, regression); set per instance with
+    `for_task`."""
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
                  dropout: float = 0.5, order: str = "auto", seed: int = 0, **layer_options):
@@ -67,6 +77,11 @@ class LayerStack(nn.Module):
         )
         self.dropout, self.seed = dropout, seed
 
+    def for_task(self, task: str) -> LayerStack:
+        """Set `output` for ``task`` (`gridgnn.data.targets.TASKS`); returns the model."""
+        self.task, self.output = task, OUTPUTS[task]
+        return self
+
     def make_layer(self, in_channels: int, out_channels: int, *, order: str, generator: torch.Generator,
                    **options) -> nn.Module:
         raise NotImplementedError
@@ -79,7 +94,8 @@ class LayerStack(nn.Module):
 
     def forward(self, x: Tensor | SparseFeatures, layout: Layout | Callable[[Tensor], Tensor], *,
                 epoch: int = 0) -> Tensor:
-        """x: dense (m, in_channels) or `SparseFeatures`; returns log-probabilities (m, out_channels).
+        """x: dense (m, in_channels) or `SparseFeatures`; returns (m, out_channels): log-probabilities, or
+        logits / values when `output` is ``identity``.
 
         ``layout``: a `Layout`, or a plain callable ``x -> M x`` (one process). ``epoch`` selects the
         dropout masks (ignored in eval mode).
@@ -97,4 +113,5 @@ class LayerStack(nn.Module):
                 rows, cols = global_ids(layout, layer.in_channels, h.device)
                 h = relu_dropout(h, self.dropout, layer=index, row_ids=rows, col_ids=cols, **stream)
             h = self.apply_layer(index, layer, h, layout, stream)
-        return F.log_softmax(layout.full_rows(h, self.layers[-1].out_channels), dim=1)
+        out = layout.full_rows(h, self.layers[-1].out_channels)
+        return F.log_softmax(out, dim=1) if self.output == "log_softmax" else out

@@ -14,6 +14,11 @@ from __future__ import annotations
 from gridgnn.grid.comm_records import PHASES
 
 RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
+"""The keys of a record written before tasks and metrics existed."""
+REQUIRED_KEYS = ("epoch", "loss", "time_s")
+SPLIT_KEY_SETS = (("train_acc", "val_acc", "test_acc"), ("train_metric", "val_metric", "test_metric"))
+"""Each set is present whole or absent (a record has at least one); a value is a number, or null for an
+epoch that was not evaluated."""
 _RANK_LISTS = ("bytes", "calls")
 _OPTIONAL_RANK_LISTS = ("eval_bytes", "gather_bytes", "peak_memory_bytes")
 _PHASE_TABLES = ("by_phase", "calls_by_phase")
@@ -36,8 +41,7 @@ def history_problem(history: object, epochs: int) -> str | None:
     if len(records) != epochs:
         return f"history holds {len(records)} epochs, not {epochs}"
     for index, record in enumerate(records, start=1):
-        if not isinstance(record, dict) or set(record) != set(RECORD_KEYS) or record["epoch"] != index \
-                or not all(_number(record[key]) for key in RECORD_KEYS[1:]):
+        if not _record_ok(record, index):
             return f"epoch record {index}"
     best = history.get("best_epoch")
     if isinstance(best, bool) or not isinstance(best, int) or not 1 <= best <= epochs:
@@ -51,6 +55,18 @@ def history_problem(history: object, epochs: int) -> str | None:
         if entry is not None and not _comm_entry_ok(entry):
             return f"communication history of epoch {index}"
     return None
+
+
+def _record_ok(record: object, epoch: int) -> bool:
+    """Whether ``record`` is epoch ``epoch``'s record: the required keys, whole split-key sets, nothing else."""
+    if not isinstance(record, dict) or record.get("epoch") != epoch:
+        return False
+    present = [keys for keys in SPLIT_KEY_SETS if any(key in record for key in keys)]
+    allowed = set(REQUIRED_KEYS).union(*present)
+    if not present or set(record) != allowed:
+        return False
+    return (all(_number(record[key]) for key in REQUIRED_KEYS[1:])
+            and all(record[key] is None or _number(record[key]) for keys in present for key in keys))
 
 
 def _comm_entry_ok(entry: object) -> bool:

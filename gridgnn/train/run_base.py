@@ -9,6 +9,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import is_prepared
 from gridgnn.data.registry import load_dataset
+from gridgnn.data.retarget import with_task
 from gridgnn.errors import ConfigError
 from gridgnn.train.trainer import TrainResult
 
@@ -26,9 +27,11 @@ class Run:
 
 
 def load_graph(config: TrainConfig) -> Graph:
-    """The dataset named by ``config.dataset`` (name, generator spec or path), seeded by ``config.seed``."""
+    """The dataset named by ``config.dataset`` (name, generator spec or path), seeded by ``config.seed``, its
+    targets laid out for ``config.task`` (`gridgnn.data.retarget.with_task`)."""
     if is_prepared(config.dataset):
         raise ConfigError(f"'{config.dataset}' is a prepared graph (gridgnn prepare): it is read by distributed "
                           "workers (--algo 1d|1.5d|2d|3d); give the original dataset here")
-    return load_dataset(config.dataset, data_root=config.data_root, directed=config.directed,
-                        normalize_features=config.normalize_features, seed=config.seed)
+    graph = load_dataset(config.dataset, data_root=config.data_root, directed=config.directed,
+                         normalize_features=config.normalize_features, seed=config.seed)
+    return with_task(graph, config.task)

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,39 +21,65 @@ from torch import Tensor, nn
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.data.shard import LocalShard
-from gridgnn.nn import as_model_input, build_model, masked_cross_entropy, operator_of
+from gridgnn.data.shard import LocalShard, target_block
+from gridgnn.data.targets import present_entries
+from gridgnn.errors import ConfigError
+from gridgnn.nn import as_model_input, build_model, operator_of
 from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.nn.layout import Layout, as_layout, input_ids
+from gridgnn.nn.loss import masked_task_loss
+from gridgnn.train.task_metrics import SplitRows, better, resolve_metric, split_metrics
 
 
 @dataclass
 class EpochRecord:
-    """One epoch: training loss (before the step), accuracies after the step (eval mode), step time.
-    ``comm_bytes``: on a grid, the bytes rank 0 moved in the step, for the printed lines only (not part of
-    `to_dict`: the metrics file holds every rank's)."""
+    """One epoch: training loss (before the step), the metric on each split after the step (eval mode), step
+    time. ``train_metric``/``val_metric``/``test_metric``: the run's metric (`gridgnn.train.task_metrics`);
+    ``train_acc``/``val_acc``/``test_acc``: the same accuracies for a multiclass task, None otherwise (and
+    absent from `to_dict`). A record read from a file written before metrics existed has only the accuracies:
+    they are its metric. ``comm_bytes``: on a grid, the bytes rank 0 moved in the step, for the printed lines
+    only (not part of `to_dict`: the metrics file holds every rank's)."""
 
     epoch: int
     loss: float
-    train_acc: float
-    val_acc: float
-    test_acc: float
-    time_s: float
+    train_acc: float | None = None
+    val_acc: float | None = None
+    test_acc: float | None = None
+    time_s: float = 0.0
+    train_metric: float | None = None
+    val_metric: float | None = None
+    test_metric: float | None = None
     comm_bytes: int | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.train_metric is None and self.val_metric is None and self.val_acc is not None:
+            self.train_metric, self.val_metric, self.test_metric = self.train_acc, self.val_acc, self.test_acc
+
     def to_dict(self) -> dict:
-        return {k: v for k, v in vars(self).items() if k != "comm_bytes"}
+        out = {k: v for k, v in vars(self).items() if k != "comm_bytes"}
+        if self.val_acc is None:
+            for key in ACC_KEYS:
+                out.pop(key)
+        return out
+
+
+ACC_KEYS = ("train_acc", "val_acc", "test_acc")
+METRIC_KEYS = ("train_metric", "val_metric", "test_metric")
+RECORD_FIELDS = tuple(f.name for f in fields(EpochRecord) if f.name != "comm_bytes")
+"""The keys an epoch record may have in a metrics file or checkpoint."""
 
 
 @dataclass
 class TrainResult:
-    """All epoch records plus the best-validation epoch (the first epoch reaching the best val accuracy),
+    """All epoch records plus the best-validation epoch (the first epoch reaching the best validation value of
+    ``metric``: highest, lowest for an error),
     the first epoch whose loss was NaN or infinite (None while every loss is finite), and whether training
     stopped there (``config.stop_on_nonfinite``)."""
 
     epochs: list[EpochRecord] = field(default_factory=list)
     best_epoch: int = 0
+    metric: str = "accuracy"
     first_nonfinite_epoch: int | None = None
     stopped_on_nonfinite: bool = False
     best_state: dict | None = field(default=None, repr=False, compare=False)
@@ -77,17 +103,23 @@ class TrainResult:
         best = self.epochs[self.best_epoch - 1]
         ran = self.epochs[since:]
         final = {
-            "train_acc": last.train_acc,
-            "val_acc": last.val_acc,
-            "test_acc": last.test_acc,
-            "best_val_acc": best.val_acc,
-            "test_acc_at_best_val": best.test_acc,
+            "metric": self.metric,
+            "train_metric": last.train_metric,
+            "val_metric": last.val_metric,
+            "test_metric": last.test_metric,
+            "best_val_metric": best.val_metric,
+            "test_metric_at_best_val": best.test_metric,
+        }
+        if last.val_acc is not None:  # multiclass: the accuracy keys every earlier tool reads
+            final.update(train_acc=last.train_acc, val_acc=last.val_acc, test_acc=last.test_acc,
+                         best_val_acc=best.val_acc, test_acc_at_best_val=best.test_acc)
+        final.update({
             "best_epoch": best.epoch,
             "mean_epoch_time_s": sum(r.time_s for r in ran) / len(ran) if ran else None,
             "timed_epochs": len(ran),
             "first_nonfinite_epoch": self.first_nonfinite_epoch,
             "stopped_on_nonfinite": self.stopped_on_nonfinite,
-        }
+        })
         if since:
             final["history_mean_epoch_time_s"] = sum(r.time_s for r in self.epochs) / len(self.epochs)
         return final
@@ -128,11 +160,30 @@ def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width:
 
 def whole_graph(graph: Graph, device: torch.device | str = "cpu") -> LocalShard:
     """The node data of every row of ``graph``: features as they are (no copy; `model_input` places them),
-    labels (n,) and the three masks (n,) on ``device``, the layout's. Not collective."""
+    targets ((n,) or (n, T): `gridgnn.data.targets`) and the three masks (n,) on ``device``, the layout's.
+    Not collective."""
     arrays = (graph.train_mask, graph.val_mask, graph.test_mask)
     masks = tuple(torch.from_numpy(m).to(device) for m in arrays)
-    return LocalShard(graph.features, torch.from_numpy(graph.labels).long().to(device), masks,
+    return LocalShard(graph.features, torch.from_numpy(target_block(graph.labels)).to(device), masks,
                       tuple(int(m.sum()) for m in arrays))
+
+
+def task_of(config: TrainConfig, graph: Graph) -> str:
+    """The task a run trains: the graph's (its targets are laid out for it, `gridgnn.data.targets`); a
+    ``config.task`` other than ``auto`` must be that one (`gridgnn.data.retarget.with_task` lays a graph's
+    targets out for another task before training). Raises `ConfigError` otherwise."""
+    task = getattr(graph, "task", "multiclass")
+    if config.task not in ("auto", task):
+        raise ConfigError(f"the run asks for --task {config.task} but graph '{graph.name}' holds {task} targets")
+    return task
+
+
+def loss_entries(graph: Graph) -> int:
+    """The loss's divisor: the present target entries of the training vertices, over the whole graph (one
+    per training vertex for a multiclass task)."""
+    if getattr(graph, "task", "multiclass") == "multiclass":
+        return int(graph.train_mask.sum())
+    return int(present_entries(graph.labels, graph.task)[graph.train_mask].sum())
 
 
 class Trainer:
@@ -153,7 +204,13 @@ class Trainer:
         data = self.node_data(graph)
         self.features = model_input(data.features, self.layout, graph.num_features)
         self.labels, self.masks, self.mask_totals = data.labels, list(data.masks), data.mask_totals
-        self.model = build_model(config, graph.num_features, graph.num_classes).to(self.layout.device)
+        self.task = task_of(config, graph)
+        self.metric = resolve_metric(config.metric, self.task)
+        self.loss_count = loss_entries(graph)
+        self.split_rows = (SplitRows.of(graph.labels, [graph.train_mask, graph.val_mask, graph.test_mask],
+                                        self.layout.row_range, self.layout.device)
+                           if self.metric == "rocauc" else None)
+        self.model = build_model(config, graph.num_features, graph.num_classes, self.task).to(self.layout.device)
         self.optimizer = build_optimizer(self.model, config)
         self._best_whole = True  # whether a best state copied in fit is whole (see gather_best_state)
 
@@ -167,8 +224,8 @@ class Trainer:
         a mean over every training vertex of the graph."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        log_probs = self.model(self.features, self.layout, epoch=epoch)
-        loss = masked_cross_entropy(log_probs, self.labels, self.masks[0], num_selected=self.mask_totals[0])
+        output = self.model(self.features, self.layout, epoch=epoch)
+        loss = masked_task_loss(output, self.labels, self.masks[0], self.task, num_selected=self.loss_count)
         loss.backward()
         self.layout.reduce_gradients(list(self.model.parameters()))
         self.optimizer.step()
@@ -176,14 +233,20 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float, float]:
-        """(train, val, test) accuracy of the current weights in eval mode (no dropout): correct counts
-        summed over the graph by the layout, over the masks' global sizes."""
+        """(train, val, test) values of the run's metric for the current weights in eval mode (no dropout),
+        over the whole graph (`gridgnn.train.task_metrics.split_metrics`: collective on the world)."""
         self.model.eval()
-        log_probs = self.model(self.features, self.layout)
-        predictions = log_probs.argmax(dim=1) == self.labels
-        correct = torch.stack([predictions[m].sum() for m in self.masks]).double()
-        correct = self.layout.global_sum(correct)
-        return tuple(float(c) / max(t, 1) for c, t in zip(correct.tolist(), self.mask_totals, strict=True))
+        output = self.model(self.features, self.layout)
+        return tuple(split_metrics(output, self.labels, self.masks, self.task, self.metric, self.layout,
+                                   self.split_rows))
+
+    def epoch_record(self, epoch: int, loss: float, time_s: float) -> EpochRecord:
+        """The record of ``epoch``: its loss and step time, and the metric on each split now (`evaluate`);
+        the accuracies again under their own keys for a multiclass task."""
+        values = self.evaluate()
+        accuracies = values if self.metric == "accuracy" else (None, None, None)
+        return EpochRecord(epoch, loss, *accuracies, time_s=time_s, train_metric=values[0],
+                           val_metric=values[1], test_metric=values[2])
 
     def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None, *, start: TrainResult | None = None,
             rng_state: torch.Tensor | None = None,
@@ -196,8 +259,9 @@ class Trainer:
         With ``config.stop_on_nonfinite`` training ends after the first epoch whose loss is NaN or infinite
         (at once when ``start`` already holds one); the loss is global, so every rank stops alike.
         """
-        result = start if start is not None else TrainResult()
-        best_val = result.epochs[result.best_epoch - 1].val_acc if result.epochs else -1.0
+        result = start if start is not None else TrainResult(metric=self.metric)
+        result.metric = self.metric
+        best_val = result.epochs[result.best_epoch - 1].val_metric if result.epochs else None
         if result.note_nonfinite() and self.config.stop_on_nonfinite:
             result.stopped_on_nonfinite = True
             return result
@@ -208,10 +272,10 @@ class Trainer:
                 start = time.perf_counter()
                 loss = self.train_step(epoch)
                 elapsed = time.perf_counter() - start
-                record = EpochRecord(epoch, loss, *self.evaluate(), time_s=elapsed)
+                record = self.epoch_record(epoch, loss, elapsed)
                 result.epochs.append(record)
-                if record.val_acc > best_val:
-                    best_val, result.best_epoch = record.val_acc, epoch
+                if better(self.metric, record.val_metric, best_val):
+                    best_val, result.best_epoch = record.val_metric, epoch
                     result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
                                          self.model.state_dict().items()}
                     self._best_whole = not self.layout.defer_gather  # else gathered when read: gather_best_state

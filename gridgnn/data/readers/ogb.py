@@ -19,12 +19,12 @@ from gridgnn.data.readers._common import (
     adjacency_from_edges,
     build_graph,
     check_features,
-    check_labels,
     is_symmetric,
     load_table,
 )
 from gridgnn.data.splits import index_mask, random_split
 from gridgnn.data.synthetic import placeholder_features
+from gridgnn.data.targets import canonical_targets, labelled_vertices
 from gridgnn.errors import DataError
 
 
@@ -47,7 +47,10 @@ def _load_csv(path: Path, dtype: type, what: str) -> np.ndarray:
 
 
 def read_ogb(folder: Path | str, seed: int = 0) -> Graph:
-    """Read an OGB node-property folder into a `Graph` (features dense float32 (n, f), labels int64 (n,))."""
+    """Read an OGB node-property folder into a `Graph` (features dense float32 (n, f); targets as
+    `gridgnn.data.targets.canonical_targets` infers them: NaN or -1 marks an unlabelled vertex, several 0/1
+    columns are a multilabel task, real values a regression; without ``node-label`` every vertex is class 0).
+    Without a ``split/`` folder the labelled vertices are split 60/20/20 at random."""
     folder = Path(folder)
     raw = folder / "raw"
     edge_path = csv_file(raw, "edge")
@@ -64,17 +67,19 @@ def read_ogb(folder: Path | str, seed: int = 0) -> Graph:
         features = placeholder_features(adj, seed=seed)
     check_features(features, num_nodes, feat_path)
     label_table, label_path = tables["node-label"]
-    labels = np.zeros(num_nodes, np.int64) if label_table is None else check_labels(label_table, num_nodes, label_path)
-    masks, split = _split(folder, num_nodes, seed)
+    targets = canonical_targets(np.zeros(num_nodes, np.int64) if label_table is None else label_table, num_nodes,
+                                where=str(label_path))
+    masks, split = _split(folder, num_nodes, seed, labelled_vertices(targets.values, targets.task))
     return build_graph(
         folder,
         adj=adj,
         features=features,
-        labels=labels,
+        labels=targets.values,
+        task=targets.task,
         train_mask=masks[0],
         val_mask=masks[1],
         test_mask=masks[2],
-        num_classes=int(labels.max()) + 1,
+        num_classes=targets.num_outputs,
         name=folder.name,
         directed=not is_symmetric(adj),
         meta={"source": str(folder), "format": "ogb", "split": split},
@@ -103,12 +108,13 @@ def _num_nodes(raw: Path, edges: np.ndarray, tables: dict) -> int:
     return int(edges.max()) + 1
 
 
-def _split(folder: Path, num_nodes: int, seed: int) -> tuple[tuple[np.ndarray, ...], str]:
-    """(train, val, test) masks of shape (n,) from split/<kind>/, and the split's name."""
+def _split(folder: Path, num_nodes: int, seed: int, labelled: np.ndarray) -> tuple[tuple[np.ndarray, ...], str]:
+    """(train, val, test) masks of shape (n,) from split/<kind>/, and the split's name; without one a random
+    split of the ``labelled`` vertices (bool (n,))."""
     split_root = folder / "split"
     kinds = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
     if not kinds:
-        return random_split(num_nodes, seed=seed), "random-60-20-20"
+        return random_split(num_nodes, seed=seed, among=labelled), "random-60-20-20"
     masks = []
     for part in ("train", "valid", "test"):
         path = csv_file(split_root / kinds[0], part)
