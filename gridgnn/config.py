@@ -71,6 +71,8 @@ TASK_CHOICES = ("auto", *TASKS)
 
 METRICS = {"multiclass": ("accuracy",), "multilabel": ("rocauc", "micro-f1"), "regression": ("mse", "mae", "r2")}
 """Task -> the metrics ``--metric`` accepts for it, its default first (`gridgnn.train.task_metrics`)."""
+LOWER_IS_BETTER = frozenset({"mse", "mae"})
+"""Metrics that are errors: the best validation epoch is the lowest."""
 METRIC_CHOICES = ("auto", *dict.fromkeys(m for names in METRICS.values() for m in names))
 """``--metric``'s values: a metric, or ``auto``: the task's default."""
 

@@ -30,3 +30,23 @@ def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
                           predicted={"bytes": prediction.bytes_by_phase, "calls": prediction.calls_by_phase})
         out.append(record)
     return out
+
+
+def tasks_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
+    """`models_worker` for cases of any task: rank 0 returns the losses and each epoch's (train, val, test)
+    metric values, every rank its final weights and measured communication."""
+    out = []
+    for kwargs in cases:
+        config = TrainConfig(**kwargs)
+        graph = load_graph(config)
+        config, shape, ordered = resolve_run(config, graph, world_size)
+        trained, model = train_on_grid(config, ordered, return_model=True, shape=shape)
+        record = {"weights": [p.detach().cpu().numpy() for p in model.parameters()]}
+        if rank == 0:
+            prediction = predict_epoch(config, graph, trained.shape)
+            record.update(loss=[r.loss for r in trained.result.epochs],
+                          metric=[(r.train_metric, r.val_metric, r.test_metric) for r in trained.result.epochs],
+                          comm=trained.comm, best=trained.result.best_epoch,
+                          predicted={"bytes": prediction.bytes_by_phase})
+        out.append(record)
+    return out

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
-from gridgnn.config import ALGOS, COMMS, ORDERS, REORDER_CHOICES, TrainConfig
+from gridgnn.config import (
+    ALGOS,
+    COMMS,
+    LOWER_IS_BETTER,
+    METRIC_CHOICES,
+    ORDERS,
+    REORDER_CHOICES,
+    TASK_CHOICES,
+    TrainConfig,
+)
 from gridgnn.errors import ConfigError
 from gridgnn.run_spec import ProcessOptions, RunSpec
 
@@ -32,6 +41,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("train", help="train a GCN, GraphSAGE, GIN or GAT on one dataset",
                                  description="Train a GCN, GraphSAGE-mean, GIN or GAT full-graph on one dataset.")
     add_dataset_arguments(parser)
+    add_task_arguments(parser)
     model = parser.add_argument_group("model and optimizer")
     add_model_arguments(model)
     model.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="number of layers" + _DEF)
@@ -155,6 +165,19 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, positional: bool =
                       help="seed of initialization, dropout, random splits and generators" + _DEF)
 
 
+def add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--task`` and ``--metric`` (`gridgnn.data.targets`, `gridgnn.train.task_metrics`)."""
+    task = parser.add_argument_group("task")
+    task.add_argument("--task", choices=TASK_CHOICES, default=_DEFAULTS.task,
+                      help="what the vertices are trained to predict: multiclass (integer classes, -1 or NaN = "
+                           "unlabelled), multilabel (T columns of 0/1, NaN = missing; binary cross-entropy), "
+                           "regression (real values, NaN = missing; squared error); auto infers it from the "
+                           "targets and the run's first line says which" + _DEF)
+    task.add_argument("--metric", choices=METRIC_CHOICES, default=_DEFAULTS.metric,
+                      help="how each split is scored: accuracy (multiclass); rocauc, micro-f1 (multilabel); mse, "
+                           "mae, r2 (regression); auto: the first of the task's" + _DEF)
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The `TrainConfig` the flags describe (validated; raises `ConfigError`)."""
     return TrainConfig(
@@ -172,7 +195,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         **output_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
         gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
-        attn_dropout=args.attn_dropout,
+        attn_dropout=args.attn_dropout, task=args.task, metric=args.metric,
     )
 
 
@@ -181,15 +204,12 @@ def format_summary(config: TrainConfig, run: Run) -> str:
     data, final = run.metrics["dataset"], run.metrics["final"]
     lines = [
         f"dataset    {data['name']}: {data['num_nodes']} nodes, {data['num_edges']} stored edges, "
-        f"{data['num_features']} features, {data['num_classes']} classes",
+        f"{data['num_features']} features, " + _outputs(data),
         "split      " + "  ".join(f"{name} {count}" for name, count in data["split"].items())
         + ("  (an empty split's accuracy reads 0)" if 0 in data["split"].values() else ""),
         f"model      {MODEL_NAMES[config.model]} {config.layers} layers, hidden {config.hidden}, order {config.order}, "
         f"algo {config.algo}, seed {config.seed}",
-        f"final      train {final['train_acc']:.4f}  val {final['val_acc']:.4f}  "
-        f"test {final['test_acc']:.4f}" + _placeholder_note(data),
-        f"best val   {final['best_val_acc']:.4f} at epoch {final['best_epoch']}, "
-        f"test there {final['test_acc_at_best_val']:.4f}",
+        *_metric_lines(final, data),
         format_time_line(final, len(run.result.epochs), run.result.epochs),
     ]
     if "resumed_from" in run.metrics:
@@ -211,6 +231,30 @@ def format_summary(config: TrainConfig, run: Run) -> str:
 
 GRID_ALGOS = ("1d", "1.5d", "2d", "3d")
 """The algorithms that run on a process grid (`--nprocs P` or torchrun)."""
+
+
+def _outputs(data: dict) -> str:
+    """``7 classes``, or ``112 targets (multilabel)``."""
+    task = data.get("task", "multiclass")
+    if task == "multiclass":
+        return f"{data['num_classes']} classes"
+    return f"{data['num_classes']} target{'s' * (data['num_classes'] > 1)} ({task})"
+
+
+def _metric_lines(final: dict, data: dict) -> list[str]:
+    """The ``final`` and ``best val`` lines: accuracies for a multiclass run (as before metrics existed),
+    else the run's metric by name."""
+    if "train_acc" in final:
+        return [f"final      train {final['train_acc']:.4f}  val {final['val_acc']:.4f}  "
+                f"test {final['test_acc']:.4f}" + _placeholder_note(data),
+                f"best val   {final['best_val_acc']:.4f} at epoch {final['best_epoch']}, "
+                f"test there {final['test_acc_at_best_val']:.4f}"]
+    metric = final["metric"]
+    lower = " (lower is better)" if metric in LOWER_IS_BETTER else ""
+    return [f"final      {metric}: train {final['train_metric']:.4f}  val {final['val_metric']:.4f}  "
+            f"test {final['test_metric']:.4f}{lower}",
+            f"best val   {metric} {final['best_val_metric']:.4f} at epoch {final['best_epoch']}, "
+            f"test there {final['test_metric_at_best_val']:.4f}"]
 
 
 def _placeholder_note(data: dict) -> str:

@@ -88,7 +88,7 @@ def _multiclass(values: np.ndarray, where: str) -> Targets:
     if values.ndim == 2:
         if values.shape[1] != 1:
             raise DataError(f"{where}: multiclass labels are one integer per node, got shape {values.shape} "
-                            "(several 0/1 columns: --task multilabel)")
+                            "(several columns: --task multilabel or regression)")
         values = values[:, 0]
     if values.dtype.kind == "f":
         present = ~np.isnan(values)

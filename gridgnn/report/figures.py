@@ -45,7 +45,10 @@ def draw_loss(ax, series: ReportSeries) -> None:
 def draw_accuracy(ax, series: ReportSeries) -> None:
     for name, values in (("train", series.train_acc), ("val", series.val_acc), ("test", series.test_acc)):
         ax.plot(series.epochs, values, label=name)
-    ax.set(title="Accuracy", ylabel="accuracy", ylim=(-0.02, 1.02))
+    if series.metric == "accuracy":
+        ax.set(title="Accuracy", ylabel="accuracy", ylim=(-0.02, 1.02))
+    else:
+        ax.set(title=series.metric, ylabel=series.metric)
     _epoch_axis(ax)
     ax.legend(loc="lower right")
 

@@ -20,6 +20,8 @@ from gridgnn.limits import human_bytes
 from gridgnn.train.nonfinite import decode_nonfinite
 
 RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
+METRIC_RECORD_KEYS = ("epoch", "loss", "train_metric", "val_metric", "test_metric", "time_s")
+"""The keys of a record of a run scored by another metric than accuracy (no ``*_acc`` keys)."""
 EPOCH_TIMES = ("comm_time_s", "exposed_comm_time_s", "compute_time_s")
 
 
@@ -58,6 +60,8 @@ class ReportSeries:
     time_s: list[float]
     grid: GridSeries | None
     summary: list[tuple[str, str]] = field(default_factory=list)
+    metric: str = "accuracy"
+    """What ``train_acc``, ``val_acc``, ``test_acc`` hold: accuracies, or the values of this metric."""
 
 
 def load_metrics(path: str | Path) -> dict:
@@ -97,11 +101,30 @@ def _problem(document: dict) -> str | None:
     if not isinstance(epochs, list) or not epochs:
         return "no 'epochs' list of records"
     for index, record in enumerate(epochs, start=1):
-        if not isinstance(record, dict) or not all(_number(record.get(key, False)) for key in RECORD_KEYS):
-            return f"epoch record {index} lacks one of {', '.join(RECORD_KEYS)}"
+        keys = RECORD_KEYS if not isinstance(record, dict) or "train_metric" not in record or "train_acc" in record \
+            else METRIC_RECORD_KEYS
+        if not isinstance(record, dict) or not all(_number(record.get(key, False)) for key in keys):
+            return f"epoch record {index} lacks one of {', '.join(keys)}"
     if not isinstance(document.get("config", {}), dict) or not isinstance(document.get("final", {}), dict):
         return "'config' and 'final' must be objects"
     return None
+
+
+def _final_rows(final: dict) -> list[tuple[str, str]]:
+    """The summary's final and best-validation rows: accuracies, or the run's metric by name."""
+    if "train_acc" in final or "train_metric" not in final:
+        return [("final accuracy", f"train {_acc(final.get('train_acc'))}, val {_acc(final.get('val_acc'))}, "
+                                   f"test {_acc(final.get('test_acc'))}"),
+                ("best validation", f"{_acc(final.get('best_val_acc'))} at epoch {final.get('best_epoch', '?')}, "
+                                    f"test there {_acc(final.get('test_acc_at_best_val'))}")]
+    metric = final.get("metric", "metric")
+
+    def show(value: object) -> str:
+        return "?" if not isinstance(value, (int, float)) else f"{value:.4f}"
+    return [(f"final {metric}", f"train {show(final.get('train_metric'))}, val {show(final.get('val_metric'))}, "
+                                f"test {show(final.get('test_metric'))}"),
+            ("best validation", f"{show(final.get('best_val_metric'))} at epoch {final.get('best_epoch', '?')}, "
+                                f"test there {show(final.get('test_metric_at_best_val'))}")]
 
 
 def _float(value: object) -> float:
@@ -131,12 +154,16 @@ def report_series(metrics: dict) -> ReportSeries:
     """The series of ``metrics`` (a document from `load_metrics`)."""
     records = metrics["epochs"]
     config, dataset = metrics.get("config", {}), metrics.get("dataset", {})
-    column = {key: [_float(record[key]) for record in records] for key in RECORD_KEYS[1:]}
+    by_metric = "train_acc" not in records[0]
+    keys = METRIC_RECORD_KEYS if by_metric else RECORD_KEYS
+    column = {name: [_float(record[key]) for record in records] for name, key in zip(RECORD_KEYS[1:], keys[1:],
+                                                                                        strict=True)}
     grid = grid_series(metrics)
     title = f"{dataset.get('name', '?')}: {config.get('model', 'gcn')}, " + (
         grid.label if grid is not None else f"algo {config.get('algo', 'local')}")
     return ReportSeries(title=title, epochs=[int(record["epoch"]) for record in records], grid=grid,
-                        summary=summary_rows(metrics, grid), **column)
+                        summary=summary_rows(metrics, grid), metric=metrics.get("final", {}).get(
+                            "metric", "accuracy") if by_metric else "accuracy", **column)
 
 
 def grid_series(metrics: dict) -> GridSeries | None:
@@ -180,10 +207,7 @@ def summary_rows(metrics: dict, grid: GridSeries | None) -> list[tuple[str, str]
                   f"{config.get('hidden', '?')}, lr {config.get('lr', '?')}, seed {config.get('seed', '?')}"),
         ("run", grid.label if grid is not None else f"algo {config.get('algo', 'local')}, one process"),
         ("epochs", str(len(metrics["epochs"]))),
-        ("final accuracy", f"train {_acc(final.get('train_acc'))}, val {_acc(final.get('val_acc'))}, "
-                           f"test {_acc(final.get('test_acc'))}"),
-        ("best validation", f"{_acc(final.get('best_val_acc'))} at epoch {final.get('best_epoch', '?')}, "
-                            f"test there {_acc(final.get('test_acc_at_best_val'))}"),
+        *_final_rows(final),
         ("mean step time", _ms(final.get("mean_epoch_time_s"))),
     ]
     if grid is None:

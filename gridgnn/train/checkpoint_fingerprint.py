@@ -10,12 +10,14 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, graph_digest
 from gridgnn.errors import CheckpointError
 from gridgnn.train.checkpoint_manifest import MANIFEST
+from gridgnn.train.task_metrics import resolve_metric
 
 
 def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     """What a checkpoint must share with the run that resumes it: the dataset (sizes and a digest of the
     adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``/``gat``, its widths
-    and options) and the optimizer settings.
+    and options), the optimizer settings and the metric that picks the best epoch (``evaluation``; the task is
+    the dataset's).
 
     The grid (algorithm, P, replication, shape), the product order, the vertex order (``--reorder``) and the
     number of epochs may change, and so may the optimizer's ``lr`` and ``weight_decay`` (`RESUME_MAY_CHANGE`:
@@ -29,12 +31,13 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
         "dataset": {"name": graph.name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                     "num_features": graph.num_features, "num_classes": graph.num_classes,
                     "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
-                    "digest": digest},
+                    "digest": digest, "task": getattr(graph, "task", "multiclass")},
         "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
                   "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
                   "output_heads": config.output_heads, "attn_dropout": config.attn_dropout},
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay},
+        "evaluation": {"metric": resolve_metric(config.metric, getattr(graph, "task", "multiclass"))},
     }
 
 
@@ -45,15 +48,19 @@ and the model must match."""
 
 _BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
                        ("model", "gin_train_eps"): False, ("model", "heads"): 1, ("model", "output_heads"): 1,
-                       ("model", "attn_dropout"): 0.0}
+                       ("model", "attn_dropout"): 0.0, ("dataset", "task"): "multiclass"}
 """What a checkpoint written before model kinds existed (no such fields) holds: a GCN."""
+
+
+_BEFORE_GROUPS = {"evaluation": {"metric": "accuracy"}}
+"""Fingerprint groups of a checkpoint written before they existed: a classifier scored by accuracy."""
 
 
 def check_compatible(manifest: dict, current: dict, path: Path) -> None:
     """Raise `CheckpointError` naming the first field where the checkpoint's fingerprint differs."""
     saved = manifest["fingerprint"]
     for group, fields in current.items():
-        recorded = saved.get(group)
+        recorded = saved.get(group, _BEFORE_GROUPS.get(group))
         if not isinstance(recorded, dict):
             raise CheckpointError(f"checkpoint '{path}': {MANIFEST} is malformed (fingerprint {group})")
         for name, value in fields.items():

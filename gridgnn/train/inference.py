@@ -72,7 +72,8 @@ def _checkpoint_model(folder: Path) -> tuple[nn.Module, dict]:
                         "seed": int(config["seed"]), "normalize": bool(config.get("sage_normalize", False)),
                         "eps": float(config.get("gin_eps", 0.0)), "train_eps": bool(config.get("gin_train_eps", False)),
                         "heads": int(config.get("heads", 1)), "output_heads": int(config.get("output_heads", 1)),
-                        "attn_dropout": float(config.get("attn_dropout", 0.0))}
+                        "attn_dropout": float(config.get("attn_dropout", 0.0)),
+                        "task": dataset.get("task", "multiclass")}
     except (KeyError, TypeError, ValueError):
         raise ModelFileError(f"checkpoint '{folder}': its manifest lacks the model configuration") from None
     model = build_model(config.get("model", "gcn"), model_config, where=f"checkpoint '{folder}'")

@@ -1,13 +1,18 @@
-"""The ``--metrics-out`` JSON file: configuration, dataset, per-epoch records and final accuracies.
+"""The ``--metrics-out`` JSON file: configuration, dataset, per-epoch records and final metrics.
 
-Layout (all accuracies are fractions in [0, 1], times in seconds)::
+Layout (accuracies are fractions in [0, 1], times in seconds; ``metric`` is the run's ``--metric``,
+`gridgnn.train.task_metrics`; the ``*_acc`` keys exist for a multiclass task only, and equal the ``*_metric``
+ones there)::
 
     {"config":  {...TrainConfig.to_dict()...},
-     "dataset": {"name", "num_nodes", "num_edges", "num_features", "num_classes", "directed",
+     "dataset": {"name", "num_nodes", "num_edges", "num_features", "num_classes", "task", "directed",
                  "split": {"train", "val", "test"}, "meta"},
-     "epochs":  [{"epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s"}, ...],
-     "final":   {"train_acc", "val_acc", "test_acc", "best_val_acc", "test_acc_at_best_val",
-                 "best_epoch", "mean_epoch_time_s", "timed_epochs",
+     "epochs":  [{"epoch", "loss", "train_metric", "val_metric", "test_metric",
+                  "train_acc", "val_acc", "test_acc", "time_s"}, ...],
+     "final":   {"metric", "train_metric", "val_metric", "test_metric", "best_val_metric",
+                 "test_metric_at_best_val", "train_acc", "val_acc", "test_acc", "best_val_acc",
+                 "test_acc_at_best_val", "best_epoch" (best: highest, lowest for mse and mae),
+                 "mean_epoch_time_s", "timed_epochs",
                  "history_mean_epoch_time_s" (resumed runs)},   (times: this invocation's epochs)
      "resumed_from": {"checkpoint", "epoch"[, "changed": {"lr": [there, here], ...}]}}
                                                    (only in a run resumed from a checkpoint)
@@ -41,6 +46,7 @@ def dataset_summary(graph: Graph) -> dict:
         "num_edges": graph.num_edges,
         "num_features": graph.num_features,
         "num_classes": graph.num_classes,
+        "task": getattr(graph, "task", "multiclass"),
         "directed": graph.directed,
         "split": {name: int(getattr(graph, f"{name}_mask").sum()) for name in ("train", "val", "test")},
         "meta": meta,

@@ -3,11 +3,14 @@
 Files (the format follows the suffix; `check_output_path` rejects any other before work starts):
 
 =============  ================================================================================================
-``.npy``       predictions: a structured array of n records ``node`` (int64, the original vertex id),
-               ``predicted`` (int64, the class of highest probability) and ``probabilities`` (float32, (C,));
+``.npy``       predictions: a structured array of n records ``node`` (int64, the original vertex id) and, by
+               task (`prediction_dtype`): multiclass ``predicted`` (int64, the class of highest probability)
+               and ``probabilities`` (float32, (C,)); multilabel ``predicted`` (int64 (T,), 0/1) and
+               ``probabilities`` (float32 (T,)); regression ``predicted`` (float32 (T,), the values);
                embeddings: a float32 matrix (n, d), row i = vertex i of the graph (order of ``node``)
-``.csv``       one header line, then one line per vertex in the same order: ``node,predicted,prob_0,...`` or
-               ``node,dim_0,...``; floats with 9 significant digits (float32 round-trips exactly)
+``.csv``       one header line, then one line per vertex in the same order: ``node,predicted,prob_0,...``
+               (multiclass), ``node,predicted_0,...,prob_0,...`` (multilabel), ``node,predicted_0,...``
+               (regression) or ``node,dim_0,...``; floats with 9 significant digits (float32 round-trips)
 =============  ================================================================================================
 
 CSV is there for people (a spreadsheet opens it) and needs no dependency; Parquet would need pyarrow, which
@@ -100,16 +103,33 @@ def vertex_ids(graph, rows: tuple[int, int]) -> np.ndarray:
     return np.arange(r0, r1, dtype=np.int64) + (base if isinstance(base, int) else 0)
 
 
-def prediction_records(log_probs: Tensor, ids: np.ndarray) -> np.ndarray:
-    """Structured (m,) records node / predicted / probabilities from log-probabilities (m, C)."""
-    probs = log_probs.detach().exp().float().cpu().numpy()
-    out = np.empty(len(ids), dtype=prediction_dtype(probs.shape[1]))
-    out["node"], out["predicted"], out["probabilities"] = ids, probs.argmax(axis=1), probs
+def prediction_records(output: Tensor, ids: np.ndarray, task: str = "multiclass") -> np.ndarray:
+    """Structured (m,) prediction records of the model's ``output`` (m, C) for ``task`` (see
+    `prediction_dtype`): from log-probabilities (multiclass), logits (multilabel) or values (regression)."""
+    values = output.detach().float().cpu()
+    out = np.empty(len(ids), dtype=prediction_dtype(values.shape[1], task))
+    out["node"] = ids
+    if task == "multiclass":
+        probs = values.exp().numpy()
+        out["predicted"], out["probabilities"] = probs.argmax(axis=1), probs
+    elif task == "multilabel":
+        probs = torch.sigmoid(values).numpy()
+        out["predicted"], out["probabilities"] = probs > 0.5, probs
+    else:
+        out["predicted"] = values.numpy()
     return out
 
 
-def prediction_dtype(num_classes: int) -> np.dtype:
-    return np.dtype([("node", "<i8"), ("predicted", "<i8"), ("probabilities", "<f4", (num_classes,))])
+def prediction_dtype(width: int, task: str = "multiclass") -> np.dtype:
+    """The record of one vertex: ``node`` (int64) and, multiclass: ``predicted`` (int64, the most probable
+    class), ``probabilities`` (float32, (C,)); multilabel: ``predicted`` (int64 (T,), 1 where the probability
+    exceeds 0.5), ``probabilities`` (float32 (T,), sigmoid of the logits); regression: ``predicted``
+    (float32 (T,), the values)."""
+    if task == "multiclass":
+        return np.dtype([("node", "<i8"), ("predicted", "<i8"), ("probabilities", "<f4", (width,))])
+    if task == "multilabel":
+        return np.dtype([("node", "<i8"), ("predicted", "<i8", (width,)), ("probabilities", "<f4", (width,))])
+    return np.dtype([("node", "<i8"), ("predicted", "<f4", (width,))])
 
 
 def write_rows(path: str | os.PathLike, rows: tuple[int, int], num_rows: int, block: np.ndarray,

@@ -176,7 +176,8 @@ def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_
     order = getattr(graph, "meta", {}).get("reorder_order")  # a reordered graph: write at original positions
     at = None if order is None else np.asarray(order[rows[0]:rows[1]], dtype=np.int64)
     if predictions_out is not None:
-        write_rows(predictions_out, rows, graph.num_nodes, prediction_records(log_probs, ids), ids, positions=at,
+        records = prediction_records(log_probs, ids, getattr(model, "task", "multiclass"))
+        write_rows(predictions_out, rows, graph.num_nodes, records, ids, positions=at,
                    what="predictions file")
     if embeddings_out is not None:
         block = embedding.detach().to(device="cpu", dtype=torch.float32).numpy()

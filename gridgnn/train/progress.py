@@ -42,14 +42,20 @@ def show_log(config: TrainConfig) -> bool:
 
 
 def format_epoch(record: EpochRecord, epochs: int) -> str:
-    """``epoch  E/N  loss  train  val  test  ms`` (the per-epoch line); a record of a grid epoch that carries
+    """``epoch  E/N  loss  train  val  test  ms`` (the per-epoch line; the splits' values of the run's metric,
+    accuracy for a multiclass task); a record of a grid epoch that carries
     rank 0's bytes (``comm_bytes``) names them too."""
     width = len(str(epochs))
-    line = (f"epoch {record.epoch:>{width}}/{epochs}  loss {record.loss:.4f}  train {record.train_acc:.4f}"
-            f"  val {record.val_acc:.4f}  test {record.test_acc:.4f}  {1000 * record.time_s:.1f} ms")
+    line = (f"epoch {record.epoch:>{width}}/{epochs}  loss {record.loss:.4f}  train {_value(record.train_metric)}"
+            f"  val {_value(record.val_metric)}  test {_value(record.test_metric)}  {1000 * record.time_s:.1f} ms")
     if record.comm_bytes is not None:
         line += f"  comm {human_bytes(record.comm_bytes)} (rank 0)"
     return line
+
+
+def _value(metric: float | None) -> str:
+    """A split's metric on the epoch line (``-`` for an epoch that was not evaluated)."""
+    return "-" if metric is None else f"{metric:.4f}"
 
 
 class EpochLog:

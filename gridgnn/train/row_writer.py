@@ -187,18 +187,37 @@ def _pwrite_all(handle: int, rows: np.ndarray, offset: int) -> None:
 def _start_csv(handle: int, block: np.ndarray) -> int:
     """Write the CSV header line; returns 0."""
     if block.dtype.names:
-        width = block["probabilities"].shape[1]
-        header = ["node", "predicted"] + [f"prob_{k}" for k in range(width)]
+        header = ["node"] + [name for name, _ in _record_columns(block.dtype)]
     else:
         header = ["node"] + [f"dim_{k}" for k in range(block.shape[1])]
     os.write(handle, (",".join(header) + "\n").encode("ascii"))
     return 0
 
 
+CSV_PREFIXES = {"probabilities": "prob", "predicted": "predicted"}
+"""The column name prefix of each vector field of prediction records (``prob_0``, ``predicted_0``, ...)."""
+
+
+def _record_columns(dtype: np.dtype) -> list[tuple[str, str]]:
+    """(column name, printf format) of every CSV column of prediction records after ``node``: a scalar field
+    is one column of its name, a vector field of width k is k columns ``<prefix>_0`` ... (`CSV_PREFIXES`);
+    integers print whole, floats with 9 significant digits."""
+    columns = []
+    for name in dtype.names[1:]:
+        base, shape = dtype[name].base, dtype[name].shape
+        fmt = "%d" if base.kind in "iu" else "%.9g"
+        if not shape:
+            columns.append((name, fmt))
+        else:
+            columns += [(f"{CSV_PREFIXES.get(name, name)}_{k}", fmt) for k in range(shape[0])]
+    return columns
+
+
 def _write_csv_part(path: Path, block: np.ndarray, ids: np.ndarray) -> None:
     if block.dtype.names:
-        values = np.column_stack([block["predicted"].astype(np.float64), block["probabilities"]])
-        formats = ["%d"] + ["%.9g"] * block["probabilities"].shape[1]
+        values = np.column_stack([block[name].reshape(len(block), -1).astype(np.float64)
+                                  for name in block.dtype.names[1:]])
+        formats = [fmt for _, fmt in _record_columns(block.dtype)]
     else:
         values, formats = block, ["%.9g"] * block.shape[1]
     table = np.column_stack([ids.astype(np.float64), values]) if len(ids) else np.empty((0, len(formats) + 1))

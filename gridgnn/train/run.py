@@ -19,6 +19,7 @@ from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.products import check_products, write_products
 from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
 from gridgnn.train.run_base import Run, load_graph
+from gridgnn.train.task_choice import settle_task
 from gridgnn.train.tensorboard_log import TensorBoardLog, check_tensorboard
 from gridgnn.train.trainer import EpochRecord, Trainer
 
@@ -85,6 +86,7 @@ def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     check_products(config)
     if graph is None:
         graph = load_graph(config)
+    config = settle_task(config, graph, say=None if config.quiet else print_line)
     check_memory(config, graph, 1)
     trainer = Trainer(config, graph, build_aggregation(config, graph))
     result, point = fit_resumable(trainer, config, graph, on_epoch, grid={"algo": "local", "world_size": 1})
@@ -93,3 +95,8 @@ def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     if config.metrics_out is not None:
         write_metrics(config.metrics_out, metrics)
     return Run(graph, result, metrics, trainer.model)
+
+
+def print_line(line: str) -> None:
+    """Print ``line`` at once (a run's statements before its first epoch)."""
+    print(line, flush=True)

@@ -35,6 +35,7 @@ from gridgnn.train.products import check_products
 from gridgnn.train.resolve import resolve_run
 from gridgnn.train.resume import check_checkpoint_dir
 from gridgnn.train.run_base import Run, load_graph
+from gridgnn.train.task_choice import settle_task
 from gridgnn.train.trainer import EpochRecord
 
 
@@ -78,6 +79,7 @@ def _train_worker(config: TrainConfig, spec: RunSpec | None, process: ProcessOpt
     trained_on = graph
     if spec is None:  # torchrun, or one process: every worker reaches the same spec on the same graph
         say = print_now if rank == 0 and not config.quiet else None
+        config = settle_task(config, graph, say=say)
         resolved, shape, trained_on = resolve_run(config, graph, world, device_type=default_device().type,
                                                   say=say)
         spec = RunSpec(resolved, shape, process)

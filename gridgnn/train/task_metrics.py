@@ -29,11 +29,8 @@ import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
-from gridgnn.config import METRICS
+from gridgnn.config import LOWER_IS_BETTER, METRICS
 from gridgnn.errors import ConfigError
-
-LOWER_IS_BETTER = frozenset({"mse", "mae"})
-"""Metrics that are errors: the best validation epoch is the lowest."""
 
 
 def resolve_metric(metric: str, task: str) -> str:

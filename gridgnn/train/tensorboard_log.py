@@ -49,8 +49,14 @@ def check_tensorboard(folder: str) -> None:
 
 def record_scalars(record: dict) -> dict[str, float]:
     """Tag -> value of one epoch record (`EpochRecord.to_dict` or a metrics file's epoch): loss, accuracies
-    and step time (None, a non-finite value in a file, reads NaN)."""
-    return {tag: math.nan if record[key] is None else float(record[key]) for key, tag in _RECORD_TAGS}
+    (``metric/train`` ... for a task scored by another metric) and step time (None, a non-finite value in a
+    file or an epoch not evaluated, reads NaN)."""
+    scalars = {tag: math.nan if record.get(key) is None else float(record[key]) for key, tag in _RECORD_TAGS
+               if key in record}
+    if "train_acc" not in record and "train_metric" in record:  # another task's metric: metric/<split>
+        scalars.update({f"metric/{split}": math.nan if record[f"{split}_metric"] is None
+                        else float(record[f"{split}_metric"]) for split in ("train", "val", "test")})
+    return scalars
 
 
 def comm_scalars(epoch: dict) -> dict[str, float]:

@@ -23,12 +23,12 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.shard import LocalShard, target_block
 from gridgnn.data.targets import present_entries
-from gridgnn.errors import ConfigError
 from gridgnn.nn import as_model_input, build_model, operator_of
 from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.nn.layout import Layout, as_layout, input_ids
 from gridgnn.nn.loss import masked_task_loss
+from gridgnn.train.task_choice import task_of
 from gridgnn.train.task_metrics import SplitRows, better, resolve_metric, split_metrics
 
 
@@ -166,16 +166,6 @@ def whole_graph(graph: Graph, device: torch.device | str = "cpu") -> LocalShard:
     masks = tuple(torch.from_numpy(m).to(device) for m in arrays)
     return LocalShard(graph.features, torch.from_numpy(target_block(graph.labels)).to(device), masks,
                       tuple(int(m.sum()) for m in arrays))
-
-
-def task_of(config: TrainConfig, graph: Graph) -> str:
-    """The task a run trains: the graph's (its targets are laid out for it, `gridgnn.data.targets`); a
-    ``config.task`` other than ``auto`` must be that one (`gridgnn.data.retarget.with_task` lays a graph's
-    targets out for another task before training). Raises `ConfigError` otherwise."""
-    task = getattr(graph, "task", "multiclass")
-    if config.task not in ("auto", task):
-        raise ConfigError(f"the run asks for --task {config.task} but graph '{graph.name}' holds {task} targets")
-    return task
 
 
 def loss_entries(graph: Graph) -> int:

@@ -51,7 +51,7 @@ def open_npz(path: Path) -> Mapping[str, np.ndarray]:
         return _load_arrays(path, str(path))
 
 
-_DATA_KEYS = ("gridgnn_format", "format_version", "name", "directed", "num_classes", "meta_json", "train_mask",
+_DATA_KEYS = ("gridgnn_format", "format_version", "name", "directed", "num_classes", "meta_json", "task", "train_mask",
               "val_mask", "test_mask", "vertex_ids")
 _DATA_PREFIXES = ("adj_", "attr_", "features", "labels")
 

@@ -1,7 +1,8 @@
 """gridgnn's own graph file: an uncompressed ``.npz`` that loads without pickle and round-trips exactly.
 
 Keys: ``gridgnn_format`` = "gridgnn-graph" (the marker) and ``format_version`` = 1; ``name``, ``directed``,
-``num_classes``, ``meta_json`` (the `Graph.meta` dict as JSON); ``adj_{data,indices,indptr,shape}``;
+``num_classes``, ``task`` (`gridgnn.data.targets`; absent in older files: multiclass), ``meta_json`` (the
+`Graph.meta` dict as JSON); ``adj_{data,indices,indptr,shape}``;
 either ``features`` (dense) or ``features_{data,indices,indptr,shape}`` (CSR); ``labels`` and the three
 masks. Arrays keep their dtypes (index arrays included).
 """
@@ -50,6 +51,7 @@ def save_graph(graph: Graph, path: Path | str) -> Path:
         "name": np.asarray(graph.name),
         "directed": np.asarray(bool(graph.directed)),
         "num_classes": np.asarray(int(graph.num_classes), dtype=np.int64),
+        "task": np.asarray(graph.task),
         "meta_json": np.asarray(meta_json),
         "labels": graph.labels,
         **{mask: getattr(graph, mask) for mask in _MASKS},
@@ -91,7 +93,7 @@ def _used(key: str) -> bool:
             or key.startswith(("adj_", "features_")))
 
 
-_SCALARS = (FORMAT_KEY, "format_version", "name", "directed", "num_classes", "meta_json")
+_SCALARS = (FORMAT_KEY, "format_version", "name", "directed", "num_classes", "meta_json", "task")
 
 
 def graph_from_native(arrays: Mapping[str, np.ndarray], where: Path | str) -> Graph:
@@ -103,7 +105,7 @@ def graph_from_native(arrays: Mapping[str, np.ndarray], where: Path | str) -> Gr
         raise DataError(f"{where}: format version {version} is not supported (this gridgnn reads {FORMAT_VERSION})")
     with reading(where, "graph meta"):
         meta = check_meta(json.loads(_scalar(arrays, "meta_json", where, "U")), where)
-    if "vertex_ids" in arrays and arrays["vertex_ids"].shape == arrays["labels"].shape:
+    if "vertex_ids" in arrays and arrays["vertex_ids"].shape[:1] == arrays["labels"].shape[:1]:
         meta["vertex_ids"] = np.asarray(arrays["vertex_ids"], dtype=np.int64)
     if "features_data" in arrays:
         features = _csr(arrays, "features", where)
@@ -119,6 +121,7 @@ def graph_from_native(arrays: Mapping[str, np.ndarray], where: Path | str) -> Gr
         name=_scalar(arrays, "name", where, "U"),
         directed=_scalar(arrays, "directed", where, "b"),
         meta=meta,
+        task=_scalar(arrays, "task", where, "U") if "task" in arrays else "multiclass",  # older files: classes
     )
 
 

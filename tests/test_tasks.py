@@ -1,0 +1,195 @@
+"""Tasks (issue 33): multiclass with unlabelled vertices, multilabel and regression targets with missing
+entries. Targets are read into one canonical form; every algorithm trains every task as one process does;
+the metrics equal scikit-learn's; bad targets are one line."""
+
+from __future__ import annotations
+
+import math
+
+import model_workers as mw
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import f1_score, mean_absolute_error, mean_squared_error, r2_score, roc_auc_score
+from task_graphs import save_task_graphs, task_graph
+
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import PHASES
+from gridgnn.data.retarget import with_task
+from gridgnn.data.targets import canonical_targets, infer_task
+from gridgnn.errors import ConfigError, DataError
+from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.layout import LocalLayout
+from gridgnn.train.run import build_aggregation, load_graph
+from gridgnn.train.task_metrics import mean_rocauc, split_metrics
+from gridgnn.train.trainer import Trainer
+
+TASKS = ("multiclass", "multilabel", "regression")
+
+
+# --- targets ---------------------------------------------------------------------------------------------------
+
+def test_infer_task_from_the_targets():
+    assert infer_task(np.array([0, 2, 1, -1])) == "multiclass"
+    assert infer_task(np.array([0.0, 2.0, np.nan])) == "multiclass"
+    assert infer_task(np.array([[0, 1], [1, np.nan]])) == "multilabel"
+    assert infer_task(np.array([0.5, 1.0])) == "regression"
+    assert infer_task(np.array([[0.0, 2.0], [1.0, 1.0]])) == "regression"
+
+
+def test_canonical_targets_mark_missing_entries():
+    classes = canonical_targets(np.array([1.0, np.nan, 0.0, 2.0]), 4)
+    assert classes.task == "multiclass" and classes.values.tolist() == [1, -1, 0, 2] and classes.num_outputs == 3
+    labels = canonical_targets(np.array([[0, 1, np.nan], [1, 0, 0]]), 2)
+    assert labels.task == "multilabel" and labels.values.dtype == np.float32 and labels.num_outputs == 3
+    values = canonical_targets(np.array([0.5, np.nan, 2.0]), 3, "regression")
+    assert values.values.shape == (3, 1) and np.isnan(values.values[1, 0])
+
+
+@pytest.mark.parametrize("values, task, message", [
+    (np.array([0.5, 1.0]), "multiclass", "must be integers"),
+    (np.array([[0, 2], [1, 0]]), "multilabel", "must be 0, 1 or NaN"),
+    (np.array([[0, 1], [1, 0]]), "multiclass", "one integer per node"),
+    (np.array([np.nan, np.nan]), "regression", "no vertex has a target"),
+    (np.array([0, 1, 2]), "multiclass", "3 target rows for 2 nodes"),
+    (np.array([-2, 1]), "multiclass", "negative label -2"),
+    (np.array(["a", "b"]), "auto", "must be numbers"),
+    (np.array([1.0, np.inf]), "regression", "inf"),
+])
+def test_bad_targets_are_one_line(values, task, message):
+    with pytest.raises(DataError, match=message) as info:
+        canonical_targets(values, 2, task)
+    assert "\n" not in str(info.value)
+
+
+def test_a_split_naming_an_unlabelled_vertex_is_refused():
+    graph = task_graph("multiclass")
+    mask = graph.train_mask.copy()
+    mask[np.flatnonzero(graph.labels < 0)[0]] = True
+    with pytest.raises(DataError, match="train_mask names 1 vertices without a target"):
+        type(graph)(**{**vars(graph), "train_mask": mask})
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_unlabelled_vertices_are_in_no_split(task):
+    graph = task_graph(task)
+    unlabelled = ~graph.labelled()
+    assert unlabelled.any() or task != "multiclass"
+    for mask in (graph.train_mask, graph.val_mask, graph.test_mask):
+        assert not (mask & unlabelled).any()
+    assert (graph.train_mask | graph.val_mask | graph.test_mask).sum() == graph.labelled().sum()
+
+
+def test_with_task_reads_classes_as_binary_targets():
+    graph = task_graph("multiclass", base="csbm:nodes=80,classes=2,features=5")
+    binary = with_task(graph, "multilabel")
+    assert binary.task == "multilabel" and binary.num_classes == 1
+    assert np.array_equal(np.isnan(binary.labels[:, 0]), graph.labels < 0)
+    with pytest.raises(DataError, match="one integer per node"):
+        with_task(task_graph("regression"), "multiclass")
+
+
+# --- metrics against scikit-learn --------------------------------------------------------------------------------
+
+def _metrics(output, targets, task, metric):
+    n = output.shape[0]
+    mask = torch.ones(n, dtype=torch.bool)
+    from gridgnn.train.task_metrics import SplitRows
+    rows = SplitRows.of(targets.numpy(), [mask.numpy()] * 3, (0, n), "cpu")
+    return split_metrics(output, targets, [mask] * 3, task, metric, LocalLayout(lambda x: x, "gcn", n), rows)[0]
+
+
+def test_metrics_equal_scikit_learn():
+    rng = np.random.default_rng(0)
+    truth = (rng.random((300, 4)) > 0.6).astype(np.float32)
+    truth[:, 3] = 1.0  # one class only: skipped by rocauc, as OGB's evaluator does
+    scores = rng.normal(size=(300, 4)).astype(np.float32) + truth
+    scores[:20, 0] = scores[20:40, 0]  # ties share their mean rank
+    missing = truth.copy()
+    missing[rng.random(truth.shape) < 0.1] = np.nan
+    expected = np.mean([roc_auc_score(missing[~np.isnan(missing[:, k]), k], scores[~np.isnan(missing[:, k]), k])
+                        for k in range(3)])
+    assert math.isclose(mean_rocauc(missing, scores), expected, rel_tol=1e-12)
+    got = _metrics(torch.from_numpy(scores), torch.from_numpy(missing), "multilabel", "rocauc")
+    assert math.isclose(got, expected, rel_tol=1e-12)
+    present = ~np.isnan(missing)
+    f1 = f1_score(missing[present], (scores > 0)[present], average="binary")  # pooled positives: micro-F1
+    got = _metrics(torch.from_numpy(scores), torch.from_numpy(missing), "multilabel", "micro-f1")
+    assert math.isclose(got, f1, rel_tol=1e-12)
+    values = rng.normal(size=(300, 2)) * [1.0, 5.0] + [0.0, 3.0]
+    predicted = values + rng.normal(size=values.shape) * 0.5
+    out, want = torch.from_numpy(predicted), torch.from_numpy(values)
+    assert math.isclose(_metrics(out, want, "regression", "mse"), mean_squared_error(values, predicted), rel_tol=1e-9)
+    assert math.isclose(_metrics(out, want, "regression", "mae"), mean_absolute_error(values, predicted),
+                        rel_tol=1e-9)
+    assert math.isclose(_metrics(out, want, "regression", "r2"), r2_score(values, predicted), rel_tol=1e-9)
+
+
+# --- training: one process, then every algorithm -----------------------------------------------------------------
+
+COMMON = dict(epochs=3, dropout=0.5, hidden=8, directed=True)
+
+
+def _local(kwargs: dict):
+    config = TrainConfig(**kwargs)
+    graph = load_graph(config)
+    result = Trainer(config, graph, build_aggregation(config, graph)).fit()
+    return [r.loss for r in result.epochs], [(r.train_metric, r.val_metric, r.test_metric) for r in result.epochs]
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_one_process_learns_each_task(tmp_path, task):
+    path = save_task_graphs(tmp_path)[task]
+    model = "sage" if task == "regression" else "gcn"  # a neighbourhood mean: SAGE-mean's own aggregation
+    config = TrainConfig(dataset=path, directed=True, epochs=100, hidden=32, dropout=0.0, lr=0.02,
+                         weight_decay=0.0, model=model)
+    graph = load_graph(config)
+    result = Trainer(config, graph, build_aggregation(config, graph)).fit()
+    first, last = result.epochs[0], result.epochs[-1]
+    assert last.loss < 0.7 * first.loss
+    if task == "regression":  # errors well below the targets' variance
+        variance = float(np.nanvar(graph.labels[graph.test_mask]))
+        assert result.metric == "mse" and last.test_metric < 0.5 * variance
+    elif task == "multilabel":
+        assert result.metric == "rocauc" and last.test_metric > 0.75
+    else:
+        assert result.metric == "accuracy" and last.test_metric == last.test_acc and last.test_metric > 0.5
+
+
+GRIDS = {4: [dict(algo="1d"), dict(algo="1.5d", replication=2), dict(algo="2d", grid="2x2")],
+         8: [dict(algo="3d", grid="2x2x2")]}
+METRICS = {"multiclass": ["accuracy"], "multilabel": ["rocauc", "micro-f1"], "regression": ["mse", "r2"]}
+
+
+@pytest.mark.parametrize("world", sorted(GRIDS))
+def test_every_algorithm_trains_every_task_as_one_process(tmp_path, world):
+    paths = save_task_graphs(tmp_path)
+    tasks = [dict(dataset=paths[task], metric=metric) for task in TASKS for metric in METRICS[task]]
+    cases = [dict(COMMON, **task, **grid, nprocs=world) for grid in GRIDS[world] for task in tasks]
+    references = [_local(dict(COMMON, **task)) for task in tasks]
+    per_rank = run_workers(mw.tasks_worker, world, cases, timeout_s=600)
+    for index, case in enumerate(cases):
+        where = f"{case['algo']} {case['dataset']} {case['metric']}"
+        out = per_rank[0][index]
+        losses, metrics = references[index % len(tasks)]
+        np.testing.assert_allclose(out["loss"], losses, rtol=1e-4, atol=1e-6, err_msg=where)
+        np.testing.assert_allclose(np.array(out["metric"], dtype=float), np.array(metrics, dtype=float),
+                                   rtol=1e-5, atol=1e-9, err_msg=where)
+        if case["metric"] in ("accuracy", "rocauc", "micro-f1"):  # counts and ranks: identical
+            assert out["metric"] == metrics, where
+        for other in per_rank[1:]:
+            for mine, theirs in zip(out["weights"], other[index]["weights"], strict=True):
+                np.testing.assert_array_equal(mine, theirs, err_msg=where)
+        for epoch in out["comm"]:  # the step moves what the cost model predicts, whatever the task
+            for phase in PHASES:
+                assert epoch["by_phase"][phase] == out["predicted"]["bytes"][phase].tolist(), (where, phase)
+
+
+def test_a_metric_the_task_cannot_score_is_refused(tmp_path):
+    path = save_task_graphs(tmp_path)["regression"]
+    config = TrainConfig(dataset=path, metric="rocauc")
+    graph = load_graph(config)
+    with pytest.raises(ConfigError, match="--metric rocauc does not score a regression task"):
+        Trainer(config, graph, build_aggregation(config, graph))
+    with pytest.raises(ConfigError, match="does not score a multiclass task"):
+        TrainConfig(task="multiclass", metric="mse")
