@@ -5,8 +5,12 @@ README, every public name of ``gridgnn`` is in the API reference, and (slow tier
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import importlib.util
+import io
 import re
+import shlex
 import subprocess
 import sys
 import unicodedata
@@ -62,17 +66,44 @@ def test_every_relative_link_resolves(page):
             assert anchor in _anchors(target), f"{page.name}: {link} names no heading of {target.name}"
 
 
-def test_the_readme_first_commands_parse():
+def _commands(page: Path) -> list[list[str]]:
+    """The ``gridgnn`` command lines of the page's bash blocks, as argument lists after ``gridgnn``."""
+    commands = []
+    for block in de.blocks(page, "bash"):
+        for line in block.code.replace("\\\n", " ").splitlines():
+            for command in re.split(r"&&|;|\|", line.split(" #")[0]):
+                words = shlex.split(command)
+                if "gridgnn" in words and words[words.index("gridgnn") + 1:]:
+                    commands.append(words[words.index("gridgnn") + 1:])
+    return commands
+
+
+def _options() -> dict[str, set[str]]:
+    """Every subcommand's option strings."""
     from gridgnn.cli.main import build_parser
 
-    block = next(b for b in de.blocks(de.README, "bash") if b.code.startswith("gridgnn train "))
-    for line in block.code.splitlines():
-        for command in line.split("#")[0].replace("&&", ";").split(";"):
-            words = command.split()
-            if words and words[0] == "torchrun":
-                words = ["gridgnn", *words[words.index("gridgnn") + 1:]]
-            if words and words[0] == "gridgnn" and "--help" not in words:
-                build_parser().parse_args(words[1:])  # SystemExit(2) on a flag that drifted
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: set(parser._option_string_actions) for name, parser in subparsers.choices.items()}
+
+
+@pytest.mark.parametrize("page", [de.README, *de.pages()], ids=lambda p: p.name)
+def test_the_commands_the_pages_show_are_what_the_parser_takes(page):
+    """Command lines in bash blocks parse as they stand; a flag named in a command quoted in the prose
+    (``gridgnn train --nprocs P``, placeholders allowed) is a flag of that command."""
+    from gridgnn.cli.main import build_parser
+
+    for args in _commands(page):
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                build_parser().parse_args(args)
+            except SystemExit as done:  # --help and --version exit 0
+                assert done.code == 0, f"{page.name}: gridgnn {' '.join(args)}"
+    options = _options()
+    prose = re.sub(r"^```.*?^```$", "", page.read_text(encoding="utf-8"), flags=re.S | re.M).replace("\n", " ")
+    commands = "|".join(options)
+    for name, rest in re.findall(rf"`gridgnn ({commands})((?: [^`]*)?)`", prose):
+        for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rest):
+            assert flag in options[name], f"{page.name}: gridgnn {name} has no {flag}"
 
 
 def test_every_page_is_in_the_nav_and_nothing_else():
