@@ -1,4 +1,4 @@
-"""Every ```python block of the documentation site (docs/*.md) runs as written, without a warning, and the
+"""Every ```python block of the README and of the documentation site (docs/*.md) runs as written, without a warning, and the
 outputs the pages quote are what the code prints (issues 16 and 38). A block marked
 ``<!-- docs-test: slow -->`` (it starts local workers: a few interpreter start-ups) runs in the slow tier."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from gridgnn.launch.spawn import run_workers
 
-PYTHON_PAGES = [page for page in de.pages() if any(not b.slow for b in de.blocks(page, "python"))]
-SLOW_PAGES = [page for page in de.pages() if any(b.slow for b in de.blocks(page, "python"))]
+PYTHON_PAGES = [page for page in [de.README, *de.pages()] if any(not b.slow for b in de.blocks(page, "python"))]
+SLOW_PAGES = [page for page in [de.README, *de.pages()] if any(b.slow for b in de.blocks(page, "python"))]
 
 
 def _run_page(page, tmp_path, monkeypatch, capsys, slow: bool) -> list[str]:
@@ -44,12 +44,14 @@ def _quoted_loss(code: str) -> str:
 
 
 def test_the_pages_have_python_examples():
-    assert [p.name for p in PYTHON_PAGES] == ["python.md"] and [p.name for p in SLOW_PAGES] == ["python.md"]
+    assert [p.name for p in PYTHON_PAGES] == ["README.md", "python.md"] and [p.name for p in SLOW_PAGES] == ["python.md"]
 
 
 @pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: p.name)
 def test_docs_python_examples_run_without_warnings(page, tmp_path, monkeypatch, capsys):
     printed = _run_page(page, tmp_path, monkeypatch, capsys, slow=False)
+    if page.name == "README.md":
+        assert len(printed) == 1 and float(printed[0]) >= 0.8  # the README says 0.88
     if page.name != "python.md":
         return
     # train/save, your own data, PyG (prints nothing), your own loop, run_training
