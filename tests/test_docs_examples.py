@@ -1,5 +1,5 @@
-"""Every ```python block of the README and of the documentation site (docs/*.md) runs as written, without a warning, and the
-outputs the pages quote are what the code prints (issues 16 and 38). A block marked
+"""Every ```python block of the README and of the documentation site (docs/*.md) runs as written, without a
+warning, and the outputs the pages quote are what the code prints (issues 16 and 38). A block marked
 ``<!-- docs-test: slow -->`` (it starts local workers: a few interpreter start-ups) runs in the slow tier."""
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ def _quoted_loss(code: str) -> str:
 
 
 def test_the_pages_have_python_examples():
-    assert [p.name for p in PYTHON_PAGES] == ["README.md", "python.md"] and [p.name for p in SLOW_PAGES] == ["python.md"]
+    assert [p.name for p in PYTHON_PAGES] == ["README.md", "python.md"]
+    assert [p.name for p in SLOW_PAGES] == ["python.md"]
 
 
 @pytest.mark.parametrize("page", PYTHON_PAGES, ids=lambda p: p.name)
