@@ -71,6 +71,14 @@ def test_docs_memory_guard_line_is_what_the_code_prints(capsys):
     assert out == "" and err.splitlines() == quoted
 
 
+def test_docs_diverging_training_line_is_what_the_code_prints(capsys):
+    """The warning docs/metrics.md quotes is what the command it names prints, and the run goes on (status 0)."""
+    page = de.DOCS / "metrics.md"
+    command = re.search(r"naming it; here\s+`(gridgnn train [^`]+)`:", page.read_text(encoding="utf-8")).group(1)
+    assert main([*shlex.split(command)[1:], "--quiet"]) == 0
+    assert capsys.readouterr().err.splitlines() == de.quoted_block(page, "gridgnn: warning: the training loss")
+
+
 def test_readme_quick_start_default_run_has_the_documented_shape(capsys):
     assert "pip install -c constraints-cpu.txt -e . && gridgnn train\n" in README  # the first command
     assert main(["train"]) == 0
