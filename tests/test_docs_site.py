@@ -106,6 +106,14 @@ def test_the_commands_the_pages_show_are_what_the_parser_takes(page):
             assert flag in options[name], f"{page.name}: gridgnn {name} has no {flag}"
 
 
+def test_the_train_flag_table_lists_every_flag_of_train():
+    """docs/command-line.md's table of `gridgnn train` flags and the parser's flags are the same set."""
+    section = de.page_text("command-line.md").split("## `gridgnn train`")[1].split("\n## ")[0]
+    rows = "\n".join(line for line in section.splitlines() if line.startswith("| `--"))
+    documented = set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rows))
+    assert documented == {flag for flag in _options()["train"] if flag.startswith("--")} - {"--help"}
+
+
 def test_every_page_is_in_the_nav_and_nothing_else():
     nav = re.findall(r"^  - [^:\n]+: (\S+\.md)$", MKDOCS, re.M)
     assert sorted(nav) == sorted(page.name for page in de.pages()) and len(set(nav)) == len(nav)
