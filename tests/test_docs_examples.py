@@ -5,7 +5,11 @@ warning, and the outputs the pages quote are what the code prints (issues 16 and
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import shutil
+import subprocess
+import sys
 import warnings
 
 import docs_examples as de
@@ -80,6 +84,19 @@ def test_own_loop_example_raises_no_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         de.run_printed(0, 1, _own_loop().code)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
+def test_own_loop_example_under_torchrun(tmp_path):
+    """As a user runs it: the block saved to a file, ``torchrun --nproc-per-node 2``, the default 2D grid."""
+    script = tmp_path / "example.py"
+    script.write_text(_own_loop().code)
+    env = dict(os.environ, PYTHONPATH=str(de.REPO_ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           str(script)], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [_quoted_loss(_own_loop().code)] * 2
 
 
 @pytest.mark.slow
