@@ -1,4 +1,5 @@
-"""GraphSAGE-mean, GAT and GIN accuracy under Shchur et al.'s protocol, 10 seeds (the README's model accuracy table).
+"""GraphSAGE-mean, GAT and GIN accuracy under Shchur et al.'s protocol, 10 seeds (the model accuracy table of
+docs/models.md).
 
 Protocol of Shchur, Mumme, Bojchevski and Günnemann, "Pitfalls of Graph Neural Network Evaluation"
 (Relational Representation Learning workshop, NeurIPS 2018; arXiv 1811.05868): per seed a random split of 20
@@ -8,7 +9,7 @@ weights of the best-validation-loss epoch restored (their "gnnbench" criterion);
 weights is reported. GraphSAGE-mean uses their optimized hyper-parameters (their repository,
 ``config/optimized/graphsage_mean.conf.yaml``): 2 layers, hidden 32, dropout 0.4, lr 0.001, weight decay 0.1
 on the first layer's weights only, raw (not row-normalized) features as their ``normalize_features: false``
-(``--features default`` uses gridgnn's default row normalization instead: how the README's Coauthor CS row,
+(``--features default`` uses gridgnn's default row normalization instead: how docs/models.md's Coauthor CS row,
 ``results/accuracy/sage_coauthor_cs_l2.md``, reaches the published mean).
 Our SAGE is PyG's ``SAGEConv`` (mean over in-neighbours without a self-loop, root weight) without ``normalize``:
 their TensorFlow code divides each layer's output rows by ``max(norm, 1)`` and averages over the neighbours

@@ -1,4 +1,4 @@
-"""Final-epoch test accuracy of `gridgnn train --algo local` over several seeds (the README's accuracy table).
+"""Final-epoch test accuracy of `gridgnn train --algo local` over several seeds (the accuracy table of docs/models.md).
 
 Kipf & Welling's setting (the `TrainConfig` defaults: 2 layers, hidden 16, dropout 0.5, Adam lr 0.01, weight
 decay 5e-4, 200 epochs), one run per seed; reports every seed's accuracy, the mean, standard deviation and

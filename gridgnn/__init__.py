@@ -1,7 +1,8 @@
 """gridgnn: full-graph GNN training over 1D, 1.5D, 2D and 3D process grids.
 
-The public API is loaded on first use (``import gridgnn`` itself stays cheap): see `gridgnn.api` and the
-README section "Use from Python". Training is `fit` (``gridgnn.train`` is the subpackage of the loop).
+The public API is loaded on first use (``import gridgnn`` itself stays cheap): see `gridgnn.api` and
+docs/python.md ("Use from Python"; docs/api.md is the reference generated from these docstrings). Training
+is `fit` (``gridgnn.train`` is the subpackage of the loop).
 """
 
 __version__ = "0.1.0"

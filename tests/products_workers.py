@@ -19,7 +19,7 @@ from gridgnn.train.run import load_graph
 
 
 def custom_loop(graph, algo: str, epochs: int = 3, defer: bool = False) -> list[np.ndarray]:
-    """The README's own-loop example on the current process group (or one process): the final weights; with
+    """The own-loop example of docs/python.md on the current process group (or one process): the final weights; with
     ``defer``, the weights' column blocks are gathered once, at the end."""
     agg = gridgnn.grid_aggregation(graph.adj, algo=algo, defer_weight_gather=defer)
     x = gridgnn.local_block(graph.dense_features(), agg)

@@ -1,7 +1,8 @@
-"""What a new user meets in the first hour: the README's quick start and examples, no silent fallbacks, hints
-that run what they planned, a light and talkative start (issue 20).
+"""What a new user meets in the first hour: the README's quick start and the documentation's examples, no
+silent fallbacks, hints that run what they planned, a light and talkative start (issue 20).
 
-The README's quoted outputs are checked against what the code prints, so the README cannot drift again.
+The outputs the README and docs/*.md quote are checked against what the code prints, so they cannot drift
+again (the python examples of docs/: tests/test_docs_examples.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import docs_examples as de
 import numpy as np
 import pytest
 
@@ -25,16 +27,10 @@ from gridgnn.cli.train_cmd import config_from_args, resolve_algo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+COMMAND_LINE = de.DOCS / "command-line.md"
 DATA_ROOT = REPO_ROOT.parent / "shared" / "datasets"
 needs_cora = pytest.mark.skipif(not (DATA_ROOT / "cora").is_dir(), reason="Cora not in ../shared/datasets")
 SMALL = "csbm:nodes=300,classes=3,features=8"
-
-
-def _readme_block(first_line_start: str) -> list[str]:
-    """The lines of the README code block whose first line starts with ``first_line_start``."""
-    match = re.search(r"```\n(" + re.escape(first_line_start) + r".*?)```", README, re.S)
-    assert match, f"README has no block starting with {first_line_start!r}"
-    return match.group(1).rstrip("\n").splitlines()
 
 
 def _cli(*argv: str, cwd: Path | None = None, umask: int | None = None) -> subprocess.CompletedProcess:
@@ -45,24 +41,42 @@ def _cli(*argv: str, cwd: Path | None = None, umask: int | None = None) -> subpr
                           cwd=cwd, env=env, preexec_fn=(lambda: os.umask(umask)) if umask is not None else None)
 
 
-# --- the README's examples are what the code prints -------------------------------------------------------
+# --- the documentation's examples are what the code prints -------------------------------------------------------
 
 @needs_cora
-def test_readme_cora_summary_and_epoch_line_are_what_the_code_prints(capsys):
+def test_docs_cora_summary_and_epoch_line_are_what_the_code_prints(capsys):
     assert main(["train", "--dataset", "cora", "--data-root", str(DATA_ROOT), "--progress"]) == 0
     lines = capsys.readouterr().out.splitlines()
     summary = lines[lines.index(next(line for line in lines if line.startswith("dataset"))):]
-    quoted = _readme_block("dataset    cora:")
+    quoted = de.quoted_block(COMMAND_LINE, "dataset    cora:")
     assert len(summary) == len(quoted)
     for printed, readme in zip(summary, quoted, strict=True):
         if readme.startswith("time"):  # the one line that depends on the machine: same shape
             assert re.fullmatch(r"time +[0-9.]+ ms per epoch \(training step\), [0-9.]+ s over 200 epochs", printed)
         else:
             assert printed == readme
-    epoch_line = _readme_block("epoch ")[0]
+    epoch_line = de.quoted_block(COMMAND_LINE, "epoch ")[0]
     number = int(epoch_line.split()[1].split("/")[0])
     printed = next(line for line in lines if line.startswith(f"epoch {number:>3}/200"))
     assert printed.rsplit("  ", 1)[0] == epoch_line.rsplit("  ", 1)[0]  # all but the milliseconds
+
+
+def test_docs_memory_guard_line_is_what_the_code_prints(capsys):
+    """The memory guard's example (docs/command-line.md): the command the page names prints the quoted line."""
+    text = COMMAND_LINE.read_text(encoding="utf-8")
+    command = re.search(r"here\s+`(gridgnn train [^`]+)`:", text).group(1)
+    quoted = de.quoted_block(COMMAND_LINE, "gridgnn: error: not enough memory")
+    assert main(shlex.split(command)[1:]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == quoted
+
+
+def test_docs_diverging_training_line_is_what_the_code_prints(capsys):
+    """The warning docs/metrics.md quotes is what the command it names prints, and the run goes on (status 0)."""
+    page = de.DOCS / "metrics.md"
+    command = re.search(r"naming it; here\s+`(gridgnn train [^`]+)`:", page.read_text(encoding="utf-8")).group(1)
+    assert main([*shlex.split(command)[1:], "--quiet"]) == 0
+    assert capsys.readouterr().err.splitlines() == de.quoted_block(page, "gridgnn: warning: the training loss")
 
 
 def test_readme_quick_start_default_run_has_the_documented_shape(capsys):
@@ -82,6 +96,8 @@ def test_readme_setup_names_every_extra_and_what_distributed_runs_are_for():
     assert set(extras) >= {"test", "pyg", "plots", "bench"}
     assert all(f"`{extra}`" in setup for extra in extras)
     assert "slower than `--algo local`" in README and "graph_from_pyg" in README and "GRIDGNN_DEBUG" in README
+    install = de.page_text("install.md")
+    assert all(f"| `{extra}` |" in install for extra in extras)  # the docs say what each holds
 
 
 def test_quick_start_distributed_run_is_talkative_exact_and_immune_to_a_gridgnn_folder(tmp_path):
@@ -295,14 +311,6 @@ def test_graph_from_pyg_preprocesses_as_the_command_line_does(tmp_path):
     assert (from_pyg.adj != from_cli.adj).nnz == 0 and from_pyg.adj.diagonal().sum() == 0
     assert not from_pyg.directed and from_pyg.meta["symmetrized"]
     assert graph_from_pyg(data, preprocess=False).adj.diagonal().sum() == 1
-
-
-def test_readme_python_example_runs(capsys):
-    match = re.search(r"```python\n((?:(?!```).)*?run_training\(.*?)```", README, re.S)
-    assert match, "README has no run_training example"
-    exec(compile(match.group(1), "README.md", "exec"), {})
-    accuracy, epochs = capsys.readouterr().out.split()
-    assert 0 <= float(accuracy) <= 1 and epochs == "5"
 
 
 @pytest.mark.slow

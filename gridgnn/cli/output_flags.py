@@ -21,7 +21,7 @@ def add_output_arguments(parser: argparse.ArgumentParser, *, training: bool) -> 
     if training:
         out.add_argument("--save-model", metavar="FILE", default=None,
                          help="write the weights and model configuration (torch.save, loads with "
-                              "weights_only=True; see 'Model files' in the README)")
+                              "weights_only=True; see docs/model-files.md)")
         out.add_argument("--weights", choices=WEIGHTS, default="best",
                          help="which epoch's weights the outputs and --save-model use: best validation "
                               "accuracy or last (default: %(default)s)")
