@@ -55,6 +55,7 @@ def test_docs_cora_summary_and_epoch_line_are_what_the_code_prints(capsys):
             assert re.fullmatch(r"time +[0-9.]+ ms per epoch \(training step\), [0-9.]+ s over 200 epochs", printed)
         else:
             assert printed == readme
+    assert lines[0] == de.quoted_block(COMMAND_LINE, "task ")[0]  # the first line: what the run trains
     epoch_line = de.quoted_block(COMMAND_LINE, "epoch ")[0]
     number = int(epoch_line.split()[1].split("/")[0])
     printed = next(line for line in lines if line.startswith(f"epoch {number:>3}/200"))
@@ -68,7 +69,7 @@ def test_docs_memory_guard_line_is_what_the_code_prints(capsys):
     quoted = de.quoted_block(COMMAND_LINE, "gridgnn: error: not enough memory")
     assert main(shlex.split(command)[1:]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.splitlines() == quoted
+    assert [line.split()[0] for line in out.splitlines()] == ["task"] and err.splitlines() == quoted
 
 
 def test_docs_diverging_training_line_is_what_the_code_prints(capsys):
@@ -83,9 +84,10 @@ def test_readme_quick_start_default_run_has_the_documented_shape(capsys):
     assert "pip install -c constraints-cpu.txt -e . && gridgnn train\n" in README  # the first command
     assert main(["train"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("epoch ")]  # a log's
-    assert [line.split()[0] for line in lines] == ["dataset", "split", "model", "final", "best", "time"]
-    assert lines[0].startswith("dataset    csbm: 2000 nodes") and "algo local" in lines[2]
-    assert float(lines[3].split("test ")[1]) >= 0.95  # "test accuracy ≈ 0.99"
+    assert [line.split()[0] for line in lines] == ["task", "dataset", "split", "model", "final", "best", "time"]
+    assert lines[0].startswith("task       multiclass (inferred from the targets): 5 classes")
+    assert lines[1].startswith("dataset    csbm: 2000 nodes") and "algo local" in lines[3]
+    assert float(lines[4].split("test ")[1]) >= 0.95  # "test accuracy ≈ 0.99"
     assert main(["--version"]) == 0 and re.fullmatch(r"gridgnn \d+\.\d+\.\d+\n", capsys.readouterr().out)
 
 
@@ -104,7 +106,7 @@ def test_quick_start_distributed_run_is_talkative_exact_and_immune_to_a_gridgnn_
     """`gridgnn train --nprocs 2` without --algo, from a folder holding a fake `gridgnn` package (what `git
     clone` makes), under umask 022, with --threads 1: it says it runs --algo auto, that workers start and the
     grid is ready, trains the single-process numbers, and writes a metrics file others can read. Its first line
-    says what the planner chose and why."""
+    says what it trains, the next what the planner chose and why."""
     fake = tmp_path / "gridgnn"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('the fake gridgnn folder was imported')\n")
@@ -113,6 +115,8 @@ def test_quick_start_distributed_run_is_talkative_exact_and_immune_to_a_gridgnn_
                 "--metrics-out", str(metrics), cwd=tmp_path, umask=0o022)
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
+    assert out[0].startswith("task       multiclass (inferred from the targets)")
+    out = out[1:]
     assert out[0].startswith("--algo auto chose ") and "profile cpu-local" in out[0]
     assert out[1] == "starting   2 workers, 1 thread each"
     assert re.fullmatch(r"ready      \S+ \S+ on 2 processes: set-up took [0-9.]+ s", out[2])

@@ -33,8 +33,7 @@ from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import OPERATORS, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
-from gridgnn.data.shard import target_block
-from gridgnn.data.targets import TASKS, check_graph_targets
+from gridgnn.data.targets import TASKS, check_graph_targets, target_block
 from gridgnn.errors import DataError
 from gridgnn.partition import is_partition
 from gridgnn.safe_files import create_new, regular_or_fail

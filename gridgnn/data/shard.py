@@ -14,6 +14,7 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.data.graph import Graph
+from gridgnn.data.targets import target_block
 
 
 @dataclass
@@ -50,11 +51,3 @@ def shard_node_data(graph: Graph, row_range: tuple[int, int], col_range: tuple[i
     totals = tuple(int(m.sum()) for m in (graph.train_mask, graph.val_mask, graph.test_mask))
     labels = torch.from_numpy(target_block(graph.labels[r0:r1])).to(device)
     return LocalShard(features, labels, masks, totals)
-
-
-def target_block(labels: np.ndarray) -> np.ndarray:
-    """A block of canonical targets as an owned array torch can take: int64 (rows,) for classes, float32
-    (rows, T) otherwise."""
-    if np.issubdtype(labels.dtype, np.integer):
-        return np.array(labels, dtype=np.int64)
-    return np.array(labels, dtype=np.float32)

@@ -27,7 +27,7 @@ from gridgnn.errors import DataError
 from gridgnn.limits import MAX_CLASSES
 
 __all__ = ["TASKS", "TASK_CHOICES", "UNLABELLED", "Targets", "canonical_targets", "check_graph_targets",
-           "infer_task", "labelled_vertices", "present_entries"]
+           "infer_task", "labelled_vertices", "present_entries", "target_block"]
 UNLABELLED = -1
 """The multiclass label of a vertex without one (NaN in float label files becomes this)."""
 
@@ -172,3 +172,11 @@ def check_graph_targets(labels: np.ndarray, task: str, num_outputs: int, num_nod
         count = int(np.count_nonzero(mask & unlabelled))
         if count:
             raise DataError(f"{where}: {name} names {count} vertices without a target (unlabelled or all NaN)")
+
+
+def target_block(labels: np.ndarray) -> np.ndarray:
+    """A block of canonical targets as an owned array torch can take: int64 (rows,) for classes, float32
+    (rows, T) otherwise."""
+    if np.issubdtype(labels.dtype, np.integer):
+        return np.array(labels, dtype=np.int64)
+    return np.array(labels, dtype=np.float32)

@@ -21,8 +21,8 @@ from torch import Tensor, nn
 
 from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
-from gridgnn.data.shard import LocalShard, target_block
-from gridgnn.data.targets import present_entries
+from gridgnn.data.shard import LocalShard
+from gridgnn.data.targets import present_entries, target_block
 from gridgnn.nn import as_model_input, build_model, operator_of
 from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
