@@ -6,7 +6,10 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow  # the benchmark script end to end (minutes on a loaded machine)
 def test_scale_benchmark_tiny(tmp_path):
     spec = importlib.util.spec_from_file_location("scale_rmat", Path("benchmarks/scale_rmat.py"))
     module = importlib.util.module_from_spec(spec)

@@ -152,6 +152,7 @@ def test_plan_prices_it_and_points_to_it(capsys):
     assert " --defer-weight-gather" in next(line for line in out.splitlines() if line.startswith("train with:"))
 
 
+@pytest.mark.slow  # the command line end to end; the flag's numbers and bytes are tested above in-process
 def test_cli_run_records_it(tmp_path):
     """``gridgnn train --defer-weight-gather`` end to end: the metrics say it took effect, every step equals
     the planner's prediction, the gathers of the last epoch are counted apart, and the model file holds the

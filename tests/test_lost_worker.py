@@ -88,8 +88,11 @@ def _resume_completes(flags: list[str], checkpoints: Path, metrics: Path) -> Non
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
-@pytest.mark.parametrize("grid_flags", [["--algo", "1d"], ["--algo", "1.5d", "--replication", "2"],
-                                        ["--algo", "2d", "--grid", "1x2"], ["--algo", "3d", "--grid", "1x1x2"]])
+@pytest.mark.parametrize("grid_flags", [  # the other grids in the slow tier: the same launcher watches every grid
+    ["--algo", "1d"],
+    pytest.param(["--algo", "1.5d", "--replication", "2"], marks=pytest.mark.slow),
+    pytest.param(["--algo", "2d", "--grid", "1x2"], marks=pytest.mark.slow),
+    pytest.param(["--algo", "3d", "--grid", "1x1x2"], marks=pytest.mark.slow)])
 def test_sigkill_of_one_worker_ends_the_run_and_resume_completes(grid_flags, tmp_path):
     timeout_s = 20
     proc, err, elapsed, workers = _stop_rank_one(grid_flags, timeout_s, signal.SIGKILL, tmp_path / "ckpt")

@@ -197,6 +197,7 @@ def _kill_host_one(cluster: NetnsCluster) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow  # benchmarks/lost_host_trials.py runs it 20 times; a lost worker: tests/test_lost_worker.py
 def test_a_killed_host_is_named_and_the_job_resumes_on_the_other(tmp_path, cora_prepared):
     timeout_s = 20
     stderr, elapsed, status = _lose_host_then_resume(tmp_path, cora_prepared, _kill_host_one, timeout_s)
