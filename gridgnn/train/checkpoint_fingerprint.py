@@ -16,8 +16,8 @@ from gridgnn.train.checkpoint_manifest import MANIFEST
 
 def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     """What a checkpoint must share with the run that resumes it: the dataset (sizes and a digest of the
-    adjacency structure, labels and feature shape, and of the node data files attached to it), the model (its kind, ``gcn``/``sage``/``gin``/``gat``, its widths
-    and options) and the optimizer settings.
+    adjacency structure, labels and feature shape, and of the node data files attached to it), the model (its
+    kind, ``gcn``/``sage``/``gin``/``gat``, its widths and options) and the optimizer settings.
 
     The grid (algorithm, P, replication, shape), the product order, the vertex order (``--reorder``) and the
     number of epochs may change, and so may the optimizer's ``lr`` and ``weight_decay`` (`RESUME_MAY_CHANGE`:
