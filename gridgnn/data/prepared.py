@@ -9,7 +9,8 @@ loads, preprocesses and normalizes the graph once and writes a folder::
                                            gcn Â = D^-1/2 (A + I) D^-1/2, mean D⁻¹A, or sum A
     features.npy                           dense (n, f) float32, or
     features_indptr.npy features_indices.npy features_data.npy    sparse CSR features
-    labels.npy train_mask.npy val_mask.npy test_mask.npy
+    labels.npy train_mask.npy val_mask.npy test_mask.npy    targets as ``task`` (manifest) lays them out:
+                                           int64 (n,) with -1 unlabelled, or float32 (n, T) with NaN missing
 
 Workers open it with ``mmap_mode="r"``: the page cache holds one copy for all of them, and each worker reads
 only the rows its algorithm keeps (`RowBlockCSR` cuts a row block without touching the other rows).
@@ -33,6 +34,7 @@ from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import OPERATORS, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
+from gridgnn.data.targets import TASKS, UNLABELLED
 from gridgnn.errors import DataError
 from gridgnn.partition import is_partition
 from gridgnn.safe_files import create_new, regular_or_fail
@@ -115,6 +117,7 @@ class PreparedGraph:
     test_mask: np.ndarray
     meta: dict = field(default_factory=dict)
     operator: str = "gcn"
+    task: str = "multiclass"
 
     def release_pages(self) -> None:
         """Drop this process's resident pages of every memory-mapped array (``madvise(MADV_DONTNEED)``).
@@ -163,7 +166,8 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
         _save(target, "features_data", features.data)
     else:
         _save(target, "features", np.ascontiguousarray(graph.features, dtype=np.float32))
-    _save(target, "labels", graph.labels.astype(np.int64, copy=False))
+    _save(target, "labels", graph.labels.astype(np.int64 if graph.task == "multiclass" else np.float32,
+                                                copy=False))
     for name in ("train_mask", "val_mask", "test_mask"):
         _save(target, name, getattr(graph, name).astype(bool, copy=False))
     if graph.meta.get("vertex_ids") is not None:  # original ids of renumbered vertices (per-vertex outputs)
@@ -176,7 +180,7 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
     manifest = {"format": FORMAT, "name": graph.name, "num_nodes": graph.num_nodes,
                 "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
                 "num_classes": graph.num_classes, "directed": graph.directed, "digest": graph_digest(graph),
-                "sparse_features": sparse_features, "meta": meta, "operator": operator}
+                "sparse_features": sparse_features, "meta": meta, "operator": operator, "task": graph.task}
     manifest["files"] = describe_files(target, [p.name for p in target.glob("*.npy")])
     with os.fdopen(create_new(target / MANIFEST), "w", encoding="utf-8") as stream:
         stream.write(json.dumps(manifest, indent=1) + "\n")
@@ -234,7 +238,10 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     operator = manifest.get("operator", "gcn")
     if operator not in OPERATORS:
         raise DataError(f"{where}: unknown operator {operator!r} in {MANIFEST} (known: {', '.join(OPERATORS)})")
-    labels = load("labels", np.int64, (n,))
+    task = manifest.get("task", "multiclass")  # folders written before tasks hold classes
+    if task not in TASKS:
+        raise DataError(f"{where}: unknown task {task!r} in {MANIFEST} (known: {', '.join(TASKS)})")
+    labels = load("labels", np.int64, (n,)) if task == "multiclass" else load("labels", np.float32, (n, classes))
     meta = dict(manifest.get("meta") or {})
     if _present(root / "vertex_ids.npy"):
         meta["vertex_ids"] = _distinct(load("vertex_ids", np.int64, (n,)), root / "vertex_ids.npy")
@@ -246,15 +253,15 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
             raise DataError(f"{root / 'reorder_bounds.npy'}: not the boundaries of non-empty parts of {n} vertices "
                             "(0 first, then increasing to the vertex count); prepare the folder again")
         meta["reorder_bounds"] = [int(b) for b in bounds]
-    if n and (int(labels.min()) < 0 or int(labels.max()) >= classes):
-        raise DataError(f"{where}: labels outside [0, {classes})")
+    if task == "multiclass" and n and (int(labels.min()) < UNLABELLED or int(labels.max()) >= classes):
+        raise DataError(f"{where}: labels outside [0, {classes}) (-1: unlabelled)")
     return PreparedGraph(
         folder=root, name=str(manifest.get("name", root.name)), num_nodes=n,
         num_edges=int(manifest.get("num_edges", 0)), num_features=f, num_classes=classes,
         directed=bool(manifest.get("directed", False)), digest=str(manifest.get("digest", "")),
         norm_adj=norm_adj, features=features, labels=labels,
         train_mask=load("train_mask", np.bool_, (n,)), val_mask=load("val_mask", np.bool_, (n,)),
-        test_mask=load("test_mask", np.bool_, (n,)), meta=meta, operator=operator)
+        test_mask=load("test_mask", np.bool_, (n,)), meta=meta, operator=operator, task=task)
 
 
 def _present(path: Path) -> bool:
@@ -311,5 +318,6 @@ def graph_of_prepared(prepared: PreparedGraph) -> Graph:
     return Graph(adj=pattern, features=features, labels=np.array(prepared.labels),
                  train_mask=np.array(prepared.train_mask), val_mask=np.array(prepared.val_mask),
                  test_mask=np.array(prepared.test_mask), num_classes=prepared.num_classes, name=prepared.name,
-                 directed=prepared.directed, meta={**prepared.meta, "prepared_folder": str(prepared.folder)})
+                 directed=prepared.directed, meta={**prepared.meta, "prepared_folder": str(prepared.folder)},
+                 task=prepared.task)
 
