@@ -125,7 +125,7 @@ def _bad_cases(data, files, tmp):
         ("unreadable file", ["--features", str(tmp / "broken.npy")], "cannot read features"),
         ("missing file", ["--labels", str(tmp / "absent.npy")], "labels file not found"),
         ("split out of range", ["--labels", str(files["labels"]), "--split", str(tmp / "split_outside")],
-         f"vertex id {NODES} is outside [0, {NODES})"),
+         f"node id {NODES} outside [0, {NODES})"),
         ("split names unlabelled", ["--labels", str(files["labels"]), "--split", str(tmp / "split_unlabelled")],
          "without a label"),
         ("split folder missing", ["--split", str(tmp / "nowhere")], "split folder not found"),
@@ -171,7 +171,7 @@ def test_a_split_file_layout_of_csv_and_text(layouts, tmp_path):
     graph = _from_files(files, split=str(folder))
     for mask, ids in zip((graph.train_mask, graph.val_mask, graph.test_mask), data.split, strict=True):
         np.testing.assert_array_equal(np.flatnonzero(mask), ids)
-    with pytest.raises(DataError, match="no test index file"):
+    with pytest.raises(DataError, match="missing test.csv.gz"):
         (folder / "test.npy").unlink()
         _from_files(files, split=str(folder))
 

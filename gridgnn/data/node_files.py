@@ -168,11 +168,11 @@ def read_split_dir(folder: Path | str, num_nodes: int) -> tuple[tuple[np.ndarray
     for part in SPLIT_PARTS:
         path = index_file(folder, part)
         if path is None:
-            raise DataError(f"{folder}: no {part} index file ({part}.npy, {part}.csv(.gz) or {part}.txt(.gz))")
+            raise DataError(f"{folder}: missing {part}.csv.gz (or {part}.csv, {part}.npy, {part}.txt(.gz))")
         ids = read_index_file(path)
         if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
             bad = int(ids.min() if ids.min() < 0 else ids.max())
-            raise DataError(f"{path}: vertex id {bad} is outside [0, {num_nodes})")
+            raise DataError(f"{path}: node id {bad} outside [0, {num_nodes})")
         mask = np.zeros(num_nodes, dtype=bool)
         mask[ids] = True
         masks.append(mask)

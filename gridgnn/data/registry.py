@@ -122,17 +122,20 @@ def _read_known(name: str, data_root: str | None, seed: int) -> Graph:
 
 
 def missing_dataset_message(name: str, data_root: str | None) -> str:
-    """One line for a named dataset found in no data root: every folder looked in (the root that was used,
-    and which flag or variable chose it) and how to get the data."""
+    """One line for a named dataset that is not under its data root: the folders looked in, what chose the root
+    (``--data-root``, ``$GRIDGNN_DATA_ROOT`` or the default), and how to get the data."""
+    root = resolve_data_root(data_root)
     if data_root:
-        looked = f"{Path(data_root).expanduser() / name} (--data-root)"
+        chosen = "from --data-root"
     elif os.environ.get(DATA_ROOT_ENV):
-        looked = f"{Path(os.environ[DATA_ROOT_ENV]).expanduser() / name} (${DATA_ROOT_ENV})"
+        chosen = f"from ${DATA_ROOT_ENV}"
     else:
-        looked = " and ".join(f"{root / name}" for root in default_data_roots()) + \
-            f" (no --data-root, ${DATA_ROOT_ENV} unset)"
-    return (f"dataset '{name}' not found: looked in {looked}; download it by hand as {DATASETS_DOC} says "
-            f"(section '{name}') into <root>/{name}, then give --data-root <root> or set ${DATA_ROOT_ENV}")
+        chosen = f"the default: no --data-root, ${DATA_ROOT_ENV} unset"
+    looked = " and ".join(str(r / name) for r in ((root,) if data_root or os.environ.get(DATA_ROOT_ENV)
+                                                   else default_data_roots()))
+    return (f"dataset '{name}' not found under data root {root} ({chosen}): looked in {looked}; fetch it by hand "
+            f"as {DATASETS_DOC} says (section '{name}') into <root>/{name}, then give --data-root <root> or set "
+            f"${DATA_ROOT_ENV}")
 
 
 def _generate(spec: str, directed: bool, seed: int) -> Graph:
