@@ -203,3 +203,14 @@ def test_a_resume_on_other_node_data_files_is_refused(layouts, tmp_path):
     assert other["dataset"]["digest"] == same["dataset"]["digest"]
     assert other["dataset"]["node_data"] != same["dataset"]["node_data"]
     assert run_fingerprint(config, load_dataset(str(files["dataset"])))["dataset"]["node_data"] is None
+
+
+def test_plan_prices_the_attached_data_and_its_hint_names_the_files(layouts, capsys):
+    _, files, _, _ = layouts
+    flags = ["--features", str(files["features"]), "--labels", str(files["labels"]), "--split", str(files["split"])]
+    assert main(["plan", "--dataset", str(files["dataset"]), *flags, "--nprocs", "2"]) == 0
+    hint = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("train with:"))
+    assert " ".join(flags) in hint
+    assert main(["plan", "--num-nodes", "10", "--num-edges", "20", "--num-features", "2", "--num-classes", "2",
+                 "--labels", str(files["labels"]), "--nprocs", "2"]) == 2
+    assert "give --dataset too" in capsys.readouterr().err
