@@ -214,3 +214,20 @@ def test_plan_prices_the_attached_data_and_its_hint_names_the_files(layouts, cap
     assert main(["plan", "--num-nodes", "10", "--num-edges", "20", "--num-features", "2", "--num-classes", "2",
                  "--labels", str(files["labels"]), "--nprocs", "2"]) == 2
     assert "give --dataset too" in capsys.readouterr().err
+
+
+def test_fit_and_as_graph_attach_node_data_files_to_any_source(layouts):
+    import gridgnn
+    from gridgnn.data.interop import graph_to_pyg
+
+    data, files, _, _ = layouts
+    named = {key: str(files[key]) for key in ("features", "labels", "split")}
+    from_path = gridgnn.as_graph(str(files["dataset"]), **named)
+    bare = load_dataset(str(files["dataset"]))
+    for source in (bare, graph_to_pyg(bare)):
+        graph = gridgnn.as_graph(source, **named)
+        np.testing.assert_array_equal(graph.labels, from_path.labels)
+        np.testing.assert_array_equal(graph.train_mask, from_path.train_mask)
+    result = gridgnn.fit(str(files["dataset"]), epochs=1, **named)
+    assert result.metrics["dataset"]["split"] == dict(zip(("train", "val", "test"), SPLIT, strict=True))
+    assert result.metrics["config"]["features"] == named["features"]
