@@ -171,6 +171,10 @@ def test_a_split_file_layout_of_csv_and_text(layouts, tmp_path):
     graph = _from_files(files, split=str(folder))
     for mask, ids in zip((graph.train_mask, graph.val_mask, graph.test_mask), data.split, strict=True):
         np.testing.assert_array_equal(np.flatnonzero(mask), ids)
+    mask = np.zeros(NODES, dtype=bool)
+    mask[data.split[2]] = True
+    np.save(folder / "test.npy", mask)  # a bool mask of n entries names its true entries
+    np.testing.assert_array_equal(np.flatnonzero(_from_files(files, split=str(folder)).test_mask), data.split[2])
     with pytest.raises(DataError, match="missing test.csv.gz"):
         (folder / "test.npy").unlink()
         _from_files(files, split=str(folder))

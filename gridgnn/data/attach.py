@@ -66,6 +66,15 @@ def refuse_on_prepared(dataset: str, files: NodeFiles) -> None:
                           f"was prepared; drop {', '.join(files.flags())}, or prepare it again with them")
 
 
+def _numbering(graph: Graph) -> str:
+    """A hint for a row count that does not fit a graph whose reader renumbered its vertices (an edge list)."""
+    ids = graph.meta.get("vertex_ids")
+    if ids is None or len(ids) == 0:
+        return ""
+    return (f" (its vertices are the {len(ids)} distinct ids of the edge list, ids {int(ids[0])} to {int(ids[-1])}, "
+            "in sorted order: an id on no edge is no vertex)")
+
+
 def _drawn(split: object) -> bool:
     """Whether a source's split was drawn at random (not read from its files)."""
     return isinstance(split, str) and split.startswith(("random-", "per-class-"))
@@ -84,7 +93,7 @@ def attach_node_data(graph: Graph, files: NodeFiles, seed: int = 0) -> Graph:
         features = read_features_file(path)
         if features.shape[0] != n:
             raise DataError(f"{path}: {features.shape[0]} feature rows for the {n} vertices of graph "
-                            f"'{graph.name}'")
+                            f"'{graph.name}'{_numbering(graph)}")
         changes["features"] = features
         meta.update(features="file", features_file=str(path), features_sha256=file_digest(path))
     labels, task = graph.labels, graph.task
@@ -92,7 +101,8 @@ def attach_node_data(graph: Graph, files: NodeFiles, seed: int = 0) -> Graph:
         path = Path(files.labels).expanduser()
         raw = read_labels_file(path)
         if raw.ndim >= 1 and raw.shape[0] != n:
-            raise DataError(f"{path}: {raw.shape[0]} label rows for the {n} vertices of graph '{graph.name}'")
+            raise DataError(f"{path}: {raw.shape[0]} label rows for the {n} vertices of graph '{graph.name}'"
+                            f"{_numbering(graph)}")
         targets = canonical_targets(raw, n, "auto", where=str(path))
         labels, task = targets.values, targets.task
         changes.update(labels=labels, task=task, num_classes=targets.num_outputs)

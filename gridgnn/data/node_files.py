@@ -8,7 +8,8 @@ Layouts (row i is vertex i of the graph they are attached to, `gridgnn.data.atta
   per vertex, T comma-separated columns, an empty field or ``nan`` a missing entry, integers or floats; a
   first line that is not numeric is skipped as a header;
 - split folder: ``train``, ``valid`` (or ``val``) and ``test`` index files, each ``.npy`` (ids, any integer
-  shape), ``.csv`` / ``.txt`` (one id per line, ``.gz`` allowed; OGB's ``split/<kind>/train.csv.gz``).
+  shape, or a bool mask of n entries), ``.csv`` / ``.txt`` (one id per line, ``.gz`` allowed; OGB's
+  ``split/<kind>/train.csv.gz``).
 
 Every failure is one `gridgnn.errors.DataError` line naming the file. Not collective.
 """
@@ -137,8 +138,9 @@ def index_file(folder: Path, part: str) -> Path | None:
     return None
 
 
-def read_index_file(path: Path) -> np.ndarray:
-    """Vertex ids (int64 (k,)) of a ``.npy``, ``.csv`` or ``.txt`` file (``.gz`` allowed for text)."""
+def read_index_file(path: Path, num_nodes: int | None = None) -> np.ndarray:
+    """Vertex ids (int64 (k,)) of a ``.npy``, ``.csv`` or ``.txt`` file (``.gz`` allowed for text); a ``.npy``
+    of ``num_nodes`` booleans is a mask (its true entries are the ids)."""
     name = path.name.lower()
     with reading(path, "vertex ids"):
         if name.endswith(".npy"):
@@ -148,6 +150,8 @@ def read_index_file(path: Path) -> np.ndarray:
                 warnings.simplefilter("ignore", UserWarning)  # an empty file: no ids
                 ids = np.loadtxt(path, dtype=np.float64, delimiter="," if ".csv" in name else None, ndmin=1)
     ids = np.asarray(ids).reshape(-1)
+    if ids.dtype.kind == "b" and ids.shape[0] == num_nodes:
+        return np.flatnonzero(ids).astype(np.int64)
     if ids.dtype.kind == "b" or ids.dtype.kind not in "iuf":
         raise DataError(f"{path}: vertex ids must be integers, got dtype {ids.dtype}")
     if ids.dtype.kind == "f":
@@ -169,7 +173,7 @@ def read_split_dir(folder: Path | str, num_nodes: int) -> tuple[tuple[np.ndarray
         path = index_file(folder, part)
         if path is None:
             raise DataError(f"{folder}: missing {part}.csv.gz (or {part}.csv, {part}.npy, {part}.txt(.gz))")
-        ids = read_index_file(path)
+        ids = read_index_file(path, num_nodes)
         if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
             bad = int(ids.min() if ids.min() < 0 else ids.max())
             raise DataError(f"{path}: node id {bad} outside [0, {num_nodes})")
