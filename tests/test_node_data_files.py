@@ -235,3 +235,17 @@ def test_fit_and_as_graph_attach_node_data_files_to_any_source(layouts):
     result = gridgnn.fit(str(files["dataset"]), epochs=1, **named)
     assert result.metrics["dataset"]["split"] == dict(zip(("train", "val", "test"), SPLIT, strict=True))
     assert result.metrics["config"]["features"] == named["features"]
+
+
+def test_a_matrix_market_graph_takes_the_same_node_data(layouts, tmp_path):
+    import scipy.io
+
+    data, files, _, _ = layouts
+    matrix = sp.coo_matrix((np.ones(len(data.edges)), (data.edges[:, 0], data.edges[:, 1])), shape=(NODES, NODES))
+    scipy.io.mmwrite(tmp_path / "graph.mtx", matrix)
+    named = {key: str(files[key]) for key in ("features", "labels", "split")}
+    graph = load_dataset(str(tmp_path / "graph.mtx"), node_files=NodeFiles(**named))
+    reference = _from_files(files)
+    assert graph.task == "multiclass" and graph.num_classes == CLASSES and (graph.adj != reference.adj).nnz == 0
+    np.testing.assert_array_equal(graph.labels, reference.labels)
+    np.testing.assert_array_equal(graph.dense_features(), reference.dense_features())
