@@ -249,3 +249,18 @@ def test_a_matrix_market_graph_takes_the_same_node_data(layouts, tmp_path):
     assert graph.task == "multiclass" and graph.num_classes == CLASSES and (graph.adj != reference.adj).nnz == 0
     np.testing.assert_array_equal(graph.labels, reference.labels)
     np.testing.assert_array_equal(graph.dense_features(), reference.dense_features())
+
+
+@pytest.mark.parametrize(("arrays", "fragment"), [
+    ({"edge_ids": np.zeros((2, 3), np.int64)}, "no 'edge_index' array"),
+    ({"edge_index": np.zeros((3, 3), np.int64)}, "must be integers of shape (2, E)"),
+    ({"edge_index": np.array([[0, 1], [1, 2]]), "num_nodes_list": np.array([2, 1])}, "one positive node count"),
+    ({"edge_index": np.array([[0, 1], [1, 9]]), "num_nodes_list": np.array([3])}, "vertex id 9 is outside"),
+    ({"edge_index": np.array([[0, 1], [1, 2]]), "node_feat": np.ones((2, 2))}, "features have shape (2, 2)"),
+])
+def test_a_bad_ogb_binary_folder_is_one_line(tmp_path, arrays, fragment):
+    (tmp_path / "ogbn" / "raw").mkdir(parents=True)
+    np.savez(tmp_path / "ogbn" / "raw" / "data.npz", **arrays)
+    with pytest.raises(DataError) as info:
+        load_dataset(str(tmp_path / "ogbn"))
+    assert fragment in str(info.value) and "\n" not in str(info.value), str(info.value)
