@@ -112,6 +112,8 @@ def _bad_cases(data, files, tmp):
     np.save(tmp / "short_features.npy", data.features[:-3])
     np.save(tmp / "nan_labels.npy", np.full(NODES, np.nan))
     (tmp / "broken.npy").write_bytes(b"\x93NUMPY not really")
+    np.save(tmp / "text_labels.npy", np.array(["a"] * NODES))
+    np.save(tmp / "cube_labels.npy", np.zeros((NODES, 2, 2)))
     for name, ids in (("outside", np.array([1, NODES])), ("unlabelled", np.arange(20))):
         folder = tmp / f"split_{name}"
         folder.mkdir()
@@ -123,6 +125,8 @@ def _bad_cases(data, files, tmp):
         ("features of another length", ["--features", str(tmp / "short_features.npy")], "497 feature rows"),
         ("all-NaN labels", ["--labels", str(tmp / "nan_labels.npy")], "no vertex has a target"),
         ("unreadable file", ["--features", str(tmp / "broken.npy")], "cannot read features"),
+        ("labels of text", ["--labels", str(tmp / "text_labels.npy")], "targets must be numbers"),
+        ("labels of three axes", ["--labels", str(tmp / "cube_labels.npy")], "shape (n,) or (n, T)"),
         ("missing file", ["--labels", str(tmp / "absent.npy")], "labels file not found"),
         ("split out of range", ["--labels", str(files["labels"]), "--split", str(tmp / "split_outside")],
          f"node id {NODES} outside [0, {NODES})"),
