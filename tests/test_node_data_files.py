@@ -87,6 +87,9 @@ def test_an_ogb_folder_without_labels_takes_a_label_file_and_keeps_its_split(lay
     assert graph.meta["split"] == "random"  # the folder's own split stays
     np.testing.assert_array_equal(np.flatnonzero(graph.train_mask), data.split[0])
     np.testing.assert_array_equal(graph.labels, load_dataset(str(csv)).labels)
+    np.save(tmp_path / "fewer.npy", np.where(np.arange(NODES) == data.split[0][0], np.nan, data.labels))
+    with pytest.raises(DataError, match=r"train_mask names 1 vertices without a target .*give --split DIR"):
+        load_dataset(str(folder), node_files=NodeFiles(labels=str(tmp_path / "fewer.npy")))
 
 
 def test_train_on_an_edge_list_with_node_data_files(layouts, tmp_path):

@@ -130,4 +130,5 @@ def attach_node_data(graph: Graph, files: NodeFiles, seed: int = 0) -> Graph:
         return dataclasses.replace(graph, **changes)
     except DataError as exc:
         flags = ", ".join(files.flags())
-        raise DataError(f"{exc} (with {flags})") from None
+        hint = "" if files.split else "; give --split DIR naming labelled vertices"
+        raise DataError(f"{exc} (with {flags}{hint})") from None
