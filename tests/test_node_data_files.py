@@ -271,3 +271,23 @@ def test_a_bad_ogb_binary_folder_is_one_line(tmp_path, arrays, fragment):
     with pytest.raises(DataError) as info:
         load_dataset(str(tmp_path / "ogbn"))
     assert fragment in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("labels", ["hidden", "regression", "multilabel"])
+def test_a_prepared_folder_keeps_the_task_and_its_targets(layouts, tmp_path, labels):
+    from gridgnn.data.prepared import graph_of_prepared, open_prepared, prepare_graph
+
+    data, files, _, _ = layouts
+    rng = np.random.default_rng(5)
+    values = {"hidden": data.labels, "regression": rng.standard_normal((NODES, 2)),
+              "multilabel": (rng.random((NODES, 3)) < 0.5).astype(float)}[labels]
+    if labels != "hidden":
+        values[::7] = np.nan
+    np.save(tmp_path / "y.npy", values)
+    graph = _from_files(files, labels=str(tmp_path / "y.npy"), split=None)
+    prepared = open_prepared(prepare_graph(graph, tmp_path / "prepared"))
+    assert prepared.task == graph.task
+    back = graph_of_prepared(prepared)
+    assert back.task == graph.task and back.num_classes == graph.num_classes
+    np.testing.assert_array_equal(back.labels, graph.labels)  # NaN where NaN
+    np.testing.assert_array_equal(back.train_mask, graph.train_mask)

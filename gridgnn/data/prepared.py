@@ -98,7 +98,8 @@ class PreparedGraph:
 
     ``norm_adj`` is the operator ``operator`` already built (Â for GCN; no worker normalizes again);
     ``features`` is a read-only (n, f)
-    float32 memory map or a `RowBlockCSR`; labels and masks are memory maps of shape (n,).
+    float32 memory map or a `RowBlockCSR`; masks are memory maps of shape (n,), labels too, laid out for
+    ``task`` (`gridgnn.data.targets`: int64 (n,) with -1 unlabelled, or float32 (n, T) with NaN missing).
     """
 
     folder: Path
