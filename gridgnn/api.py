@@ -79,23 +79,29 @@ class TrainedModel:
 def as_graph(data, **options) -> Graph:
     """A `Graph` from a `Graph` (returned as is), a PyG ``Data`` (`graph_from_pyg`), or a dataset name,
     generator spec or path (loaded as ``gridgnn train --dataset`` does; ``options``: data_root, directed,
-    normalize_features, seed, task). ``task`` (``auto``, ``multiclass``, ``multilabel``, ``regression``) lays
-    the targets out for that task (`gridgnn.data.targets`; ``auto``: as inferred)."""
+    normalize_features, seed, task, and features, labels, split: node data files attached to any of these,
+    as ``--features``, ``--labels``, ``--split`` do, `gridgnn.data.attach`). ``task`` (``auto``,
+    ``multiclass``, ``multilabel``, ``regression``) lays the targets out for that task (`gridgnn.data.targets`;
+    ``auto``: as inferred)."""
     if "task" in options:
         from gridgnn.data.retarget import with_task
 
         task = options.pop("task")
         return with_task(as_graph(data, **options), task)
-    if isinstance(data, Graph):
-        return data
     if isinstance(data, (str, os.PathLike)):
         from gridgnn.train.run import load_graph
 
         return load_graph(TrainConfig(dataset=str(data), **options))
+    from gridgnn.data.attach import NodeFiles, attach_node_data
+
+    files = NodeFiles(*(options.pop(name, None) for name in ("features", "labels", "split")))
+    if isinstance(data, Graph):
+        return attach_node_data(data, files, seed=options.get("seed", 0))
     if hasattr(data, "edge_index"):
         from gridgnn.data.interop import graph_from_pyg
 
-        return graph_from_pyg(data, seed=options.get("seed", 0), directed=bool(options.get("directed", False)))
+        graph = graph_from_pyg(data, seed=options.get("seed", 0), directed=bool(options.get("directed", False)))
+        return attach_node_data(graph, files, seed=options.get("seed", 0))
     raise ConfigError(f"cannot use a {type(data).__name__} as a graph: give a gridgnn Graph, a PyG Data, a "
                       "dataset name or path, or build one with gridgnn.graph_from_arrays")
 
@@ -166,8 +172,8 @@ def _fit_graph(data, options: dict) -> tuple[Graph, dict]:
                           "(as its first argument or dataset=)")
     if data is not None and named is not None and isinstance(data, (str, os.PathLike)) and str(data) != named:
         raise ConfigError(f"fit got two datasets, {str(data)!r} and dataset={named!r}: give one")
-    graph_options = {k: options[k] for k in ("data_root", "directed", "normalize_features", "seed", "task")
-                     if k in options}
+    graph_options = {k: options[k] for k in ("data_root", "directed", "normalize_features", "seed", "task",
+                                             "features", "labels", "split") if k in options}
     graph = as_graph(named if data is None else data, **graph_options)
     return graph, {**options, "dataset": named or graph.name}
 

@@ -130,6 +130,8 @@ class TrainConfig:
     ``task`` (`TASK_CHOICES`) is what the vertices are trained to predict and ``metric`` (`METRIC_CHOICES`) how
     each split is scored (`gridgnn.train.task_metrics`); ``auto``: inferred from the targets, the task's
     default metric.
+    ``features``, ``labels`` (files) and ``split`` (a folder of index files) attach node data to the dataset
+    (``--features``, ``--labels``, ``--split``; `gridgnn.data.attach`).
     ``model`` is the model kind (`MODELS`); ``sage_normalize`` L2-normalizes every SAGE layer's output rows;
     ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps`` makes it trainable). GAT: ``heads`` attention
     heads of ``hidden`` channels on every hidden layer (concatenated), ``output_heads`` on the output layer
@@ -139,6 +141,9 @@ class TrainConfig:
     dataset: str = "csbm"
     data_root: str | None = None
     directed: bool = False
+    features: str | None = None
+    labels: str | None = None
+    split: str | None = None
     normalize_features: bool | None = None
     layers: int = 2
     hidden: int = 16
@@ -194,6 +199,10 @@ class TrainConfig:
         """Raise `ConfigError` (one line) on the first invalid field."""
         if not isinstance(self.dataset, str) or not self.dataset.strip():
             raise ConfigError("dataset must be a non-empty name, generator spec or path")
+        for name in ("features", "labels", "split"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"{name} must name a file (--{name}), got {value!r}")
         if self.tensorboard is not None and (not isinstance(self.tensorboard, str) or not self.tensorboard.strip()):
             raise ConfigError(f"tensorboard must be a folder name, got {self.tensorboard!r}")
         _check_int("layers", self.layers, minimum=1, maximum=MAX_LAYERS)

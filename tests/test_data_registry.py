@@ -23,10 +23,28 @@ def test_resolve_data_root_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "shared" / "datasets").mkdir(parents=True)
     (tmp_path / "repo").mkdir()
-    monkeypatch.chdir(tmp_path / "repo")
-    assert resolve_data_root(None) == (tmp_path / "shared" / "datasets").resolve()
+    monkeypatch.chdir(tmp_path / "repo")  # ../shared/datasets from here is no longer a data root
+    assert resolve_data_root(None) == tmp_path / "home" / ".gridgnn" / "datasets"
     monkeypatch.chdir(tmp_path)
     assert resolve_data_root(None) == tmp_path / "home" / ".gridgnn" / "datasets"
+
+
+def test_a_missing_named_dataset_names_where_it_looked_and_how_to_get_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(DATA_ROOT_ENV, raising=False)
+    for data_root, env, root, chosen in ((str(tmp_path / "flag"), None, tmp_path / "flag", "--data-root"),
+                                         (None, str(tmp_path / "env"), tmp_path / "env", "$GRIDGNN_DATA_ROOT"),
+                                         (None, None, tmp_path / "home" / ".gridgnn" / "datasets", "the default")):
+        if env:
+            monkeypatch.setenv(DATA_ROOT_ENV, env)
+        else:
+            monkeypatch.delenv(DATA_ROOT_ENV, raising=False)
+        with pytest.raises(DataError) as info:
+            load_dataset("amazon-photo", data_root=data_root)
+        message = str(info.value)
+        assert "\n" not in message and f"looked in {root / 'amazon-photo'}" in message, message
+        assert chosen in message and "docs/datasets.md" in message and "--data-root" in message, message
 
 
 def test_known_name_resolves_under_root(tmp_path: Path) -> None:

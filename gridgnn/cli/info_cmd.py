@@ -48,10 +48,11 @@ def format_stats(stats: dict) -> str:
 def run_info(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn info``."""
     from gridgnn.data.any_source import load_any
+    from gridgnn.data.attach import NodeFiles
     from gridgnn.data.stats import graph_statistics
 
     graph = load_any(args.dataset, data_root=args.data_root, directed=args.directed,
-                         normalize_features=args.normalize_features, seed=args.seed)
+                         normalize_features=args.normalize_features, seed=args.seed, node_files=NodeFiles.of(args))
     stats = graph_statistics(graph)
     if graph.meta.get("reorder", "none") != "none":  # a folder from gridgnn prepare --reorder
         stats["reorder"] = reorder_summary(graph.meta)

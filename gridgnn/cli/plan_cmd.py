@@ -19,6 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
+from gridgnn.cli.node_file_flags import add_node_file_arguments
 from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
 from gridgnn.cost.process_baseline import baseline_note
 from gridgnn.cost.profile import profile_names
@@ -62,6 +63,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     data.add_argument("--dataset", default=None, metavar="NAME|SPEC|PATH", help="dataset to load (exact blocks)")
     data.add_argument("--data-root", metavar="DIR", default=None, help="folder holding the named datasets")
     data.add_argument("--directed", action="store_true", help="keep edge direction (default: symmetrize)")
+    add_node_file_arguments(data)
     data.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="seed of generators and splits")
     data.add_argument("--num-nodes", type=int, help="vertices (without --dataset)")
     data.add_argument("--num-edges", type=int, help="stored adjacency entries, an undirected edge twice")
@@ -110,13 +112,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def _graph_from_args(args: argparse.Namespace):
     """The graph of ``--dataset`` as loaded (None for a plan on counts; refuses both)."""
     counts = (args.num_nodes, args.num_edges, args.num_features, args.num_classes)
+    from gridgnn.data.attach import NodeFiles
+
+    files = NodeFiles.of(args)
     if args.dataset is None:
+        if files:
+            raise ConfigError(f"{', '.join(files.flags())} attach node data to a graph: give --dataset too")
         return None
     if any(c is not None for c in counts):
         raise ConfigError("give either --dataset or --num-nodes/--num-edges/--num-features/--num-classes")
     from gridgnn.data.any_source import load_any
 
-    return load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed)
+    return load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed,
+                    node_files=files)
 
 
 def _stats_from_counts(args: argparse.Namespace) -> GraphStats:
@@ -154,6 +162,9 @@ def dataset_flags(args: argparse.Namespace) -> list[str]:
         flags += ["--data-root", str(resolve_data_root(args.data_root).resolve())]
     if args.directed:
         flags.append("--directed")
+    for name in ("features", "labels", "split"):
+        if getattr(args, name, None):
+            flags += [f"--{name}", getattr(args, name)]
     if args.seed != _DEFAULTS.seed:
         flags += ["--seed", str(args.seed)]
     return flags

@@ -51,6 +51,7 @@ def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> T
         heads=int(model_config.get("heads", 1)), output_heads=int(model_config.get("output_heads", 1)),
         attn_dropout=float(model_config.get("attn_dropout", 0.0)),
         dataset=args.dataset, data_root=args.data_root, directed=args.directed,
+        features=args.features, labels=args.labels, split=args.split,
         normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),
         hidden=int(model_config["hidden_channels"]), order=str(model_config["order"]), epochs=1,
         seed=args.seed, algo=args.algo, nprocs=args.nprocs, replication=args.replication, grid=args.grid,
@@ -132,6 +133,7 @@ def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOp
     resolved (its prepared graph and grid shape)."""
     import torch.distributed as dist
 
+    from gridgnn.data.attach import NodeFiles, refuse_on_prepared
     from gridgnn.data.prepared import is_prepared, open_prepared
     from gridgnn.nn.export import check_fits
     from gridgnn.train.inference import grid_inputs
@@ -144,6 +146,8 @@ def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOp
                 else (0, 1))
     prepared = (spec.prepared_graph if spec is not None else None) or \
         (config.dataset if is_prepared(config.dataset) else None)
+    if prepared and spec is None:
+        refuse_on_prepared(prepared, NodeFiles.of(config))
     graph = open_prepared(prepared) if prepared else load_graph(config)
     check_fits(model, graph.num_features, f"model '{source}'")
     if spec is None:  # the local launcher checked it before starting the workers

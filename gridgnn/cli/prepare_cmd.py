@@ -41,6 +41,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run_prepare(args: argparse.Namespace) -> int:
     """Write the prepared folder atomically: into a temporary sibling, renamed into place when complete."""
+    from gridgnn.data.attach import NodeFiles
     from gridgnn.data.prepared import prepare_graph
     from gridgnn.data.registry import load_dataset
     from gridgnn.nn.models import operator_of
@@ -56,7 +57,8 @@ def run_prepare(args: argparse.Namespace) -> int:
         raise ConfigError(f"--reorder {args.reorder} needs --parts K: the grid's row blocks (P for 1d, P/c for "
                           "1.5d, PR for 2d, Q for 3d)")
     graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
-                         normalize_features=args.normalize_features, seed=args.seed)
+                         normalize_features=args.normalize_features, seed=args.seed,
+                         node_files=NodeFiles.of(args))
     if args.reorder != "none":
         from gridgnn.data.reorder import reorder_graph
 

@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
+from gridgnn.cli.node_file_flags import add_node_file_arguments
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import (
     ALGOS,
@@ -159,6 +160,7 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, positional: bool =
     data.add_argument("--data-root", metavar="DIR", default=None,
                       help="folder holding the named datasets (else $GRIDGNN_DATA_ROOT, else the default)")
     data.add_argument("--directed", action="store_true", help="keep edge direction (default: symmetrize)")
+    add_node_file_arguments(data)
     data.add_argument("--normalize-features", action=argparse.BooleanOptionalAction, default=None,
                       help="row-normalize features (default: as the dataset prescribes)")
     data.add_argument("--seed", type=int, default=_DEFAULTS.seed,
@@ -182,6 +184,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The `TrainConfig` the flags describe (validated; raises `ConfigError`)."""
     return TrainConfig(
         dataset=args.dataset, data_root=args.data_root, directed=args.directed,
+        features=args.features, labels=args.labels, split=args.split,
         normalize_features=args.normalize_features, layers=args.layers, hidden=args.hidden,
         dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,

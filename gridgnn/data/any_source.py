@@ -3,6 +3,7 @@ path, or a folder written by ``gridgnn prepare`` (read back as the `Graph` it wa
 
 from __future__ import annotations
 
+from gridgnn.data.attach import NodeFiles, refuse_on_prepared
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import graph_of_prepared, is_prepared, open_prepared
 from gridgnn.data.registry import load_dataset
@@ -10,12 +11,14 @@ from gridgnn.errors import ConfigError
 
 
 def load_any(spec: str, data_root: str | None = None, directed: bool = False,
-             normalize_features: bool | None = None, seed: int = 0) -> Graph:
-    """`load_dataset`, or the graph of a prepared folder; flags a prepared folder fixed differently when it
-    was written (``directed``, ``normalize_features``) are refused (`ConfigError`) rather than ignored."""
+             normalize_features: bool | None = None, seed: int = 0, node_files: NodeFiles | None = None) -> Graph:
+    """`load_dataset` (with ``node_files`` attached), or the graph of a prepared folder; flags a prepared folder
+    fixed differently when it was written (``directed``, ``normalize_features``, node data files) are refused
+    (`ConfigError`) rather than ignored."""
     if not is_prepared(spec):
         return load_dataset(spec, data_root=data_root, directed=directed, normalize_features=normalize_features,
-                            seed=seed)
+                            seed=seed, node_files=node_files)
+    refuse_on_prepared(spec, node_files or NodeFiles())
     graph = graph_of_prepared(open_prepared(spec))
     where = f"'{spec}' is a prepared graph (gridgnn prepare)"
     if directed and not graph.directed:

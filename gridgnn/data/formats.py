@@ -1,7 +1,7 @@
 """Detect the format of a dataset file or folder and read it with the matching reader.
 
-Folders: a Planetoid raw folder (``ind.<name>.graph``), an OGB node-property folder (``raw/edge.csv.gz``),
-or a folder holding exactly one readable file. Files by suffix (``.gz`` allowed for text formats):
+Folders: a Planetoid raw folder (``ind.<name>.graph``), an OGB node-property folder (``raw/edge.csv.gz`` or
+``raw/data.npz``), or a folder holding exactly one readable file. Files by suffix (``.gz`` allowed for text formats):
 ``.npz`` (gridgnn native or gnn-benchmark, told apart by their keys), ``.zip`` (one such ``.npz``
 inside), ``.mtx`` (Matrix Market), ``.txt/.edges/.edgelist/.el/.csv/.tsv`` (edge list). A file with
 another suffix is read as npz/zip when it starts with the zip signature.
@@ -88,7 +88,8 @@ def read_path(path: Path | str, seed: int = 0) -> Graph:
     if path.is_dir() and planetoid_prefix(path) is None and not is_ogb_folder(path):
         inner = _single_file(path)
         if inner is None and (path / "raw").is_dir():
-            raise DataError(f"{path}: OGB-style folder lacks raw/edge.csv(.gz)")
+            raise DataError(f"{path}: OGB-style folder lacks raw/edge.csv(.gz) (CSV layout) and raw/data.npz "
+                            "(binary layout)")
         if inner is None:
             raise DataError(f"{path}: no dataset found in folder (supported: {SUPPORTED})")
         path = inner

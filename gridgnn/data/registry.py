@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from gridgnn.data.attach import NodeFiles, attach_node_data
 from gridgnn.data.formats import read_path
 from gridgnn.data.generators import csbm, rmat
 from gridgnn.data.graph import Graph
@@ -33,20 +34,25 @@ DATA_ROOT_ENV = "GRIDGNN_DATA_ROOT"
 _DEFAULT_FEATURE_NORM = MappingProxyType({"planetoid": "l1", "gnn-benchmark": "l2"})
 
 
+DATASETS_DOC = "docs/datasets.md"
+"""Where each named dataset comes from and how to fetch it by hand (named by the missing-dataset error)."""
+
+
 def default_data_roots() -> tuple[Path, ...]:
-    """Fallback data roots, in order: ``../shared/datasets`` (from the cwd), ``~/.gridgnn/datasets``."""
-    return (Path.cwd() / ".." / "shared" / "datasets", Path.home() / ".gridgnn" / "datasets")
+    """The fallback data root: ``~/.gridgnn/datasets`` (never a folder relative to the current one)."""
+    return (Path.home() / ".gridgnn" / "datasets",)
 
 
 def resolve_data_root(flag: str | None = None) -> Path:
-    """The data root: `flag` if given, else $GRIDGNN_DATA_ROOT, else the first existing default root
-    (the last default when none exists). The path is not required to exist."""
+    """The data root: `flag` if given, else $GRIDGNN_DATA_ROOT, else ``~/.gridgnn/datasets``
+    (`default_data_roots`). The same from any current folder, except that a relative `flag` or variable is
+    read from it. The path is not required to exist."""
     if flag:
         return Path(flag).expanduser()
     if os.environ.get(DATA_ROOT_ENV):
         return Path(os.environ[DATA_ROOT_ENV]).expanduser()
     roots = default_data_roots()
-    return next((root.resolve() for root in roots if root.is_dir()), roots[-1])
+    return next((root for root in roots if root.is_dir()), roots[-1])
 
 
 def load_dataset(
@@ -55,9 +61,11 @@ def load_dataset(
     directed: bool = False,
     normalize_features: bool | None = None,
     seed: int = 0,
+    node_files: NodeFiles | None = None,
 ) -> Graph:
     """Load a known dataset name, a generator spec (``csbm:nodes=20000,classes=5``, ``rmat:scale=18``)
-    or a file/folder path, and preprocess it (see the module docstring). `seed` drives random splits,
+    or a file/folder path, attach the node data of ``node_files`` (``--features``, ``--labels``, ``--split``:
+    `gridgnn.data.attach`), and preprocess it (see the module docstring). `seed` drives random splits,
     generators and placeholder features. The result's ``directed`` is True exactly when `directed` is."""
     text = spec.strip()
     if not text:
@@ -77,6 +85,8 @@ def load_dataset(
             f"unknown dataset '{text}': not a known name ({known}), not a generator spec "
             f"(csbm:key=value,..., rmat:key=value,...) and no such file or folder"
         )
+    if node_files:
+        graph = attach_node_data(graph, node_files, seed=seed)
     return preprocess(graph, directed, normalize_features)
 
 
@@ -106,11 +116,26 @@ def _read_known(name: str, data_root: str | None, seed: int) -> Graph:
     root = resolve_data_root(data_root)
     folder = root / name
     if not folder.is_dir():
-        raise DataError(
-            f"{folder}: dataset '{name}' not found under data root {root} (set --data-root or ${DATA_ROOT_ENV})"
-        )
+        raise DataError(missing_dataset_message(name, data_root))
     graph = read_path(folder, seed=seed)
     return dataclasses.replace(graph, name=name)
+
+
+def missing_dataset_message(name: str, data_root: str | None) -> str:
+    """One line for a named dataset that is not under its data root: the folders looked in, what chose the root
+    (``--data-root``, ``$GRIDGNN_DATA_ROOT`` or the default), and how to get the data."""
+    root = resolve_data_root(data_root)
+    if data_root:
+        chosen = "from --data-root"
+    elif os.environ.get(DATA_ROOT_ENV):
+        chosen = f"from ${DATA_ROOT_ENV}"
+    else:
+        chosen = f"the default: no --data-root, ${DATA_ROOT_ENV} unset"
+    looked = " and ".join(str(r / name) for r in ((root,) if data_root or os.environ.get(DATA_ROOT_ENV)
+                                                   else default_data_roots()))
+    return (f"dataset '{name}' not found under data root {root} ({chosen}): looked in {looked}; fetch it by hand "
+            f"as {DATASETS_DOC} says (section '{name}') into <root>/{name}, then give --data-root <root> or set "
+            f"${DATA_ROOT_ENV}")
 
 
 def _generate(spec: str, directed: bool, seed: int) -> Graph:

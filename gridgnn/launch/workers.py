@@ -100,6 +100,7 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     peak resident memory. The graph is freed here before any worker starts."""
     import torch
 
+    from gridgnn.data.attach import NodeFiles, refuse_on_prepared
     from gridgnn.data.prepared import is_prepared, open_prepared, prepare_graph
     from gridgnn.grid.process_grid import default_device
     from gridgnn.nn.models import operator_of
@@ -111,6 +112,8 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     from gridgnn.train.task_choice import settle_task
 
     prepared = graph is None and is_prepared(config.dataset)
+    if prepared:
+        refuse_on_prepared(config.dataset, NodeFiles.of(config))
     if graph is None:
         graph = open_prepared(config.dataset) if prepared else load_graph(config)
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate

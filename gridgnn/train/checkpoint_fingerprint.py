@@ -3,9 +3,11 @@ it (not collective)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from gridgnn.config import TrainConfig
+from gridgnn.data.attach import NODE_DATA_KEYS
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, graph_digest
 from gridgnn.errors import CheckpointError
@@ -15,9 +17,9 @@ from gridgnn.train.task_metrics import resolve_metric
 
 def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
     """What a checkpoint must share with the run that resumes it: the dataset (sizes and a digest of the
-    adjacency structure, labels and feature shape), the model (its kind, ``gcn``/``sage``/``gin``/``gat``, its widths
-    and options), the optimizer settings and the metric that picks the best epoch (``evaluation``; the task is
-    the dataset's).
+    adjacency structure, labels and feature shape, and of the node data files attached to it), the model (its
+    kind, ``gcn``/``sage``/``gin``/``gat``, its widths and options), the optimizer settings and the metric that
+    picks the best epoch (``evaluation``; the task is the dataset's).
 
     The grid (algorithm, P, replication, shape), the product order, the vertex order (``--reorder``) and the
     number of epochs may change, and so may the optimizer's ``lr`` and ``weight_decay`` (`RESUME_MAY_CHANGE`:
@@ -31,7 +33,8 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
         "dataset": {"name": graph.name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                     "num_features": graph.num_features, "num_classes": graph.num_classes,
                     "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
-                    "digest": digest, "task": getattr(graph, "task", "multiclass")},
+                    "digest": digest, "node_data": node_data_digest(graph.meta),
+                    "task": getattr(graph, "task", "multiclass")},
         "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
                   "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
@@ -39,6 +42,14 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay},
         "evaluation": {"metric": resolve_metric(config.metric, getattr(graph, "task", "multiclass"))},
     }
+
+
+def node_data_digest(meta: dict) -> str | None:
+    """SHA-256 over the digests of the node data files attached to the graph (``--features``, ``--labels``,
+    ``--split``: `gridgnn.data.attach`), None when none was: features of the same shape and a split from other
+    files are not in the graph digest, and a resume must not silently train on them."""
+    parts = [f"{key}={meta[key]}" for key in NODE_DATA_KEYS if meta.get(key)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest() if parts else None
 
 
 RESUME_MAY_CHANGE = {("optimizer", "lr"), ("optimizer", "weight_decay")}

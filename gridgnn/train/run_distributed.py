@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
+from gridgnn.data.attach import NodeFiles, refuse_on_prepared
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
 from gridgnn.data.prepared_check import check_same_prepared_graph
@@ -74,6 +75,8 @@ def _train_worker(config: TrainConfig, spec: RunSpec | None, process: ProcessOpt
     if graph is None:
         prepared = (spec.prepared_graph if spec is not None else None) or \
             (config.dataset if is_prepared(config.dataset) else None)
+        if prepared and spec is None:
+            refuse_on_prepared(prepared, NodeFiles.of(config))
         graph = open_prepared(prepared) if prepared else load_graph(config)
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
     trained_on = graph

@@ -1,11 +1,13 @@
 """OGB node-property-prediction folders as the ``ogb`` package unpacks them (e.g. ``ogbn_arxiv/``).
 
-Layout: ``raw/edge.csv.gz`` (one ``src,dst`` line per edge, 0-based), ``raw/node-feat.csv.gz`` (n rows
-of f floats, optional: placeholders otherwise), ``raw/node-label.csv.gz`` (n rows of one integer,
-optional: all 0 otherwise), ``raw/num-node-list.csv.gz`` (optional, the node count), and
-``split/<kind>/{train,valid,test}.csv.gz`` (node ids; without a split folder a seeded 60/20/20 random
-split is used). With several split kinds the alphabetically first is taken. Uncompressed ``.csv``
-files are accepted too. Edges keep their direction (src -> dst); multi-task labels are rejected.
+CSV layout: ``raw/edge.csv.gz`` (one ``src,dst`` line per edge, 0-based), ``raw/node-feat.csv.gz`` (n rows
+of f floats, optional: placeholders otherwise), ``raw/node-label.csv.gz`` (n rows of T values, NaN for
+missing, optional: all 0 otherwise), ``raw/num-node-list.csv.gz`` (optional, the node count). Binary layout
+(ogbn-papers100M): ``raw/data.npz`` and ``raw/node-label.npz`` (`gridgnn.data.readers.ogb_binary`), read into
+the same tables, so both layouts of one dataset give the same `Graph` and meta (but ``source``). Both:
+``split/<kind>/{train,valid,test}.csv.gz`` (node ids; ``.csv`` and ``.npy`` too; without a split folder a
+seeded 60/20/20 random split of the labelled vertices is used). With several split kinds the alphabetically
+first is taken. Uncompressed ``.csv`` files are accepted too. Edges keep their direction (src -> dst).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from gridgnn.data.graph import Graph
+from gridgnn.data.node_files import read_split_dir
 from gridgnn.data.readers._common import (
     adjacency_from_edges,
     build_graph,
@@ -22,7 +25,8 @@ from gridgnn.data.readers._common import (
     is_symmetric,
     load_table,
 )
-from gridgnn.data.splits import index_mask, random_split
+from gridgnn.data.readers.ogb_binary import is_binary_raw, read_binary_raw
+from gridgnn.data.splits import random_split
 from gridgnn.data.synthetic import placeholder_features
 from gridgnn.data.targets import canonical_targets, labelled_vertices
 from gridgnn.errors import DataError
@@ -37,8 +41,8 @@ def csv_file(folder: Path, stem: str) -> Path | None:
 
 
 def is_ogb_folder(folder: Path) -> bool:
-    """True when `folder` has an OGB ``raw/edge.csv(.gz)``."""
-    return csv_file(folder / "raw", "edge") is not None
+    """True when `folder` has an OGB ``raw/edge.csv(.gz)`` or ``raw/data.npz``."""
+    return csv_file(folder / "raw", "edge") is not None or is_binary_raw(folder / "raw")
 
 
 def _load_csv(path: Path, dtype: type, what: str) -> np.ndarray:
@@ -53,14 +57,19 @@ def read_ogb(folder: Path | str, seed: int = 0) -> Graph:
     Without a ``split/`` folder the labelled vertices are split 60/20/20 at random."""
     folder = Path(folder)
     raw = folder / "raw"
-    edge_path = csv_file(raw, "edge")
-    if edge_path is None:
-        raise DataError(f"{folder}: no raw/edge.csv.gz (not an OGB node-property folder)")
-    edges = _load_csv(edge_path, np.int64, "edges")
-    if edges.shape[0] == 0 or edges.shape[1] != 2:
-        raise DataError(f"{edge_path}: expected one 'src,dst' pair per line, got shape {edges.shape}")
-    tables = {stem: _optional_table(raw, stem) for stem in ("node-feat", "node-label")}
-    num_nodes = _num_nodes(raw, edges, tables)
+    if is_binary_raw(raw):
+        edges, feature_table, label_table, num_nodes = read_binary_raw(raw)
+        edge_path = raw / "data.npz"
+        tables = {"node-feat": (feature_table, edge_path), "node-label": (label_table, raw / "node-label.npz")}
+    else:
+        edge_path = csv_file(raw, "edge")
+        if edge_path is None:
+            raise DataError(f"{folder}: no raw/edge.csv.gz or raw/data.npz (not an OGB node-property folder)")
+        edges = _load_csv(edge_path, np.int64, "edges")
+        if edges.shape[0] == 0 or edges.shape[1] != 2:
+            raise DataError(f"{edge_path}: expected one 'src,dst' pair per line, got shape {edges.shape}")
+        tables = {stem: _optional_table(raw, stem) for stem in ("node-feat", "node-label")}
+        num_nodes = _num_nodes(raw, edges, tables)
     adj = adjacency_from_edges(edges[:, 0], edges[:, 1], num_nodes, edge_path)
     features, feat_path = tables["node-feat"]
     if features is None:
@@ -115,15 +124,5 @@ def _split(folder: Path, num_nodes: int, seed: int, labelled: np.ndarray) -> tup
     kinds = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
     if not kinds:
         return random_split(num_nodes, seed=seed, among=labelled), "random-60-20-20"
-    masks = []
-    for part in ("train", "valid", "test"):
-        path = csv_file(split_root / kinds[0], part)
-        if path is None:
-            raise DataError(f"{split_root / kinds[0]}: missing {part}.csv.gz")
-        ids = _load_csv(path, np.int64, f"{part} ids").ravel()
-        if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
-            raise DataError(
-                f"{path}: node id {int(ids.max() if ids.min() >= 0 else ids.min())} outside [0, {num_nodes})"
-            )
-        masks.append(index_mask(num_nodes, ids))
-    return tuple(masks), kinds[0]
+    masks, _ = read_split_dir(split_root / kinds[0], num_nodes)
+    return masks, kinds[0]
