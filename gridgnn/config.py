@@ -121,7 +121,8 @@ class TrainConfig:
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
     `gridgnn.train.resume`). ``init_from``: a model file whose weights, of the same
     model and widths, replace the initialization (`gridgnn.train.init_from`; a resumed checkpoint wins).
-    ``auto_reason`` records why ``--algo auto`` chose the algorithm it did.
+    ``auto_reason`` records why ``--algo auto`` chose the algorithm it did, ``task_reason`` what the run trains
+    and why (the line a run prints first: `gridgnn.train.task_choice.task_line`).
     ``stop_on_nonfinite`` ends training after the first epoch whose loss is NaN or infinite.
     ``predictions_out``, ``embeddings_out`` (of layer ``embedding_layer``, default the last hidden one) and
     ``save_model`` name the run's products (`gridgnn.train.products`), made with the weights of the
@@ -174,6 +175,7 @@ class TrainConfig:
     resume: bool = False
     init_from: str | None = None
     auto_reason: str | None = None
+    task_reason: str | None = None
     stop_on_nonfinite: bool = False
     predictions_out: str | None = None
     embeddings_out: str | None = None

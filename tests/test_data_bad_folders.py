@@ -94,8 +94,8 @@ def _ogb(tmp_path: Path, **files: str) -> Path:
         ({"edge": ""}, "edge.csv.gz", "expected one 'src,dst' pair"),
         ({"node-feat": "1,2\n3,nan\n5,6\n"}, "node-feat.csv.gz", "NaN or inf"),
         ({"node-label": "0\n1\n"}, "node-label.csv.gz", "2 labels for 3 nodes"),
-        ({"node-label": "0\nnan\n1\n"}, "node-label.csv.gz", "labels contain NaN"),
-        ({"node-label": "0,1\n1,0\n0,0\n"}, "node-label.csv.gz", "one integer per node"),
+        ({"node-label": "nan\nnan\nnan\n"}, "node-label.csv.gz", "no vertex has a target"),  # one NaN: unlabelled
+        ({"node-label": "0,1\n1,0\n0,inf\n"}, "node-label.csv.gz", "targets contain inf"),
         ({"num-node-list": "0\n"}, "num-node-list.csv.gz", "one positive node count"),
     ],
 )

@@ -51,7 +51,7 @@ def test_canonical_targets_mark_missing_entries():
     (np.array([[0, 2], [1, 0]]), "multilabel", "must be 0, 1 or NaN"),
     (np.array([[0, 1], [1, 0]]), "multiclass", "one integer per node"),
     (np.array([np.nan, np.nan]), "regression", "no vertex has a target"),
-    (np.array([0, 1, 2]), "multiclass", "3 target rows for 2 nodes"),
+    (np.array([0, 1, 2]), "multiclass", "3 labels for 2 nodes"),
     (np.array([-2, 1]), "multiclass", "negative label -2"),
     (np.array(["a", "b"]), "auto", "must be numbers"),
     (np.array([1.0, np.inf]), "regression", "inf"),

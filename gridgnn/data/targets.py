@@ -44,16 +44,17 @@ class Targets:
 
 def infer_task(values: np.ndarray) -> str:
     """The task ``values`` (shape (n,) or (n, T)) most plausibly describe: ``multiclass`` for one column of
-    integers >= -1 (floats allowed when every present value is integral; NaN and -1 mark unlabelled
-    vertices); ``multilabel`` for several columns whose present values are all 0 or 1; else ``regression``.
-    Integer-valued regression targets are inferred as classes: say ``task="regression"`` for those."""
+    integers (floats allowed when every present value is integral; NaN and -1 mark unlabelled vertices, a
+    value below -1 is then refused as a class); ``multilabel`` for several columns whose present values are
+    all 0 or 1; else ``regression``. Integer-valued regression targets are inferred as classes: say
+    ``task="regression"`` for those."""
     values = np.asarray(values)
     columns = 1 if values.ndim == 1 else values.shape[1]
     if values.dtype == np.bool_:
         return "multiclass" if columns == 1 else "multilabel"
     present = values[~np.isnan(values)] if values.dtype.kind == "f" else values.reshape(-1)
     integral = present.size == 0 or bool(np.all(present == np.round(present)))
-    if columns == 1 and integral and (present.size == 0 or present.min() >= UNLABELLED):
+    if columns == 1 and integral:  # a class below -1 is refused as one, not read as a value
         return "multiclass"
     if columns > 1 and bool(np.all((present == 0) | (present == 1))):
         return "multilabel"
@@ -72,7 +73,7 @@ def canonical_targets(values, num_nodes: int, task: str = "auto", where: str = "
     if values.ndim == 0 or values.ndim > 2:
         raise DataError(f"{where}: targets must have shape (n,) or (n, T), got {values.shape}")
     if values.shape[0] != num_nodes:
-        raise DataError(f"{where}: {values.shape[0]} target rows for {num_nodes} nodes")
+        raise DataError(f"{where}: {values.shape[0]} labels for {num_nodes} nodes")
     if values.ndim == 2 and values.shape[1] == 0:
         raise DataError(f"{where}: targets have no columns")
     if values.dtype.kind == "f" and np.any(np.isinf(values)):
@@ -98,7 +99,8 @@ def _multiclass(values: np.ndarray, where: str) -> Targets:
         values = np.where(present, values, UNLABELLED)
     labels = values.astype(np.int64)
     if labels.size and labels.min() < UNLABELLED:
-        raise DataError(f"{where}: negative label {int(labels.min())} (only -1 marks an unlabelled vertex)")
+        raise DataError(f"{where}: negative label {int(labels.min())} (only -1 marks an unlabelled vertex; "
+                        "real-valued targets: --task regression)")
     if labels.size and labels.max() >= MAX_CLASSES:
         raise DataError(f"{where}: label {int(labels.max())} is beyond the {MAX_CLASSES} classes gridgnn supports")
     return Targets(labels, "multiclass", max(int(labels.max()) + 1, 1) if labels.size else 1)

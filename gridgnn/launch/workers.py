@@ -81,6 +81,8 @@ def _prepare_and_launch(config: TrainConfig, process: ProcessOptions, shape, gra
                                    command=command, model_file=model_file, graph=graph)
         spec_path = spec.write(folder)
         if not spec.config.quiet:
+            if command == "train" and spec.config.task_reason is not None:
+                print(spec.config.task_reason, flush=True)  # what the run trains: its first line
             if spec.config.auto_reason is not None:
                 print(spec.config.auto_reason, flush=True)
             from gridgnn.plan.execution import ExecutionOptions, metis_note
@@ -108,7 +110,7 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     from gridgnn.train.distributed import peak_memory_bytes
     from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.resolve import resolve_run
-    from gridgnn.train.run import load_graph, print_line
+    from gridgnn.train.run import load_graph
     from gridgnn.train.task_choice import settle_task
 
     prepared = graph is None and is_prepared(config.dataset)
@@ -117,8 +119,7 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     if graph is None:
         graph = open_prepared(config.dataset) if prepared else load_graph(config)
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
-    say = print_line if command == "train" and not config.quiet else None
-    config = settle_task(config, graph, say=say)  # the run's first line: what it trains
+    config = settle_task(config, graph)  # its line is printed first once the workers are prepared
     config, shape, graph = resolve_run(config, graph, config.nprocs, shape=shape, on_grid=False,
                                        device_type=default_device().type, check=_launcher_checks(graph, prepared))
     check_memory(config, graph, config.nprocs, config.nprocs, shape=shape, started=False)  # workers to come

@@ -240,11 +240,12 @@ def _agreed(choose: Callable[[TrainConfig], Path | None], config: TrainConfig) -
 def fit_resumable(trainer: Trainer, config: TrainConfig, graph: Graph,
                   on_epoch: Callable[[EpochRecord], None] | None, *, grid: dict,
                   comm_so_far: Callable[[ResumePoint | None], list[dict] | None] | None = None,
-                  ) -> tuple[TrainResult, ResumePoint | None]:
+                  on_start: Callable[[], None] | None = None) -> tuple[TrainResult, ResumePoint | None]:
     """`Trainer.fit` with the checkpoint policy of ``config``: resume when asked, save on schedule.
 
     ``grid`` (algorithm, shape, P) is recorded in each checkpoint; ``comm_so_far(point)`` gives the
-    communication history to record (see `EpochSaver`). Collective on the world in a distributed run.
+    communication history to record (see `EpochSaver`); ``on_start()`` runs once the checkpoint and initial
+    weights are loaded, just before the first epoch. Collective on the world in a distributed run.
     Returns the result (earlier epochs included) and the resume point, if any.
     """
     path = _agreed(checkpoint_to_resume, config)
@@ -257,6 +258,8 @@ def fit_resumable(trainer: Trainer, config: TrainConfig, graph: Graph,
     if config.checkpoint_dir is not None:
         history = (lambda: comm_so_far(point)) if comm_so_far is not None else (lambda: None)
         saver = EpochSaver(config, graph, trainer, grid, history)
+    if on_start is not None:
+        on_start()
     result = trainer.fit(on_epoch, start=point.result if point else None,
                          rng_state=point.rng_state if point else None, after_epoch=saver)
     return result, point

@@ -86,10 +86,12 @@ def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     check_products(config)
     if graph is None:
         graph = load_graph(config)
-    config = settle_task(config, graph, say=None if config.quiet else print_line)
+    config = settle_task(config, graph)
     check_memory(config, graph, 1)
     trainer = Trainer(config, graph, build_aggregation(config, graph))
-    result, point = fit_resumable(trainer, config, graph, on_epoch, grid={"algo": "local", "world_size": 1})
+    say = None if config.quiet else (lambda: print_line(config.task_reason))
+    result, point = fit_resumable(trainer, config, graph, on_epoch, grid={"algo": "local", "world_size": 1},
+                                  on_start=say)
     write_products(config, trainer, graph, result)
     metrics = build_metrics(config, graph, result, resumed_from=point)
     if config.metrics_out is not None:

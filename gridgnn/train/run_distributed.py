@@ -82,12 +82,15 @@ def _train_worker(config: TrainConfig, spec: RunSpec | None, process: ProcessOpt
     trained_on = graph
     if spec is None:  # torchrun, or one process: every worker reaches the same spec on the same graph
         say = print_now if rank == 0 and not config.quiet else None
-        config = settle_task(config, graph, say=say)
+        config = settle_task(config, graph)
+        if say is not None:  # under torchrun: what the run trains, first (the local launcher says it itself)
+            say(config.task_reason)
         resolved, shape, trained_on = resolve_run(config, graph, world, device_type=default_device().type,
                                                   say=say)
         spec = RunSpec(resolved, shape, process)
     if not spec.launched_locally:  # the local launcher checked it before starting the workers
         check_memory(spec.config, trained_on, world, shape=spec.shape)
+
     trained, model, hosts = _train_watched(spec, trained_on, on_epoch if rank == 0 else None, rank, on_ready)
     if dist.is_initialized():  # only after success: tearing down a group with a dead peer can abort
         dist.destroy_process_group()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
 import numpy as np
 
@@ -27,15 +26,16 @@ def task_of(config: TrainConfig, graph: Graph | PreparedGraph) -> str:
     return task
 
 
-def settle_task(config: TrainConfig, graph: Graph | PreparedGraph,
-                say: Callable[[str], None] | None = None) -> TrainConfig:
+def settle_task(config: TrainConfig, graph: Graph | PreparedGraph) -> TrainConfig:
     """``config`` with its task and metric settled on ``graph`` (`task_of`, the task's default metric for
-    ``auto``: `gridgnn.train.task_metrics.resolve_metric`); `task_line` goes to ``say`` the first time."""
+    ``auto``: `gridgnn.train.task_metrics.resolve_metric`) and `task_line` in ``task_reason`` (printed once
+    every check has passed, just before training: the run's first line); ``config`` itself when settled."""
     task = task_of(config, graph)
     metric = resolve_metric(config.metric, task)
-    if say is not None and (config.task, config.metric) != (task, metric):
-        say(task_line(config, graph, task, metric))
-    return dataclasses.replace(config, task=task, metric=metric)
+    if (config.task, config.metric) == (task, metric) and config.task_reason is not None:
+        return config
+    return dataclasses.replace(config, task=task, metric=metric,
+                               task_reason=task_line(config, graph, task, metric))
 
 
 def task_line(config: TrainConfig, graph: Graph | PreparedGraph, task: str, metric: str) -> str:
