@@ -193,3 +193,18 @@ def test_a_metric_the_task_cannot_score_is_refused(tmp_path):
         Trainer(config, graph, build_aggregation(config, graph))
     with pytest.raises(ConfigError, match="does not score a multiclass task"):
         TrainConfig(task="multiclass", metric="mse")
+
+
+def test_every_model_trains_multilabel_and_regression_on_a_2d_grid_as_one_process(tmp_path):
+    paths = save_task_graphs(tmp_path)
+    models = [dict(model="sage"), dict(model="gin", gin_eps=0.2), dict(model="gat", heads=2)]
+    tasks = [dict(dataset=paths["multilabel"], metric="rocauc"), dict(dataset=paths["regression"], metric="mae")]
+    cases = [dict(COMMON, **model, **task, algo="2d", grid="2x2", nprocs=4) for model in models for task in tasks]
+    references = [_local(dict(COMMON, **model, **task)) for model in models for task in tasks]
+    per_rank = run_workers(mw.tasks_worker, 4, cases, timeout_s=600)
+    for index, case in enumerate(cases):
+        where = f"{case['model']} {case['metric']}"
+        out, (losses, metrics) = per_rank[0][index], references[index]
+        np.testing.assert_allclose(out["loss"], losses, rtol=1e-4, atol=1e-6, err_msg=where)
+        np.testing.assert_allclose(np.array(out["metric"], dtype=float), np.array(metrics, dtype=float),
+                                   rtol=1e-5, atol=1e-9, err_msg=where)
