@@ -1,8 +1,11 @@
 """The schema of the training history a checkpoint manifest records (``history``), checked before use.
 
 ``history = {"epochs": [record, ...], "best_epoch": int, "comm": null | [entry, ...]}`` where a record is
-`gridgnn.train.trainer.EpochRecord` as a dict (``epoch`` 1, 2, ... in order; ``loss``, accuracies and
-``time_s`` numbers: NaN and infinities come back from the manifest's ``nonfinite`` list) and each ``comm``
+`gridgnn.train.trainer.EpochRecord` as a dict (``epoch`` 1, 2, ... in order; ``loss``, accuracies, ``time_s``
+and ``lr`` numbers: NaN and infinities come back from the manifest's ``nonfinite`` list; the accuracies null
+together in an epoch ``--eval-every`` skipped; ``lr`` absent or null in older checkpoints), ``best_epoch`` (0
+only before any evaluation), ``early_stop`` and ``lr_schedule`` (`gridgnn.train.resume.loop_state`; absent in
+older checkpoints) and each ``comm``
 entry, one per epoch, is null (an epoch of a local run) or the merged communication of one epoch of a
 distributed run (`gridgnn.train.grid_train.merge_epoch_comm`): per-rank lists of ``bytes``, ``calls``,
 ``eval_bytes``, ``gather_bytes`` and ``peak_memory_bytes``, per-phase objects of such lists, and the three times.
@@ -14,6 +17,10 @@ from __future__ import annotations
 from gridgnn.grid.comm_records import PHASES
 
 RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
+OPTIONAL_RECORD_KEYS = ("lr",)
+"""Record keys older checkpoints lack: ``lr`` (a number; null where unknown)."""
+_METRIC_KEYS = ("train_acc", "val_acc", "test_acc")
+"""Null in the record of an epoch ``--eval-every`` did not evaluate (all three together)."""
 _RANK_LISTS = ("bytes", "calls")
 _OPTIONAL_RANK_LISTS = ("eval_bytes", "gather_bytes", "peak_memory_bytes")
 _PHASE_TABLES = ("by_phase", "calls_by_phase")
@@ -28,6 +35,18 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _record_ok(record: object, index: int) -> bool:
+    """An epoch record: the keys of `RECORD_KEYS` (and maybe `OPTIONAL_RECORD_KEYS`), numbers, the three
+    accuracies all null or all numbers, ``lr`` a number or null."""
+    if not isinstance(record, dict) or not set(RECORD_KEYS) <= set(record) \
+            or not set(record) <= set(RECORD_KEYS + OPTIONAL_RECORD_KEYS) or record["epoch"] != index:
+        return False
+    metrics = [record[key] for key in _METRIC_KEYS]
+    metrics_ok = all(v is None for v in metrics) or all(_number(v) for v in metrics)
+    return (metrics_ok and _number(record["loss"]) and _number(record["time_s"])
+            and (record.get("lr") is None or _number(record["lr"])))
+
+
 def history_problem(history: object, epochs: int) -> str | None:
     """What is wrong with ``history`` of a checkpoint taken after ``epochs`` epochs, or None."""
     if not isinstance(history, dict) or not isinstance(history.get("epochs"), list):
@@ -36,12 +55,16 @@ def history_problem(history: object, epochs: int) -> str | None:
     if len(records) != epochs:
         return f"history holds {len(records)} epochs, not {epochs}"
     for index, record in enumerate(records, start=1):
-        if not isinstance(record, dict) or set(record) != set(RECORD_KEYS) or record["epoch"] != index \
-                or not all(_number(record[key]) for key in RECORD_KEYS[1:]):
+        if not _record_ok(record, index):
             return f"epoch record {index}"
     best = history.get("best_epoch")
-    if isinstance(best, bool) or not isinstance(best, int) or not 1 <= best <= epochs:
+    evaluated = any(record["val_acc"] is not None for record in records)
+    if isinstance(best, bool) or not isinstance(best, int) or not (1 if evaluated else 0) <= best <= epochs \
+            or (best and records[best - 1]["val_acc"] is None):
         return "history best_epoch"
+    for key in ("early_stop", "lr_schedule"):  # absent from older checkpoints; checked in full where loaded
+        if history.get(key) is not None and not isinstance(history[key], dict):
+            return f"history {key}"
     comm = history.get("comm")
     if comm is None:
         return None

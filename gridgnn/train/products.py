@@ -47,14 +47,15 @@ def check_products(config: TrainConfig, rank: int = 0, reads: dict[str, str] | N
 
 def check_distinct_outputs(config: TrainConfig, reads: dict[str, str] | None = None) -> None:
     """Raise `ConfigError` when two outputs (``--save-model``, ``--predictions-out``, ``--embeddings-out``,
-    ``--metrics-out``, ``--checkpoint-dir`` or a file gridgnn keeps inside it) name one file, or an output
-    names an input (``--dataset`` file or a prepared folder's file, ``reads``): one would silently replace the
+    ``--metrics-out``, ``--log-csv``, ``--checkpoint-dir`` or a file gridgnn keeps inside it) name one file, or
+    an output names an input (``--dataset`` file or a prepared folder's file, ``reads``): one would silently replace the
     other. Paths are compared after resolving their folders; existing files also by device and inode.
     Not collective."""
     named = [(flag, path) for flag, path in (("--save-model", config.save_model),
                                               ("--predictions-out", config.predictions_out),
                                               ("--embeddings-out", config.embeddings_out),
                                               ("--metrics-out", config.metrics_out),
+                                              ("--log-csv", config.log_csv),
                                               ("--checkpoint-dir", config.checkpoint_dir)) if path is not None]
     seen: dict = {}
     inputs = dict(reads or {})

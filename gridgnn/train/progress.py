@@ -42,11 +42,14 @@ def show_log(config: TrainConfig) -> bool:
 
 
 def format_epoch(record: EpochRecord, epochs: int) -> str:
-    """``epoch  E/N  loss  train  val  test  ms`` (the per-epoch line); a record of a grid epoch that carries
-    rank 0's bytes (``comm_bytes``) names them too."""
+    """``epoch  E/N  loss  train  val  test  ms`` (the per-epoch line; an epoch ``--eval-every`` did not
+    evaluate shows ``-`` for its accuracies); a record of a grid epoch that carries rank 0's bytes
+    (``comm_bytes``) names them too."""
     width = len(str(epochs))
-    line = (f"epoch {record.epoch:>{width}}/{epochs}  loss {record.loss:.4f}  train {record.train_acc:.4f}"
-            f"  val {record.val_acc:.4f}  test {record.test_acc:.4f}  {1000 * record.time_s:.1f} ms")
+    accuracies = "  ".join(f"{name} {'-' if value is None else f'{value:.4f}'}" for name, value in
+                           (("train", record.train_acc), ("val", record.val_acc), ("test", record.test_acc)))
+    line = (f"epoch {record.epoch:>{width}}/{epochs}  loss {record.loss:.4f}  {accuracies}"
+            f"  {1000 * record.time_s:.1f} ms")
     if record.comm_bytes is not None:
         line += f"  comm {human_bytes(record.comm_bytes)} (rank 0)"
     return line

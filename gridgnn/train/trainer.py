@@ -26,21 +26,30 @@ from gridgnn.nn import as_model_input, build_model, masked_cross_entropy, operat
 from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.nn.layout import Layout, as_layout, input_ids
+from gridgnn.train.early_stop import ValidationTracker
+from gridgnn.train.lr_schedule import LRSchedule
 
 
 @dataclass
 class EpochRecord:
-    """One epoch: training loss (before the step), accuracies after the step (eval mode), step time.
-    ``comm_bytes``: on a grid, the bytes rank 0 moved in the step, for the printed lines only (not part of
-    `to_dict`: the metrics file holds every rank's)."""
+    """One epoch: training loss (before the step), accuracies after the step (eval mode; None for an epoch
+    ``--eval-every`` did not evaluate), step time, and ``lr``: the learning rate the step used (None in records
+    of checkpoints written before it was recorded). ``comm_bytes``: on a grid, the bytes rank 0 moved in the
+    step, for the printed lines only (not part of `to_dict`: the metrics file holds every rank's)."""
 
     epoch: int
     loss: float
-    train_acc: float
-    val_acc: float
-    test_acc: float
+    train_acc: float | None
+    val_acc: float | None
+    test_acc: float | None
     time_s: float
     comm_bytes: int | None = field(default=None, compare=False, repr=False)
+    lr: float | None = None
+
+    @property
+    def evaluated(self) -> bool:
+        """Whether this epoch was evaluated (its accuracies are numbers)."""
+        return self.val_acc is not None
 
     def to_dict(self) -> dict:
         return {k: v for k, v in vars(self).items() if k != "comm_bytes"}
@@ -48,9 +57,11 @@ class EpochRecord:
 
 @dataclass
 class TrainResult:
-    """All epoch records plus the best-validation epoch (the first epoch reaching the best val accuracy),
-    the first epoch whose loss was NaN or infinite (None while every loss is finite), and whether training
-    stopped there (``config.stop_on_nonfinite``)."""
+    """All epoch records plus the best-validation epoch (the first epoch reaching the best validation value,
+    as `gridgnn.train.early_stop.ValidationTracker` judges; 0 before any evaluation), the first epoch whose
+    loss was NaN or infinite (None while every loss is finite), whether training stopped there
+    (``config.stop_on_nonfinite``), and whether ``--patience`` stopped it early (``stopped_early``: after its
+    last record)."""
 
     epochs: list[EpochRecord] = field(default_factory=list)
     best_epoch: int = 0
@@ -60,6 +71,7 @@ class TrainResult:
     """The model's ``state_dict`` after ``best_epoch`` (CPU copies); None when that epoch was trained before
     a resume. With ``--defer-weight-gather``, during `Trainer.fit` only each rank's column blocks of the
     sliced parameters are current until `Trainer.gather_best_state` (at a checkpoint, at the end of fit)."""
+    stopped_early: bool = False
 
     def note_nonfinite(self) -> bool:
         """Record the first epoch with a non-finite loss among the records; True when there is one."""
@@ -72,21 +84,26 @@ class TrainResult:
         """The ``final`` object of the metrics file. Times cover the epochs this invocation ran: those after
         the first ``since`` (the epoch a resumed run started from, whose earlier epochs may have run on
         another grid): ``mean_epoch_time_s`` (null when none ran) over ``timed_epochs`` epochs; a resumed
-        run adds ``history_mean_epoch_time_s``, the mean over every epoch."""
+        run adds ``history_mean_epoch_time_s``, the mean over every epoch. ``stopped_early`` says whether
+        ``--patience`` ended the run, ``stopped_at_epoch`` at which epoch (null otherwise); ``final_lr`` is
+        the learning rate of the last epoch's step."""
         last = self.epochs[-1]
-        best = self.epochs[self.best_epoch - 1]
+        best = self.epochs[self.best_epoch - 1] if self.best_epoch else None
         ran = self.epochs[since:]
         final = {
             "train_acc": last.train_acc,
             "val_acc": last.val_acc,
             "test_acc": last.test_acc,
-            "best_val_acc": best.val_acc,
-            "test_acc_at_best_val": best.test_acc,
-            "best_epoch": best.epoch,
+            "best_val_acc": best.val_acc if best else None,
+            "test_acc_at_best_val": best.test_acc if best else None,
+            "best_epoch": best.epoch if best else None,
             "mean_epoch_time_s": sum(r.time_s for r in ran) / len(ran) if ran else None,
             "timed_epochs": len(ran),
             "first_nonfinite_epoch": self.first_nonfinite_epoch,
             "stopped_on_nonfinite": self.stopped_on_nonfinite,
+            "stopped_early": self.stopped_early,
+            "stopped_at_epoch": last.epoch if self.stopped_early else None,
+            "final_lr": last.lr,
         }
         if since:
             final["history_mean_epoch_time_s"] = sum(r.time_s for r in self.epochs) / len(self.epochs)
@@ -155,6 +172,9 @@ class Trainer:
         self.labels, self.masks, self.mask_totals = data.labels, list(data.masks), data.mask_totals
         self.model = build_model(config, graph.num_features, graph.num_classes).to(self.layout.device)
         self.optimizer = build_optimizer(self.model, config)
+        self.tracker = ValidationTracker(patience=config.patience, higher_is_better=True)
+        """Judges the validation value (``val_acc`` for now) for the best epoch, patience and ``plateau``."""
+        self.schedule = LRSchedule(config, self.optimizer)
         self._best_whole = True  # whether a best state copied in fit is whole (see gather_best_state)
 
     def node_data(self, graph: Graph) -> LocalShard:
@@ -188,40 +208,50 @@ class Trainer:
     def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None, *, start: TrainResult | None = None,
             rng_state: torch.Tensor | None = None,
             after_epoch: Callable[[int, TrainResult], None] | None = None) -> TrainResult:
-        """Train up to ``config.epochs`` epochs, evaluating after each; ``on_epoch`` sees every new record.
+        """Train up to ``config.epochs`` epochs, evaluating after every ``config.eval_every``-th and the last
+        (and after one whose loss stops the run); ``on_epoch`` sees every new record.
 
-        ``start`` holds the epochs a checkpoint already trained (the model and optimizer are restored by
-        the caller) and ``rng_state`` the torch RNG state saved with them; training goes on from the next
-        epoch. ``after_epoch(epoch, result)`` runs after each epoch's record (e.g. to save a checkpoint).
-        With ``config.stop_on_nonfinite`` training ends after the first epoch whose loss is NaN or infinite
-        (at once when ``start`` already holds one); the loss is global, so every rank stops alike.
+        ``start`` holds the epochs a checkpoint already trained (the model, optimizer, ``tracker`` and
+        ``schedule`` are restored by the caller) and ``rng_state`` the torch RNG state saved with them;
+        training goes on from the next epoch. ``after_epoch(epoch, result)`` runs after each epoch's record
+        and the schedule's step (e.g. to save a checkpoint). With ``config.stop_on_nonfinite`` training ends
+        after the first epoch whose loss is NaN or infinite (at once when ``start`` already holds one); with
+        ``config.patience`` once the tracker's patience ran out (at once when it had in ``start``). The loss
+        and the accuracies are global, so every rank stops alike and steps the same schedule.
         """
         result = start if start is not None else TrainResult()
-        best_val = result.epochs[result.best_epoch - 1].val_acc if result.epochs else -1.0
         if result.note_nonfinite() and self.config.stop_on_nonfinite:
             result.stopped_on_nonfinite = True
+            return result
+        if result.epochs and self.tracker.stopped:
+            result.stopped_early = True
             return result
         with deterministic(self.config.seed):
             if rng_state is not None:
                 torch.set_rng_state(rng_state)
             for epoch in range(len(result.epochs) + 1, self.config.epochs + 1):
+                lr = self.schedule.lr
                 start = time.perf_counter()
                 loss = self.train_step(epoch)
                 elapsed = time.perf_counter() - start
-                record = EpochRecord(epoch, loss, *self.evaluate(), time_s=elapsed)
+                stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
+                evaluate = stop or epoch % self.config.eval_every == 0 or epoch == self.config.epochs
+                accuracies = self.evaluate() if evaluate else (None, None, None)
+                record = EpochRecord(epoch, loss, *accuracies, time_s=elapsed, lr=lr)
                 result.epochs.append(record)
-                if record.val_acc > best_val:
-                    best_val, result.best_epoch = record.val_acc, epoch
+                if evaluate and self.tracker.update(record.val_acc, epoch):
+                    result.best_epoch = epoch
                     result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
                                          self.model.state_dict().items()}
                     self._best_whole = not self.layout.defer_gather  # else gathered when read: gather_best_state
-                stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
+                self.schedule.step(evaluate, self.tracker)
                 result.stopped_on_nonfinite = stop
+                result.stopped_early = evaluate and self.tracker.stopped
                 if on_epoch is not None:
                     on_epoch(record)
                 if after_epoch is not None:
                     after_epoch(epoch, result)
-                if stop:
+                if stop or result.stopped_early:
                     break
         self.gather_parameters()  # the trained weights whole, and the best ones, for whatever reads them next
         self.gather_best_state(result)
