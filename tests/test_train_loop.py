@@ -118,6 +118,17 @@ def test_eval_every_leaves_null_metrics_that_the_report_reads(tmp_path):
     assert run.metrics["final"]["val_acc"] == records[7]["val_acc"]
     series = report_series(load_metrics(out))
     assert math.isnan(series.val_acc[0]) and series.val_acc[2] == records[3]["val_acc"]
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    from gridgnn.report.figures import draw_accuracy
+
+    axes = Figure().subplots()
+    draw_accuracy(axes, series)
+    val = next(line for line in axes.get_lines() if line.get_label() == "val")
+    assert list(val.get_xdata()) == [3, 6, 7]  # the evaluated epochs, joined by a line
+    assert main(["report", str(out), "--out", str(tmp_path / "r.png")]) == 0
+    assert (tmp_path / "r.png").stat().st_size > 0
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -46,11 +46,6 @@ class EpochRecord:
     comm_bytes: int | None = field(default=None, compare=False, repr=False)
     lr: float | None = None
 
-    @property
-    def evaluated(self) -> bool:
-        """Whether this epoch was evaluated (its accuracies are numbers)."""
-        return self.val_acc is not None
-
     def to_dict(self) -> dict:
         return {k: v for k, v in vars(self).items() if k != "comm_bytes"}
 
