@@ -131,6 +131,13 @@ def test_eval_every_leaves_null_metrics_that_the_report_reads(tmp_path):
     assert (tmp_path / "r.png").stat().st_size > 0
 
 
+def test_a_diverging_run_stops_at_its_first_nonfinite_loss_and_evaluates_it():
+    run = _run(epochs=20, lr=1e30, eval_every=7, stop_on_nonfinite=True)
+    first = run.result.first_nonfinite_epoch
+    assert first is not None and run.result.stopped_on_nonfinite and len(run.result.epochs) == first < 20
+    assert run.result.epochs[-1].val_acc is not None and run.metrics["final"]["stopped_early"] is False
+
+
 # --------------------------------------------------------------------------------------------------------
 # The CSV file
 

@@ -229,11 +229,12 @@ class Trainer:
                 start = time.perf_counter()
                 loss = self.train_step(epoch)
                 elapsed = time.perf_counter() - start
-                stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
-                evaluate = stop or epoch % self.config.eval_every == 0 or epoch == self.config.epochs
+                last = epoch == self.config.epochs or (not math.isfinite(loss) and self.config.stop_on_nonfinite)
+                evaluate = last or epoch % self.config.eval_every == 0
                 accuracies = self.evaluate() if evaluate else (None, None, None)
                 record = EpochRecord(epoch, loss, *accuracies, time_s=elapsed, lr=lr)
                 result.epochs.append(record)
+                stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
                 if evaluate and self.tracker.update(record.val_acc, epoch):
                     result.best_epoch = epoch
                     result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
