@@ -174,6 +174,29 @@ def _status(argv: list[str]) -> int:
         return exit_info.code
 
 
+def test_csv_bytes_are_the_step_bytes_summed_over_ranks():
+    from gridgnn.train.epoch_csv import epoch_rows
+
+    record = {"loss": 1.0, "train_acc": None, "val_acc": None, "test_acc": None, "time_s": 0.5}
+    metrics = {"epochs": [{"epoch": 1, **record, "lr": 0.01},  # from a one-process checkpoint: no comm
+                          {"epoch": 2, **record, "comm": {"bytes": [10, 20, 30], "eval_bytes": [99] * 3}}]}
+    assert epoch_rows(metrics) == [[1, 1.0, None, None, None, 0.5, 0, 0.01], [2, 1.0, None, None, None, 0.5, 60, None]]
+
+
+@pytest.mark.slow
+def test_log_csv_of_a_grid_run_started_from_the_command_line(tmp_path):
+    out, table = tmp_path / "m.json", tmp_path / "run.csv"
+    assert main(["train", "--dataset", SMALL, "--epochs", "6", "--nprocs", "2", "--algo", "1d", "--threads", "1",
+                 "--eval-every", "2", "--lr-schedule", "step", "--lr-step-size", "2", "--lr-gamma", "0.5",
+                 "--log-csv", str(table), "--metrics-out", str(out), "--quiet"]) == 0
+    metrics = json.loads(out.read_text())
+    _, rows = _read_csv(table)
+    assert [int(r["bytes"]) for r in rows] == [sum(e["comm"]["bytes"]) for e in metrics["epochs"]]
+    assert all(int(r["bytes"]) > 0 for r in rows)
+    assert [float(r["lr"]) for r in rows] == [0.01, 0.01, 0.005, 0.005, 0.0025, 0.0025]
+    assert [r["val_acc"] == "" for r in rows] == [True, False] * 3
+
+
 @pytest.mark.parametrize(("flags", "keyword"), [
     (["--patience", "-1"], "patience must be at least 0"),
     (["--eval-every", "0"], "eval_every must be at least 1"),
