@@ -1,22 +1,22 @@
 """``--lr-schedule``: the learning rate of each epoch, by `torch.optim.lr_scheduler`, stepped once per epoch.
 
-=========  ==================================================================================================
-``none``   ``--lr`` throughout
-``cosine`` `CosineAnnealingLR` from ``--lr`` down to ``--lr-min`` (default 0) over ``--epochs`` epochs
-``step``   `StepLR`: ``--lr`` times ``--lr-gamma`` (default 0.1) after every ``--lr-step-size`` epochs
-           (default 30)
-``plateau`` `ReduceLROnPlateau`: ``--lr`` times ``--lr-gamma`` (default 0.1) once more than
-           ``--lr-plateau-patience`` evaluations (default 10) in a row did not improve the validation value,
-           never below ``--lr-min`` (default 0); stepped only after an evaluation
-=========  ==================================================================================================
+===========  ================================================================================================
+``none``     ``--lr`` throughout
+``cosine``   `CosineAnnealingLR` from ``--lr`` down to ``--lr-min`` (default 0) over ``--epochs`` epochs
+``step``     `StepLR`: ``--lr`` times ``--lr-gamma`` (default 0.1) after every ``--lr-step-size`` epochs
+             (default 30)
+``plateau``  `ReduceLROnPlateau`: ``--lr`` times ``--lr-gamma`` (default 0.1) once more than
+             ``--lr-plateau-patience`` evaluations (default 10) in a row did not improve the validation
+             value, never below ``--lr-min`` (default 0); stepped only after an evaluation
+===========  ================================================================================================
 
 An epoch trains with the rate the schedule gives it (the one its record's ``lr`` holds), then the schedule
 steps. The plateau schedule does not judge the validation value itself: it is fed the number of improvements
 `gridgnn.train.early_stop.ValidationTracker` has counted (compared exactly, ``mode="max"``, threshold 0), so
 "improved" means the same thing for the best epoch, ``--patience`` and the learning rate, whatever the
 metric's direction. Every rank steps the same schedule with the same global values, so a grid trains exactly
-the run of one process. A checkpoint records `schedule_state`; `load_schedule_state` restores it (the
-resumed run keeps the schedule it started with, its cosine period included). Not collective.
+the run of one process. A checkpoint records `LRSchedule.state_dict`; `LRSchedule.load_state_dict` restores it and the
+rate reached (the resumed run keeps the schedule it started with, its cosine period included). Not collective.
 """
 
 from __future__ import annotations
