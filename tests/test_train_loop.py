@@ -288,6 +288,13 @@ def test_cosine_resumes_exactly_and_a_changed_schedule_or_rate_is_refused(tmp_pa
              resume=True)
     with pytest.raises(CheckpointError, match="--lr cannot change"):
         _run(**options, lr=0.02, checkpoint_dir=str(tmp_path / "whole"), resume=True)
+    manifest_file = tmp_path / "whole" / "epoch-00000012" / MANIFEST
+    manifest = json.loads(manifest_file.read_text())
+    for tamper in ({"optimizer": "x"}, {"_last_lr": ["x"]}, {"last_epoch": None}):
+        manifest_file.write_text(json.dumps({**manifest, "history": {
+            **manifest["history"], "lr_schedule": {**manifest["history"]["lr_schedule"], **tamper}}}))
+        with pytest.raises(CheckpointError, match="no valid state of the cosine learning-rate schedule"):
+            _run(**options, checkpoint_dir=str(tmp_path / "whole"), resume=True)
 
 
 def test_a_checkpoint_written_before_the_loop_options_still_resumes(tmp_path):

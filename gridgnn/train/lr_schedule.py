@@ -67,13 +67,29 @@ class LRSchedule:
 
     def load_state_dict(self, state: object, where: str = "checkpoint") -> None:
         """Restore `state_dict`'s output and set the optimizer's rate to the one it had then; `CheckpointError`
-        when the state is missing or is another schedule's."""
+        when the state is missing, is another schedule's, or holds an entry this schedule does not have or of
+        another kind (it is data from disk: `gridgnn.train.checkpoint_manifest`). Entries a newer torch added
+        keep their fresh values."""
         if self.scheduler is None:
             return
+        fresh = self.scheduler.state_dict()
         last = state.get("_last_lr") if isinstance(state, dict) else None
-        if not isinstance(last, list) or len(last) != 1 or not isinstance(last[0], (int, float)) \
-                or set(state) != set(self.scheduler.state_dict()):
+        if not isinstance(last, list) or len(last) != 1 or not _same_kind(last[0], 0.0) \
+                or not isinstance(state.get("last_epoch"), int) \
+                or not all(key in fresh and _same_kind(value, fresh[key]) for key, value in state.items()):
             raise CheckpointError(f"{where}: no valid state of the {self.kind} learning-rate schedule")
         self.scheduler.load_state_dict(state)
         for group in self.optimizer.param_groups:
             group["lr"] = float(last[0])
+
+
+def _same_kind(value: object, like: object) -> bool:
+    """Whether ``value`` (from a manifest) may stand where a scheduler holds ``like``: a bool for a bool, a
+    number for a number, a string for a string, a list of such for a list."""
+    if isinstance(like, bool) or isinstance(value, bool):
+        return isinstance(like, bool) and isinstance(value, bool)
+    if isinstance(like, (int, float)):
+        return isinstance(value, (int, float))
+    if isinstance(like, list):
+        return isinstance(value, list) and all(_same_kind(v, like[0] if like else 0.0) for v in value)
+    return type(value) is type(like)
