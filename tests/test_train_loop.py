@@ -372,6 +372,10 @@ def test_predict_prints_and_records_the_accuracy_of_each_split(tmp_path, capsys)
         assert recorded[split] == {"accuracy": right[mask].mean(), "correct": int(right[mask].sum()),
                                    "vertices": int(mask.sum())}
         assert f"{split} {right[mask].mean():.4f} ({int(mask.sum())} vertices)" in printed
+    assert main(["predict", "--model", str(model), "--dataset", SMALL, "--metrics-out", str(out), "--split",
+                 "val"]) == 0
+    assert json.loads(out.read_text())["accuracy"] == {"val": recorded["val"]}
+    assert capsys.readouterr().out.splitlines()[0] == f"accuracy   val {recorded['val']['accuracy']:.4f} (150 vertices)"
     assert main(["predict", "--model", str(model), "--dataset", "csbm:nodes=300,classes=3", "--metrics-out",
                  str(out)]) == 0
     assert "not measured: the graph has 3 classes, the model predicts 5" in capsys.readouterr().out

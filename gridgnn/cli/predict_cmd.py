@@ -3,8 +3,8 @@
 The model comes from ``--save-model`` or a training checkpoint folder; the dataset may be the one it was
 trained on or any other with the same feature width. The grid (any algorithm and process count) is
 independent of the one it was trained on; the outputs are those of ``gridgnn train`` (`gridgnn.train.outputs`).
-Where the graph has labels, the accuracy of each split is printed and, with ``--metrics-out``, recorded
-(`gridgnn.train.split_accuracy`).
+Where the graph has labels, the accuracy of the split ``--split`` names (default: all three) is printed and,
+with ``--metrics-out``, recorded (`gridgnn.train.split_accuracy`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, TrainConfig
 from gridgnn.errors import ConfigError
-from gridgnn.run_spec import ProcessOptions, RunSpec
+from gridgnn.run_spec import PREDICT_SPLITS, ProcessOptions, RunSpec
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -40,7 +40,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--threads", type=int, default=None, help="compute threads per worker")
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
     run.add_argument("--metrics-out", metavar="FILE", default=None,
-                     help="write the accuracy of each split the graph has labels for (JSON) to FILE")
+                     help="write the accuracy of --split (JSON) to FILE")
+    run.add_argument("--split", choices=PREDICT_SPLITS, default="all",
+                     help="the split whose accuracy is printed and recorded, where the graph has labels for it "
+                          "(default: %(default)s)")
     add_output_arguments(parser, training=False)
     add_memory_arguments(parser)
     parser.set_defaults(handler=run_predict)
@@ -99,7 +102,7 @@ def run_predict(args: argparse.Namespace) -> int:
         accuracies = _predict_local(config, model, args.model)
     else:
         accuracies = _predict_on_grid(config, model, args.model, ProcessOptions(args.timeout, args.threads))
-    return _say_written(config, args.model, accuracies)
+    return _say_written(config, args.model, accuracies, args.split)
 
 
 def predict_spec(spec: RunSpec) -> int:
@@ -108,16 +111,18 @@ def predict_spec(spec: RunSpec) -> int:
 
     model, _ = load_trained(spec.model_file)
     accuracies = _predict_on_grid(spec.config, model, spec.model_file, spec.process, spec)
-    return _say_written(spec.config, spec.model_file, accuracies)
+    return _say_written(spec.config, spec.model_file, accuracies, spec.predict_split or "all")
 
 
-def _say_written(config: TrainConfig, source: str, accuracies: dict) -> int:
-    """Rank 0 writes the ``--metrics-out`` file (`prediction_metrics`) and prints the accuracies and the files
-    written (unless quiet); returns 0."""
+def _say_written(config: TrainConfig, source: str, accuracies: dict, split: str) -> int:
+    """Rank 0 writes the ``--metrics-out`` file (`prediction_metrics`) and prints the accuracy of ``split``
+    (or of all three) and the files written (unless quiet); returns 0."""
     from gridgnn.train.split_accuracy import accuracy_line
 
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
+    if split != "all":
+        accuracies = {split: accuracies[split]}
     if config.metrics_out is not None:
         from gridgnn.train.metrics import write_metrics
 
@@ -133,7 +138,8 @@ def _say_written(config: TrainConfig, source: str, accuracies: dict) -> int:
 
 def prediction_metrics(config: TrainConfig, source: str, accuracies: dict) -> dict:
     """``gridgnn predict --metrics-out``'s document: ``{"command": "predict", "model", "dataset", "algo",
-    "accuracy": {split: {"accuracy" (null when not measured), "correct", "vertices"[, "reason"]}}}``."""
+    "accuracy": {split: {"accuracy" (null when not measured), "correct", "vertices"[, "reason"]}}}`` with the
+    split ``--split`` names (all three by default)."""
     return {"command": "predict", "model": str(source), "dataset": config.dataset, "algo": config.algo,
             "accuracy": accuracies}
 

@@ -445,8 +445,9 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     (`gridgnn.launch.workers.launch_workers`, the path `gridgnn.fit` takes too)."""
     from gridgnn.launch.workers import launch_workers as launch
 
-    model_file = args.model if args.command == "predict" else None
-    return launch(config, process_options(args), command=args.command, model_file=model_file)
+    predicting = args.command == "predict"
+    return launch(config, process_options(args), command=args.command, model_file=args.model if predicting else None,
+                  predict_split=args.split if predicting else None)
 
 
 def format_comm_summary(metrics: dict) -> str:

@@ -50,13 +50,13 @@ def split_accuracies(log_probs: Tensor, graph, rows: tuple[int, int], layout) ->
 
 
 def accuracy_line(accuracies: dict[str, dict]) -> str:
-    """``accuracy   train 0.9900 (100 vertices)  val ...`` (splits not measured named with their reason)."""
+    """``accuracy   train 0.9900 (100 vertices)  val ...`` of the splits in ``accuracies`` (those not measured
+    named with their reason)."""
     reasons = {entry.get("reason") for entry in accuracies.values()}
     if len(reasons) == 1 and None not in reasons:
         return f"accuracy   not measured: {reasons.pop()}"
     parts = []
-    for split in SPLITS:
-        entry = accuracies[split]
+    for split, entry in accuracies.items():
         if entry["accuracy"] is None:
             parts.append(f"{split} not measured ({entry['reason']})")
         else:
