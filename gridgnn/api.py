@@ -136,7 +136,8 @@ def fit(data=None, *, nprocs: int = 1, threads: int | None = None, **options) ->
     --dataset`` does) and return a `TrainedModel`.
 
     ``options``: any `TrainConfig` field (epochs, hidden, layers, dropout, lr, weight_decay, seed, order,
-    algo, weights, predictions_out, embeddings_out, save_model, metrics_out, ...). `fit` prints nothing by
+    algo, weights, predictions_out, embeddings_out, save_model, metrics_out, and the loop's patience,
+    eval_every, lr_schedule, lr_step_size, lr_gamma, lr_min, lr_plateau_patience, log_csv, ...). `fit` prints nothing by
     default (``quiet=True``); ``progress=True`` prints one line per epoch and ``quiet=False`` what ``gridgnn
     train`` prints (per-epoch lines on a terminal, a line every few seconds in a log, and on a grid the
     workers' summary). In one process the default ``algo`` is ``local``; under torchrun give a distributed
@@ -199,7 +200,7 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
             raise RuntimeError(f"gridgnn train on {nprocs} workers failed with status {status} (see its stderr)")
         model, info = _load_model(config.save_model)
         metrics = json.loads(Path(config.metrics_out).read_text(encoding="utf-8"))
-    history = [EpochRecord(**{k: e[k] for k in RECORD_FIELDS if k in e}) for e in metrics["epochs"]]
+    history = [EpochRecord.from_dict({k: e[k] for k in RECORD_FIELDS if k in e}) for e in metrics["epochs"]]
     return TrainedModel(model, int(info.get("epoch", len(history))), history, metrics, config, graph)
 
 

@@ -76,6 +76,17 @@ LOWER_IS_BETTER = frozenset({"mse", "mae"})
 METRIC_CHOICES = ("auto", *dict.fromkeys(m for names in METRICS.values() for m in names))
 """``--metric``'s values: a metric, or ``auto``: the task's default."""
 
+LR_SCHEDULES = ("none", "cosine", "step", "plateau")
+"""``--lr-schedule``: the learning rate per epoch (`gridgnn.train.lr_schedule`)."""
+
+SCHEDULE_PARAMETERS = {"lr_step_size": ("--lr-step-size", ("step",)), "lr_gamma": ("--lr-gamma", ("step", "plateau")),
+                       "lr_min": ("--lr-min", ("cosine", "plateau")),
+                       "lr_plateau_patience": ("--lr-plateau-patience", ("plateau",))}
+"""`TrainConfig` field of a schedule parameter -> (its flag, the schedules it applies to)."""
+
+LR_DEFAULTS = {"lr_step_size": 30, "lr_gamma": 0.1, "lr_min": 0.0, "lr_plateau_patience": 10}
+"""What a schedule parameter left unset (None) means."""
+
 MODELS = ("gcn", "sage", "gin", "gat")
 """Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN, GAT (`gridgnn.nn.models`)."""
 
@@ -137,6 +148,12 @@ class TrainConfig:
     ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps`` makes it trainable). GAT: ``heads`` attention
     heads of ``hidden`` channels on every hidden layer (concatenated), ``output_heads`` on the output layer
     (averaged), ``attn_dropout`` the dropout of the attention coefficients.
+    The loop: ``eval_every`` K evaluates after every K-th epoch and the last; ``patience`` K > 0 stops once K
+    evaluations in a row did not improve the validation value (`gridgnn.train.early_stop`); ``lr_schedule``
+    (`LR_SCHEDULES`) with ``lr_step_size``, ``lr_gamma``, ``lr_min`` and ``lr_plateau_patience`` (None: the
+    schedule's default; given, they need a schedule they apply to) sets each epoch's learning rate
+    (`gridgnn.train.lr_schedule`); ``log_csv`` names a CSV file of one row per epoch
+    (`gridgnn.train.epoch_csv`).
     """
 
     dataset: str = "csbm"
@@ -193,6 +210,14 @@ class TrainConfig:
     heads: int = 1
     output_heads: int = 1
     attn_dropout: float = 0.0
+    patience: int = 0
+    eval_every: int = 1
+    lr_schedule: str = "none"
+    lr_step_size: int | None = None
+    lr_gamma: float | None = None
+    lr_min: float | None = None
+    lr_plateau_patience: int | None = None
+    log_csv: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -250,6 +275,7 @@ class TrainConfig:
         if self.memory_per_proc is not None:
             _check_int("memory_per_proc", self.memory_per_proc, minimum=1)
         self._validate_model()
+        self._validate_loop()
         if self.grid is not None and not _GRID_RE.match(self.grid):
             raise ConfigError(f"grid must look like '4', '2x3' or '2x2x2', got {self.grid!r}")
 
@@ -271,6 +297,26 @@ class TrainConfig:
         if self.model == "gat" and self.comm == "sparse":
             raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
                               "blocks); use --comm dense or auto")
+
+    def _validate_loop(self) -> None:
+        """``patience``, ``eval_every``, ``log_csv`` and the learning-rate schedule: a schedule parameter needs
+        a schedule it applies to (`SCHEDULE_PARAMETERS`)."""
+        _check_int("patience", self.patience, minimum=0)
+        _check_int("eval_every", self.eval_every, minimum=1)
+        if self.log_csv is not None and (not isinstance(self.log_csv, str) or not self.log_csv.strip()):
+            raise ConfigError(f"log_csv must name a file, got {self.log_csv!r}")
+        _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        for name, (flag, schedules) in SCHEDULE_PARAMETERS.items():
+            if getattr(self, name) is not None and self.lr_schedule not in schedules:
+                raise ConfigError(f"{flag} applies to --lr-schedule {' or '.join(schedules)}, not {self.lr_schedule}")
+        if self.lr_step_size is not None:
+            _check_int("lr_step_size", self.lr_step_size, minimum=1)
+        if self.lr_plateau_patience is not None:
+            _check_int("lr_plateau_patience", self.lr_plateau_patience, minimum=0)
+        if self.lr_gamma is not None:
+            _check_float("lr_gamma", self.lr_gamma, low=0.0, high=1.0, low_open=True, high_open=True)
+        if self.lr_min is not None:
+            _check_float("lr_min", self.lr_min, low=0.0, high=self.lr, high_open=True)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of every field (the ``config`` object of the metrics file)."""

@@ -15,7 +15,8 @@ else passes from the launcher to its workers but torchrun's own variables (RANK,
 
 The file: ``{"format": "gridgnn-run-spec", "version": 1, "config": {...every TrainConfig field...},
 "shape": {"algo", "axes", "sizes"} | null, "process": {"timeout_s", "threads", "interface", "log_every_s"},
-"command", "model_file", "prepared_graph", "launcher_pid", "launcher_peak_memory_bytes"}``. Not collective.
+"command", "model_file", "predict_split", "prepared_graph", "launcher_pid", "launcher_peak_memory_bytes"}``. Not
+collective.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ SPEC_FILE = "run-spec.json"
 """The run spec's file name inside the local launcher's prepared-graph folder."""
 SPEC_FORMAT, SPEC_VERSION = "gridgnn-run-spec", 1
 COMMANDS = ("train", "predict")
+PREDICT_SPLITS = ("train", "val", "test", "all")
+"""``gridgnn predict --split``: the split whose accuracy it reports, or all three."""
 """The commands a launched worker runs from a spec."""
 
 
@@ -65,6 +68,8 @@ class RunSpec:
     process: ProcessOptions = field(default_factory=ProcessOptions)
     command: str = "train"
     model_file: str | None = None
+    predict_split: str | None = None
+    """``predict``: the split (``train``, ``val``, ``test`` or ``all``) whose accuracy rank 0 prints and records."""
     prepared_graph: str | None = None
     launcher_pid: int | None = None
     launcher_peak_memory_bytes: int | None = None
@@ -100,6 +105,9 @@ class RunSpec:
             raise ConfigError(f"run spec command must be one of {', '.join(COMMANDS)}; got {self.command!r}")
         if (self.command == "predict") != (self.model_file is not None):
             raise ConfigError("a run spec names a model file exactly when its command is predict")
+        if self.predict_split not in (None, *PREDICT_SPLITS) or (self.predict_split and self.command != "predict"):
+            raise ConfigError(f"run spec predict_split must be one of {', '.join(PREDICT_SPLITS)} (predict only); "
+                              f"got {self.predict_split!r}")
         _check_process(self.process)
         if not self.launched_locally and (self.prepared_graph is not None
                                           or self.launcher_peak_memory_bytes is not None):
@@ -115,6 +123,7 @@ class RunSpec:
                                                  "sizes": list(self.shape.sizes)}
         return {"format": SPEC_FORMAT, "version": SPEC_VERSION, "config": self.config.to_dict(), "shape": shape,
                 "process": dataclasses.asdict(self.process), "command": self.command, "model_file": self.model_file,
+                "predict_split": self.predict_split,
                 "prepared_graph": self.prepared_graph, "launcher_pid": self.launcher_pid,
                 "launcher_peak_memory_bytes": self.launcher_peak_memory_bytes}
 
@@ -132,7 +141,8 @@ class RunSpec:
                        shape=None if shape is None else GridShape(shape["algo"], tuple(shape["axes"]),
                                                                   tuple(shape["sizes"])),
                        process=ProcessOptions(**document["process"]), command=document["command"],
-                       model_file=document["model_file"], prepared_graph=document["prepared_graph"],
+                       model_file=document["model_file"], predict_split=document.get("predict_split"),
+                       prepared_graph=document["prepared_graph"],
                        launcher_pid=document["launcher_pid"],
                        launcher_peak_memory_bytes=document["launcher_peak_memory_bytes"])
         except (KeyError, TypeError) as error:

@@ -225,8 +225,9 @@ def test_tensorboard_on_one_process_logs_each_epoch_and_no_bytes(tmp_path, capsy
     assert main(["train", "--dataset", "csbm:nodes=300", "--epochs", "5", "--quiet", "--tensorboard", str(folder),
                  "--metrics-out", str(metrics)]) == 0
     logged, epochs = _scalars(folder), json.loads(metrics.read_text())["epochs"]
-    assert set(logged) == {"loss", "accuracy/train", "accuracy/val", "accuracy/test", "time/step_s"}
+    assert set(logged) == {"loss", "accuracy/train", "accuracy/val", "accuracy/test", "time/step_s", "lr"}
     assert logged["loss"] == [(e["epoch"], pytest.approx(e["loss"], rel=1e-6)) for e in epochs]
+    assert [v for _, v in logged["lr"]] == pytest.approx([e["lr"] for e in epochs], rel=1e-6)
     assert [v for _, v in logged["accuracy/val"]] == pytest.approx([e["val_acc"] for e in epochs], rel=1e-6)
 
 

@@ -208,3 +208,37 @@ def test_every_model_trains_multilabel_and_regression_on_a_2d_grid_as_one_proces
         np.testing.assert_allclose(out["loss"], losses, rtol=1e-4, atol=1e-6, err_msg=where)
         np.testing.assert_allclose(np.array(out["metric"], dtype=float), np.array(metrics, dtype=float),
                                    rtol=1e-5, atol=1e-9, err_msg=where)
+
+
+@pytest.mark.parametrize("task, metric", [("regression", "mse"), ("multilabel", "rocauc")])
+def test_train_outputs_and_predict_speak_the_tasks_metric(tmp_path, capsys, task, metric):
+    import json
+
+    from gridgnn.cli.main import main
+
+    path = save_task_graphs(tmp_path)[task]
+    model, preds, metrics = tmp_path / "m.pt", tmp_path / "p.npy", tmp_path / "metrics.json"
+    assert main(["train", "--dataset", path, "--directed", "--epochs", "4", "--save-model", str(model),
+                 "--predictions-out", str(preds), "--metrics-out", str(metrics), "--log-csv",
+                 str(tmp_path / "run.csv")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"task       {task} (inferred from the targets)") and f"metric {metric}" in out[0]
+    final = json.loads(metrics.read_text())["final"]
+    assert final["metric"] == metric and "train_acc" not in final
+    assert (tmp_path / "run.csv").read_text().splitlines()[0].split(",")[2:5] == [
+        f"{split}_{metric}" for split in ("train", "val", "test")]
+    records = np.load(preds)
+    graph = load_graph(TrainConfig(dataset=path, directed=True))
+    assert records["predicted"].shape == (graph.num_nodes, graph.num_classes)
+    if task == "multilabel":
+        assert set(np.unique(records["predicted"])) <= {0, 1} and records["probabilities"].max() <= 1
+    scored = tmp_path / "scored.json"
+    assert main(["predict", "--model", str(model), "--dataset", path, "--directed", "--metrics-out", str(scored),
+                 "--eval-split", "test"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    document = json.loads(scored.read_text())
+    entry = document["metric"]["test"]
+    assert entry["metric"] == metric and line.startswith(f"{metric:<10} test ")
+    weights_epoch = final["best_epoch"]  # the model file holds the best epoch's weights: its test metric
+    history = json.loads(metrics.read_text())["epochs"]
+    assert math.isclose(entry["value"], history[weights_epoch - 1]["test_metric"], rel_tol=1e-5)

@@ -10,7 +10,7 @@ from gridgnn.train.run import load_graph
 
 def train_worker(rank: int, world_size: int, config_kwargs: dict) -> dict:
     """Train with ``config_kwargs`` on this grid; every rank returns its final weights, rank 0 also losses,
-    accuracies and the merged communication records."""
+    accuracies, learning rates, the early stop and best epoch, and the merged communication records."""
     config = TrainConfig(**config_kwargs)
     config, shape, graph = resolve_run(config, load_graph(config), world_size)
     trained, model = train_on_grid(config, graph, return_model=True, shape=shape)
@@ -22,4 +22,5 @@ def train_worker(rank: int, world_size: int, config_kwargs: dict) -> dict:
         "loss": [r.loss for r in result.epochs],
         "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in result.epochs],
         "comm": comm, "grid": shape.label(), "weights": weights,
+        "lr": [r.lr for r in result.epochs], "stopped_early": result.stopped_early, "best_epoch": result.best_epoch,
     }

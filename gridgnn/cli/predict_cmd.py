@@ -3,6 +3,8 @@
 The model comes from ``--save-model`` or a training checkpoint folder; the dataset may be the one it was
 trained on or any other with the same feature width. The grid (any algorithm and process count) is
 independent of the one it was trained on; the outputs are those of ``gridgnn train`` (`gridgnn.train.outputs`).
+Where the graph has labels, the accuracy of the split ``--eval-split`` names (default: all three) is printed and,
+with ``--metrics-out``, recorded (`gridgnn.train.split_accuracy`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import ALGOS, TrainConfig
 from gridgnn.errors import ConfigError
-from gridgnn.run_spec import ProcessOptions, RunSpec
+from gridgnn.run_spec import PREDICT_SPLITS, ProcessOptions, RunSpec
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -37,6 +39,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                      help="limit on any one collective (default: %(default)s)")
     run.add_argument("--threads", type=int, default=None, help="compute threads per worker")
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    run.add_argument("--metrics-out", metavar="FILE", default=None,
+                     help="write the metric of --eval-split (JSON) to FILE")
+    run.add_argument("--eval-split", choices=PREDICT_SPLITS, default="all",
+                     help="the split whose accuracy is printed and recorded, where the graph has labels for it "
+                          "(default: %(default)s)")
     add_output_arguments(parser, training=False)
     add_memory_arguments(parser)
     parser.set_defaults(handler=run_predict)
@@ -55,7 +62,8 @@ def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> T
         normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),
         hidden=int(model_config["hidden_channels"]), order=str(model_config["order"]), epochs=1,
         seed=args.seed, algo=args.algo, nprocs=args.nprocs, replication=args.replication, grid=args.grid,
-        reorder=_folder_order(args.dataset), quiet=args.quiet, progress=False, **output_config(args))
+        reorder=_folder_order(args.dataset), quiet=args.quiet, progress=False, metrics_out=args.metrics_out,
+        **output_config(args))
 
 
 def _folder_order(dataset: str | None) -> str:
@@ -73,8 +81,9 @@ def run_predict(args: argparse.Namespace) -> int:
     from gridgnn.train.process_group import in_launched_worker
     from gridgnn.train.products import check_products
 
-    if args.predictions_out is None and args.embeddings_out is None:
-        raise ConfigError("nothing to write: give --predictions-out FILE and/or --embeddings-out FILE")
+    if args.predictions_out is None and args.embeddings_out is None and args.metrics_out is None:
+        raise ConfigError("nothing to write: give --predictions-out FILE, --embeddings-out FILE and/or "
+                          "--metrics-out FILE")
     in_launched_worker()  # a hand-set torchrun environment that cannot work is refused first, as by train
     from gridgnn.train.inference import load_trained
 
@@ -82,15 +91,19 @@ def run_predict(args: argparse.Namespace) -> int:
     kind = kind_of(model)
     config = predict_config(args, kind, MODEL_KINDS[kind].config_of(model))
     check_products(config, reads={"--model": args.model})
+    if config.metrics_out is not None:
+        from gridgnn.train.metrics import check_writable
+
+        check_writable(config.metrics_out)
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
         return launch_workers(config, args)
     if config.algo == "auto":
         config = dataclasses.replace(config, algo="1d" if in_launched_worker() else "local")
     if config.algo == "local":
-        _predict_local(config, model, args.model)
+        accuracies = _predict_local(config, model, args.model)
     else:
-        _predict_on_grid(config, model, args.model, ProcessOptions(args.timeout, args.threads))
-    return _say_written(config)
+        accuracies = _predict_on_grid(config, model, args.model, ProcessOptions(args.timeout, args.threads))
+    return _say_written(config, args.model, accuracies, args.eval_split)
 
 
 def predict_spec(spec: RunSpec) -> int:
@@ -98,39 +111,67 @@ def predict_spec(spec: RunSpec) -> int:
     from gridgnn.train.inference import load_trained
 
     model, _ = load_trained(spec.model_file)
-    _predict_on_grid(spec.config, model, spec.model_file, spec.process, spec)
-    return _say_written(spec.config)
+    accuracies = _predict_on_grid(spec.config, model, spec.model_file, spec.process, spec)
+    return _say_written(spec.config, spec.model_file, accuracies, spec.predict_split or "all")
 
 
-def _say_written(config: TrainConfig) -> int:
-    """Rank 0 names the files written (unless quiet); returns 0."""
-    if not config.quiet and int(os.environ.get("RANK", "0")) == 0:
-        for label, path in (("predictions", config.predictions_out), ("embeddings", config.embeddings_out)):
+def _say_written(config: TrainConfig, source: str, accuracies: dict, split: str) -> int:
+    """Rank 0 writes the ``--metrics-out`` file (`prediction_metrics`) and prints the accuracy of ``split``
+    (or of all three) and the files written (unless quiet); returns 0."""
+    from gridgnn.train.split_accuracy import accuracy_line
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0
+    if split != "all":
+        accuracies = {split: accuracies[split]}
+    if config.metrics_out is not None:
+        from gridgnn.train.metrics import write_metrics
+
+        write_metrics(config.metrics_out, prediction_metrics(config, source, accuracies))
+    if not config.quiet:
+        print(accuracy_line(accuracies))
+        for label, path in (("predictions", config.predictions_out), ("embeddings", config.embeddings_out),
+                            ("metrics", config.metrics_out)):
             if path is not None:
                 print(f"{label:<11} {path}")
     return 0
 
 
-def _predict_local(config: TrainConfig, model, source: str) -> None:
+def prediction_metrics(config: TrainConfig, source: str, accuracies: dict) -> dict:
+    """``gridgnn predict --metrics-out``'s document: ``{"command": "predict", "model", "dataset", "algo",
+    "accuracy": {split: {"accuracy" (null when not measured), "correct", "vertices"[, "reason"]}}}`` with the
+    split ``--eval-split`` names (all three by default), for a multiclass model; a multilabel or regression
+    model's has ``"metric": {split: {"metric" (its name), "value", "vertices"[, "reason"]}}`` instead."""
+    key = "metric" if any("metric" in entry for entry in accuracies.values()) else "accuracy"
+    return {"command": "predict", "model": str(source), "dataset": config.dataset, "algo": config.algo,
+            key: accuracies}
+
+
+def _predict_local(config: TrainConfig, model, source: str) -> dict:
+    """Inference in this process; returns the accuracy of each split
+    (`gridgnn.train.split_accuracy.split_accuracies`)."""
     from gridgnn.nn.export import check_fits
     from gridgnn.nn.models import operator_of
     from gridgnn.train.inference import local_inputs
     from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.products import write_vertex_outputs
     from gridgnn.train.run import load_graph
+    from gridgnn.train.split_accuracy import split_accuracies
 
     graph = load_graph(config)
     check_fits(model, graph.num_features, f"model '{source}'")
     check_memory(config, graph, 1)
     features, agg = local_inputs(graph, operator_of(config.model))
-    write_vertex_outputs(model, features, agg, graph, predictions_out=config.predictions_out,
-                         embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
+    log_probs = write_vertex_outputs(model, features, agg, graph, predictions_out=config.predictions_out,
+                                     embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer,
+                                     infer_anyway=True)
+    return split_accuracies(log_probs, graph, (0, graph.num_nodes), agg, getattr(model, "task", "multiclass"))
 
 
 def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOptions,
-                     spec: RunSpec | None = None) -> None:
+                     spec: RunSpec | None = None) -> dict:
     """One worker of a distributed inference (collective on the world); ``spec``: the run the local launcher
-    resolved (its prepared graph and grid shape)."""
+    resolved (its prepared graph and grid shape). Returns the accuracy of each split (every rank)."""
     import torch.distributed as dist
 
     from gridgnn.data.attach import NodeFiles, refuse_on_prepared
@@ -141,6 +182,7 @@ def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOp
     from gridgnn.train.process_group import in_launched_worker, init_from_env
     from gridgnn.train.products import write_vertex_outputs
     from gridgnn.train.run import load_graph
+    from gridgnn.train.split_accuracy import split_accuracies
 
     _, world = (init_from_env(process.timeout_s, process.interface, process.threads) if in_launched_worker()
                 else (0, 1))
@@ -153,7 +195,10 @@ def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOp
     if spec is None:  # the local launcher checked it before starting the workers
         check_memory(config, graph, world)
     features, ops = grid_inputs(config, graph, world, spec.shape if spec is not None else None)
-    write_vertex_outputs(model.to(ops.grid.device), features, ops, graph, predictions_out=config.predictions_out,
-                         embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
+    log_probs = write_vertex_outputs(model.to(ops.grid.device), features, ops, graph,
+                                     predictions_out=config.predictions_out, embeddings_out=config.embeddings_out,
+                                     embedding_layer=config.embedding_layer, infer_anyway=True)
+    accuracies = split_accuracies(log_probs, graph, ops.row_range, ops, getattr(model, "task", "multiclass"))
     if dist.is_initialized():
         dist.destroy_process_group()
+    return accuracies

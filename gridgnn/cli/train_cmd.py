@@ -16,6 +16,8 @@ from gridgnn.config import (
     ALGOS,
     COMMS,
     LOWER_IS_BETTER,
+    LR_DEFAULTS,
+    LR_SCHEDULES,
     METRIC_CHOICES,
     ORDERS,
     REORDER_CHOICES,
@@ -55,6 +57,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     model.add_argument("--order", choices=ORDERS, default=_DEFAULTS.order,
                        help="product order of every layer: aggregate-first (ÂH)W as CAGNET, transform-first "
                             "Â(HW), or auto: the narrower width goes through Â" + _DEF)
+    add_loop_arguments(parser)
     run = parser.add_argument_group("run")
     run.add_argument("--algo", choices=ALGOS, default=None,
                      help="aggregation algorithm; local = one process; auto = the grid `gridgnn plan` ranks "
@@ -138,6 +141,39 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_train)
 
 
+def add_loop_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--patience``, ``--eval-every``, ``--lr-schedule`` with its parameters, and ``--log-csv``."""
+    loop = parser.add_argument_group("training loop")
+    loop.add_argument("--patience", type=int, metavar="K", default=_DEFAULTS.patience,
+                      help="stop once K evaluations in a row did not improve the validation accuracy; 0: never "
+                           "(default: %(default)s)")
+    loop.add_argument("--eval-every", type=int, metavar="K", default=_DEFAULTS.eval_every,
+                      help="evaluate after every K-th epoch and the last; other epochs have no accuracies "
+                           "(default: %(default)s)")
+    loop.add_argument("--lr-schedule", choices=LR_SCHEDULES, default=_DEFAULTS.lr_schedule,
+                      help="learning rate per epoch: cosine down to --lr-min over --epochs; step: times "
+                           "--lr-gamma every --lr-step-size epochs; plateau: times --lr-gamma after more than "
+                           "--lr-plateau-patience evaluations without improvement (default: %(default)s)")
+    loop.add_argument("--lr-step-size", type=int, metavar="K", default=None,
+                      help=f"(step) epochs between two reductions (default: {LR_DEFAULTS['lr_step_size']})")
+    loop.add_argument("--lr-gamma", type=float, metavar="G", default=None,
+                      help=f"(step, plateau) factor of each reduction, 0 < G < 1 (default: {LR_DEFAULTS['lr_gamma']})")
+    loop.add_argument("--lr-min", type=float, metavar="LR", default=None,
+                      help="(cosine, plateau) the lowest learning rate, 0 <= LR < --lr (default: 0)")
+    loop.add_argument("--lr-plateau-patience", type=int, metavar="K", default=None,
+                      help=f"(plateau) evaluations without improvement tolerated before a reduction (default: "
+                           f"{LR_DEFAULTS['lr_plateau_patience']})")
+    loop.add_argument("--log-csv", metavar="FILE", default=None,
+                      help="write one row per epoch (epoch, loss, accuracies, step time, bytes, lr) to FILE, "
+                           "for pandas or a spreadsheet")
+
+
+def loop_config(args: argparse.Namespace) -> dict:
+    """The `TrainConfig` fields of `add_loop_arguments`' flags."""
+    return {name: getattr(args, name) for name in ("patience", "eval_every", "lr_schedule", "lr_step_size",
+                                                  "lr_gamma", "lr_min", "lr_plateau_patience", "log_csv")}
+
+
 def _switch(group, flag: str, text: str, *, planned: bool = True) -> None:
     """An on/off execution flag (``--x`` / ``--no-x``): unset, the planner decides (`gridgnn.plan.execution`);
     not ``planned``, its default is `TrainConfig`'s field of the same name."""
@@ -195,7 +231,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,
         init_from=args.init_from,
         stop_on_nonfinite=args.stop_on_nonfinite, tensorboard=args.tensorboard,
-        **output_config(args),
+        **output_config(args), **loop_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
         gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
         attn_dropout=args.attn_dropout, task=args.task, metric=args.metric,
@@ -215,6 +251,7 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         *_metric_lines(final, data),
         format_time_line(final, len(run.result.epochs), run.result.epochs),
     ]
+    lines += loop_lines(config, final)
     if "resumed_from" in run.metrics:
         point = run.metrics["resumed_from"]
         changed = "".join(f", --{name.replace('_', '-')} {there:g} there, {here:g} now"
@@ -226,10 +263,26 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         lines.append(f"checkpoint {config.checkpoint_dir}")
     if config.metrics_out is not None:
         lines.append(f"metrics    {config.metrics_out}")
+    if config.log_csv is not None:
+        lines.append(f"epoch log  {config.log_csv} (CSV)")
     if config.tensorboard is not None:
         lines.append(f"events     {config.tensorboard} (TensorBoard)")
     lines += product_lines(config, run)
     return "\n".join(lines)
+
+
+def loop_lines(config: TrainConfig, final: dict) -> list[str]:
+    """Summary lines of the loop's options: the schedule's last rate, and how ``--patience`` ended the run."""
+    lines = []
+    if config.lr_schedule != "none" and final.get("final_lr") is not None:
+        lines.append(f"lr         {config.lr_schedule} schedule: {config.lr:g} at first, {final['final_lr']:.6g} "
+                     "in the last epoch")
+    if final.get("stopped_early"):
+        lines.append(f"stopped    early at epoch {final['stopped_at_epoch']} of {config.epochs}: no better "
+                     f"validation accuracy in {config.patience} evaluations (--patience)")
+    elif config.patience:
+        lines.append(f"patience   {config.patience} evaluations: never ran out, all {config.epochs} epochs trained")
+    return lines
 
 
 GRID_ALGOS = ("1d", "1.5d", "2d", "3d")
@@ -433,8 +486,9 @@ def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:
     (`gridgnn.launch.workers.launch_workers`, the path `gridgnn.fit` takes too)."""
     from gridgnn.launch.workers import launch_workers as launch
 
-    model_file = args.model if args.command == "predict" else None
-    return launch(config, process_options(args), command=args.command, model_file=model_file)
+    predicting = args.command == "predict"
+    return launch(config, process_options(args), command=args.command, model_file=args.model if predicting else None,
+                  predict_split=args.eval_split if predicting else None)
 
 
 def format_comm_summary(metrics: dict) -> str:

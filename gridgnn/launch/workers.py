@@ -22,11 +22,11 @@ MAX_LOCAL_WORKERS = 64
 
 
 def launch_workers(config: TrainConfig, process: ProcessOptions, *, graph=None, command: str = "train",
-                   model_file: str | None = None) -> int:
-    """Run ``config`` (``command``: train or predict with ``model_file``) on ``config.nprocs`` local workers
-    that run as ``process`` says (``threads`` None: the cores shared among them); ``graph``: an in-memory
-    graph to train on instead of loading ``config.dataset``. Returns 0 or the first failing worker's status;
-    bad input raises `ConfigError` before any worker starts."""
+                   model_file: str | None = None, predict_split: str | None = None) -> int:
+    """Run ``config`` (``command``: train or predict with ``model_file`` and ``predict_split``) on
+    ``config.nprocs`` local workers that run as ``process`` says (``threads`` None: the cores shared among them);
+    ``graph``: an in-memory graph to train on instead of loading ``config.dataset``. Returns 0 or the first
+    failing worker's status; bad input raises `ConfigError` before any worker starts."""
     from gridgnn.limits import check_threads
     from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
     from gridgnn.train.metrics import check_writable
@@ -53,7 +53,7 @@ def launch_workers(config: TrainConfig, process: ProcessOptions, *, graph=None, 
         # remove the prepared graph; after a SIGKILL the workers die with this process (gridgnn.launch.orphans).
         previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
-            return _prepare_and_launch(config, process, shape, graph, command, model_file)
+            return _prepare_and_launch(config, process, shape, graph, command, model_file, predict_split)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -67,7 +67,7 @@ def _exit_on_signal(signum: int, frame) -> None:
 
 
 def _prepare_and_launch(config: TrainConfig, process: ProcessOptions, shape, graph, command: str,
-                        model_file: str | None) -> int:
+                        model_file: str | None, predict_split: str | None = None) -> int:
     from dataclasses import replace
 
     from gridgnn.launch.local import launch_local, worker_threads
@@ -78,7 +78,7 @@ def _prepare_and_launch(config: TrainConfig, process: ProcessOptions, shape, gra
         mark_prepared_folder(folder)
         threads = worker_threads(config.nprocs, process.threads)
         spec = prepare_for_workers(config, folder, replace(process, threads=threads), shape=shape,
-                                   command=command, model_file=model_file, graph=graph)
+                                   command=command, model_file=model_file, graph=graph, predict_split=predict_split)
         spec_path = spec.write(folder)
         if not spec.config.quiet:
             if command == "train" and spec.config.task_reason is not None:
@@ -94,7 +94,8 @@ def _prepare_and_launch(config: TrainConfig, process: ProcessOptions, shape, gra
 
 
 def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOptions, *, shape=None,
-                        command: str = "train", model_file: str | None = None, graph=None) -> RunSpec:
+                        command: str = "train", model_file: str | None = None, graph=None,
+                        predict_split: str | None = None) -> RunSpec:
     """Load, check and normalize the graph once (or take the in-memory ``graph``), into ``folder`` for the
     workers to memory-map (unless it is a folder from ``gridgnn prepare``), and resolve the run on it, once
     (`gridgnn.train.resolve.resolve_run`: the grid, the vertex order, the auto choices; ``shape``: the grid
@@ -131,7 +132,7 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
         prepare_graph(graph, folder, operator=operator_of(config.model))
     del graph
     gc.collect()
-    return RunSpec(config, shape, process, command=command, model_file=model_file,
+    return RunSpec(config, shape, process, command=command, model_file=model_file, predict_split=predict_split,
                    prepared_graph=config.dataset if prepared else folder, launcher_pid=os.getpid(),
                    launcher_peak_memory_bytes=peak_memory_bytes(torch.device("cpu")))
 

@@ -3,7 +3,7 @@
 Each panel is one function that draws on a given Axes, so the same panel goes into one PNG (`report_figure`:
 every panel of the run on one figure, two columns) or into a page of one image per panel (`panel_figures`).
 Figures are built with `matplotlib.figure.Figure` and the Agg canvas: no pyplot state, no display needed.
-Panels: loss, accuracies (per epoch); step time split (per epoch: the step, its computation, the
+Panels: loss, accuracies (per evaluated epoch); step time split (per epoch: the step, its computation, the
 communication not hidden behind it and all communication, max over ranks); on a grid, each rank's mean
 computation and exposed communication (stacked bars), bytes per rank per phase (heat map, mean per epoch)
 and measured against predicted step bytes per rank (bars). Not collective.
@@ -12,6 +12,7 @@ and measured against predicted step bytes per rank (bars). Not collective.
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable
 
 from gridgnn.errors import ConfigError
@@ -44,7 +45,8 @@ def draw_loss(ax, series: ReportSeries) -> None:
 
 def draw_accuracy(ax, series: ReportSeries) -> None:
     for name, values in (("train", series.train_acc), ("val", series.val_acc), ("test", series.test_acc)):
-        ax.plot(series.epochs, values, label=name)
+        kept = [(e, v) for e, v in zip(series.epochs, values, strict=True) if not math.isnan(v)]  # --eval-every
+        ax.plot([e for e, _ in kept], [v for _, v in kept], label=name, marker="." if len(kept) < 30 else None)
     if series.metric == "accuracy":
         ax.set(title="Accuracy", ylabel="accuracy", ylim=(-0.02, 1.02))
     else:

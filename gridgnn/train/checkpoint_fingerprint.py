@@ -39,7 +39,9 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
                   "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
                   "output_heads": config.output_heads, "attn_dropout": config.attn_dropout},
-        "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay},
+        "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay, "lr_schedule": config.lr_schedule,
+                      "lr_step_size": config.lr_step_size, "lr_gamma": config.lr_gamma, "lr_min": config.lr_min,
+                      "lr_plateau_patience": config.lr_plateau_patience},
         "evaluation": {"metric": resolve_metric(config.metric, getattr(graph, "task", "multiclass"))},
     }
 
@@ -59,8 +61,10 @@ and the model must match."""
 
 _BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
                        ("model", "gin_train_eps"): False, ("model", "heads"): 1, ("model", "output_heads"): 1,
-                       ("model", "attn_dropout"): 0.0, ("dataset", "task"): "multiclass"}
-"""What a checkpoint written before model kinds existed (no such fields) holds: a GCN."""
+                       ("model", "attn_dropout"): 0.0, ("dataset", "task"): "multiclass",
+                       ("optimizer", "lr_schedule"): "none"}
+"""What a checkpoint written before model kinds existed (no such fields) holds: a GCN; before tasks: classes;
+before learning-rate schedules: none (its parameters unset)."""
 
 
 _BEFORE_GROUPS = {"evaluation": {"metric": "accuracy"}}

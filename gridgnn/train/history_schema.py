@@ -1,8 +1,11 @@
 """The schema of the training history a checkpoint manifest records (``history``), checked before use.
 
 ``history = {"epochs": [record, ...], "best_epoch": int, "comm": null | [entry, ...]}`` where a record is
-`gridgnn.train.trainer.EpochRecord` as a dict (``epoch`` 1, 2, ... in order; ``loss``, accuracies and
-``time_s`` numbers: NaN and infinities come back from the manifest's ``nonfinite`` list) and each ``comm``
+`gridgnn.train.trainer.EpochRecord` as a dict (``epoch`` 1, 2, ... in order; ``loss``, accuracies, ``time_s``
+and ``lr`` numbers: NaN and infinities come back from the manifest's ``nonfinite`` list; the accuracies null
+together in an epoch ``--eval-every`` skipped; ``lr`` absent or null in older checkpoints), ``best_epoch`` (0
+only before any evaluation), ``early_stop`` and ``lr_schedule`` (`gridgnn.train.resume.loop_state`; absent in
+older checkpoints) and each ``comm``
 entry, one per epoch, is null (an epoch of a local run) or the merged communication of one epoch of a
 distributed run (`gridgnn.train.grid_train.merge_epoch_comm`): per-rank lists of ``bytes``, ``calls``,
 ``eval_bytes``, ``gather_bytes`` and ``peak_memory_bytes``, per-phase objects of such lists, and the three times.
@@ -17,8 +20,10 @@ RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
 """The keys of a record written before tasks and metrics existed."""
 REQUIRED_KEYS = ("epoch", "loss", "time_s")
 SPLIT_KEY_SETS = (("train_acc", "val_acc", "test_acc"), ("train_metric", "val_metric", "test_metric"))
-"""Each set is present whole or absent (a record has at least one); a value is a number, or null for an
-epoch that was not evaluated."""
+"""Each set is present whole or absent (a record has at least one); its values are numbers, or all null for an
+epoch ``--eval-every`` did not evaluate."""
+OPTIONAL_RECORD_KEYS = ("lr",)
+"""Record keys older checkpoints lack: ``lr`` (a number; null where unknown)."""
 _RANK_LISTS = ("bytes", "calls")
 _OPTIONAL_RANK_LISTS = ("eval_bytes", "gather_bytes", "peak_memory_bytes")
 _PHASE_TABLES = ("by_phase", "calls_by_phase")
@@ -44,8 +49,13 @@ def history_problem(history: object, epochs: int) -> str | None:
         if not _record_ok(record, index):
             return f"epoch record {index}"
     best = history.get("best_epoch")
-    if isinstance(best, bool) or not isinstance(best, int) or not 1 <= best <= epochs:
+    evaluated = any(record["val_acc"] is not None for record in records)
+    if isinstance(best, bool) or not isinstance(best, int) or not (1 if evaluated else 0) <= best <= epochs \
+            or (best and records[best - 1]["val_acc"] is None):
         return "history best_epoch"
+    for key in ("early_stop", "lr_schedule"):  # absent from older checkpoints; checked in full where loaded
+        if history.get(key) is not None and not isinstance(history[key], dict):
+            return f"history {key}"
     comm = history.get("comm")
     if comm is None:
         return None
@@ -63,10 +73,12 @@ def _record_ok(record: object, epoch: int) -> bool:
         return False
     present = [keys for keys in SPLIT_KEY_SETS if any(key in record for key in keys)]
     allowed = set(REQUIRED_KEYS).union(*present)
-    if not present or set(record) != allowed:
+    if not present or not allowed <= set(record) or not set(record) <= allowed | set(OPTIONAL_RECORD_KEYS):
         return False
-    return (all(_number(record[key]) for key in REQUIRED_KEYS[1:])
-            and all(record[key] is None or _number(record[key]) for keys in present for key in keys))
+    sets_ok = all(all(record[key] is None for key in keys) or all(_number(record[key]) for key in keys)
+                  for keys in present)  # an epoch --eval-every skipped: all null
+    return (sets_ok and all(_number(record[key]) for key in REQUIRED_KEYS[1:])
+            and (record.get("lr") is None or _number(record["lr"])))
 
 
 def _comm_entry_ok(entry: object) -> bool:

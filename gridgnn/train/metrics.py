@@ -8,16 +8,20 @@ ones there)::
      "dataset": {"name", "num_nodes", "num_edges", "num_features", "num_classes", "task", "directed",
                  "split": {"train", "val", "test"}, "meta"},
      "epochs":  [{"epoch", "loss", "train_metric", "val_metric", "test_metric",
-                  "train_acc", "val_acc", "test_acc", "time_s"}, ...],
+                  "train_acc", "val_acc", "test_acc", "time_s", "lr"}, ...],
      "final":   {"metric", "train_metric", "val_metric", "test_metric", "best_val_metric",
                  "test_metric_at_best_val", "train_acc", "val_acc", "test_acc", "best_val_acc",
                  "test_acc_at_best_val", "best_epoch" (best: highest, lowest for mse and mae),
-                 "mean_epoch_time_s", "timed_epochs",
+                 "mean_epoch_time_s", "timed_epochs", "first_nonfinite_epoch",
+                 "stopped_on_nonfinite", "stopped_early", "stopped_at_epoch", "final_lr",
                  "history_mean_epoch_time_s" (resumed runs)},   (times: this invocation's epochs)
      "resumed_from": {"checkpoint", "epoch"[, "changed": {"lr": [there, here], ...}]}}
                                                    (only in a run resumed from a checkpoint)
 
-A resumed run's ``epochs`` include the epochs before the checkpoint, as recorded there.
+A resumed run's ``epochs`` include the epochs before the checkpoint, as recorded there. An epoch that
+``--eval-every`` did not evaluate has null accuracies; ``lr`` is the learning rate its step used (null in
+epochs of checkpoints written before it was recorded). ``stopped_early`` is true when ``--patience`` ended
+the run, after epoch ``stopped_at_epoch``.
 """
 
 from __future__ import annotations

@@ -47,14 +47,15 @@ def check_products(config: TrainConfig, rank: int = 0, reads: dict[str, str] | N
 
 def check_distinct_outputs(config: TrainConfig, reads: dict[str, str] | None = None) -> None:
     """Raise `ConfigError` when two outputs (``--save-model``, ``--predictions-out``, ``--embeddings-out``,
-    ``--metrics-out``, ``--checkpoint-dir`` or a file gridgnn keeps inside it) name one file, or an output
-    names an input (``--dataset`` file or a prepared folder's file, ``reads``): one would silently replace the
+    ``--metrics-out``, ``--log-csv``, ``--checkpoint-dir`` or a file gridgnn keeps inside it) name one file, or
+    an output names an input (``--dataset`` file or a prepared folder's file, ``reads``): one would silently replace the
     other. Paths are compared after resolving their folders; existing files also by device and inode.
     Not collective."""
     named = [(flag, path) for flag, path in (("--save-model", config.save_model),
                                               ("--predictions-out", config.predictions_out),
                                               ("--embeddings-out", config.embeddings_out),
                                               ("--metrics-out", config.metrics_out),
+                                              ("--log-csv", config.log_csv),
                                               ("--checkpoint-dir", config.checkpoint_dir)) if path is not None]
     seen: dict = {}
     inputs = dict(reads or {})
@@ -161,12 +162,14 @@ def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainRe
 
 
 def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_out: str | None = None,
-                         embeddings_out: str | None = None, embedding_layer: int | None = None) -> None:
+                         embeddings_out: str | None = None, embedding_layer: int | None = None,
+                         infer_anyway: bool = False) -> torch.Tensor | None:
     """Predictions and/or embeddings of ``model`` on this rank's rows (`Layout.row_range` of ``agg``, a
     `gridgnn.nn.layout.Layout` or a one-process aggregation), written as `gridgnn.train.outputs` describes.
-    Collective on the grid of ``agg``."""
-    if predictions_out is None and embeddings_out is None:
-        return
+    Returns this rank's log-probabilities (m, C), or None when there was nothing to write (unless
+    ``infer_anyway``: ``gridgnn predict`` measures them). Collective on the grid of ``agg``."""
+    if predictions_out is None and embeddings_out is None and not infer_anyway:
+        return None
     layer = None
     if embeddings_out is not None:
         layer = embedding_layer if embedding_layer is not None else default_embedding_layer(model)
@@ -182,3 +185,4 @@ def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_
     if embeddings_out is not None:
         block = embedding.detach().to(device="cpu", dtype=torch.float32).numpy()
         write_rows(embeddings_out, rows, graph.num_nodes, block, ids, positions=at, what="embeddings file")
+    return log_probs

@@ -43,8 +43,8 @@ def show_log(config: TrainConfig) -> bool:
 
 def format_epoch(record: EpochRecord, epochs: int) -> str:
     """``epoch  E/N  loss  train  val  test  ms`` (the per-epoch line; the splits' values of the run's metric,
-    accuracy for a multiclass task); a record of a grid epoch that carries
-    rank 0's bytes (``comm_bytes``) names them too."""
+    accuracy for a multiclass task; an epoch ``--eval-every`` did not evaluate shows ``-``); a record of a grid
+    epoch that carries rank 0's bytes (``comm_bytes``) names them too."""
     width = len(str(epochs))
     line = (f"epoch {record.epoch:>{width}}/{epochs}  loss {record.loss:.4f}  train {_value(record.train_metric)}"
             f"  val {_value(record.val_metric)}  test {_value(record.test_metric)}  {1000 * record.time_s:.1f} ms")

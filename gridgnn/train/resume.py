@@ -1,9 +1,11 @@
 """The checkpoint policy of a run: where to resume from, when to save, and what each checkpoint records.
 
-A run with ``checkpoint_dir`` saves after every ``checkpoint_every``-th epoch and after the last one. It
+A run with ``checkpoint_dir`` saves after every ``checkpoint_every``-th epoch, after the last one and after
+the one where ``--patience`` stopped it. It
 resumes from the newest checkpoint there when asked (``resume``) or, by itself, when torchrun restarted the
 job (``TORCHELASTIC_RESTART_COUNT`` > 0, i.e. ``torchrun --max-restarts N``). Resuming restores the weights,
-Adam's state, the RNG state and the history of earlier epochs, so the finished run has the same weights and
+Adam's state, the RNG state, the history of earlier epochs, the validation tracker (best epoch, patience
+counter) and the learning-rate schedule's state, so the finished run has the same weights and
 metrics as one that was never interrupted. Storage and atomicity are `gridgnn.train.checkpoint`, verification
 `gridgnn.train.checkpoint_manifest`, what a checkpoint belongs to `gridgnn.train.checkpoint_fingerprint`.
 """
@@ -28,6 +30,7 @@ from gridgnn.safe_files import atomic_write
 from gridgnn.train.checkpoint_fingerprint import changed_on_resume, check_compatible, run_fingerprint
 from gridgnn.train.checkpoint_manifest import file_sha256, read_manifest
 from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
+from gridgnn.train.early_stop import ValidationTracker
 from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
 
 
@@ -114,18 +117,44 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
                               f"{config.epochs}; ask for at least {manifest['epoch']} epochs")
     history = manifest["history"]
     try:
-        records = [EpochRecord(**record) for record in history["epochs"]]
+        records = [EpochRecord.from_dict(record) for record in history["epochs"]]
     except TypeError as exc:
         raise CheckpointError(f"checkpoint '{path}': malformed epoch history ({exc})") from None
+    changed = changed_on_resume(manifest, current)
+    if config.lr_schedule != "none" and "lr" in changed:
+        raise CheckpointError(f"checkpoint '{path}': --lr cannot change on resuming a run with --lr-schedule "
+                              f"{config.lr_schedule} (the schedule goes on from its saved rate); keep --lr "
+                              f"{changed['lr'][0]:g}")
     _, rng_state = _store().load_checkpoint(path, trainer.model, trainer.optimizer, manifest)
     for group in trainer.optimizer.param_groups:  # the saved state carries the old values: this run's win
         group["lr"], group["weight_decay"] = config.lr, config.weight_decay
     comm = history.get("comm")
     result = TrainResult(records, history["best_epoch"])
+    restore_loop_state(trainer, history, records, f"checkpoint '{path}'")
     result.best_state = read_best_weights(config.checkpoint_dir, result.best_epoch, manifest.get("best_weights"),
                                           path)
     return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None,
                        changed_on_resume(manifest, current) or None)
+
+
+def loop_state(trainer: Trainer) -> dict:
+    """What a checkpoint's ``history`` records of the loop besides the epochs: ``early_stop`` (the
+    validation tracker: best value and epoch, evaluations since) and ``lr_schedule`` (the scheduler's state,
+    null without a schedule)."""
+    return {"early_stop": trainer.tracker.state_dict(), "lr_schedule": trainer.schedule.state_dict()}
+
+
+def restore_loop_state(trainer: Trainer, history: dict, records: list[EpochRecord], where: str) -> None:
+    """Load `loop_state`'s entries of ``history`` into ``trainer`` (after the optimizer: the schedule sets the
+    rate it had reached). A checkpoint written before they were recorded had no schedule and evaluated every
+    epoch: its tracker is replayed from the records."""
+    if "early_stop" in history:
+        trainer.tracker.load_state_dict(history["early_stop"], where)
+    else:
+        trainer.tracker = ValidationTracker.replay([(r.epoch, r.val_acc) for r in records],
+                                                   trainer.tracker.patience, trainer.tracker.higher_is_better)
+    if trainer.schedule.scheduler is not None:
+        trainer.schedule.load_state_dict(history.get("lr_schedule"), where)
 
 
 BEST_WEIGHTS = "best-weights.pt"
@@ -202,12 +231,12 @@ class EpochSaver:
         self.fingerprint = run_fingerprint(config, graph)
 
     def __call__(self, epoch: int, result: TrainResult) -> None:
-        if epoch % self.config.checkpoint_every and epoch != self.config.epochs:
+        if epoch % self.config.checkpoint_every and epoch != self.config.epochs and not result.stopped_early:
             return
         self.trainer.gather_parameters(optimizer_state=True)  # a checkpoint holds whole weights and moments
         self.trainer.gather_best_state(result)  # and whole best weights
         history = {"epochs": [record.to_dict() for record in result.epochs], "best_epoch": result.best_epoch,
-                   "comm": self.comm_so_far()}
+                   "comm": self.comm_so_far(), **loop_state(self.trainer)}
         manifest = {"fingerprint": self.fingerprint, "config": self.config.to_dict(), "grid": self.grid,
                     "history": history}
         save_best_weights(self.config.checkpoint_dir, result)  # first: a checkpoint never outruns it

@@ -14,6 +14,7 @@ from gridgnn.nn.models import operator_of
 from gridgnn.run_spec import ProcessOptions, RunSpec
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
+from gridgnn.train.epoch_csv import check_log_csv, write_epoch_csv
 from gridgnn.train.memory_guard import check_memory
 from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
 from gridgnn.train.products import check_products, write_products
@@ -46,7 +47,8 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
     worker of the local launcher, the run it resolved (its configuration replaces ``config``); ``process``:
     how a worker joins its group (`ProcessOptions`; default: ``timeout_s`` alone).
 
-    The output path is checked before any work, so a bad path fails in a second, not after training.
+    With ``config.log_csv`` rank 0 writes the per-epoch CSV file (`gridgnn.train.epoch_csv`).
+    The output paths are checked before any work, so a bad path fails in a second, not after training.
     With ``config.tensorboard``, rank 0 logs every epoch there (`gridgnn.train.tensorboard_log`).
     """
     config = spec.config if spec is not None else config
@@ -77,6 +79,8 @@ def _run(config: TrainConfig, graph: Graph | None, on_epoch, timeout_s: float, o
                           process=process)
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
+    if config.log_csv is not None:
+        check_log_csv(config.log_csv)
     with hold_checkpoint_dir(config):
         return _train_local(config, graph, on_epoch)
 
@@ -94,6 +98,8 @@ def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
                                   on_start=say)
     write_products(config, trainer, graph, result)
     metrics = build_metrics(config, graph, result, resumed_from=point)
+    if config.log_csv is not None:
+        write_epoch_csv(config.log_csv, metrics)
     if config.metrics_out is not None:
         write_metrics(config.metrics_out, metrics)
     return Run(graph, result, metrics, trainer.model)

@@ -1,4 +1,5 @@
-"""One worker's whole run on a grid: join the group, settle the run spec, train, rank 0 writes the metrics.
+"""One worker's whole run on a grid: join the group, settle the run spec, train, rank 0 writes the metrics
+(and the ``--log-csv`` file).
 
 Started by `gridgnn train --nprocs P` (`gridgnn.launch.local`, through `gridgnn.cli.worker`), the worker is
 handed the `RunSpec` its launcher resolved: the configuration, the grid shape and the folder of the graph it
@@ -27,6 +28,7 @@ from gridgnn.grid.process_grid import default_device
 from gridgnn.nn.stack import check_model_size
 from gridgnn.run_spec import ProcessOptions, RunSpec
 from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
+from gridgnn.train.epoch_csv import check_log_csv, write_epoch_csv
 from gridgnn.train.grid_metrics import grid_metrics
 from gridgnn.train.grid_train import TrainedGrid, train_on_grid
 from gridgnn.train.memory_guard import check_memory
@@ -60,6 +62,8 @@ def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | No
         raise ConfigError(f"--nprocs {config.nprocs} contradicts the launcher's world size {world}")
     if config.metrics_out is not None and rank == 0:
         check_writable(config.metrics_out)
+    if config.log_csv is not None and rank == 0:
+        check_log_csv(config.log_csv)
     held = spec is not None and spec.launched_locally
     with hold_checkpoint_dir(config, agree=True, held_by_launcher=held):  # rank 0 holds it, unless the launcher does
         return _train_worker(config, spec, process, rank, on_epoch, graph, on_ready)
@@ -97,6 +101,8 @@ def _train_worker(config: TrainConfig, spec: RunSpec | None, process: ProcessOpt
     metrics = None
     if rank == 0:
         metrics = grid_metrics(spec, graph, trained, hosts)
+        if spec.config.log_csv is not None:
+            write_epoch_csv(spec.config.log_csv, metrics)
         if spec.config.metrics_out is not None:
             write_metrics(spec.config.metrics_out, metrics)
     return Run(graph, trained.result, metrics, model)

@@ -1,6 +1,7 @@
 """``--tensorboard DIR``: a run's scalars per epoch as TensorBoard event files (rank 0 writes them).
 
-Tags (step = the epoch): ``loss``, ``accuracy/train``, ``accuracy/val``, ``accuracy/test``, ``time/step_s``,
+Tags (step = the epoch): ``loss``, ``accuracy/train``, ``accuracy/val``, ``accuracy/test`` (epochs that were
+evaluated), ``lr``, ``time/step_s``,
 written as each epoch ends (flushed at most every `FLUSH_S` seconds, so TensorBoard follows a running job);
 on a grid, when the run ends, each epoch's ``time/comm_s``, ``time/exposed_comm_s``, ``time/compute_s`` (max
 over ranks), ``bytes/step_max_rank`` (bytes the busiest rank received in the training step),
@@ -89,8 +90,14 @@ class TensorBoardLog:
         self.epochs: list[int] = []
 
     def epoch(self, record: dict) -> None:
-        """Log one epoch's record (as `record_scalars` reads it) at step ``record["epoch"]``."""
-        self._add(record["epoch"], record_scalars(record))
+        """Log one epoch's record (as `record_scalars` reads it) at step ``record["epoch"]``: no accuracies for
+        an epoch ``--eval-every`` did not evaluate; its learning rate as ``lr`` when the record has one."""
+        scalars = record_scalars(record)
+        if record.get("val_acc") is None:
+            scalars = {tag: value for tag, value in scalars.items() if not tag.startswith("accuracy/")}
+        if record.get("lr") is not None:
+            scalars["lr"] = float(record["lr"])
+        self._add(record["epoch"], scalars)
         self.epochs.append(record["epoch"])
         if time.monotonic() - self._flushed >= FLUSH_S:
             self._writer.flush()

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import LOWER_IS_BETTER, TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.shard import LocalShard
 from gridgnn.data.targets import present_entries, target_block
@@ -28,18 +28,22 @@ from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.nn.layout import Layout, as_layout, input_ids
 from gridgnn.nn.loss import masked_task_loss
+from gridgnn.train.early_stop import ValidationTracker
+from gridgnn.train.lr_schedule import LRSchedule
 from gridgnn.train.task_choice import task_of
-from gridgnn.train.task_metrics import SplitRows, better, resolve_metric, split_metrics
+from gridgnn.train.task_metrics import SplitRows, resolve_metric, split_metrics
 
 
 @dataclass
 class EpochRecord:
-    """One epoch: training loss (before the step), the metric on each split after the step (eval mode), step
-    time. ``train_metric``/``val_metric``/``test_metric``: the run's metric (`gridgnn.train.task_metrics`);
-    ``train_acc``/``val_acc``/``test_acc``: the same accuracies for a multiclass task, None otherwise (and
-    absent from `to_dict`). A record read from a file written before metrics existed has only the accuracies:
-    they are its metric. ``comm_bytes``: on a grid, the bytes rank 0 moved in the step, for the printed lines
-    only (not part of `to_dict`: the metrics file holds every rank's)."""
+    """One epoch: training loss (before the step), the metric on each split after the step (eval mode; None
+    for an epoch ``--eval-every`` did not evaluate), step time, and ``lr``: the learning rate the step used
+    (None in records of checkpoints written before it was recorded). ``train_metric``/``val_metric``/
+    ``test_metric``: the run's metric (`gridgnn.train.task_metrics`); ``train_acc``/``val_acc``/``test_acc``:
+    the same accuracies for a multiclass task, None otherwise (and absent from `to_dict`, unless ``accuracy``).
+    A record read from a file written before metrics existed has only the accuracies: they are its metric.
+    ``comm_bytes``: on a grid, the bytes rank 0 moved in the step, for the printed lines only (not part of
+    `to_dict`: the metrics file holds every rank's)."""
 
     epoch: int
     loss: float
@@ -51,14 +55,25 @@ class EpochRecord:
     val_metric: float | None = None
     test_metric: float | None = None
     comm_bytes: int | None = field(default=None, compare=False, repr=False)
+    lr: float | None = None
+    accuracy: bool | None = field(default=None, compare=False, repr=False)
+    """Whether the run's metric is accuracy (its records carry the ``*_acc`` keys, null when not evaluated);
+    None: whether the accuracies were given."""
 
     def __post_init__(self) -> None:
         if self.train_metric is None and self.val_metric is None and self.val_acc is not None:
             self.train_metric, self.val_metric, self.test_metric = self.train_acc, self.val_acc, self.test_acc
+        if self.accuracy is None:
+            self.accuracy = self.val_acc is not None or self.val_metric is None
+
+    @classmethod
+    def from_dict(cls, record: dict) -> EpochRecord:
+        """A record as `to_dict` wrote it (a metrics file's, a checkpoint's; unknown keys: TypeError)."""
+        return cls(**record, accuracy="train_acc" in record)
 
     def to_dict(self) -> dict:
-        out = {k: v for k, v in vars(self).items() if k != "comm_bytes"}
-        if self.val_acc is None:
+        out = {k: v for k, v in vars(self).items() if k not in ("comm_bytes", "accuracy")}
+        if not self.accuracy:
             for key in ACC_KEYS:
                 out.pop(key)
         return out
@@ -66,16 +81,17 @@ class EpochRecord:
 
 ACC_KEYS = ("train_acc", "val_acc", "test_acc")
 METRIC_KEYS = ("train_metric", "val_metric", "test_metric")
-RECORD_FIELDS = tuple(f.name for f in fields(EpochRecord) if f.name != "comm_bytes")
+RECORD_FIELDS = tuple(f.name for f in fields(EpochRecord) if f.name not in ("comm_bytes", "accuracy"))
 """The keys an epoch record may have in a metrics file or checkpoint."""
 
 
 @dataclass
 class TrainResult:
     """All epoch records plus the best-validation epoch (the first epoch reaching the best validation value of
-    ``metric``: highest, lowest for an error),
-    the first epoch whose loss was NaN or infinite (None while every loss is finite), and whether training
-    stopped there (``config.stop_on_nonfinite``)."""
+    ``metric``, highest or lowest for an error, as `gridgnn.train.early_stop.ValidationTracker` judges; 0 before
+    any evaluation), the first epoch whose loss was NaN or infinite (None while every loss is finite), whether
+    training stopped there (``config.stop_on_nonfinite``), and whether ``--patience`` stopped it early
+    (``stopped_early``: after its last record)."""
 
     epochs: list[EpochRecord] = field(default_factory=list)
     best_epoch: int = 0
@@ -86,6 +102,7 @@ class TrainResult:
     """The model's ``state_dict`` after ``best_epoch`` (CPU copies); None when that epoch was trained before
     a resume. With ``--defer-weight-gather``, during `Trainer.fit` only each rank's column blocks of the
     sliced parameters are current until `Trainer.gather_best_state` (at a checkpoint, at the end of fit)."""
+    stopped_early: bool = False
 
     def note_nonfinite(self) -> bool:
         """Record the first epoch with a non-finite loss among the records; True when there is one."""
@@ -98,27 +115,33 @@ class TrainResult:
         """The ``final`` object of the metrics file. Times cover the epochs this invocation ran: those after
         the first ``since`` (the epoch a resumed run started from, whose earlier epochs may have run on
         another grid): ``mean_epoch_time_s`` (null when none ran) over ``timed_epochs`` epochs; a resumed
-        run adds ``history_mean_epoch_time_s``, the mean over every epoch."""
+        run adds ``history_mean_epoch_time_s``, the mean over every epoch. ``stopped_early`` says whether
+        ``--patience`` ended the run, ``stopped_at_epoch`` at which epoch (null otherwise); ``final_lr`` is
+        the learning rate of the last epoch's step."""
         last = self.epochs[-1]
-        best = self.epochs[self.best_epoch - 1]
+        best = self.epochs[self.best_epoch - 1] if self.best_epoch else None
         ran = self.epochs[since:]
         final = {
             "metric": self.metric,
             "train_metric": last.train_metric,
             "val_metric": last.val_metric,
             "test_metric": last.test_metric,
-            "best_val_metric": best.val_metric,
-            "test_metric_at_best_val": best.test_metric,
+            "best_val_metric": best.val_metric if best else None,
+            "test_metric_at_best_val": best.test_metric if best else None,
         }
-        if last.val_acc is not None:  # multiclass: the accuracy keys every earlier tool reads
+        if self.metric == "accuracy":  # multiclass: the accuracy keys every earlier tool reads
             final.update(train_acc=last.train_acc, val_acc=last.val_acc, test_acc=last.test_acc,
-                         best_val_acc=best.val_acc, test_acc_at_best_val=best.test_acc)
+                         best_val_acc=best.val_acc if best else None,
+                         test_acc_at_best_val=best.test_acc if best else None)
         final.update({
-            "best_epoch": best.epoch,
+            "best_epoch": best.epoch if best else None,
             "mean_epoch_time_s": sum(r.time_s for r in ran) / len(ran) if ran else None,
             "timed_epochs": len(ran),
             "first_nonfinite_epoch": self.first_nonfinite_epoch,
             "stopped_on_nonfinite": self.stopped_on_nonfinite,
+            "stopped_early": self.stopped_early,
+            "stopped_at_epoch": last.epoch if self.stopped_early else None,
+            "final_lr": last.lr,
         })
         if since:
             final["history_mean_epoch_time_s"] = sum(r.time_s for r in self.epochs) / len(self.epochs)
@@ -202,6 +225,9 @@ class Trainer:
                            if self.metric == "rocauc" else None)
         self.model = build_model(config, graph.num_features, graph.num_classes, self.task).to(self.layout.device)
         self.optimizer = build_optimizer(self.model, config)
+        self.tracker = ValidationTracker(patience=config.patience, higher_is_better=self.metric not in LOWER_IS_BETTER)
+        """Judges the validation value of the metric for the best epoch, patience and ``plateau``."""
+        self.schedule = LRSchedule(config, self.optimizer)
         self._best_whole = True  # whether a best state copied in fit is whole (see gather_best_state)
 
     def node_data(self, graph: Graph) -> LocalShard:
@@ -230,52 +256,64 @@ class Trainer:
         return tuple(split_metrics(output, self.labels, self.masks, self.task, self.metric, self.layout,
                                    self.split_rows))
 
-    def epoch_record(self, epoch: int, loss: float, time_s: float) -> EpochRecord:
-        """The record of ``epoch``: its loss and step time, and the metric on each split now (`evaluate`);
-        the accuracies again under their own keys for a multiclass task."""
-        values = self.evaluate()
+    def epoch_record(self, epoch: int, loss: float, time_s: float, lr: float | None = None,
+                     evaluate: bool = True) -> EpochRecord:
+        """The record of ``epoch``: its loss, step time and learning rate, and (when ``evaluate``) the metric
+        on each split now (`evaluate`; None otherwise); the accuracies again under their own keys for a
+        multiclass task."""
+        values = self.evaluate() if evaluate else (None, None, None)
         accuracies = values if self.metric == "accuracy" else (None, None, None)
         return EpochRecord(epoch, loss, *accuracies, time_s=time_s, train_metric=values[0],
-                           val_metric=values[1], test_metric=values[2])
+                           val_metric=values[1], test_metric=values[2], lr=lr, accuracy=self.metric == "accuracy")
 
     def fit(self, on_epoch: Callable[[EpochRecord], None] | None = None, *, start: TrainResult | None = None,
             rng_state: torch.Tensor | None = None,
             after_epoch: Callable[[int, TrainResult], None] | None = None) -> TrainResult:
-        """Train up to ``config.epochs`` epochs, evaluating after each; ``on_epoch`` sees every new record.
+        """Train up to ``config.epochs`` epochs, evaluating after every ``config.eval_every``-th and the last
+        (and after one whose loss stops the run); ``on_epoch`` sees every new record.
 
-        ``start`` holds the epochs a checkpoint already trained (the model and optimizer are restored by
-        the caller) and ``rng_state`` the torch RNG state saved with them; training goes on from the next
-        epoch. ``after_epoch(epoch, result)`` runs after each epoch's record (e.g. to save a checkpoint).
-        With ``config.stop_on_nonfinite`` training ends after the first epoch whose loss is NaN or infinite
-        (at once when ``start`` already holds one); the loss is global, so every rank stops alike.
+        ``start`` holds the epochs a checkpoint already trained (the model, optimizer, ``tracker`` and
+        ``schedule`` are restored by the caller) and ``rng_state`` the torch RNG state saved with them;
+        training goes on from the next epoch. ``after_epoch(epoch, result)`` runs after each epoch's record
+        and the schedule's step (e.g. to save a checkpoint). With ``config.stop_on_nonfinite`` training ends
+        after the first epoch whose loss is NaN or infinite (at once when ``start`` already holds one); with
+        ``config.patience`` once the tracker's patience ran out (at once when it had in ``start``). The loss
+        and the accuracies are global, so every rank stops alike and steps the same schedule.
         """
         result = start if start is not None else TrainResult(metric=self.metric)
         result.metric = self.metric
-        best_val = result.epochs[result.best_epoch - 1].val_metric if result.epochs else None
         if result.note_nonfinite() and self.config.stop_on_nonfinite:
             result.stopped_on_nonfinite = True
+            return result
+        if result.epochs and self.tracker.stopped:
+            result.stopped_early = True
             return result
         with deterministic(self.config.seed):
             if rng_state is not None:
                 torch.set_rng_state(rng_state)
             for epoch in range(len(result.epochs) + 1, self.config.epochs + 1):
+                lr = self.schedule.lr
                 start = time.perf_counter()
                 loss = self.train_step(epoch)
                 elapsed = time.perf_counter() - start
-                record = self.epoch_record(epoch, loss, elapsed)
+                last = epoch == self.config.epochs or (not math.isfinite(loss) and self.config.stop_on_nonfinite)
+                evaluate = last or epoch % self.config.eval_every == 0
+                record = self.epoch_record(epoch, loss, elapsed, lr, evaluate)
                 result.epochs.append(record)
-                if better(self.metric, record.val_metric, best_val):
-                    best_val, result.best_epoch = record.val_metric, epoch
+                stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
+                if evaluate and self.tracker.update(record.val_metric, epoch):
+                    result.best_epoch = epoch
                     result.best_state = {k: v.detach().to("cpu", copy=True) for k, v in
                                          self.model.state_dict().items()}
                     self._best_whole = not self.layout.defer_gather  # else gathered when read: gather_best_state
-                stop = not math.isfinite(loss) and result.note_nonfinite() and self.config.stop_on_nonfinite
+                self.schedule.step(evaluate, self.tracker)
                 result.stopped_on_nonfinite = stop
+                result.stopped_early = evaluate and self.tracker.stopped
                 if on_epoch is not None:
                     on_epoch(record)
                 if after_epoch is not None:
                     after_epoch(epoch, result)
-                if stop:
+                if stop or result.stopped_early:
                     break
         self.gather_parameters()  # the trained weights whole, and the best ones, for whatever reads them next
         self.gather_best_state(result)
