@@ -242,3 +242,22 @@ def test_train_outputs_and_predict_speak_the_tasks_metric(tmp_path, capsys, task
     weights_epoch = final["best_epoch"]  # the model file holds the best epoch's weights: its test metric
     history = json.loads(metrics.read_text())["epochs"]
     assert math.isclose(entry["value"], history[weights_epoch - 1]["test_metric"], rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_model_files_record_the_task_and_pyg_gives_the_same_values(tmp_path, model):
+    import gridgnn
+    from gridgnn.data.interop import graph_to_pyg
+
+    pytest.importorskip("torch_geometric")
+    graph = task_graph("regression")
+    trained = gridgnn.fit(graph, epochs=3, model=model, directed=True)
+    path = trained.save(tmp_path / "model.pt")
+    assert torch.load(path, weights_only=True)["config"]["task"] == "regression"
+    loaded = gridgnn.load_model(path)
+    assert loaded.task == "regression" and loaded.output == "identity"
+    values = gridgnn.predict(loaded, graph)
+    assert values.probabilities is None and torch.equal(values.predicted, trained.predict().predicted)
+    data = graph_to_pyg(graph)
+    pyg = gridgnn.to_pyg(loaded)(data.x, data.edge_index)
+    assert (pyg - values.predicted).abs().max().item() < 1e-5  # values, not log-probabilities
