@@ -132,3 +132,16 @@ def test_tasks_accuracy_tiny(tmp_path):
     assert "| multilabel | `multilabel:nodes=500` | rocauc |" in text and "feature-only MLP" in text
     with pytest.raises(AssertionError, match="multilabel: GCN ROC-AUC"):  # the check can fail
         bench.check([{"task": "multilabel", "models": {"gcn": {"mean": 0.5}, "mlp": {"mean": 0.6}}}])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["multilabel:nodes=300", "heat:nodes=300", "csbm:nodes=1000,labelled=0.05"])
+def test_generated_task_graphs_train_alike_on_a_grid(spec, tmp_path):
+    """Workers get the generated graph the one process has: the same metrics on a 1D grid of two."""
+    finals = []
+    for name, extra in (("one", []), ("grid", ["--nprocs", "2", "--algo", "1d"])):
+        out = tmp_path / f"{name}.json"
+        assert main(["train", "--dataset", spec, "--epochs", "10", "--metrics-out", str(out), *extra]) == 0
+        finals.append(json.loads(out.read_text())["final"])
+    for key in ("train_metric", "val_metric", "test_metric", "best_epoch"):
+        assert finals[0][key] == pytest.approx(finals[1][key], abs=1e-6), key
