@@ -20,6 +20,7 @@ regression MSE is below half the variance of the test targets. Example (the comm
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import statistics
@@ -57,9 +58,10 @@ class _OneProcess:
 
 
 def mlp_run(graph, config: TrainConfig, metric: str) -> dict:
-    """Train a 2-layer (``config.layers``) MLP on ``graph``'s own features (n, f) with ``config``'s width,
-    dropout, epochs and Adam settings; returns the ``metric`` on the test split at the best validation epoch
-    and at the last one, and the best epoch."""
+    """Train an MLP of ``config.layers`` linear layers on ``graph``'s own features (n, f) with ``config``'s
+    width, dropout (on every layer's input, as gridgnn's models), ReLU between layers, epochs and Adam
+    settings; returns the ``metric`` on the test split at the best validation epoch and at the last one, and
+    the best epoch."""
     torch.manual_seed(config.seed)
     widths = [graph.num_features] + [config.hidden] * (config.layers - 1) + [graph.num_classes]
     layers: list[nn.Module] = []
@@ -106,7 +108,7 @@ def task_records(task: str, spec: str, seeds: int, models: list[str], config: Tr
     runs: dict[str, list[dict]] = {name: [] for name in [*models, "mlp"]}
     variances, metric, start = [], None, time.perf_counter()
     for seed in range(seeds):
-        seeded = TrainConfig(**{**config.__dict__, "seed": seed})
+        seeded = dataclasses.replace(config, seed=seed)
         graph = gridgnn.as_graph(spec, seed=seed)
         if graph.task != task:
             raise SystemExit(f"{spec} is a {graph.task} graph, not {task}")
