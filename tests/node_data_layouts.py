@@ -1,6 +1,7 @@
 """A small generated graph whose labels are hidden but for 2 % of its vertices, written in three layouts that
 must read as the same graph: an edge list with node data files (``--features``, ``--labels``, ``--split``), an
-OGB folder in its CSV layout and one in its binary layout (ogbn-papers100M's ``raw/data.npz``)."""
+OGB folder in its CSV layout and one in its binary layout (ogbn-papers100M's ``raw/data.npz``). `from_graph`
+turns any multiclass `gridgnn.data.Graph` (e.g. ``csbm:labelled=0.02``) into the same data for the writers."""
 
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ def hidden_labels(seed: int = 0) -> HiddenLabels:
     return HiddenLabels(edges, features, labels, split)
 
 
+def from_graph(graph) -> HiddenLabels:
+    """A multiclass `gridgnn.data.Graph` as `HiddenLabels`: every stored edge of ``adj`` (row: target, column:
+    source), dense features, -1 labels as NaN, the split's vertex ids."""
+    coo = graph.adj.tocoo()
+    labels = np.where(graph.labels >= 0, graph.labels, np.nan)
+    split = tuple(np.flatnonzero(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask))
+    return HiddenLabels(np.stack([coo.col, coo.row], axis=1).astype(np.int64), graph.dense_features(), labels,
+                        split)
+
+
 def write_files(data: HiddenLabels, folder: Path) -> dict[str, Path]:
     """``edges.txt``, ``features.npy``, ``labels.npy`` and ``split/{train,valid,test}.npy`` under ``folder``;
     returns their paths by role (``dataset``, ``features``, ``labels``, ``split``)."""
@@ -75,13 +86,14 @@ def _gz_text(path: Path, text: str) -> None:
 
 
 def write_ogb_csv(data: HiddenLabels, folder: Path) -> Path:
-    """An OGB node-property folder in the CSV layout (NaN labels written as ``nan``)."""
+    """An OGB node-property folder in the CSV layout (NaN labels written as ``nan``; features with 9 significant
+    digits, which give float32 values back exactly)."""
     raw = folder / "raw"
     raw.mkdir(parents=True)
     _gz_text(raw / "edge.csv.gz", "".join(f"{s},{t}\n" for s, t in data.edges))
-    _gz_text(raw / "node-feat.csv.gz", "".join(",".join(f"{v:g}" for v in row) + "\n" for row in data.features))
+    _gz_text(raw / "node-feat.csv.gz", "".join(",".join(f"{v:.9g}" for v in row) + "\n" for row in data.features))
     _gz_text(raw / "node-label.csv.gz", "".join(f"{v:g}\n" for v in data.labels))
-    _gz_text(raw / "num-node-list.csv.gz", f"{NODES}\n")
+    _gz_text(raw / "num-node-list.csv.gz", f"{data.labels.shape[0]}\n")
     _write_split(data, folder)
     return folder
 
@@ -91,7 +103,7 @@ def write_ogb_binary(data: HiddenLabels, folder: Path) -> Path:
     raw = folder / "raw"
     raw.mkdir(parents=True)
     np.savez_compressed(raw / "data.npz", edge_index=data.edges.T.copy(), node_feat=data.features,
-                        num_nodes_list=np.array([NODES]), num_edges_list=np.array([data.edges.shape[0]]))
+                        num_nodes_list=np.array([data.labels.shape[0]]), num_edges_list=np.array([data.edges.shape[0]]))
     np.savez_compressed(raw / "node-label.npz", node_label=data.labels.reshape(-1, 1).astype(np.float32))
     _write_split(data, folder)
     return folder

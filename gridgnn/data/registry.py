@@ -25,11 +25,13 @@ from gridgnn.data.attach import NodeFiles, attach_node_data
 from gridgnn.data.formats import read_path
 from gridgnn.data.generators import csbm, rmat
 from gridgnn.data.graph import Graph
+from gridgnn.data.task_generators import heat, multilabel
 from gridgnn.data.transforms import drop_duplicate_edges, remove_self_loops, row_normalize_features, symmetrize
 from gridgnn.errors import ConfigError, DataError
 
 KNOWN_DATASETS = ("cora", "citeseer", "amazon-photo", "amazon-computers", "coauthor-cs", "coauthor-physics")
-GENERATORS: Mapping[str, Callable[..., Graph]] = MappingProxyType({"csbm": csbm, "rmat": rmat})
+GENERATORS: Mapping[str, Callable[..., Graph]] = MappingProxyType(
+    {"csbm": csbm, "rmat": rmat, "multilabel": multilabel, "heat": heat})
 DATA_ROOT_ENV = "GRIDGNN_DATA_ROOT"
 _DEFAULT_FEATURE_NORM = MappingProxyType({"planetoid": "l1", "gnn-benchmark": "l2"})
 
@@ -83,7 +85,7 @@ def load_dataset(
         known = ", ".join(KNOWN_DATASETS)
         raise DataError(
             f"unknown dataset '{text}': not a known name ({known}), not a generator spec "
-            f"(csbm:key=value,..., rmat:key=value,...) and no such file or folder"
+            f"({', '.join(f'{g}:key=value,...' for g in GENERATORS)}) and no such file or folder"
         )
     if node_files:
         graph = attach_node_data(graph, node_files, seed=seed)
