@@ -47,11 +47,12 @@ def test_fit_on_two_processes_takes_dataset_quiet_false_and_progress(capfd):
 
 def test_fit_in_one_process_takes_dataset_and_prints_progress(capsys):
     result = gridgnn.fit(dataset=DATA, epochs=2, progress=True)
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[1] for line in lines] == ["1/2", "2/2"]
+    task, *lines = capsys.readouterr().out.splitlines()  # the run's first line says what it trains
+    assert task.startswith("task       multiclass") and [line.split()[1] for line in lines] == ["1/2", "2/2"]
     assert f"loss {result.history[1].loss:.4f}" in lines[1]
-    quiet = gridgnn.fit(DATA, epochs=2, quiet=False, dataset=DATA)  # a log: 2 epochs in < 5 s print nothing
+    quiet = gridgnn.fit(DATA, epochs=2, quiet=False, dataset=DATA)  # a log: 2 epochs in < 5 s print no epoch
     assert [e.loss for e in quiet.history] == [e.loss for e in result.history]
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["task"]
     gridgnn.fit(DATA, epochs=2)
     assert capsys.readouterr().out == ""  # fit is quiet by default
 

@@ -96,10 +96,12 @@ def test_algo_auto_runs_the_planners_choice_and_says_why(tmp_path):
                              timeout=300, check=True)
     best = json.loads(planned.stdout)[0]
     config = json.loads(out.read_text())["config"]
-    assert proc.stdout.startswith(f"--algo auto chose {best['algo']} grid {best['grid']} ")
+    task, rest = proc.stdout.split("\n", 1)  # the first line: what the run trains; the next: the planner's choice
+    assert task.startswith("task       multiclass") and rest.startswith(f"--algo auto chose {best['algo']} grid "
+                                                                        f"{best['grid']} ")
     for key in ("algo", "comm", "reorder", "cache_panels", "full_feature_rows", "defer_weight_gather"):
         assert config[key] == best[key], key
-    assert config["grid_shape"] == best["grid"] and config["auto_reason"] == proc.stdout.splitlines()[0]
+    assert config["grid_shape"] == best["grid"] and config["auto_reason"] == proc.stdout.splitlines()[1]
     epochs = json.loads(out.read_text())["epochs"]
     assert all(max(epoch["comm"]["bytes"]) == best["bytes_per_rank"] for epoch in epochs)
     _check_metrics(out, 4, best["grid"], prepared=True)

@@ -115,6 +115,7 @@ def test_closed_stdout_stops_quietly(tmp_path):
                "csbm:nodes=200"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           cwd=tmp_path) as process:
+        assert process.stdout.readline().startswith("task ")  # what the run trains, then its epochs
         assert process.stdout.readline().startswith("epoch")
         process.stdout.close()  # like `gridgnn train | head -1`; 2000 lines overflow the pipe buffer
         assert process.wait(timeout=120) == 141

@@ -154,7 +154,8 @@ def test_sigterm_to_the_launcher_stops_the_workers_and_removes_the_prepared_grap
         watchdog.cancel()
         _kill_group(proc)
         proc.wait()
-    assert lines[0].startswith("--algo ") and lines[1].startswith("starting   2 workers"), (lines, err)
+    assert lines[0].startswith("task ") and lines[1].startswith("--algo "), (lines, err)
+    assert lines[2].startswith("starting   2 workers"), (lines, err)
     assert lines[-1].startswith("epoch"), (lines, err)
     assert len(workers) == 2 and prepared, "the launcher had two workers and a prepared graph"
     assert proc.returncode == 128 + signal.SIGTERM, err

@@ -22,7 +22,9 @@ def test_metrics_file_has_every_field(tmp_path):
     config = TrainConfig(epochs=4, metrics_out=str(out))
     run_training(config, graph=random_graph())
     metrics = json.loads(out.read_text())
-    assert metrics["config"] == {**config.to_dict(), "task": "multiclass", "metric": "accuracy"}  # as settled
+    settled = {"task": "multiclass", "metric": "accuracy", "task_reason": metrics["config"]["task_reason"]}
+    assert metrics["config"] == {**config.to_dict(), **settled}  # as settled
+    assert settled["task_reason"].startswith("task       multiclass (inferred from the targets): 3 classes")
     dataset = metrics["dataset"]
     assert (dataset["name"], dataset["num_nodes"], dataset["num_features"], dataset["num_classes"]) == (
         "random", 60, 12, 3)

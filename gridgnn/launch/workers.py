@@ -112,7 +112,6 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     from gridgnn.train.memory_guard import check_memory
     from gridgnn.train.resolve import resolve_run
     from gridgnn.train.run import load_graph
-    from gridgnn.train.task_choice import settle_task
 
     prepared = graph is None and is_prepared(config.dataset)
     if prepared:
@@ -120,7 +119,6 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     if graph is None:
         graph = open_prepared(config.dataset) if prepared else load_graph(config)
     check_model_size(graph.num_features, config.hidden, graph.num_classes, config.layers)  # before any estimate
-    config = settle_task(config, graph)  # its line is printed first once the workers are prepared
     config, shape, graph = resolve_run(config, graph, config.nprocs, shape=shape, on_grid=False,
                                        device_type=default_device().type, check=_launcher_checks(graph, prepared))
     check_memory(config, graph, config.nprocs, config.nprocs, shape=shape, started=False)  # workers to come

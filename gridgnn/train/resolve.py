@@ -74,13 +74,19 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
                 check: Callable[[TrainConfig, GridShape], None] | None = None,
                 say: Say | None = None) -> tuple[TrainConfig, GridShape, Graph | PreparedGraph]:
     """A grid run settled on ``world_size`` processes: (configuration, grid shape, graph in the order it
-    trains in). In order: the free execution options on ``graph`` (`resolve_auto`: each vertex order priced
+    trains in). In order: its task and metric (`gridgnn.train.task_choice.settle_task`; its line goes to
+    ``say`` first); the free execution options on ``graph`` (`resolve_auto`: each vertex order priced
     as training would cut it); the grid shape (``shape`` when the caller validated it already:
     `grid_shape_for` runs once per run); ``check(config, shape)`` (the launcher's refusals, before any
     reordering); the vertex order (the graph as priced, else `reordered_for_grid`);
     a ``--comm auto`` still open (none after `resolve_auto`) on the reordered graph. Deterministic. Not
     collective."""
-    config, ordered = resolve_execution(config, graph, world_size, on_grid=on_grid, device_type=device_type,
+    from gridgnn.train.task_choice import settle_task
+
+    settled = settle_task(config, graph)
+    if say is not None and settled is not config:
+        say(settled.task_reason)
+    config, ordered = resolve_execution(settled, graph, world_size, on_grid=on_grid, device_type=device_type,
                                         say=say)
     if shape is None:
         shape = grid_shape_for(config, world_size)

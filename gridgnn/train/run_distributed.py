@@ -38,7 +38,6 @@ from gridgnn.train.products import check_products
 from gridgnn.train.resolve import resolve_run
 from gridgnn.train.resume import check_checkpoint_dir
 from gridgnn.train.run_base import Run, load_graph
-from gridgnn.train.task_choice import settle_task
 from gridgnn.train.trainer import EpochRecord
 
 
@@ -86,9 +85,6 @@ def _train_worker(config: TrainConfig, spec: RunSpec | None, process: ProcessOpt
     trained_on = graph
     if spec is None:  # torchrun, or one process: every worker reaches the same spec on the same graph
         say = print_now if rank == 0 and not config.quiet else None
-        config = settle_task(config, graph)
-        if say is not None:  # under torchrun: what the run trains, first (the local launcher says it itself)
-            say(config.task_reason)
         resolved, shape, trained_on = resolve_run(config, graph, world, device_type=default_device().type,
                                                   say=say)
         spec = RunSpec(resolved, shape, process)
