@@ -141,7 +141,9 @@ class TrainConfig:
     machine has) and ``memory_check`` drive the memory guard (`gridgnn.train.memory_guard`).
     ``task`` (`TASK_CHOICES`) is what the vertices are trained to predict and ``metric`` (`METRIC_CHOICES`) how
     each split is scored (`gridgnn.train.task_metrics`); ``auto``: inferred from the targets, the task's
-    default metric.
+    default metric. ``standardize_targets``: a regression's network learns each target standardized by its
+    training entries' mean and standard deviation (the loss is the squared error in those units); every output
+    stays in the targets' units (`gridgnn.nn.stack.LayerStack.target_scale`).
     ``features``, ``labels`` (files) and ``split`` (a folder of index files) attach node data to the dataset
     (``--features``, ``--labels``, ``--split``; `gridgnn.data.attach`).
     ``model`` is the model kind (`MODELS`); ``sage_normalize`` L2-normalizes every SAGE layer's output rows;
@@ -203,6 +205,7 @@ class TrainConfig:
     memory_check: bool = True
     task: str = "auto"
     metric: str = "auto"
+    standardize_targets: bool = False
     model: str = "gcn"
     sage_normalize: bool = False
     gin_eps: float = 0.0
@@ -251,6 +254,10 @@ class TrainConfig:
         _check_choice("order", self.order, ORDERS)
         _check_choice("task", self.task, TASK_CHOICES)
         _check_choice("metric", self.metric, METRIC_CHOICES)
+        if not isinstance(self.standardize_targets, bool):
+            raise ConfigError(f"standardize_targets must be true or false, got {self.standardize_targets!r}")
+        if self.standardize_targets and self.task in ("multiclass", "multilabel"):
+            raise ConfigError(f"--standardize-targets standardizes regression targets, not {self.task} ones")
         if self.task in METRICS and self.metric not in ("auto", *METRICS[self.task]):
             raise ConfigError(f"--metric {self.metric} does not score a {self.task} task (choose from "
                               f"{', '.join(METRICS[self.task])})")

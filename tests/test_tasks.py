@@ -261,3 +261,30 @@ def test_model_files_record_the_task_and_pyg_gives_the_same_values(tmp_path, mod
     data = graph_to_pyg(graph)
     pyg = gridgnn.to_pyg(loaded)(data.x, data.edge_index)
     assert (pyg - values.predicted).abs().max().item() < 1e-5  # values, not log-probabilities
+
+
+def test_standardized_targets_train_in_their_units_and_rescale_exactly(tmp_path):
+    import dataclasses
+
+    import gridgnn
+    from gridgnn.data.readers.native import save_graph
+
+    graph = task_graph("regression")
+    scaled = dataclasses.replace(graph, labels=(graph.labels * 1000.0 + 5.0).astype(np.float32))
+    paths = [str(save_graph(g, tmp_path / f"{k}.npz")) for k, g in (("plain", graph), ("scaled", scaled))]
+    runs = [gridgnn.fit(path, epochs=4, directed=True, standardize_targets=True) for path in paths]
+    plain, big = runs
+    np.testing.assert_allclose([r.loss for r in big.history], [r.loss for r in plain.history], rtol=1e-4)
+    np.testing.assert_allclose(big.predict().predicted.numpy(), plain.predict().predicted.numpy() * 1000 + 5,
+                               rtol=1e-4, atol=5e-3)
+    model = big.model
+    assert model.target_scale[0] > 100 and plain.model.target_scale[0] < 10  # the training entries' spread
+    path = big.save(tmp_path / "m.pt")
+    assert torch.equal(gridgnn.predict(gridgnn.load_model(path), big.graph).predicted, big.predict().predicted)
+    grid = run_workers(mw.tasks_worker, 4, [dict(COMMON, dataset=paths[1], standardize_targets=True, algo="2d",
+                                                  grid="2x2", nprocs=4, epochs=4)], timeout_s=600)
+    local = _local(dict(COMMON, dataset=paths[1], standardize_targets=True, epochs=4))
+    np.testing.assert_allclose(grid[0][0]["loss"], local[0], rtol=1e-4)
+    np.testing.assert_allclose(np.array(grid[0][0]["metric"]), np.array(local[1]), rtol=1e-5)
+    with pytest.raises(ConfigError, match="standardizes regression targets"):
+        gridgnn.fit(task_graph("multilabel"), epochs=1, standardize_targets=True)

@@ -214,6 +214,10 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     task.add_argument("--metric", choices=METRIC_CHOICES, default=_DEFAULTS.metric,
                       help="how each split is scored: accuracy (multiclass); rocauc, micro-f1 (multilabel); mse, "
                            "mae, r2 (regression); auto: the first of the task's" + _DEF)
+    task.add_argument("--standardize-targets", action="store_true",
+                      help="regression: learn each target standardized by its training entries' mean and standard "
+                           "deviation (the loss in those units); outputs, metrics and files stay in the targets' "
+                           "units")
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -235,6 +239,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
         gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
         attn_dropout=args.attn_dropout, task=args.task, metric=args.metric,
+        standardize_targets=args.standardize_targets,
     )
 
 

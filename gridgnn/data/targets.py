@@ -27,7 +27,7 @@ from gridgnn.errors import DataError
 from gridgnn.limits import MAX_CLASSES
 
 __all__ = ["TASKS", "TASK_CHOICES", "UNLABELLED", "Targets", "canonical_targets", "check_graph_targets",
-           "infer_task", "labelled_vertices", "present_entries", "target_block"]
+           "infer_task", "labelled_vertices", "present_entries", "standardization", "target_block"]
 UNLABELLED = -1
 """The multiclass label of a vertex without one (NaN in float label files becomes this)."""
 
@@ -182,3 +182,18 @@ def target_block(labels: np.ndarray) -> np.ndarray:
     if np.issubdtype(labels.dtype, np.integer):
         return np.array(labels, dtype=np.int64)
     return np.array(labels, dtype=np.float32)
+
+
+def standardization(labels: np.ndarray, train_mask: np.ndarray) -> tuple[list[float], list[float]]:
+    """(shift, scale) of canonical regression targets (n, T): each column's mean and standard deviation over
+    the present entries of the training vertices (``train_mask`` (n,)); a column with no spread (or no entry)
+    keeps scale 1 (and shift 0 without entries), so no target is divided by zero."""
+    rows = np.asarray(labels[np.asarray(train_mask, dtype=bool)], dtype=np.float64)
+    shift, scale = [], []
+    for column in rows.T:
+        present = column[~np.isnan(column)]
+        mean = float(present.mean()) if present.size else 0.0
+        spread = float(present.std()) if present.size else 0.0
+        shift.append(mean)
+        scale.append(spread if spread > 0 else 1.0)
+    return shift, scale

@@ -75,7 +75,8 @@ def _stack_config(model: LayerStack) -> dict:
             "hidden_channels": first.out_channels if len(model.layers) > 1 else last.out_channels,
             "out_channels": last.out_channels, "num_layers": len(model.layers),
             "order": orders.pop() if len(orders) == 1 else "auto", "dropout": model.dropout, "seed": model.seed,
-            "task": model.task}
+            "task": model.task, **({"target_shift": model.target_shift, "target_scale": model.target_scale}
+                                   if model.target_scale is not None else {})}
 
 
 def _stack_arguments(config: dict) -> tuple[tuple, dict]:
@@ -137,11 +138,16 @@ class PygStack(nn.Module):
         super().__init__()
         self.convs = nn.ModuleList(convs)
         self.output = output
+        self.target_shift = self.target_scale = None  # a standardized regression's units (LayerStack's)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         for index, conv in enumerate(self.convs):
             x = conv(x if index == 0 else torch.relu(x), edge_index)
-        return torch.log_softmax(x, dim=1) if self.output == "log_softmax" else x
+        if self.output == "log_softmax":
+            return torch.log_softmax(x, dim=1)
+        if self.target_scale is not None:
+            x = x * torch.tensor(self.target_scale, dtype=x.dtype) + torch.tensor(self.target_shift, dtype=x.dtype)
+        return x
 
 
 def _gcn_to_pyg(model: GCN) -> PygStack:
@@ -302,7 +308,8 @@ def build_model(kind: object, config: dict, *, where: str = "model", state: dict
     if task not in OUTPUTS:
         raise ModelFileError(f"{where}: unknown task {task!r} (this gridgnn knows {', '.join(OUTPUTS)})")
     try:
-        return MODEL_KINDS[kind].build(config).for_task(task)
+        return MODEL_KINDS[kind].build(config).for_task(task, config.get("target_shift"),
+                                                         config.get("target_scale"))
     except (KeyError, TypeError, ValueError, GridGNNError) as exc:
         raise ModelFileError(f"{where}: malformed {kind} configuration ({exc})") from None
 
@@ -314,7 +321,7 @@ def to_pyg(model: nn.Module) -> nn.Module:
     log-probabilities for a multiclass model, logits or values for a multilabel or regression one.
     """
     pyg = MODEL_KINDS[kind_of(model)].to_pyg(model)
-    pyg.output = model.output
+    pyg.output, pyg.target_shift, pyg.target_scale = model.output, model.target_shift, model.target_scale
     return pyg
 
 

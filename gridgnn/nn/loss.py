@@ -34,7 +34,7 @@ def masked_accuracy(log_probs: Tensor, labels: Tensor, mask: Tensor) -> float:
 
 
 def masked_task_loss(output: Tensor, targets: Tensor, mask: Tensor, task: str, *,
-                     num_selected: int | None = None) -> Tensor:
+                     num_selected: int | None = None, scale: Tensor | None = None) -> Tensor:
     """The training loss of ``task`` over the selected rows, summed over their present entries and divided
     by ``num_selected`` (the global count of those entries; None: this block's count).
 
@@ -42,7 +42,8 @@ def masked_task_loss(output: Tensor, targets: Tensor, mask: Tensor, task: str, *
     ``regression``); targets: canonical (`gridgnn.data.targets`): (m,) int64 or (m, T) float with NaN
     missing; mask: (m,) bool. ``multiclass``: negative log-likelihood; ``multilabel``: binary cross-entropy
     on the logits; ``regression``: squared error. Returns a scalar (a mean when ``num_selected`` counts every
-    process's entries)."""
+    process's entries). ``scale`` (T,): a regression's errors are divided by it, column by column (standardized
+    targets: each target's training standard deviation)."""
     if task == "multiclass":
         return masked_cross_entropy(output, targets, mask, num_selected=num_selected)
     rows, wanted = output[mask], targets[mask]
@@ -51,6 +52,9 @@ def masked_task_loss(output: Tensor, targets: Tensor, mask: Tensor, task: str, *
     if task == "multilabel":
         total = F.binary_cross_entropy_with_logits(predicted, actual, reduction="sum")
     else:
-        total = ((predicted - actual) ** 2).sum()
+        error = predicted - actual
+        if scale is not None:
+            error = error / scale.to(error.dtype).expand_as(rows)[present]
+        total = (error ** 2).sum()
     count = int(present.sum()) if num_selected is None else num_selected
     return total / max(count, 1)

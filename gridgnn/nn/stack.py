@@ -77,9 +77,22 @@ class LayerStack(nn.Module):
         )
         self.dropout, self.seed = dropout, seed
 
-    def for_task(self, task: str) -> LayerStack:
-        """Set `output` for ``task`` (`gridgnn.data.targets.TASKS`); returns the model."""
+    target_shift: list[float] | None = None
+    target_scale: list[float] | None = None
+    """Regression with standardized targets (``--standardize-targets``): the network learns each target in
+    units of its training entries' standard deviation around their mean, and `forward` returns
+    ``z * target_scale + target_shift`` (one value per output column), the targets' own units."""
+
+    def for_task(self, task: str, shift: list[float] | None = None, scale: list[float] | None = None) -> LayerStack:
+        """Set `output` for ``task`` (`gridgnn.data.targets.TASKS`) and, for a regression, the standardization
+        ``shift``/``scale`` (one float per output, or None); returns the model."""
+        if (shift is None) != (scale is None) or (shift is not None and task != "regression"):
+            raise ConfigError("target shift and scale go together, and only with a regression task")
+        if scale is not None and not len(shift) == len(scale) == self.layers[-1].out_channels:
+            raise ConfigError(f"target shift and scale need {self.layers[-1].out_channels} values each")
         self.task, self.output = task, OUTPUTS[task]
+        self.target_shift = None if shift is None else [float(v) for v in shift]
+        self.target_scale = None if scale is None else [float(v) for v in scale]
         return self
 
     def make_layer(self, in_channels: int, out_channels: int, *, order: str, generator: torch.Generator,
@@ -114,4 +127,9 @@ class LayerStack(nn.Module):
                 h = relu_dropout(h, self.dropout, layer=index, row_ids=rows, col_ids=cols, **stream)
             h = self.apply_layer(index, layer, h, layout, stream)
         out = layout.full_rows(h, self.layers[-1].out_channels)
-        return F.log_softmax(out, dim=1) if self.output == "log_softmax" else out
+        if self.output == "log_softmax":
+            return F.log_softmax(out, dim=1)
+        if self.target_scale is not None:
+            scale = torch.tensor(self.target_scale, dtype=out.dtype, device=out.device)
+            out = out * scale + torch.tensor(self.target_shift, dtype=out.dtype, device=out.device)
+        return out

@@ -34,11 +34,13 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                     "num_features": graph.num_features, "num_classes": graph.num_classes,
                     "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
                     "digest": digest, "node_data": node_data_digest(graph.meta),
-                    "task": getattr(graph, "task", "multiclass")},
+                    "task": getattr(graph, "task", "multiclass"),
+                    "target_standardization": _standardization(config, graph)},
         "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
                   "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
-                  "output_heads": config.output_heads, "attn_dropout": config.attn_dropout},
+                  "output_heads": config.output_heads, "attn_dropout": config.attn_dropout,
+                  "standardize_targets": config.standardize_targets},
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay, "lr_schedule": config.lr_schedule,
                       "lr_step_size": config.lr_step_size, "lr_gamma": config.lr_gamma, "lr_min": config.lr_min,
                       "lr_plateau_patience": config.lr_plateau_patience},
@@ -62,6 +64,7 @@ and the model must match."""
 _BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
                        ("model", "gin_train_eps"): False, ("model", "heads"): 1, ("model", "output_heads"): 1,
                        ("model", "attn_dropout"): 0.0, ("dataset", "task"): "multiclass",
+                       ("dataset", "target_standardization"): None, ("model", "standardize_targets"): False,
                        ("optimizer", "lr_schedule"): "none"}
 """What a checkpoint written before model kinds existed (no such fields) holds: a GCN; before tasks: classes;
 before learning-rate schedules: none (its parameters unset)."""
@@ -69,6 +72,16 @@ before learning-rate schedules: none (its parameters unset)."""
 
 _BEFORE_GROUPS = {"evaluation": {"metric": "accuracy"}}
 """Fingerprint groups of a checkpoint written before they existed: a classifier scored by accuracy."""
+
+
+def _standardization(config: TrainConfig, graph) -> list | None:
+    """``[shift, scale]`` of a ``--standardize-targets`` run (the model's output units: a checkpoint's weights
+    mean nothing without them), else None."""
+    if not config.standardize_targets or getattr(graph, "task", "multiclass") != "regression":
+        return None
+    from gridgnn.data.targets import standardization
+
+    return [list(part) for part in standardization(graph.labels, graph.train_mask)]
 
 
 def check_compatible(manifest: dict, current: dict, path: Path) -> None:

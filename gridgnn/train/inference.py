@@ -74,6 +74,8 @@ def _checkpoint_model(folder: Path) -> tuple[nn.Module, dict]:
                         "heads": int(config.get("heads", 1)), "output_heads": int(config.get("output_heads", 1)),
                         "attn_dropout": float(config.get("attn_dropout", 0.0)),
                         "task": dataset.get("task", "multiclass")}
+        if dataset.get("target_standardization") is not None:  # a --standardize-targets run's output units
+            model_config["target_shift"], model_config["target_scale"] = dataset["target_standardization"]
     except (KeyError, TypeError, ValueError):
         raise ModelFileError(f"checkpoint '{folder}': its manifest lacks the model configuration") from None
     model = build_model(config.get("model", "gcn"), model_config, where=f"checkpoint '{folder}'")

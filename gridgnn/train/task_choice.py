@@ -45,5 +45,6 @@ def task_line(config: TrainConfig, graph: Graph | PreparedGraph, task: str, metr
     outputs = f"{graph.num_classes} {'classes' if task == 'multiclass' else 'targets'}"
     labelled = int(np.count_nonzero(labelled_vertices(graph.labels, task)))
     metric_how = " (its default)" if config.metric == "auto" else ""
+    standardized = "; targets standardized" if config.standardize_targets else ""
     return (f"task       {task} ({how}): {outputs}, {labelled:,} of {graph.num_nodes:,} vertices labelled; "
-            f"metric {metric}{metric_how}")
+            f"metric {metric}{metric_how}{standardized}")

@@ -22,7 +22,8 @@ from torch import Tensor, nn
 from gridgnn.config import LOWER_IS_BETTER, TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.shard import LocalShard
-from gridgnn.data.targets import present_entries, target_block
+from gridgnn.data.targets import present_entries, standardization, target_block
+from gridgnn.errors import ConfigError
 from gridgnn.nn import as_model_input, build_model, operator_of
 from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
@@ -191,6 +192,16 @@ def whole_graph(graph: Graph, device: torch.device | str = "cpu") -> LocalShard:
                       tuple(int(m.sum()) for m in arrays))
 
 
+def target_standardization(config: TrainConfig, graph: Graph, task: str) -> tuple[list[float], list[float]]:
+    """``--standardize-targets``: the (shift, scale) of the graph's regression targets
+    (`gridgnn.data.targets.standardization`, over the whole graph's training entries: alike on every rank);
+    `ConfigError` for another task."""
+    if task != "regression":
+        raise ConfigError(f"--standardize-targets standardizes regression targets; graph '{graph.name}' holds "
+                          f"{task} targets")
+    return standardization(graph.labels, graph.train_mask)
+
+
 def loss_entries(graph: Graph) -> int:
     """The loss's divisor: the present target entries of the training vertices, over the whole graph (one
     per training vertex for a multiclass task)."""
@@ -224,6 +235,11 @@ class Trainer:
                                         self.layout.row_range, self.layout.device)
                            if self.metric == "rocauc" else None)
         self.model = build_model(config, graph.num_features, graph.num_classes, self.task).to(self.layout.device)
+        self.loss_scale = None
+        if config.standardize_targets:
+            shift, scale = target_standardization(config, graph, self.task)
+            self.model.for_task(self.task, shift, scale)
+            self.loss_scale = torch.tensor(scale, dtype=torch.float32, device=self.layout.device)
         self.optimizer = build_optimizer(self.model, config)
         self.tracker = ValidationTracker(patience=config.patience, higher_is_better=self.metric not in LOWER_IS_BETTER)
         """Judges the validation value of the metric for the best epoch, patience and ``plateau``."""
@@ -241,7 +257,8 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         output = self.model(self.features, self.layout, epoch=epoch)
-        loss = masked_task_loss(output, self.labels, self.masks[0], self.task, num_selected=self.loss_count)
+        loss = masked_task_loss(output, self.labels, self.masks[0], self.task, num_selected=self.loss_count,
+                                scale=self.loss_scale)
         loss.backward()
         self.layout.reduce_gradients(list(self.model.parameters()))
         self.optimizer.step()
