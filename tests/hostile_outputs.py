@@ -444,9 +444,9 @@ CASES: list[Case] = [
     Case("predict-over-its-prepared-labels", 3, _predict_over("labels"), "same file", _inputs_intact),
     # 4. crashes without a line, and a hang
     Case("npy-onto-a-full-disk", 4, _full_disk("--predictions-out", "{fs}/p.npy"), "No space left",
-         _disk_left_only(), process=True),
+         _disk_left_only(), process=True, slow=True),  # the row writer; a full disk in the default tier: below
     Case("csv-onto-a-full-disk", 4, _full_disk("--embeddings-out", "{fs}/e.csv"), "No space left",
-         _disk_left_only(), process=True),
+         _disk_left_only(), process=True, slow=True),
     Case("save-model-onto-a-full-disk", 4, _full_disk("--save-model", "{fs}/m.pt"), "No space left",
          _disk_left_only(), process=True),
     Case("checkpoint-onto-a-full-disk", 4, _full_disk("--checkpoint-dir", "{fs}/ck"), "No space left",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from gridgnn.cli.main import main
@@ -34,6 +36,7 @@ def test_the_choice_reaches_the_workers_in_the_run_spec():
     assert again.grid == chosen.grid and again.comm == chosen.comm
 
 
+@pytest.mark.slow  # an edge of the launcher: the planner choice in test_cli_distributed
 def test_a_single_launched_worker_runs_auto_as_a_one_process_grid(tmp_path):
     """torchrun --nproc-per-node 1: the worker's process group exists, so auto means a 1-process 1d grid."""
     import os

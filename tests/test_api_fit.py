@@ -17,6 +17,7 @@ DATA = "csbm:nodes=300"
 GRID = dict(nprocs=2, algo="1d", epochs=3, threads=1)
 
 
+@pytest.mark.slow  # fit on workers in the default tier: the quiet=False/progress test
 def test_fit_on_two_processes_with_quiet_equals_the_command_line(tmp_path, capfd):
     """``quiet=True`` on a grid was a TypeError (fit set it too); the run is the CLI's, to the bit."""
     result = gridgnn.fit(DATA, quiet=True, **GRID)

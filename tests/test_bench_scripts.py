@@ -69,6 +69,7 @@ def test_accuracy_seeds_tiny(tmp_path):
     assert f"| {graph} |" in (tmp_path / "seeds.md").read_text()
 
 
+@pytest.mark.slow  # a benchmark script end to end
 def test_plan_stats_tiny(tmp_path):
     from gridgnn.config import TrainConfig
     from gridgnn.data.prepared import prepare_graph

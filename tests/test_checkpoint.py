@@ -269,6 +269,7 @@ def _descendants(pid: int) -> dict[int, dict[str, str]]:
 
 @pytest.mark.skipif(shutil.which("torchrun") is None or not Path("/proc").is_dir(),
                     reason="needs torchrun and /proc")
+@pytest.mark.slow  # torchrun restarts the job; resuming is tested in-process above, torchrun in test_cli_distributed
 def test_torchrun_restart_resumes_from_the_last_checkpoint(tmp_path):
     epochs = 40
     flags = ["--dataset", "csbm:nodes=3000", "--epochs", str(epochs), "--algo", "1d", "--quiet",

@@ -49,6 +49,7 @@ def _check_metrics(path, world_size: int, grid_shape: str, prepared: bool) -> No
     assert [e["loss"] for e in metrics["epochs"]] == pytest.approx(_local_losses(), rel=1e-4)
 
 
+@pytest.mark.slow  # the launcher trains and reports in test_first_contact (quick start) and the auto test here
 def test_nprocs_launcher_trains_and_reports_comm(tmp_path):
     out = tmp_path / "m.json"
     proc = subprocess.run([sys.executable, "-m", "gridgnn", "train", *DATA, "--algo", "1.5d", "--nprocs", "4",
@@ -70,8 +71,10 @@ def test_torchrun_2d(tmp_path):
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--algo", "2d", "--nprocs", "4", "--grid", "2x3"], "2d grid 2x3 needs 6 processes, got 4"),
-    (["--algo", "1.5d", "--nprocs", "4", "--replication", "3"], "replication 3 does not divide 4 processes"),
-    (["--algo", "3d", "--nprocs", "6"], "3d needs a cube number of processes"),
+    # the other refusals are the grid checks' unit tests (test_grid_and_partition); through the CLI: slow
+    pytest.param(["--algo", "1.5d", "--nprocs", "4", "--replication", "3"], "replication 3 does not divide 4 processes",
+                 marks=pytest.mark.slow),
+    pytest.param(["--algo", "3d", "--nprocs", "6"], "3d needs a cube number of processes", marks=pytest.mark.slow),
     (["--algo", "1d", "--nprocs", "4000", "--epochs", "1"], "more than 64 workers on one machine"),
 ])
 def test_bad_grid_is_one_line_and_exit_2(tmp_path, flags, message):

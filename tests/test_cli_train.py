@@ -96,6 +96,7 @@ def _run(command, tmp_path):
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
 
+@pytest.mark.slow  # a real process: test_console_script in the default tier
 def test_python_dash_m_in_a_real_process(tmp_path):
     done = _run([sys.executable, "-m", "gridgnn", "train", "--epochs", "5", "--metrics-out", "m.json"], tmp_path)
     assert done.returncode == 0, done.stderr

@@ -147,7 +147,8 @@ def test_resolve_run_trains_on_the_graph_it_priced_and_records_why():
                          full_feature_rows=None, defer_weight_gather=None, nprocs=4, profile="gpu-cluster")
     said = []
     chosen, shape, trained = resolve_run(config, graph, 4, say=said.append)
-    assert said[0] == chosen.auto_reason and chosen.auto_reason.startswith(f"--algo auto chose {chosen.algo} ")
+    assert said[0] == chosen.task_reason and said[0].startswith("task       multiclass")  # what it trains, first
+    assert said[1] == chosen.auto_reason and chosen.auto_reason.startswith(f"--algo auto chose {chosen.algo} ")
     assert "profile gpu-cluster" in chosen.auto_reason and "(free: comm, reorder" in chosen.auto_reason
     assert trained.meta.get("reorder", "none") == chosen.reorder
     if chosen.reorder != "none":

@@ -253,6 +253,7 @@ def test_a_diverging_run_writes_metrics_and_checkpoints_that_resume_alike(tmp_pa
     assert _nan_losses(resumed) == _nan_losses(metrics)
 
 
+@pytest.mark.slow  # the one-process stop is in the default tier
 def test_stop_on_nonfinite_ends_every_worker_alike_at_the_local_runs_epoch(tmp_path):
     flags = ["--dataset", SMALL, "--lr", "1e30", "--epochs", "20", "--stop-on-nonfinite", "--quiet"]
     local_out, grid_out = tmp_path / "local.json", tmp_path / "grid.json"

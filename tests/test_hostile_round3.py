@@ -310,6 +310,7 @@ def test_a_rank_out_of_memory_inside_a_collective_says_so(error: BaseException, 
     assert line.startswith("gridgnn: error: not enough memory") and "did not answer" not in line, line
 
 
+@pytest.mark.slow  # reordered resumes across P: test_checkpoint in the default tier
 def test_a_checkpoint_of_a_reordered_prepared_folder_resumes_on_the_dataset_itself(tmp_path: Path, capsys) -> None:
     """A folder prepared with ``--reorder metis`` keeps the digest of its content in the original order, so
     its checkpoint resumes on the dataset it was prepared from (another vertex order)."""

@@ -105,6 +105,7 @@ def test_sigkill_of_one_worker_ends_the_run_and_resume_completes(grid_flags, tmp
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+@pytest.mark.slow  # a run waits out its collective timeout; a lost worker in the default tier: the SIGKILL test
 def test_a_stalled_worker_fails_the_run_after_the_timeout_and_is_named(tmp_path):
     timeout_s = 5
     proc, err, elapsed, workers = _stop_rank_one(["--algo", "1d"], timeout_s, signal.SIGSTOP, tmp_path / "ckpt")

@@ -96,6 +96,7 @@ def _check_hosts(document: dict, per_host: int) -> None:
         assert [sum(v[r] for v in by_axis.values()) for r in range(world)] == comm["bytes"]
 
 
+@pytest.mark.slow  # network namespaces and a 1.5d job; the namespaced hosts answer in test_multihost_network
 def test_15d_across_two_hosts_equals_one_process(tmp_path, cora_prepared, cora_reference):
     document = _train_across(2, 2, ["--algo", "1.5d", "--replication", "2"], cora_prepared, tmp_path / "m.json")
     assert document["config"]["grid_shape"] == "2x2" and document["config"]["world_size"] == 4

@@ -69,6 +69,7 @@ def test_prepared_folder_keeps_the_order_and_refuses_another(tmp_path, capsys):
         "was asked: train with --reorder rcm, or prepare it again with --reorder metis"]
 
 
+@pytest.mark.slow  # predict on a grid: test_use_trained in the default tier
 def test_predict_on_a_grid_keeps_a_prepared_folders_order(tmp_path):
     """``gridgnn predict`` on a METIS-prepared folder: its order and parts as they are, outputs in original ids,
     equal to the one-process inference on the original graph."""

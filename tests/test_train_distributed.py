@@ -31,7 +31,7 @@ def _compare(reference, out):
     assert out["acc"] == [(r.train_acc, r.val_acc, r.test_acc) for r in reference.epochs]
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.5])
+@pytest.mark.parametrize("dropout", [pytest.param(0.0, marks=pytest.mark.slow), 0.5])  # 0.5: the masks too
 def test_cora_ten_epochs_match_local_on_every_grid(dropout):
     kwargs = dict(dataset="cora", data_root=DATA_ROOT, epochs=10, dropout=dropout)
     reference, _ = _local(**kwargs)
@@ -43,6 +43,7 @@ def test_cora_ten_epochs_match_local_on_every_grid(dropout):
                 np.testing.assert_array_equal(mine, theirs)
 
 
+@pytest.mark.slow  # directed graphs and odd class counts on every grid: test_models_distributed
 def test_directed_graph_with_classes_not_dividing_the_grid():
     kwargs = dict(dataset="csbm:nodes=300,classes=5,features=13", directed=True, epochs=8, dropout=0.5)
     reference, graph = _local(**kwargs)
