@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
+
+import pytest
 
 from gridgnn.cli.main import main
 from gridgnn.config import TrainConfig
