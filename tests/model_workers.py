@@ -11,13 +11,14 @@ from gridgnn.train.run import load_graph
 
 
 def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
-    """Train every case (``TrainConfig`` keyword arguments) on this world; per case every rank returns its
-    final weights, rank 0 also losses, accuracies, the measured communication of each epoch per rank and
+    """Train every case (``TrainConfig`` keyword arguments, any task) on this world; per case every rank returns
+    its final weights, rank 0 also losses, accuracies (None for a task scored otherwise), each epoch's (train,
+    val, test) metric values, the measured communication of each epoch per rank and
     phase, and the cost model's prediction for the same step."""
     graphs, out = {}, []
     for kwargs in cases:
         config = TrainConfig(**kwargs)
-        key = (config.dataset, config.directed)
+        key = (config.dataset, config.directed, config.task)
         graph = graphs.setdefault(key, load_graph(config))
         config, shape, ordered = resolve_run(config, graph, world_size)
         trained, model = train_on_grid(config, ordered, return_model=True, shape=shape)
@@ -26,27 +27,9 @@ def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
             prediction = predict_epoch(config, graph, trained.shape)
             record.update(loss=[r.loss for r in trained.result.epochs],
                           acc=[(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
+                          metric=[(r.train_metric, r.val_metric, r.test_metric) for r in trained.result.epochs],
                           comm=trained.comm, grid=trained.shape.label(),
                           predicted={"bytes": prediction.bytes_by_phase, "calls": prediction.calls_by_phase})
         out.append(record)
     return out
 
-
-def tasks_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
-    """`models_worker` for cases of any task: rank 0 returns the losses and each epoch's (train, val, test)
-    metric values, every rank its final weights and measured communication."""
-    out = []
-    for kwargs in cases:
-        config = TrainConfig(**kwargs)
-        graph = load_graph(config)
-        config, shape, ordered = resolve_run(config, graph, world_size)
-        trained, model = train_on_grid(config, ordered, return_model=True, shape=shape)
-        record = {"weights": [p.detach().cpu().numpy() for p in model.parameters()]}
-        if rank == 0:
-            prediction = predict_epoch(config, graph, trained.shape)
-            record.update(loss=[r.loss for r in trained.result.epochs],
-                          metric=[(r.train_metric, r.val_metric, r.test_metric) for r in trained.result.epochs],
-                          comm=trained.comm, best=trained.result.best_epoch,
-                          predicted={"bytes": prediction.bytes_by_phase})
-        out.append(record)
-    return out

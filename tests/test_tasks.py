@@ -167,7 +167,7 @@ def test_every_algorithm_trains_every_task_as_one_process(tmp_path, world):
     tasks = [dict(dataset=paths[task], metric=metric) for task in TASKS for metric in METRICS[task]]
     cases = [dict(COMMON, **task, **grid, nprocs=world) for grid in GRIDS[world] for task in tasks]
     references = [_local(dict(COMMON, **task)) for task in tasks]
-    per_rank = run_workers(mw.tasks_worker, world, cases, timeout_s=600)
+    per_rank = run_workers(mw.models_worker, world, cases, timeout_s=600)
     for index, case in enumerate(cases):
         where = f"{case['algo']} {case['dataset']} {case['metric']}"
         out = per_rank[0][index]
@@ -201,7 +201,7 @@ def test_every_model_trains_multilabel_and_regression_on_a_2d_grid_as_one_proces
     tasks = [dict(dataset=paths["multilabel"], metric="rocauc"), dict(dataset=paths["regression"], metric="mae")]
     cases = [dict(COMMON, **model, **task, algo="2d", grid="2x2", nprocs=4) for model in models for task in tasks]
     references = [_local(dict(COMMON, **model, **task)) for model in models for task in tasks]
-    per_rank = run_workers(mw.tasks_worker, 4, cases, timeout_s=600)
+    per_rank = run_workers(mw.models_worker, 4, cases, timeout_s=600)
     for index, case in enumerate(cases):
         where = f"{case['model']} {case['metric']}"
         out, (losses, metrics) = per_rank[0][index], references[index]
@@ -281,7 +281,7 @@ def test_standardized_targets_train_in_their_units_and_rescale_exactly(tmp_path)
     assert model.target_scale[0] > 100 and plain.model.target_scale[0] < 10  # the training entries' spread
     path = big.save(tmp_path / "m.pt")
     assert torch.equal(gridgnn.predict(gridgnn.load_model(path), big.graph).predicted, big.predict().predicted)
-    grid = run_workers(mw.tasks_worker, 4, [dict(COMMON, dataset=paths[1], standardize_targets=True, algo="2d",
+    grid = run_workers(mw.models_worker, 4, [dict(COMMON, dataset=paths[1], standardize_targets=True, algo="2d",
                                                   grid="2x2", nprocs=4, epochs=4)], timeout_s=600)
     local = _local(dict(COMMON, dataset=paths[1], standardize_targets=True, epochs=4))
     np.testing.assert_allclose(grid[0][0]["loss"], local[0], rtol=1e-4)
