@@ -288,3 +288,22 @@ def test_standardized_targets_train_in_their_units_and_rescale_exactly(tmp_path)
     np.testing.assert_allclose(np.array(grid[0][0]["metric"]), np.array(local[1]), rtol=1e-5)
     with pytest.raises(ConfigError, match="standardizes regression targets"):
         gridgnn.fit(task_graph("multilabel"), epochs=1, standardize_targets=True)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--metric", "auc"], "argument --metric: invalid choice: 'auc'"),
+    (["--task", "ranking"], "argument --task: invalid choice: 'ranking'"),
+    (["--task", "regression", "--metric", "accuracy"], "--metric accuracy does not score a regression task"),
+    (["--task", "multiclass", "--standardize-targets"], "standardizes regression targets, not multiclass ones"),
+    (["--task", "multilabel"], "multilabel targets must be 0, 1 or NaN"),  # 5 classes are not 0/1 targets
+])
+def test_bad_task_flags_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, flags, message):
+    from gridgnn.cli.main import main
+
+    metrics = tmp_path / "m.json"
+    with pytest.raises(SystemExit) as info:
+        raise SystemExit(main(["train", "--dataset", "csbm:nodes=60", "--epochs", "1", "--metrics-out", str(metrics),
+                               *flags]))
+    out, err = capsys.readouterr()
+    assert info.value.code == 2 and out == "" and len(err.splitlines()) == 1 and message in err
+    assert not metrics.exists()
