@@ -460,7 +460,7 @@ CASES: list[Case] = [
     Case("fifo-for-a-prepared-array", 4, _prepared(_fifo_in_prepared("labels.npy")), "FIFO", _clean(),
          process=True),
     Case("fifo-for-the-prepared-row-pointers", 4, _prepared(_fifo_in_prepared("adj_indptr.npy")), "FIFO",
-         _clean(), process=True),
+         _clean(), process=True, slow=True),  # a FIFO among the prepared arrays: the case above
     Case("250-byte-output-names", 4, _long_names, None, _long_written),
     Case("250-byte-prepared-folder-name", 4, _long_prepared, None, _long_prepared_written),
 ]

@@ -86,6 +86,7 @@ def test_bad_grid_is_one_line_and_exit_2(tmp_path, flags, message):
     assert not out.exists()
 
 
+@pytest.mark.slow  # the quick start (test_first_contact) runs --algo auto on a grid and checks its line
 def test_algo_auto_runs_the_planners_choice_and_says_why(tmp_path):
     """``gridgnn train --nprocs 4`` with no execution flag runs what ``gridgnn plan`` ranks first for the same
     command (algorithm, grid, comm, order and every switch), says so on its first line, and its every step
