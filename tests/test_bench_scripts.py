@@ -40,8 +40,13 @@ def test_pyg_compare_plot(tmp_path):
     pytest.importorskip("torch_geometric")
     pytest.importorskip("matplotlib")
     bench = _load("pyg_compare")
-    bench.main(["--dataset", TINY, "--epochs", "2", "--threads", "1", "--plot", str(tmp_path / "epoch.png")])
-    assert (tmp_path / "epoch.png").stat().st_size > 1000
+    from matplotlib.image import imread
+
+    records = bench.main(["--dataset", TINY, "--epochs", "2", "--threads", "1", "--plot", str(tmp_path / "a.png")])
+    drawn = bench.plot(records, str(tmp_path / "epoch.png"))  # the bars are the records' medians, in ms
+    assert drawn == {"gridgnn": [1e3 * r["gridgnn"]["median_epoch_s"] for r in records],
+                     "pyg": [1e3 * r["pyg"]["median_epoch_s"] for r in records]}
+    assert imread(tmp_path / "epoch.png").shape[:2] == (480, 840)  # a PNG of 7 x 4 inches at 120 dpi
 
 
 def test_local_kernel_tiny(tmp_path):

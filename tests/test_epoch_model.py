@@ -15,7 +15,6 @@ from gridgnn.cost.epoch_model import PHASES, ModelSpec, predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
 from gridgnn.cost.stages import stage_layout
-from gridgnn.grid.comm_records import PHASES as COMM_PHASES
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.train.resolve import grid_shape_for
@@ -30,10 +29,6 @@ ALL = [(data, order, grid) for data in (CORA, DIRECTED) for order in ("auto", "a
 DEFAULT = [(CORA, "auto", GRIDS[0]), (CORA, "auto", GRIDS[3]), (DIRECTED, "aggregate-first", GRIDS[1]),
            (DIRECTED, "aggregate-first", GRIDS[4])]  # every phase and axis kind, both orders and graphs
 SLOW = [case for case in ALL if case not in DEFAULT]
-
-
-def test_phases_are_the_communicators():
-    assert PHASES == COMM_PHASES
 
 
 def _check_step(data: dict, order: str, grid: tuple) -> None:
