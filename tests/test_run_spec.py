@@ -171,7 +171,15 @@ def test_a_local_worker_gets_torchruns_variables_and_the_spec_path_only(monkeypa
     assert command[-1] == "/tmp/run/run-spec.json" and "gridgnn.cli.worker" in command[2]
 
 
-def test_the_spec_is_frozen():
-    spec = _spec()
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        spec.shape = None
+def test_the_spec_carries_the_settled_task_to_the_workers(tmp_path):
+    """What the launcher settled (task, metric, the line it printed) reaches a worker as it was, and a worker
+    that resolves again on the same graph changes nothing (`settle_task` keeps a settled config)."""
+    from gridgnn.train.task_choice import settle_task
+
+    graph = load_graph(TrainConfig(dataset=DATA))
+    settled = settle_task(TrainConfig(dataset=DATA, algo="1d", nprocs=4, comm="dense", metric="accuracy"), graph)
+    assert (settled.task, settled.metric) == ("multiclass", "accuracy")
+    assert settled.task_reason.startswith("task       multiclass (inferred from the targets)")
+    spec = _spec(config=settled, shape=grid_shape_for(settled, 4))
+    back = read_spec(spec.write(tmp_path))
+    assert back.config == settled and settle_task(back.config, graph) is back.config
