@@ -32,11 +32,12 @@ import torch
 from torch import nn
 
 import gridgnn
-from gridgnn.config import TrainConfig
+from gridgnn.config import LOWER_IS_BETTER, TrainConfig
 from gridgnn.data.targets import target_block
 from gridgnn.nn.loss import masked_task_loss
 from gridgnn.safe_files import atomic_write
-from gridgnn.train.task_metrics import SplitRows, better, resolve_metric, split_metrics
+from gridgnn.train.early_stop import ValidationTracker
+from gridgnn.train.task_metrics import SplitRows, resolve_metric, split_metrics
 
 DATASETS = {
     "multiclass": "csbm:nodes=10000,labelled=0.02",
@@ -80,7 +81,7 @@ def mlp_run(graph, config: TrainConfig, metric: str) -> dict:
         out = model(x)
         return torch.log_softmax(out, dim=1) if graph.task == "multiclass" else out
 
-    best, best_epoch, test_at_best, test = None, 0, 0.0, 0.0
+    judge, test_at_best, test = ValidationTracker(higher_is_better=metric not in LOWER_IS_BETTER), 0.0, 0.0
     for epoch in range(1, config.epochs + 1):
         model.train()
         optimizer.zero_grad()
@@ -89,9 +90,9 @@ def mlp_run(graph, config: TrainConfig, metric: str) -> dict:
         model.eval()
         with torch.no_grad():
             _, val, test = split_metrics(forward(), targets, mask_tensors, graph.task, metric, _OneProcess, rows)
-        if better(metric, val, best):
-            best, best_epoch, test_at_best = val, epoch, test
-    return {"test_metric_at_best_val": test_at_best, "test_metric": test, "best_epoch": best_epoch}
+        if judge.update(val, epoch):  # the best epoch as gridgnn's training loop judges it
+            test_at_best = test
+    return {"test_metric_at_best_val": test_at_best, "test_metric": test, "best_epoch": judge.best_epoch}
 
 
 def gnn_run(spec: str, model: str, config: TrainConfig) -> dict:

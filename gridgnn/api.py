@@ -220,7 +220,7 @@ def predict(model: nn.Module, data) -> Predictions:
 
     features, agg = _inputs(model, data)
     output, _ = infer(model, features, agg)
-    task = getattr(model, "task", "multiclass")
+    task = model.task
     if task == "multiclass":
         return Predictions(output.exp(), output.argmax(dim=1))
     if task == "multilabel":

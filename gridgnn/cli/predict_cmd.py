@@ -165,7 +165,7 @@ def _predict_local(config: TrainConfig, model, source: str) -> dict:
     log_probs = write_vertex_outputs(model, features, agg, graph, predictions_out=config.predictions_out,
                                      embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer,
                                      infer_anyway=True)
-    return split_accuracies(log_probs, graph, (0, graph.num_nodes), agg, getattr(model, "task", "multiclass"))
+    return split_accuracies(log_probs, graph, (0, graph.num_nodes), agg, model.task)
 
 
 def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOptions,
@@ -198,7 +198,7 @@ def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOp
     log_probs = write_vertex_outputs(model.to(ops.grid.device), features, ops, graph,
                                      predictions_out=config.predictions_out, embeddings_out=config.embeddings_out,
                                      embedding_layer=config.embedding_layer, infer_anyway=True)
-    accuracies = split_accuracies(log_probs, graph, ops.row_range, ops, getattr(model, "task", "multiclass"))
+    accuracies = split_accuracies(log_probs, graph, ops.row_range, ops, model.task)
     if dist.is_initialized():
         dist.destroy_process_group()
     return accuracies

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.data.readers._common import check_inflation, reading
+from gridgnn.data.readers._common import check_inflation, load_table, reading
 from gridgnn.errors import DataError
 
 SPLIT_PARTS = ("train", "valid", "test")
@@ -142,13 +142,11 @@ def read_index_file(path: Path, num_nodes: int | None = None) -> np.ndarray:
     """Vertex ids (int64 (k,)) of a ``.npy``, ``.csv`` or ``.txt`` file (``.gz`` allowed for text); a ``.npy``
     of ``num_nodes`` booleans is a mask (its true entries are the ids)."""
     name = path.name.lower()
-    with reading(path, "vertex ids"):
-        if name.endswith(".npy"):
+    if name.endswith(".npy"):
+        with reading(path, "vertex ids"):
             ids = np.load(path, allow_pickle=False)
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # an empty file: no ids
-                ids = np.loadtxt(path, dtype=np.float64, delimiter="," if ".csv" in name else None, ndmin=1)
+    else:  # an empty file: no ids
+        ids = load_table(path, "vertex ids", dtype=np.float64, delimiter="," if ".csv" in name else None, ndmin=1)
     ids = np.asarray(ids).reshape(-1)
     if ids.dtype.kind == "b" and ids.shape[0] == num_nodes:
         return np.flatnonzero(ids).astype(np.int64)

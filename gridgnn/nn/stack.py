@@ -79,6 +79,7 @@ class LayerStack(nn.Module):
 
     target_shift: list[float] | None = None
     target_scale: list[float] | None = None
+    _affine_cache: tuple | None = None
     """Regression with standardized targets (``--standardize-targets``): the network learns each target in
     units of its training entries' standard deviation around their mean, and `forward` returns
     ``z * target_scale + target_shift`` (one value per output column), the targets' own units."""
@@ -93,6 +94,7 @@ class LayerStack(nn.Module):
         self.task, self.output = task, OUTPUTS[task]
         self.target_shift = None if shift is None else [float(v) for v in shift]
         self.target_scale = None if scale is None else [float(v) for v in scale]
+        self._affine_cache = None
         return self
 
     def make_layer(self, in_channels: int, out_channels: int, *, order: str, generator: torch.Generator,
@@ -130,6 +132,15 @@ class LayerStack(nn.Module):
         if self.output == "log_softmax":
             return F.log_softmax(out, dim=1)
         if self.target_scale is not None:
-            scale = torch.tensor(self.target_scale, dtype=out.dtype, device=out.device)
-            out = out * scale + torch.tensor(self.target_shift, dtype=out.dtype, device=out.device)
+            scale, shift = self._target_affine(out)
+            out = out * scale + shift
         return out
+
+    def _target_affine(self, out: Tensor) -> tuple[Tensor, Tensor]:
+        """`target_scale` and `target_shift` as tensors of ``out``'s dtype and device, made once per (dtype,
+        device) rather than in every step."""
+        key = (out.dtype, out.device)
+        if self._affine_cache is None or self._affine_cache[0] != key:
+            self._affine_cache = (key, torch.tensor(self.target_scale, dtype=out.dtype, device=out.device),
+                                  torch.tensor(self.target_shift, dtype=out.dtype, device=out.device))
+        return self._affine_cache[1], self._affine_cache[2]

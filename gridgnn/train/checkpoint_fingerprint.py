@@ -34,7 +34,7 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                     "num_features": graph.num_features, "num_classes": graph.num_classes,
                     "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
                     "digest": digest, "node_data": node_data_digest(graph.meta),
-                    "task": getattr(graph, "task", "multiclass"),
+                    "task": graph.task,
                     "target_standardization": _standardization(config, graph)},
         "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
@@ -44,7 +44,7 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay, "lr_schedule": config.lr_schedule,
                       "lr_step_size": config.lr_step_size, "lr_gamma": config.lr_gamma, "lr_min": config.lr_min,
                       "lr_plateau_patience": config.lr_plateau_patience},
-        "evaluation": {"metric": resolve_metric(config.metric, getattr(graph, "task", "multiclass"))},
+        "evaluation": {"metric": resolve_metric(config.metric, graph.task)},
     }
 
 
@@ -77,7 +77,7 @@ _BEFORE_GROUPS = {"evaluation": {"metric": "accuracy"}}
 def _standardization(config: TrainConfig, graph) -> list | None:
     """``[shift, scale]`` of a ``--standardize-targets`` run (the model's output units: a checkpoint's weights
     mean nothing without them), else None."""
-    if not config.standardize_targets or getattr(graph, "task", "multiclass") != "regression":
+    if not config.standardize_targets or graph.task != "regression":
         return None
     from gridgnn.data.targets import standardization
 

@@ -50,7 +50,7 @@ def dataset_summary(graph: Graph) -> dict:
         "num_edges": graph.num_edges,
         "num_features": graph.num_features,
         "num_classes": graph.num_classes,
-        "task": getattr(graph, "task", "multiclass"),
+        "task": graph.task,
         "directed": graph.directed,
         "split": {name: int(getattr(graph, f"{name}_mask").sum()) for name in ("train", "val", "test")},
         "meta": meta,

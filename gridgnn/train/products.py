@@ -179,7 +179,7 @@ def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_
     order = getattr(graph, "meta", {}).get("reorder_order")  # a reordered graph: write at original positions
     at = None if order is None else np.asarray(order[rows[0]:rows[1]], dtype=np.int64)
     if predictions_out is not None:
-        records = prediction_records(log_probs, ids, getattr(model, "task", "multiclass"))
+        records = prediction_records(log_probs, ids, model.task)
         write_rows(predictions_out, rows, graph.num_nodes, records, ids, positions=at,
                    what="predictions file")
     if embeddings_out is not None:

@@ -1,10 +1,11 @@
-"""The accuracy of a model's predictions on each split (train, val, test) of a graph with labels, for
-``gridgnn predict``: what it prints and records in its ``--metrics-out`` file.
+"""The score of a model's predictions on each split (train, val, test) of a graph with targets, for
+``gridgnn predict``: what it prints and records in its ``--metrics-out`` file (accuracy for a classifier, the
+task's default metric otherwise).
 
-A split is measured when the graph has labels (not the placeholders of a graph read without them,
-``meta["labels"] == "none"``), its classes are the model's outputs, and the split holds vertices; otherwise its
-``accuracy`` is null and ``reason`` says why. The counts are global: each process counts its rows and the
-layout sums them (`gridgnn.nn.layout.Layout.global_sum`), so any grid reports the number one process does.
+A split is measured when the graph has targets of the model's task (not the placeholders of a graph read
+without labels, ``meta["labels"] == "none"``), as many outputs as the model, and the split holds vertices;
+otherwise its value is null and ``reason`` says why. The sums are global (`gridgnn.train.task_metrics`), so any
+grid reports the number one process does.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def unmeasurable(graph, num_outputs: int, model_task: str = "multiclass") -> str
     """Why no split of ``graph`` can be measured for a ``model_task`` model of ``num_outputs`` outputs, or None."""
     if getattr(graph, "meta", {}).get("labels") == "none":
         return "the graph has no labels"
-    graph_task = getattr(graph, "task", "multiclass")
+    graph_task = graph.task
     if graph_task != model_task:
         return f"the graph holds {graph_task} targets, the model predicts {model_task} ones"
     if graph.num_classes != num_outputs:
@@ -28,38 +29,14 @@ def unmeasurable(graph, num_outputs: int, model_task: str = "multiclass") -> str
     return None
 
 
-def split_accuracies(log_probs: Tensor, graph, rows: tuple[int, int], layout,
+def split_accuracies(output: Tensor, graph, rows: tuple[int, int], layout,
                      model_task: str = "multiclass") -> dict[str, dict]:
-    """``{split: {"accuracy": float | None, "correct": int, "vertices": int[, "reason": str]}}`` of the
-    predictions ``log_probs`` (m, C) of this process's ``rows`` of ``graph``. Collective on ``layout``'s
-    world (one `global_sum` of six numbers), on every rank alike, whether measured or not. A multilabel or
-    regression model (``model_task``): `split_scores` instead."""
-    if model_task != "multiclass":
-        return split_scores(log_probs, graph, rows, layout, model_task)
-    r0, r1 = rows
-    labels = torch.from_numpy(np.array(graph.labels[r0:r1], dtype=np.int64))
-    right = log_probs.detach().argmax(dim=1).cpu() == labels
-    counts = []
-    for split in SPLITS:
-        mask = torch.from_numpy(np.array(getattr(graph, f"{split}_mask")[r0:r1], dtype=bool))
-        counts += [int(right[mask].sum()), int(mask.sum())]
-    totals = layout.global_sum(torch.tensor(counts, dtype=torch.float64, device=log_probs.device))
-    totals = [round(float(v)) for v in totals.cpu()]
-    why = unmeasurable(graph, log_probs.shape[1])
-    out = {}
-    for index, split in enumerate(SPLITS):
-        correct, vertices = totals[2 * index], totals[2 * index + 1]
-        reason = why or (None if vertices else "the split is empty")
-        out[split] = {"accuracy": None if reason else correct / vertices, "correct": correct, "vertices": vertices}
-        if reason:
-            out[split]["reason"] = reason
-    return out
-
-
-def split_scores(output: Tensor, graph, rows: tuple[int, int], layout, model_task: str) -> dict[str, dict]:
-    """``{split: {"metric": name, "value": float | None, "vertices": int[, "reason": str]}}``: the default
-    metric of ``model_task`` (`gridgnn.train.task_metrics`) of the model's ``output`` (m, T) on this process's
-    ``rows`` of ``graph``. Collective on ``layout``'s world, on every rank alike, whether measured or not."""
+    """Each split's score of the model's ``output`` (m, C) on this process's ``rows`` of ``graph``, by the
+    default metric of ``model_task`` (`gridgnn.train.task_metrics.split_metrics`, the training run's own
+    code). A classifier's entry is ``{"accuracy": float | None, "correct": int, "vertices": int[, "reason":
+    str]}``; another task's ``{"metric": name, "value": float | None, "vertices": int[, "reason": str]}``.
+    Collective on ``layout``'s world when measurable; whether it is depends on the graph and model alone, so
+    every rank takes the same path."""
     from gridgnn.config import METRICS
     from gridgnn.data.targets import target_block
     from gridgnn.train.task_metrics import SplitRows, split_metrics
@@ -77,7 +54,12 @@ def split_scores(output: Tensor, graph, rows: tuple[int, int], layout, model_tas
     out = {}
     for index, split in enumerate(SPLITS):
         reason = why or (None if sizes[index] else "the split is empty")
-        out[split] = {"metric": metric, "value": None if reason else values[index], "vertices": sizes[index]}
+        value = None if reason else values[index]
+        if model_task == "multiclass":
+            correct = 0 if value is None else round(value * sizes[index])
+            out[split] = {"accuracy": value, "correct": correct, "vertices": sizes[index]}
+        else:
+            out[split] = {"metric": metric, "value": value, "vertices": sizes[index]}
         if reason:
             out[split]["reason"] = reason
     return out

@@ -18,7 +18,7 @@ def task_of(config: TrainConfig, graph: Graph | PreparedGraph) -> str:
     """The task a run trains: the graph's (its targets are laid out for it, `gridgnn.data.targets`); a
     ``config.task`` other than ``auto`` must be that one (`gridgnn.data.retarget.with_task` lays a graph's
     targets out for another task when it is loaded). Raises `ConfigError` otherwise."""
-    task = getattr(graph, "task", "multiclass")
+    task = graph.task
     if config.task not in ("auto", task):
         again = " (prepare it again with --task)" if isinstance(graph, PreparedGraph) else ""
         raise ConfigError(f"the run asks for --task {config.task} but graph '{graph.name}' holds {task} "

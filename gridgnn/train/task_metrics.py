@@ -29,7 +29,7 @@ import torch
 from scipy.stats import rankdata
 from torch import Tensor
 
-from gridgnn.config import LOWER_IS_BETTER, METRICS
+from gridgnn.config import METRICS
 from gridgnn.errors import ConfigError
 
 
@@ -41,13 +41,6 @@ def resolve_metric(metric: str, task: str) -> str:
         raise ConfigError(f"--metric {metric} does not score a {task} task (choose from "
                           f"{', '.join(METRICS[task])})")
     return metric
-
-
-def better(metric: str, value: float, than: float | None) -> bool:
-    """Whether ``value`` improves on ``than`` (None: nothing yet) for ``metric``."""
-    if than is None:
-        return True
-    return value < than if metric in LOWER_IS_BETTER else value > than
 
 
 @dataclass

@@ -81,7 +81,6 @@ class EpochRecord:
 
 
 ACC_KEYS = ("train_acc", "val_acc", "test_acc")
-METRIC_KEYS = ("train_metric", "val_metric", "test_metric")
 RECORD_FIELDS = tuple(f.name for f in fields(EpochRecord) if f.name not in ("comm_bytes", "accuracy"))
 """The keys an epoch record may have in a metrics file or checkpoint."""
 
@@ -205,7 +204,7 @@ def target_standardization(config: TrainConfig, graph: Graph, task: str) -> tupl
 def loss_entries(graph: Graph) -> int:
     """The loss's divisor: the present target entries of the training vertices, over the whole graph (one
     per training vertex for a multiclass task)."""
-    if getattr(graph, "task", "multiclass") == "multiclass":
+    if graph.task == "multiclass":
         return int(graph.train_mask.sum())
     return int(present_entries(graph.labels, graph.task)[graph.train_mask].sum())
 
