@@ -17,6 +17,7 @@ from gridgnn.data.prepared import PreparedGraph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.train.auto import choose_comm, settle_execution
+from gridgnn.train.task_choice import settle_task
 
 Say = Callable[[str], None]
 """Where a resolution's one-line reason goes (printed by rank 0 unless ``--quiet``)."""
@@ -81,8 +82,6 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
     reordering); the vertex order (the graph as priced, else `reordered_for_grid`);
     a ``--comm auto`` still open (none after `resolve_auto`) on the reordered graph. Deterministic. Not
     collective."""
-    from gridgnn.train.task_choice import settle_task
-
     settled = settle_task(config, graph)
     if say is not None and settled is not config:
         say(settled.task_reason)
