@@ -448,7 +448,7 @@ CASES: list[Case] = [
     Case("csv-onto-a-full-disk", 4, _full_disk("--embeddings-out", "{fs}/e.csv"), "No space left",
          _disk_left_only(), process=True, slow=True),
     Case("save-model-onto-a-full-disk", 4, _full_disk("--save-model", "{fs}/m.pt"), "No space left",
-         _disk_left_only(), process=True),
+         _disk_left_only(), process=True, slow=True),  # a full disk in the default tier: the checkpoint case
     Case("checkpoint-onto-a-full-disk", 4, _full_disk("--checkpoint-dir", "{fs}/ck"), "No space left",
          _disk_left_only(), process=True),
     Case("npy-onto-a-full-disk-on-a-grid", 4,

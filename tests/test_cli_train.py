@@ -110,6 +110,7 @@ def test_console_script(tmp_path):
     assert "best val" in done.stdout
 
 
+@pytest.mark.slow  # a closed stdout: test_hostile_round3.test_closed_stdout_is_no_traceback
 def test_closed_stdout_stops_quietly(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     command = [sys.executable, "-m", "gridgnn", "train", "--progress", "--epochs", "2000", "--dataset",

@@ -89,7 +89,7 @@ def _resume_completes(flags: list[str], checkpoints: Path, metrics: Path) -> Non
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 @pytest.mark.parametrize("grid_flags", [  # the other grids in the slow tier: the same launcher watches every grid
-    ["--algo", "1d"],
+    pytest.param(["--algo", "1d"], marks=pytest.mark.slow),  # the launcher's SIGTERM test stays in the default tier
     pytest.param(["--algo", "1.5d", "--replication", "2"], marks=pytest.mark.slow),
     pytest.param(["--algo", "2d", "--grid", "1x2"], marks=pytest.mark.slow),
     pytest.param(["--algo", "3d", "--grid", "1x1x2"], marks=pytest.mark.slow)])

@@ -66,6 +66,7 @@ def test_spmm_keeps_autograd_when_the_dense_input_needs_it():
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="needs Linux's VmHWM reset")
+@pytest.mark.slow  # a peak-memory measurement, machine-dependent
 def test_spmm_holds_one_result_sized_buffer_at_its_peak():
     # torch.sparse.mm holds two (a zero-filled matrix and the result); the memory model counts one.
     rows, width = 8192, 2048

@@ -113,6 +113,7 @@ def _benchmark():
     return module
 
 
+@pytest.mark.slow  # the benchmark script end to end (results/tasks)
 def test_tasks_accuracy_tiny(tmp_path):
     bench = _benchmark()
     out, table = tmp_path / "a.json", tmp_path / "a.md"

@@ -22,6 +22,7 @@ def mean_test_accuracy(dataset: str, seeds: range) -> float:
     return statistics.mean(accuracies)
 
 
+@pytest.mark.slow  # Cora accuracy: the many-seed tests of this file; cora trains in test_first_contact
 def test_cora_few_seeds():
     assert mean_test_accuracy("cora", range(3)) >= 0.805
 
