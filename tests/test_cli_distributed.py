@@ -61,6 +61,7 @@ def test_nprocs_launcher_trains_and_reports_comm(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
+@pytest.mark.slow  # torchrun in the default tier: test_first_contact (no --algo, auto on torchrun)
 def test_torchrun_2d(tmp_path):
     out = tmp_path / "m.json"
     proc = subprocess.run(["torchrun", "--nproc-per-node", "4", "-m", "gridgnn", "train", *DATA, "--algo", "2d",
