@@ -11,7 +11,9 @@ Who resolves it (`gridgnn.train.resolve.resolve_run`, the one place ``auto`` is 
 called): the local launcher, once, which writes it as ``run-spec.json`` (`SPEC_FILE`) into its prepared-graph
 folder and starts each worker with that file's path as its only argument (`gridgnn.cli.worker`); a torchrun
 worker (no gridgnn launcher) resolves the same spec itself from the same graph, deterministically. Nothing
-else passes from the launcher to its workers but torchrun's own variables (RANK, WORLD_SIZE, ...).
+else passes from the launcher to its workers but torchrun's own variables (RANK, WORLD_SIZE, ...). A process
+handed a spec uses it as given, whatever its environment: nothing on its path calls `gridgnn.train.resolve`
+(no "not yet resolved" fallback settles its grid, execution options, vertex order or task again).
 
 The file: ``{"format": "gridgnn-run-spec", "version": 1, "config": {...every TrainConfig field...},
 "shape": {"algo", "axes", "sizes"} | null, "process": {"timeout_s", "threads", "interface", "log_every_s"},

@@ -2,6 +2,9 @@
 
 Run by ``.ci/run`` and by ``tests/test_import_contract.py``; prints every breach (``file:line``) and exits 1,
 or prints one line and exits 0. Imports inside functions count too: a lazy import is still a dependency.
+Inside the packages of `NO_TYPE_CHECKING_CYCLES` (spmm/) an ``if TYPE_CHECKING:`` import counts for cycles as
+well: a module that names another's class in its annotations while that one imports it back is a circle, even
+when one side of it only runs under a type checker.
 
 Layers, top to bottom; a module may import from its own layer and the layers above it (lower numbers):
 
@@ -47,6 +50,9 @@ LAYERS = {
 PURE = 1
 """Modules of this layer must not import torch.distributed (they run without a process group)."""
 
+NO_TYPE_CHECKING_CYCLES = ("gridgnn.spmm",)
+"""Packages where an import between two of their modules under ``if TYPE_CHECKING:`` counts for cycles."""
+
 
 def layer_of(module: str) -> int:
     """The layer of ``module`` (``gridgnn.x.y``): that of its longest prefix in `LAYERS`."""
@@ -66,11 +72,14 @@ def module_files() -> dict[str, Path]:
     return modules
 
 
-def imports_of(path: Path, modules: dict[str, Path]) -> list[tuple[str, int]]:
-    """(imported gridgnn module, line) for every import in ``path``, at any depth (``TYPE_CHECKING`` blocks
-    excepted). ``from gridgnn.x import name`` counts as ``gridgnn.x.name`` when that is a module."""
+def imports_of(path: Path, modules: dict[str, Path], *, type_checking: bool = False) -> list[tuple[str, int]]:
+    """(imported module, line) for every import in ``path``, at any depth; ``TYPE_CHECKING`` blocks excepted,
+    or only those with ``type_checking``. ``from gridgnn.x import name`` counts as ``gridgnn.x.name`` when
+    that is a module."""
     found = []
-    for node in _walk_outside_type_checking(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = _walk_type_checking(tree) if type_checking else _walk_outside_type_checking(tree)
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
@@ -80,12 +89,24 @@ def imports_of(path: Path, modules: dict[str, Path]) -> list[tuple[str, int]]:
     return found
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
 def _walk_outside_type_checking(tree: ast.AST):
     for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if _is_type_checking(node):
             continue
         yield node
         yield from _walk_outside_type_checking(node)
+
+
+def _walk_type_checking(tree: ast.AST):
+    """Every node inside an ``if TYPE_CHECKING:`` body (its ``else`` branch runs, so it is left out)."""
+    for node in ast.walk(tree):
+        if _is_type_checking(node):
+            for child in node.body:
+                yield from ast.walk(child)
 
 
 def breaches() -> list[str]:
@@ -105,7 +126,15 @@ def breaches() -> list[str]:
                              f"(layer {layer_of(target)})")
             if target in modules and target != name and not name.startswith(target + "."):
                 graph[name].add(target)
+        for target, _ in imports_of(path, modules, type_checking=True):
+            if target in modules and target != name and _same_strict_package(name, target):
+                graph[name].add(target)
     return found + [f"import cycle: {' -> '.join(cycle)}" for cycle in _cycles(graph)]
+
+
+def _same_strict_package(a: str, b: str) -> bool:
+    """Whether modules ``a`` and ``b`` both lie in one package of `NO_TYPE_CHECKING_CYCLES`."""
+    return any(a.startswith(p + ".") and b.startswith(p + ".") for p in NO_TYPE_CHECKING_CYCLES)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -14,7 +14,7 @@ from gridgnn.nn.export import load_model
 from gridgnn.train.grid_train import train_on_grid
 from gridgnn.train.inference import grid_inputs
 from gridgnn.train.products import write_vertex_outputs
-from gridgnn.train.resolve import resolve_run
+from gridgnn.train.resolve import grid_shape_for, resolve_run
 from gridgnn.train.run import load_graph
 
 
@@ -53,7 +53,7 @@ def train_then_predict(rank: int, world_size: int, config_kwargs: dict, predict_
     for spec in predict_grids:
         other = dataclasses.replace(config, algo=spec["algo"], replication=spec.get("replication", 1),
                                     grid=spec.get("grid"))
-        features, ops = grid_inputs(other, graph, world_size)
+        features, ops = grid_inputs(other, graph, grid_shape_for(other, world_size))
         name = f"{folder}/{spec['algo']}"
         write_vertex_outputs(model, features, ops, graph, predictions_out=f"{name}-pred.npy",
                              embeddings_out=f"{name}-emb.csv", embedding_layer=1)

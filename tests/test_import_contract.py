@@ -40,3 +40,39 @@ def test_a_breach_in_a_module_is_reported_with_its_line(tmp_path, monkeypatch):
     assert any(line.startswith("gridgnn/cost/model.py:5: gridgnn.cost.model (layer 1) imports gridgnn.train.loop")
                for line in found), found
     assert "import cycle: gridgnn.cost.model -> gridgnn.train.loop -> gridgnn.cost.model" in found
+
+
+def _package(tmp_path, files: dict[str, str]):
+    """A throwaway ``gridgnn`` package of ``files`` (relative path -> source), every folder a package."""
+    package = tmp_path / "gridgnn"
+    for rel, source in files.items():
+        path = package / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    for folder in [package, *[p for p in package.rglob("*") if p.is_dir()]]:
+        (folder / "__init__.py").touch()
+    return package
+
+
+LAZY = "def stages(self):\n    from gridgnn.{pkg}.attention_x import StagesX\n    return StagesX(self)\n"
+BACK = ("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from gridgnn.{pkg}.spmm_x import SpMMX\n\n\n"
+        "class StagesX:\n    def __init__(self, spmm: 'SpMMX'):\n        self.spmm = spmm\n")
+
+
+def test_a_circle_through_a_lazy_and_a_type_checking_import_in_spmm_is_reported(tmp_path, monkeypatch):
+    package = _package(tmp_path, {"spmm/spmm_x.py": LAZY.format(pkg="spmm"),
+                                  "spmm/attention_x.py": BACK.format(pkg="spmm")})
+    monkeypatch.setattr(contract, "PACKAGE", package)
+    assert contract.breaches() == [
+        "import cycle: gridgnn.spmm.attention_x -> gridgnn.spmm.spmm_x -> gridgnn.spmm.attention_x"]
+
+
+def test_a_type_checking_import_that_goes_one_way_is_no_circle(tmp_path, monkeypatch):
+    package = _package(tmp_path, {"spmm/spmm_x.py": "X = 1\n",
+                                  "spmm/attention_x.py": BACK.format(pkg="spmm")})
+    monkeypatch.setattr(contract, "PACKAGE", package)
+    assert contract.breaches() == []
+    imports = contract.imports_of(package / "spmm" / "attention_x.py", contract.module_files())
+    assert imports == [("typing", 1)]  # the layer check still reads outside TYPE_CHECKING only
+    assert contract.imports_of(package / "spmm" / "attention_x.py", contract.module_files(),
+                               type_checking=True) == [("gridgnn.spmm.spmm_x", 4)]

@@ -183,3 +183,104 @@ def test_the_spec_carries_the_settled_task_to_the_workers(tmp_path):
     spec = _spec(config=settled, shape=grid_shape_for(settled, 4))
     back = read_spec(spec.write(tmp_path))
     assert back.config == settled and settle_task(back.config, graph) is back.config
+
+
+
+def forbid_resolving(set_attribute=setattr) -> None:
+    """Make every resolving function fail, wherever a loaded gridgnn module bound it (a later ``from ... import``
+    reads the module's attribute, replaced too): all of `gridgnn.train.resolve`, the planner's choice, the grid
+    shape's validation, the task's settling and a reordering. ``set_attribute``: ``monkeypatch.setattr`` in this
+    process (undone after the test), plain ``setattr`` in a worker."""
+    import gridgnn.cli.predict_cmd  # noqa: F401 - the modules a worker runs, loaded so their bindings are found
+    import gridgnn.cli.train_cmd  # noqa: F401
+    import gridgnn.cli.worker  # noqa: F401
+    import gridgnn.train.inference  # noqa: F401
+    import gridgnn.train.memory_guard  # noqa: F401
+    import gridgnn.train.run_distributed  # noqa: F401
+    from gridgnn.data import reorder
+    from gridgnn.grid import shape
+    from gridgnn.plan import execution, planner
+    from gridgnn.train import auto, task_choice
+
+    named = [*[(resolve, name) for name, f in vars(resolve).items()
+               if callable(f) and getattr(f, "__module__", "") == resolve.__name__],
+             (auto, "settle_execution"), (auto, "choose_configuration"), (auto, "choose_comm"),
+             (execution, "choose_execution"), (execution, "settle"), (planner, "plan"),
+             (planner, "candidate_shapes"), (shape, "resolve_grid"), (task_choice, "settle_task"),
+             (reorder, "reorder_graph"), (reorder, "vertex_order")]
+    forbidden = {id(getattr(module, name)): f"{module.__name__}.{name}" for module, name in named}
+    assert len(forbidden) == len(named) and {"gridgnn.train.resolve.resolve_run", "gridgnn.train.resolve.resolve_auto",
+                                             "gridgnn.train.resolve.grid_shape_for"} <= set(forbidden.values())
+
+    def refuse(name):
+        def resolved_again(*args, **kwargs):
+            raise AssertionError(f"a worker holding a run spec resolved its run again: {name}")
+        return resolved_again
+
+    for module in [m for key, m in list(sys.modules.items()) if key.startswith("gridgnn") and m is not None]:
+        for attr, value in list(vars(module).items()):
+            if id(value) in forbidden:
+                set_attribute(module, attr, refuse(forbidden[id(value)]))
+
+
+def test_a_worker_holding_a_spec_trains_it_as_given_and_resolves_nothing(tmp_path, monkeypatch):
+    """The launcher (`prepare_for_workers`) resolves once; a worker handed its spec (`train_spec`, what
+    `gridgnn.cli.worker` runs) trains it with every resolving function failing, whatever its environment says
+    (here none: a 1-process grid)."""
+    from gridgnn.cli.train_cmd import train_spec
+    from gridgnn.launch.workers import prepare_for_workers
+
+    calls = []
+    real = resolve.resolve_run
+    monkeypatch.setattr(resolve, "resolve_run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    metrics = tmp_path / "metrics.json"
+    config = TrainConfig(dataset=DATA, algo="2d", comm="auto", nprocs=1, epochs=1, quiet=True,
+                         metrics_out=str(metrics), memory_check=False)
+    spec = prepare_for_workers(config, str(tmp_path / "prepared"), ProcessOptions(60.0, 1))
+    assert calls == [1] and spec.config.comm != "auto" and spec.shape.label() == "1x1"
+    monkeypatch.setattr(resolve, "resolve_run", real)
+    forbid_resolving(monkeypatch.setattr)
+    with pytest.raises(AssertionError, match="resolved its run again: gridgnn.train.resolve.resolve_run"):
+        resolve.resolve_run(config, None, 1)  # the guard holds
+    assert train_spec(spec) == 0
+    written = json.loads(metrics.read_text())["config"]
+    assert (written["algo"], written["grid_shape"], written["comm"]) == ("2d", "1x1", spec.config.comm)
+    assert written["auto_reason"] == spec.config.auto_reason
+
+
+NO_RESOLVING_WORKER = """
+import sys
+sys.path[0] = sys.argv.pop(1)
+sys.path.insert(0, sys.argv.pop(1))
+from test_run_spec import forbid_resolving
+forbid_resolving()
+from gridgnn.cli.worker import run
+run()
+"""
+"""A local worker's code, with `forbid_resolving` first (arguments: the package's folder, this tests folder)."""
+
+
+@pytest.mark.slow  # two real workers (~60 s on this shared machine); the test above runs their code here
+def test_launched_workers_train_their_spec_as_given_and_resolve_nothing(tmp_path, monkeypatch, capfd):
+    """`gridgnn train --nprocs 2` (the library launcher behind it), everything left to the planner: the
+    launcher resolves the run once; its workers, whose resolving functions all fail, train the spec as given."""
+    import gridgnn
+    from gridgnn.launch import local
+    from gridgnn.launch.workers import launch_workers
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(gridgnn.__file__)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    monkeypatch.setattr(local, "worker_command",
+                        lambda spec_path: [sys.executable, "-c", NO_RESOLVING_WORKER, root, here, spec_path])
+    calls = []
+    real = resolve.resolve_run
+    monkeypatch.setattr(resolve, "resolve_run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    metrics = tmp_path / "metrics.json"
+    config = TrainConfig(dataset=DATA, algo="auto", nprocs=2, epochs=1, quiet=True, metrics_out=str(metrics))
+    status = launch_workers(config, ProcessOptions(60.0, 1))
+    out = capfd.readouterr()
+    assert status == 0 and "resolved its run again" not in out.out + out.err, out.err
+    assert calls == [1]  # the launcher's one resolution
+    written = json.loads(metrics.read_text())["config"]
+    assert written["algo"] != "auto" and written["auto_reason"].startswith("--algo auto chose")
+    assert written["world_size"] == 2 and written["task"] == "multiclass"

@@ -171,7 +171,8 @@ def _predict_local(config: TrainConfig, model, source: str) -> dict:
 def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOptions,
                      spec: RunSpec | None = None) -> dict:
     """One worker of a distributed inference (collective on the world); ``spec``: the run the local launcher
-    resolved (its prepared graph and grid shape). Returns the accuracy of each split (every rank)."""
+    resolved (its prepared graph and grid shape, used as given); without it (torchrun) the grid is validated
+    here, once. Returns the accuracy of each split (every rank)."""
     import torch.distributed as dist
 
     from gridgnn.data.attach import NodeFiles, refuse_on_prepared
@@ -192,9 +193,14 @@ def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOp
         refuse_on_prepared(prepared, NodeFiles.of(config))
     graph = open_prepared(prepared) if prepared else load_graph(config)
     check_fits(model, graph.num_features, f"model '{source}'")
-    if spec is None:  # the local launcher checked it before starting the workers
-        check_memory(config, graph, world)
-    features, ops = grid_inputs(config, graph, world, spec.shape if spec is not None else None)
+    if spec is None:  # torchrun: no launcher resolved the grid or checked the memory
+        from gridgnn.train.resolve import grid_shape_for
+
+        shape = grid_shape_for(config, world)
+        check_memory(config, graph, world, shape=shape)
+    else:
+        shape = spec.shape
+    features, ops = grid_inputs(config, graph, shape)
     log_probs = write_vertex_outputs(model.to(ops.grid.device), features, ops, graph,
                                      predictions_out=config.predictions_out, embeddings_out=config.embeddings_out,
                                      embedding_layer=config.embedding_layer, infer_anyway=True)

@@ -388,14 +388,15 @@ def train_spec(spec: RunSpec) -> int:
 
 def train_here(config: TrainConfig, process: ProcessOptions, rank0: bool, *, spec: RunSpec | None = None) -> int:
     """Train in this process (alone, or as one worker of a grid, of the run ``spec`` when the local launcher
-    resolved it); rank 0 prints the progress and summary."""
+    resolved it: then nothing is resolved again); rank 0 prints the progress and summary."""
     from gridgnn.train import run_training
     from gridgnn.train.process_group import in_launched_worker
     from gridgnn.train.progress import EpochPrinter
-    from gridgnn.train.resolve import resolve_auto
     from gridgnn.train.run_distributed import print_now
 
-    if not in_launched_worker():  # one process: nothing to distribute
+    if spec is None and not in_launched_worker():  # one process: nothing to distribute
+        from gridgnn.train.resolve import resolve_auto
+
         config = resolve_auto(config, None, 1, say=None if config.quiet else print_now)
     if not rank0:
         config = dataclasses.replace(config, quiet=True, progress=False)

@@ -1,17 +1,41 @@
-"""`Stages15D`: graph attention (`gridgnn.spmm.attention`) on the stages of `gridgnn.spmm.spmm_15d.SpMM15D`."""
+"""`Stages15D`: graph attention (`gridgnn.spmm.attention`) on the stages of `gridgnn.spmm.spmm_15d.SpMM15D`.
+
+The SpMM builds its `Stages15D` (`SpMM15D.attention_stages`) and hands itself over as a `RowBlockSpMM`: this
+module does not import the SpMM's, so the dependency goes one way (spmm_15d -> attention_15d).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.attention import EdgeBlock
+from gridgnn.sparse.csr import SparseBlock
 from gridgnn.spmm.attention import RowStages
 
-if TYPE_CHECKING:  # the SpMM imports this module on first use
-    from gridgnn.spmm.spmm_15d import SpMM15D
+
+class RowBlockSpMM(Protocol):
+    """What `Stages15D` reads of a 1D/1.5D SpMM (`gridgnn.spmm.spmm_15d.SpMM15D` is one) on an ``R x c``
+    grid: this rank's block row ``i`` (global rows ``row_range``), the vertex blocks' ``bounds`` (R + 1
+    ints; ``_rows(j)`` is block j's size), the column blocks of its replica's ``share`` and their kept tiles
+    ``blocks[j]`` (Â[i, j], n_i x n_j), the ``replication`` c, the grid and its collectives."""
+
+    grid: ProcessGrid
+    comm: Communicator
+    blocks: dict[int, SparseBlock]
+    bounds: list[int]
+    i: int
+    share: list[int]
+    replication: int
+
+    @property
+    def row_range(self) -> tuple[int, int]: ...
+
+    def _rows(self, j: int) -> int: ...
 
 
 class Stages15D(RowStages):
@@ -20,7 +44,7 @@ class Stages15D(RowStages):
     of column block j are reduced on ``row`` to (j, k) and made whole on ``rep`` as in `SpMM15D.backward`,
     and row reductions over the replicas' shares are all-reduces on ``rep``."""
 
-    def __init__(self, spmm: SpMM15D):
+    def __init__(self, spmm: RowBlockSpMM):
         self.spmm, self.comm = spmm, spmm.comm
         self.blocks = {j: EdgeBlock.from_csr(block.csr) for j, block in spmm.blocks.items()}
         self.row_ids = torch.arange(*spmm.row_range, device=spmm.grid.device)

@@ -1,16 +1,46 @@
-"""`Stages2D`: graph attention (`gridgnn.spmm.attention`) on the stages of `gridgnn.spmm.spmm_2d.SpMM2D`."""
+"""`Stages2D`: graph attention (`gridgnn.spmm.attention`) on the stages of `gridgnn.spmm.spmm_2d.SpMM2D`.
+
+The SpMM builds its `Stages2D` (`SpMM2D.attention_stages`) and hands itself over as a `SummaSpMM`: this module
+does not import the SpMM's, so the dependency goes one way (spmm_2d -> attention_2d).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.overlap import Pending
+from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.attention import EdgeBlock, head_segments
+from gridgnn.sparse.packed import PackedPanel
 
-if TYPE_CHECKING:  # the SpMM imports this module on first use
-    from gridgnn.spmm.spmm_2d import SpMM2D
+
+class SummaSpMM(Protocol):
+    """What `Stages2D` reads of a SUMMA SpMM (`gridgnn.spmm.spmm_2d.SpMM2D` is one) on a ``pr x pc`` grid:
+    this rank's coordinate ``i`` on ``row`` (global rows ``row_range``; feature columns ``col_range(w)``), the
+    stage segments ``stages[s]`` = (a, b) with the ``row`` coordinate of their X rows (``stage_root[s]``) and
+    the ``col`` coordinate of their Â panel (``panel_root[s]``), each panel's non-zeros ``panel_nnz[s]``, the
+    panels this rank keeps (``own[s]``, n_i x (b - a)) and any stage's panel as ``_panel(s, transpose)`` (a
+    `Pending`, or None when empty; collective on ``col`` unless kept), the grid and its collectives."""
+
+    grid: ProcessGrid
+    comm: Communicator
+    i: int
+    stages: list[tuple[int, int]]
+    stage_root: list[int]
+    panel_root: list[int]
+    panel_nnz: list[int]
+    own: dict[int, PackedPanel]
+
+    @property
+    def row_range(self) -> tuple[int, int]: ...
+
+    def col_range(self, width: int) -> tuple[int, int]: ...
+
+    def _panel(self, s: int, transpose: bool) -> Pending | None: ...
 
 
 class Stages2D:
@@ -23,7 +53,7 @@ class Stages2D:
     gradients stay partial (the ``col`` all-reduce of `gridgnn.parallel.grid_ops.GridOps.head_sum`
     completes them)."""
 
-    def __init__(self, spmm: SpMM2D):
+    def __init__(self, spmm: SummaSpMM):
         self.spmm, self.comm = spmm, spmm.comm
         self.blocks = {s: EdgeBlock.from_csr(panel.block(False).csr) for s, panel in spmm.own.items()}
         self.row_ids = torch.arange(*spmm.row_range, device=spmm.grid.device)

@@ -1,16 +1,47 @@
-"""`Stages3D`: graph attention (`gridgnn.spmm.attention`) on the stages of `gridgnn.spmm.spmm_3d.SpMM3D`."""
+"""`Stages3D`: graph attention (`gridgnn.spmm.attention`) on the stages of `gridgnn.spmm.spmm_3d.SpMM3D`.
+
+The SpMM builds its `Stages3D` (`SpMM3D.attention_stages`) and hands itself over as a `Split3DSpMM`: this
+module does not import the SpMM's, so the dependency goes one way (spmm_3d -> attention_3d).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.overlap import Pending
+from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.attention import EdgeBlock, head_segments
+from gridgnn.sparse.packed import PackedPanel
 
-if TYPE_CHECKING:  # the SpMM imports this module on first use
-    from gridgnn.spmm.spmm_3d import SpMM3D
+
+class Split3DSpMM(Protocol):
+    """What `Stages3D` reads of a Split-3D SpMM (`gridgnn.spmm.spmm_3d.SpMM3D` is one) on a ``q x q x d``
+    grid: this rank's coordinates ``i`` (``row``) and ``j`` (``col``), the vertex blocks' ``bounds`` (q + 1
+    ints), the rows S[k][l] of stage k in this rank's depth slice (``_slice(k)`` = (a, b)), the row counts of
+    block i's d sub-blocks (``_depth_counts()``), feature columns ``col_range(w)``, each stage's panel
+    non-zeros ``panel_nnz[k]``, the panel this rank keeps (``own``, Â[block i, S[j][l]]) and any stage's panel
+    as ``_panel(k, transpose)`` (a `Pending`, or None when empty; collective on ``col`` unless kept), the grid
+    and its collectives."""
+
+    grid: ProcessGrid
+    comm: Communicator
+    i: int
+    j: int
+    bounds: list[int]
+    panel_nnz: list[int]
+    own: PackedPanel
+
+    def col_range(self, width: int) -> tuple[int, int]: ...
+
+    def _slice(self, k: int) -> tuple[int, int]: ...
+
+    def _depth_counts(self) -> list[int]: ...
+
+    def _panel(self, k: int, transpose: bool) -> Pending | None: ...
 
 
 class Stages3D:
@@ -23,7 +54,7 @@ class Stages3D:
     panel's owner, αᵀ G reduced on ``row`` as in `SpMM3D.backward`; the gradient of the block's score terms
     reduce-scattered on ``depth`` (the ``col`` all-reduce of `GridOps.head_sum` completes it)."""
 
-    def __init__(self, spmm: SpMM3D):
+    def __init__(self, spmm: Split3DSpMM):
         self.spmm, self.comm = spmm, spmm.comm
         self.blocks = {spmm.j: EdgeBlock.from_csr(spmm.own.block(False).csr)}
         i = spmm.i

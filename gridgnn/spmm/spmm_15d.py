@@ -34,6 +34,7 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.sparse.cut import cut_panels
+from gridgnn.spmm.attention_15d import Stages15D
 from gridgnn.spmm.base import DistributedSpMM
 
 
@@ -109,7 +110,5 @@ class SpMM15D(DistributedSpMM):
     def attention_stages(self):
         """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tiles' patterns built once)."""
         if self._attention is None:
-            from gridgnn.spmm.attention_15d import Stages15D
-
             self._attention = Stages15D(self)
         return self._attention

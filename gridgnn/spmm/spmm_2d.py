@@ -31,6 +31,7 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
+from gridgnn.spmm.attention_2d import Stages2D
 from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.panels import PanelCache, broadcast_panel, panel_layout
 
@@ -138,7 +139,5 @@ class SpMM2D(DistributedSpMM):
     def attention_stages(self):
         """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tiles' patterns built once)."""
         if self._attention is None:
-            from gridgnn.spmm.attention_2d import Stages2D
-
             self._attention = Stages2D(self)
         return self._attention

@@ -27,6 +27,7 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
+from gridgnn.spmm.attention_3d import Stages3D
 from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.panels import PanelCache, broadcast_panel, panel_layout
 
@@ -140,7 +141,5 @@ class SpMM3D(DistributedSpMM):
     def attention_stages(self):
         """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tile's pattern built once)."""
         if self._attention is None:
-            from gridgnn.spmm.attention_3d import Stages3D
-
             self._attention = Stages3D(self)
         return self._attention

@@ -36,17 +36,15 @@ def local_inputs(graph, operator: str = "gcn") -> tuple[object, LocalLayout]:
     return as_model_input(graph.features), LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj)), operator)
 
 
-def grid_inputs(config: TrainConfig, graph, world_size: int,
-                shape: GridShape | None = None) -> tuple[object, GridOps]:
-    """(this rank's feature block, `GridOps`) on the grid ``config`` describes (algo, replication, grid), or
-    on ``shape``, the grid of a resolved run.
+def grid_inputs(config: TrainConfig, graph, shape: GridShape) -> tuple[object, GridOps]:
+    """(this rank's feature block, `GridOps`) of ``config.model`` on ``shape``, the grid of a resolved run
+    (`gridgnn.train.resolve.grid_shape_for` validates one; nothing is resolved here).
 
     Collective on the world (builds the device mesh); without a process group, a 1-process grid.
     """
     from gridgnn.train.grid_train import model_operator
-    from gridgnn.train.resolve import grid_shape_for
 
-    grid = ProcessGrid.create(shape or grid_shape_for(config, world_size))
+    grid = ProcessGrid.create(shape)
     adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
     ops = GridOps(grid, Communicator(grid, overlap=False), adj, operator=operator_of(config.model),
                   parts=graph.meta.get("reorder_bounds"))

@@ -68,7 +68,7 @@ def _run(config: TrainConfig, graph: Graph | None, on_epoch, timeout_s: float, o
          process: ProcessOptions | None) -> Run:
     if spec is not None:
         config = spec.config
-    if "WORLD_SIZE" not in os.environ:  # one process: nothing to distribute
+    if spec is None and "WORLD_SIZE" not in os.environ:  # one process: nothing to distribute (a spec is resolved)
         from gridgnn.train.resolve import resolve_auto
 
         config = resolve_auto(config, graph, 1)
