@@ -18,6 +18,7 @@ gat    gat       H W (then ``head_sum`` for the score     W, a_src, a_dst, b
 
 from __future__ import annotations
 
+from gridgnn.data.operators import has_self_loops
 from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
@@ -32,6 +33,12 @@ def operator_of(model: str) -> str:
     """The aggregation operator of the model kind ``model`` (``gcn`` -> ``gcn``, ``sage`` -> ``mean``,
     ``gin`` -> ``sum``, ``gat`` -> ``gat``)."""
     return MODELS[model].operator
+
+
+def self_loops_of(model: str) -> bool:
+    """Whether the operator of the model kind ``model`` has A + I's pattern (GCN, GAT) rather than A's (SAGE,
+    GIN): the graph statistics its price is computed on (`gridgnn.data.operators.has_self_loops`)."""
+    return has_self_loops(operator_of(model))
 
 
 def build_model(config, num_features: int, num_classes: int, task: str = "multiclass") -> LayerStack:
