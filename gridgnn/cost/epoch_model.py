@@ -1,24 +1,26 @@
 """The whole training step of a GCN on a grid, per rank: communication by phase, memory, time (pure).
 
-`predict_epoch` restates what `gridgnn.train.distributed.DistributedTrainer.train_step` issues, collective
-by collective, in the byte convention of `gridgnn.grid.comm` (evaluation is not counted, as there):
+The model is not described here: `predict_epoch` prices the layout operations its forward issues
+(`gridgnn.cost.operations`, recorded by `gridgnn.nn.trace` from the model's own code), each lowered onto the
+grid's algorithm as `gridgnn.parallel.grid_ops.GridOps` executes it, in the byte convention of
+`gridgnn.grid.comm` (evaluation is not counted, as in `gridgnn.train.distributed.DistributedTrainer.train_step`):
 
 ==============  ================================================================================
 phase           collectives (P ranks; m = the rank's dense rows; pcol = size of the ``col`` axis)
 ==============  ================================================================================
 spmm_forward    each layer's ``Â X`` (`gridgnn.cost.sparse_cost.comm_spmm_terms`, width by the layer's order)
 spmm_backward   each ``Âᵀ G``; none for a first layer that aggregates first (X needs no gradient)
-dense           2D/3D only, each product with a weight (`LayerStep.products`: GCN one, SAGE two, GIN two) on
+dense           2D/3D only, each `Product` with a weight (``linear``: GCN one, SAGE two, GIN two) on
                 ``col``: all-gather of the input's columns when f_in <= f_out, else reduce-scatter of the
                 partial products; (pcol-1)·⌈width/pcol⌉·m values. Backward: the transpose collective,
                 except an all-gather whose input needs no gradient (the features). None for the first
                 layer's products with the features when each process keeps their full rows
-                (``--full-feature-rows``, `LayerStep.local_products`). SAGE with normalize:
-                an all-reduce of the m row sums on ``col``, forward and backward, per layer
+                (``--full-feature-rows``, `Product.reads_features`). Each `RowSum` (SAGE with
+                normalize): an all-reduce of the m row sums on ``col``, forward and backward
 weight_grad     1D/1.5D (and 2D/3D with one column block): one all-reduce of every parameter's gradient
                 (`ModelSpec.num_parameters`; GIN's trainable ε included) on ``row`` (or ``world``). 2D/3D:
                 each process's gradient is non-zero only in its column block of each weight and bias
-                (`parameter_slices`), so those blocks, packed, are summed over the processes of the same
+                (`ModelOps.parameter_slices`), so those blocks, packed, are summed over the processes of the same
                 column block (2D: all-reduce on ``row``; 3D: reduce-scatter on ``row``, all-reduce on
                 ``depth``, all-gather on ``row``) and all-gathered on ``col`` (not with
                 ``--defer-weight-gather``: each process updates only its blocks); the parameters read whole
@@ -28,7 +30,7 @@ loss            2D/3D: all-gather of the class columns on ``col`` (forward only)
 other           nothing in the training step
 ==============  ================================================================================
 
-GAT (`gridgnn.spmm.attention`) replaces a layer's SpMM by its attention, with x' = H W of width f = K·C and
+An `Attend` (GAT, `gridgnn.spmm.attention`) replaces a layer's SpMM, with x' = H W of width f = K·C and
 the K score terms per vertex. 1D/1.5D: forward, the ``row`` broadcasts of an SpMM of width K (the score
 terms; no replica all-reduce), two ``rep`` all-reduces of m·K values (row maximum and sum), then the SpMM of
 width f; backward, the ``row`` broadcasts of width f again (for the SDDMM), the backward SpMM of width f, two

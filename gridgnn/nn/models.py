@@ -1,7 +1,7 @@
 """Model kinds by name (``--model``): which class, which aggregation operator, built from a `TrainConfig`.
 
-What each kind asks of its `gridgnn.nn.layout.Layout` per layer (the same on every algorithm; the layout and
-`gridgnn.cost.epoch_model.LayerStep.products` say what that costs on each grid):
+What each kind asks of its `gridgnn.nn.layout.Layout` per layer (the same on every algorithm; the cost model
+reads it from the model's own forward, `gridgnn.nn.trace`, and says what it costs on each grid):
 
 =====  ========  ====================================  ==================================================
 kind   operator  products with a replicated weight     parameters (gradients summed over ``row`` on

@@ -126,8 +126,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
 
 def kept_feature_rows(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> int | None:
     """The width of the input features every rank keeps in full rows: the graph's feature count when
-    ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.cost.epoch_model.ModelSpec.keeps_feature_rows`,
-    alike on every rank), else None. Not collective."""
+    ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.cost.epoch_model.ModelSpec.keeps_feature_rows`
+    of the traced model, alike on every rank), else None. Not collective."""
     return graph.num_features if model_spec(config, graph).keeps_feature_rows(shape) else None
 
 
