@@ -26,7 +26,11 @@ from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
 
 MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT}
-"""``--model`` name -> model class; each class names its ``operator`` (`gridgnn.data.operators`)."""
+"""The registry of model kinds: ``--model`` name -> model class. Each class names its ``operator``
+(`gridgnn.data.operators`: the matrix it aggregates with, and so its self-loop rule, `self_loops_of`) and
+builds itself from a configuration (`LayerStack.from_config`); what it costs on each grid is read from its own
+forward (`gridgnn.nn.trace`), parameters read whole included. A new kind is its own module, one entry here
+and its name in `gridgnn.config.MODELS` (the names a configuration accepts, at the bottom layer)."""
 
 
 def operator_of(model: str) -> str:
@@ -49,13 +53,4 @@ def build_model(config, num_features: int, num_classes: int, task: str = "multic
 
 def _build(config, num_features: int, num_classes: int) -> LayerStack:
     kind = getattr(config, "model", "gcn")
-    common = dict(num_layers=config.layers, dropout=config.dropout, order=config.order, seed=config.seed)
-    if kind == "sage":
-        return SAGE(num_features, config.hidden, num_classes, normalize=config.sage_normalize, **common)
-    if kind == "gin":
-        return GIN(num_features, config.hidden, num_classes, eps=config.gin_eps, train_eps=config.gin_train_eps,
-                   **common)
-    if kind == "gat":
-        return GAT(num_features, config.hidden, num_classes, heads=config.heads, output_heads=config.output_heads,
-                   attn_dropout=config.attn_dropout, **common)
-    return GCN(num_features, config.hidden, num_classes, **common)
+    return MODELS[kind].from_config(config, num_features, num_classes)
