@@ -357,7 +357,8 @@ def run_plan(args: argparse.Namespace) -> int:
         return by_order(entry.reorder, entry.shape.sizes[0], entry.shape.depth)
 
     print(f"graph      {stats.describe()}")
-    print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
+    name = MODEL_NAMES.get(spec.model, spec.model)  # a kind without a display name shows its own
+    print(f"model      {name} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
     print(f"memory     memory/rank counts {baseline_note(profile.device)}")

@@ -262,15 +262,15 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo, comm: str 
 
 
 def _aggregation_terms(blocks: ShapeBlocks, layer: LayerOps, sizes: SizeInfo, comm: str, cached: bool) -> list[Term]:
-    """The layer's SpMM (forward, and backward when its input needs a gradient) or attention."""
-    agg = layer.aggregation
-    if agg is None:
-        return []
-    if isinstance(agg, Attend):
-        return attention_terms(blocks, agg.width, agg.heads, sizes, cached)
-    terms = comm_spmm_terms(blocks, agg.width, backward=False, sizes=sizes, comm=comm, cached=cached)
-    if agg.backward:
-        terms += comm_spmm_terms(blocks, agg.width, backward=True, sizes=sizes, comm=comm, cached=cached)
+    """Each of the layer's SpMMs (forward, and backward when its input needs a gradient) and attentions."""
+    terms: list[Term] = []
+    for agg in layer.aggregations:
+        if isinstance(agg, Attend):
+            terms += attention_terms(blocks, agg.width, agg.heads, sizes, cached)
+            continue
+        terms += comm_spmm_terms(blocks, agg.width, backward=False, sizes=sizes, comm=comm, cached=cached)
+        if agg.backward:
+            terms += comm_spmm_terms(blocks, agg.width, backward=True, sizes=sizes, comm=comm, cached=cached)
     return terms
 
 
@@ -448,10 +448,10 @@ def compute_seconds(blocks: ShapeBlocks, ops: ModelOps, feature_rows: bool, stat
     sparse, dense, elems = np.zeros(shape.world_size), np.zeros(shape.world_size), np.zeros(shape.world_size)
     stored = stats.feature_nnz / stats.num_nodes if sparse_features(stats, device) else None  # per row of sparse X
     for layer in ops.layers:
-        f = layer.spmm_width
-        f_local = feature_widths(f, pcol)[j] if j is not None else f
-        passes = 2 if layer.spmm_backward else 1
-        sparse += passes * 2.0 * blocks.mult_nnz * f_local
+        for agg in layer.aggregations:
+            f_local = feature_widths(agg.width, pcol)[j] if j is not None else agg.width
+            passes = 2 if agg.backward else 1
+            sparse += passes * 2.0 * blocks.mult_nnz * f_local
         for product in layer.products:
             dense += 2.0 * m * product.f_in * product.f_out / pcol * (3 if product.input_grad else 2)
         sparse_in = layer.index == 0 and stored is not None and not layer.aggregates_first  # else made dense

@@ -155,12 +155,12 @@ the transpose's order (int64 each)."""
 
 def _attention_bytes(blocks: ShapeBlocks, ops: ModelOps, sz: SizeInfo) -> np.ndarray:
     """The per-edge arrays of attention on each rank (see the module table); zeros for a model without."""
-    attends = [layer.aggregation for layer in ops.layers if isinstance(layer.aggregation, Attend)]
+    attends = [op for layer in ops.layers for op in layer.aggregations if isinstance(op, Attend)]
     if not attends:
         return np.zeros(blocks.shape.world_size, dtype=np.int64)
     own = blocks.local_nnz.astype(np.int64)
     saved = sum(op.heads * (1 + sz.value * (3 if op.dropout else 1)) for op in attends)
-    widest = max(layer.heads for layer in ops.layers)
+    widest = max(op.heads for op in attends)
     total = own * (EDGE_INDEX_BYTES + saved + 4 * widest * sz.value)
     if blocks.shape.splits_features:  # Â panels (and their coefficients) in flight
         i = blocks.coords["row"]

@@ -126,9 +126,14 @@ class LayerOps:
         return tuple(op for op in self.ops if isinstance(op, Product))
 
     @property
+    def aggregations(self) -> tuple[Aggregate | Attend, ...]:
+        """The layer's SpMMs and attentions, in call order (SGC's K hops are K of them)."""
+        return tuple(op for op in self.ops if isinstance(op, (Aggregate, Attend)))
+
+    @property
     def aggregation(self) -> Aggregate | Attend | None:
-        """The layer's SpMM or attention (None for a layer without one)."""
-        return next((op for op in self.ops if isinstance(op, (Aggregate, Attend))), None)
+        """The layer's first SpMM or attention (None for a layer without one)."""
+        return next(iter(self.aggregations), None)
 
     @property
     def aggregates_first(self) -> bool:
@@ -140,14 +145,8 @@ class LayerOps:
 
     @property
     def spmm_width(self) -> int:
-        """Global width of the layer's aggregation (0 without one)."""
-        agg = self.aggregation
-        return 0 if agg is None else agg.width
-
-    @property
-    def spmm_backward(self) -> bool:
-        agg = self.aggregation
-        return agg is not None and agg.backward
+        """Global width of the layer's widest aggregation (0 without one)."""
+        return max((op.width for op in self.aggregations), default=0)
 
     @property
     def heads(self) -> int:
@@ -187,7 +186,7 @@ class ModelOps:
     @property
     def attends(self) -> bool:
         """Some layer runs attention (per-edge arrays in memory)."""
-        return any(isinstance(layer.aggregation, Attend) for layer in self.layers)
+        return any(isinstance(op, Attend) for layer in self.layers for op in layer.aggregations)
 
     @property
     def transforms_features(self) -> bool:
