@@ -30,6 +30,7 @@ from gridgnn.cost.epoch_model import PHASES, ModelSpec, predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import load_profile
 from gridgnn.grid.shape import GridShape
+from gridgnn.nn.trace import model_spec
 from gridgnn.plan.planner import candidate_shapes, plan
 
 FULL_GRAPHS = {"rmat": "rmat:scale=14,edge_factor=16,features=64,classes=8", "amazon-computers": "amazon-computers"}
@@ -119,7 +120,7 @@ def run_sweep(graphs: dict, procs, data_root, hidden: int, steps: int, profile, 
             shapes = candidate_shapes(p, algos) if p > 1 else candidate_shapes(1, ("1d",))
             for shape in shapes:
                 start = time.perf_counter()
-                pred = predict_epoch(model, stats, shape, profile=profile)
+                pred = predict_epoch(model_spec(model, stats), stats, shape, profile=profile)
                 row = compare_row(name, shape, measure(graph, spec, data_root, shape, hidden, steps), pred)
                 rows.append(row)
                 log(f"  P={p:<2} {shape.algo:<4} {shape.label():<7} bytes {row['measured_bytes_per_rank']:>11,} "
@@ -162,7 +163,8 @@ def fit_sweep_profile(rows: list[dict], graphs: dict, data_root, hidden: int, ba
             extra = {"replication": row["replication"]} if row["algo"] == "1.5d" else {}
             if row["algo"] in ("2d", "3d"):
                 extra = {"grid": row["grid"]}
-            pred = predict_epoch(model, stats, resolve_grid(row["algo"], row["P"], **extra), profile=base)
+            pred = predict_epoch(model_spec(model, stats), stats, resolve_grid(row["algo"], row["P"], **extra),
+                                 profile=base)
             steps = sum(t.calls * max(1, int(np.ceil(np.log2(t.group_size)))) for t in pred.terms)
             rank = int(np.argmax(pred.bytes))
             features.append([steps[rank], pred.bytes[rank]])
@@ -300,7 +302,7 @@ def plots(out: Path, rows: list[dict], graphs: dict, hidden: int, data_root, pro
                 if shape is None:
                     continue
                 xs.append(p)
-                ys.append(predict_epoch(model, stats, shape, profile=profile).bytes.max() / 2**20)
+                ys.append(predict_epoch(model_spec(model, stats), stats, shape, profile=profile).bytes.max() / 2**20)
                 shapes.append(shape.label())
             line = ax.plot(xs, ys, label=f"{label} (model)")[0]
             points = [(r["P"], r["measured_bytes_per_rank"] / 2**20) for r in rows

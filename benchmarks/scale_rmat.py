@@ -95,13 +95,15 @@ def predictions(prepared: Path, runs: list[dict], args: argparse.Namespace) -> N
     from gridgnn.config import TrainConfig
     from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.data.prepared import open_prepared
+    from gridgnn.nn.trace import model_spec
     from gridgnn.train.auto import graph_stats
     from gridgnn.train.resolve import grid_shape_for
 
     stats = graph_stats(open_prepared(prepared))
     for run in runs:
         config = TrainConfig(dataset=str(prepared), nprocs=args.nprocs, **run["config"])
-        prediction = predict_epoch(config, stats, grid_shape_for(config, args.nprocs), comm=config.comm)
+        prediction = predict_epoch(model_spec(config, stats), stats, grid_shape_for(config, args.nprocs),
+                                   comm=config.comm)
         run["predicted_bytes_per_rank"] = [int(b) for b in prediction.bytes]
         run["predicted_memory_bytes"] = [int(m) for m in prediction.memory_bytes]
         run["predicted_memory_by_component"] = {k: [int(x) for x in v] for k, v in prediction.memory.items()}

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from sparse_comm_report import METIS_ORDERS, goals, plots, summary  # beside this script
 
 from gridgnn.config import REORDERS, TrainConfig
-from gridgnn.cost.epoch_model import ModelSpec, predict_epoch
+from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.stages import row_blocks
 from gridgnn.data.graph import Graph
@@ -48,6 +48,7 @@ from gridgnn.data.reorder import nnz_imbalance, reorder_graph, row_imbalance
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.trace import model_spec
 from gridgnn.sparse.adjacency import gcn_normalize
 
 DATA = "/work/shared/datasets"
@@ -137,9 +138,10 @@ def priced_variant(variant: str, stats: GraphStats, shape) -> TrainConfig | None
     gather would not take effect."""
     comm, cached, rows, defer = variant_flags(variant)
     config = TrainConfig(comm=comm, cache_panels=cached, full_feature_rows=rows, defer_weight_gather=defer)
-    if cached and not predict_epoch(config, stats, shape, cache_panels=True).setup_sum("calls", "broadcast").any():
+    spec = model_spec(config, stats)
+    priced = predict_epoch(spec, stats, shape, cache_panels=True)
+    if cached and not priced.setup_sum("calls", "broadcast").any():
         return None
-    spec = ModelSpec.of(config, stats)
     if (rows and not spec.keeps_feature_rows(shape)) or (defer and not spec.defers_weight_gather(shape)):
         return None
     return config
@@ -160,7 +162,8 @@ def model_rows(name: str, graph: Graph, ps: list[int], methods: list[str] = REOR
                     config = priced_variant(variant, stats, shape)
                     if config is None:
                         continue  # the same run as a plainer variant's
-                    pred = predict_epoch(config, stats, shape, comm=config.comm, cache_panels=config.cache_panels)
+                    pred = predict_epoch(model_spec(config, stats), stats, shape, comm=config.comm,
+                                         cache_panels=config.cache_panels)
                     spmm = pred.bytes_by_phase["spmm_forward"] + pred.bytes_by_phase["spmm_backward"]
                     rows.append({"graph": name, "p": p, "algo": algo, "grid": shape.label(), "reorder": method,
                                  "comm": variant, "max_bytes": int(pred.bytes.max()),
@@ -232,7 +235,7 @@ def measured_rows(name: str, graph: Graph, ps: list[int], epochs: int, orders: l
                               "defer_weight_gather": priced.defer_weight_gather,
                               "reorder": method, "quiet": True, **kw}
                     out = run_workers(measured_worker, p, kwargs, g, timeout_s=1800)[0]
-                    predicted = predict_epoch(TrainConfig(**kwargs), stats, shape, comm=priced.comm,
+                    predicted = predict_epoch(model_spec(TrainConfig(**kwargs), stats), stats, shape, comm=priced.comm,
                                               cache_panels=priced.cache_panels).bytes.tolist()
                     rows.append({"graph": name, "p": p, "algo": algo, "reorder": method, "comm": variant,
                                  "step_s": round(out["step_s"], 4), "setup_s": round(out["setup_s"], 4),
@@ -257,7 +260,7 @@ def check_measured(measured: list[dict], graphs: dict[str, Graph]) -> int:
             orders[key] = GraphStats.from_graph(reorder_graph(graphs[r["graph"]], r["reorder"], shape.sizes[0],
                                                               nest=shape.depth))
         config = priced_variant(r["comm"], orders[key], shape)
-        predicted = int(predict_epoch(config, orders[key], shape, comm=config.comm,
+        predicted = int(predict_epoch(model_spec(config, orders[key]), orders[key], shape, comm=config.comm,
                                       cache_panels=config.cache_panels).bytes.max())
         if predicted != r["max_bytes"]:
             differ += 1

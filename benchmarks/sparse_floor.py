@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.epoch_model import ModelSpec, layer_steps, predict_epoch
+from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.registry import load_dataset
 from gridgnn.grid.shape import resolve_grid
+from gridgnn.nn.trace import model_spec
 from gridgnn.sparse.adjacency import gcn_normalize
 
 DATA = "/work/shared/datasets"
@@ -39,10 +40,11 @@ def floor_row(name: str, p: int, tolerance: float, config: TrainConfig) -> dict:
     entries = np.diff(gcn_normalize(graph.adj).tocsr().indptr)
     stats = GraphStats.from_graph(graph)
     shape = resolve_grid("1d", p)
-    dense = predict_epoch(config, stats, shape, comm="dense")
-    sparse = predict_epoch(config, stats, shape, comm="sparse")
+    spec = model_spec(config, stats)
+    dense = predict_epoch(spec, stats, shape, comm="dense")
+    sparse = predict_epoch(spec, stats, shape, comm="sparse")
     fixed = int(min(sum(sparse.bytes_by_phase[ph] for ph in FIXED_PHASES)))  # equal on every rank on 1D
-    widths = [step.spmm_width for step in layer_steps(ModelSpec.of(config, stats))]
+    widths = [layer.spmm_width for layer in spec.ops.layers]
     most = int(entries.max())
     rows = max(0, most - int(np.floor((1 + tolerance) * graph.num_nodes / p)))
     hub = rows * sum(widths) * 4  # float32 rows of X in the forward SpMMs

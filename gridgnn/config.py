@@ -31,20 +31,6 @@ def resolve_order(order: str, in_channels: int, out_channels: int) -> str:
     return order
 
 
-def keeps_feature_rows(model: str, order: str, widths: list[int], col_blocks: int) -> bool:
-    """Whether ``--full-feature-rows`` takes effect: every process of a grid that splits feature columns over
-    ``col_blocks`` > 1 processes then holds all ``widths[0]`` input columns of its rows, and the first layer
-    multiplies them by its weights' own output columns locally (no ``dense``-phase communication for it).
-
-    The one home of the rule, read by the grid's layout (`gridgnn.parallel.grid_ops`), the trainer and the
-    cost model. It applies only when the first layer transforms its input before anything else reads it
-    (GAT always; GCN, GraphSAGE and GIN when `resolve_order` says ``transform-first``), and only for an input
-    at least 2 wide, so that no column block of that width holds all of it."""
-    f_in, f_out = widths[0], widths[1]
-    first = "transform-first" if model == "gat" else resolve_order(order, f_in, f_out)
-    return col_blocks > 1 and f_in > 1 and first == "transform-first"
-
-
 ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
 ``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
@@ -123,7 +109,7 @@ class TrainConfig:
     row's Â panels once, at set-up, and keep them instead of receiving them in every SpMM (ignored by 1D, 1.5D
     and ``local``, whose Â never moves); ``full_feature_rows`` makes every 2D and 3D process keep all feature
     columns of its rows, so the first layer's product with the input features is local
-    (`keeps_feature_rows`); ``defer_weight_gather`` makes every 2D and 3D process update only the column
+    (`ModelOps.keeps_feature_rows`); ``defer_weight_gather`` makes every 2D and 3D process update only the column
     block of each weight and bias it reads, gathering whole weights on ``col`` only where something reads them
     whole (a checkpoint, the end of training; the best weights are copied as they are and gathered then)
     instead of in every step; ``reorder`` (`REORDERS`) renumbers the vertices before sharding (distributed

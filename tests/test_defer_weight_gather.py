@@ -20,6 +20,7 @@ from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.trace import model_spec
 from gridgnn.train.resolve import reordered_for_grid
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.trainer import Trainer
@@ -70,8 +71,10 @@ def test_each_step_is_the_model_and_lacks_the_gradient_gather(trained):
             run = TrainConfig(**kwargs, defer_weight_gather=True)
             shape = resolve_grid(run.algo, run.nprocs, replication=run.replication, grid=run.grid)
             ordered = reordered_for_grid(run, load_graph(run), shape)
-            predicted = predict_epoch(run, ordered, shape, comm=run.comm, cache_panels=run.cache_panels)
-            without = predict_epoch(dataclasses.replace(run, defer_weight_gather=False), ordered, shape,
+            predicted = predict_epoch(model_spec(run, ordered), ordered, shape, comm=run.comm,
+                                      cache_panels=run.cache_panels)
+            without = predict_epoch(model_spec(dataclasses.replace(run, defer_weight_gather=False), ordered), ordered,
+                                    shape,
                                     comm=run.comm, cache_panels=run.cache_panels)
             assert trained[world][0][2 * index + 1]["setup"][0]["defer_weight_gather"] is splits, kwargs
             gathered = [t for t in without.terms if t.phase == "weight_grad" and t.axis == "col"]

@@ -17,6 +17,7 @@ from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
 from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.trace import model_spec
 from gridgnn.train.resolve import grid_shape_for
 from gridgnn.train.run import load_graph
 
@@ -36,7 +37,7 @@ def _check_step(data: dict, order: str, grid: tuple) -> None:
     kwargs = dict(data, epochs=2, order=order, algo=algo, nprocs=p, dropout=0.5, **extra)
     config = TrainConfig(**kwargs)
     graph = load_graph(config)
-    prediction = predict_epoch(config, graph, grid_shape_for(config, p))
+    prediction = predict_epoch(model_spec(config, graph), graph, grid_shape_for(config, p))
     per_rank = run_workers(pw.step_comm_worker, p, kwargs, timeout_s=300)
     for rank, records in enumerate(per_rank):
         for step in records:  # every step moves the same bytes
@@ -103,8 +104,8 @@ def test_gridgnn_moves_less_than_cagnet_counts_on_amazon():
     stats = GraphStats.from_counts(14_249_639, 115_800_000, 300, 24)
     shape = resolve_grid("1d", 16)
     cagnet_bytes = 4 * cagnet_broadcast_words(14_249_639, [300, 16, 24], 16, 1)
-    agg = predict_epoch(ModelSpec(300, 24, order="aggregate-first"), stats, shape)
-    auto = predict_epoch(ModelSpec(300, 24), stats, shape)
+    agg = predict_epoch(model_spec(ModelSpec(300, 24, order="aggregate-first"), stats), stats, shape)
+    auto = predict_epoch(model_spec(ModelSpec(300, 24), stats), stats, shape)
     spmm = agg.bytes_by_phase["spmm_forward"] + agg.bytes_by_phase["spmm_backward"]
     assert (spmm < cagnet_bytes).all()
     assert (auto.bytes * 4 < agg.bytes).all()
@@ -125,7 +126,7 @@ def test_memory_model_within_25_percent_of_measured_peak(algo, p, extra):
     kwargs = dict(dataset=spec, epochs=2, algo=algo, nprocs=p, **extra)
     config = TrainConfig(**kwargs)
     graph = load_graph(config)
-    prediction = predict_epoch(config, graph, grid_shape_for(config, p))
+    prediction = predict_epoch(model_spec(config, graph), graph, grid_shape_for(config, p))
     measured = run_workers(pw.memory_worker, p, kwargs, graph, timeout_s=600)
     ratios = [out["peak"] / int(prediction.memory_bytes[rank]) for rank, out in enumerate(measured)]
     worst = 0.25 if algo in ("1d", "1.5d") else 0.40
@@ -146,7 +147,7 @@ def test_sparse_receive_buffers_within_25_percent_where_they_matter(algo, p):
     config = TrainConfig(**kwargs)
     graph = load_graph(config)
     shape = grid_shape_for(config, p)
-    sparse, dense = (predict_epoch(config, graph, shape, comm=comm) for comm in ("sparse", "dense"))
+    sparse, dense = (predict_epoch(model_spec(config, graph), graph, shape, comm=comm) for comm in ("sparse", "dense"))
     if algo == "1d":  # the term this test is about is a large part of the working set
         extra = sparse.memory["receive_buffers"] - dense.memory["receive_buffers"]
         assert (extra > 0.25 * sparse.memory_bytes).all()
@@ -179,7 +180,7 @@ def test_activation_term_within_25_percent_where_activations_dominate(algo, p, e
     kwargs = dict(dataset=spec, epochs=2, algo=algo, nprocs=p, hidden=hidden, **extra)
     config = TrainConfig(**kwargs)
     graph = load_graph(config)
-    prediction = predict_epoch(config, graph, grid_shape_for(config, p))
+    prediction = predict_epoch(model_spec(config, graph), graph, grid_shape_for(config, p))
     assert prediction.memory["activations"].sum() > prediction.memory["graph"].sum()  # activations dominate
     model = prediction.memory_bytes - (prediction.memory["features"] if algo in ("1d", "1.5d") else 0)
     measured = run_workers(pw.memory_worker, p, kwargs, graph, timeout_s=600)

@@ -19,6 +19,7 @@ from gridgnn.cost.process_baseline import process_baseline
 from gridgnn.cost.profile import CPU_GLOO_LOOPBACK, GPU_CLUSTER, MachineProfile, check_profile_dict, load_profile
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.nn.layout import LocalLayout
+from gridgnn.nn.trace import model_spec
 from gridgnn.plan.planner import plan
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.train.run import load_graph
@@ -45,8 +46,8 @@ def test_the_rule_follows_model_input(cora):
 def test_memory_and_compute_price_dense_features_on_a_gpu(cora):
     _, stats = cora
     shape = resolve_grid("2d", 4, grid="2x2")
-    cpu = predict_epoch(CORA, stats, shape, profile=GPU_CLUSTER, device="cpu")
-    gpu = predict_epoch(CORA, stats, shape, profile=GPU_CLUSTER, device="cuda")
+    cpu = predict_epoch(model_spec(CORA, stats), stats, shape, profile=GPU_CLUSTER, device="cpu")
+    gpu = predict_epoch(model_spec(CORA, stats), stats, shape, profile=GPU_CLUSTER, device="cuda")
     rows = np.diff(np.linspace(0, stats.num_nodes, 3).astype(int))  # 2 row blocks, 2 column blocks of 1433
     dense = np.repeat(rows, 2) * np.tile([717, 716], 2) * 4
     np.testing.assert_array_equal(gpu.memory["features"], dense)

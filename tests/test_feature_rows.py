@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import sparse_workers as sw
 
-from gridgnn.config import TrainConfig, keeps_feature_rows
-from gridgnn.cost.epoch_model import ModelSpec, layer_steps, predict_epoch
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import ModelSpec, predict_epoch
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.trace import model_spec
 from gridgnn.train.resolve import reordered_for_grid
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.trainer import Trainer
@@ -53,7 +54,8 @@ def test_training_equals_local_and_the_model(trained):
             assert out["setup"][0]["full_feature_rows"] is effect, kwargs
             shape = resolve_grid(run.algo, run.nprocs, grid=run.grid)
             ordered = reordered_for_grid(run, graph, shape)
-            predicted = predict_epoch(run, ordered, shape, comm=run.comm, cache_panels=run.cache_panels)
+            predicted = predict_epoch(model_spec(run, ordered), ordered, shape, comm=run.comm,
+                                      cache_panels=run.cache_panels)
             for epoch in out["comm"]:
                 for phase, values in epoch["by_phase"].items():
                     assert values == predicted.bytes_by_phase[phase].tolist(), (kwargs, phase)
@@ -64,7 +66,8 @@ def test_training_equals_local_and_the_model(trained):
 def _check_against_blocks(run: TrainConfig, graph, shape, predicted, effect: bool) -> None:
     """With the flag, the step is the one without it less the first layer's ``dense`` terms, and each rank
     holds every feature column of its rows; where it cannot apply, the prediction is the same."""
-    plain = predict_epoch(dataclasses.replace(run, full_feature_rows=False), graph, shape, comm=run.comm,
+    plain = predict_epoch(model_spec(dataclasses.replace(run, full_feature_rows=False), graph), graph, shape,
+                          comm=run.comm,
                           cache_panels=run.cache_panels)
     if not effect:
         assert predicted.bytes.tolist() == plain.bytes.tolist()
@@ -77,6 +80,12 @@ def _check_against_blocks(run: TrainConfig, graph, shape, predicted, effect: boo
     assert (predicted.memory["features"] > plain.memory["features"]).all()
 
 
+def keeps_feature_rows(model: str, order: str, widths: list[int], col_blocks: int) -> bool:
+    """The rule as the traced model states it (`ModelOps.keeps_feature_rows`)."""
+    spec = model_spec(ModelSpec(widths[0], widths[-1], len(widths) - 1, widths[1], order, model=model), None)
+    return spec.ops.keeps_feature_rows(col_blocks)
+
+
 def test_the_rule_of_where_it_applies():
     assert keeps_feature_rows("gcn", "auto", [100, 16, 5], 2)
     assert not keeps_feature_rows("gcn", "auto", [10, 16, 5], 2)  # aggregates first
@@ -84,9 +93,11 @@ def test_the_rule_of_where_it_applies():
     assert keeps_feature_rows("gat", "aggregate-first", [10, 16, 5], 2)  # attention always transforms first
     assert not keeps_feature_rows("gcn", "auto", [100, 16, 5], 1)  # one column block: whole rows already
     assert not keeps_feature_rows("gcn", "transform-first", [1, 16, 5], 2)  # a block of width 1 is all of it
-    spec = ModelSpec(100, 5, 2, 16, model="sage", full_feature_rows=True)
-    steps = layer_steps(spec, spec.keeps_feature_rows(resolve_grid("2d", 4, grid="2x2")))
-    assert [s.local_products for s in steps] == [2, 0]  # GraphSAGE's two products with the features
+    assert not keeps_feature_rows("sage", "aggregate-first", [100, 16, 5], 2)  # mean(X) needs X's column blocks
+    spec = model_spec(ModelSpec(100, 5, 2, 16, model="sage", full_feature_rows=True), None)
+    assert spec.keeps_feature_rows(resolve_grid("2d", 4, grid="2x2"))
+    local = [sum(p.reads_features for p in layer.products) for layer in spec.ops.layers]
+    assert local == [2, 0]  # GraphSAGE's two products with the features
     assert not spec.keeps_feature_rows(resolve_grid("1d", 4))
 
 

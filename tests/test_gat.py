@@ -18,6 +18,7 @@ from gridgnn.data.interop import graph_to_pyg
 from gridgnn.data.operators import operator_matrix
 from gridgnn.nn.gat import GAT, GATLayer
 from gridgnn.nn.layout import LocalLayout
+from gridgnn.nn.trace import model_spec
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint_fingerprint import run_fingerprint
@@ -140,8 +141,8 @@ def test_plan_says_what_attention_adds(capsys):
     stats = GraphStats.from_counts(1000, 8000, 64, 5, self_loops=True)
     for algo in ("1d", "1.5d", "2d", "3d"):
         shape = resolve_grid(algo, 8)
-        gat = predict_epoch(ModelSpec(64, 5, hidden=8, model="gat", heads=4), stats, shape)
-        gcn = predict_epoch(ModelSpec(64, 5, hidden=32, order="transform-first"), stats, shape)
+        gat = predict_epoch(model_spec(ModelSpec(64, 5, hidden=8, model="gat", heads=4), stats), stats, shape)
+        gcn = predict_epoch(model_spec(ModelSpec(64, 5, hidden=32, order="transform-first"), stats), stats, shape)
         assert (gat.bytes > gcn.bytes).all(), algo  # the score terms, row reductions and SDDMM pass cost more
 
 
@@ -154,12 +155,13 @@ def test_memory_model_counts_attention_per_edge():
 
     stats = GraphStats.from_counts(1000, 8000, 64, 5, self_loops=True)
     shape = resolve_grid("1d", 4)
-    gcn = predict_epoch(ModelSpec(64, 5, hidden=32), stats, shape).memory["attention"]
-    gat = {p: predict_epoch(ModelSpec(64, 5, hidden=8, model="gat", heads=4, attn_dropout=p), stats,
+    gcn = predict_epoch(model_spec(ModelSpec(64, 5, hidden=32), stats), stats, shape).memory["attention"]
+    gat = {p: predict_epoch(model_spec(ModelSpec(64, 5, hidden=8, model="gat", heads=4, attn_dropout=p), stats), stats,
                             shape).memory["attention"] for p in (0.0, 0.5)}
     assert (gcn == 0).all() and (gat[0.0] > 0).all() and (gat[0.5] > gat[0.0]).all()
     # per entry: 32 bytes of pattern, layer 1 (4 heads) and layer 2 (1 head) 5 bytes per head, 16 per head of
     # the widest layer in backward; 8000 + 1000 entries over 4 ranks (uniform estimate)
     assert gat[0.0].sum() == pytest.approx(9000 * (32 + 5 * 5 + 16 * 4), rel=0.01)
-    two_d = predict_epoch(ModelSpec(64, 5, hidden=8, model="gat", heads=4), stats, resolve_grid("2d", 4))
+    gat = model_spec(ModelSpec(64, 5, hidden=8, model="gat", heads=4), stats)
+    two_d = predict_epoch(gat, stats, resolve_grid("2d", 4))
     assert (two_d.memory["attention"] > 0).all()

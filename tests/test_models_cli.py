@@ -17,6 +17,7 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import open_prepared
 from gridgnn.grid.shape import resolve_grid
+from gridgnn.nn.trace import model_spec
 from gridgnn.train.grid_train import model_operator
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.trainer import Trainer
@@ -71,7 +72,8 @@ def test_plan_prices_each_models_products(capsys):
         entry = json.loads(capsys.readouterr().out)[0]
         bytes_by_model[" ".join(flags) or "gcn"] = entry["bytes_per_rank"]
     stats = GraphStats.from_counts(1000, 8000, 64, 5, self_loops=False)
-    expected = predict_epoch(ModelSpec(64, 5, model="sage"), stats, resolve_grid("2d", 4)).bytes.max()
+    sage = model_spec(ModelSpec(64, 5, model="sage"), stats)
+    expected = predict_epoch(sage, stats, resolve_grid("2d", 4)).bytes.max()
     assert bytes_by_model["--model sage"] == expected
     # SAGE adds the root product's column exchange, normalize the row-norm all-reduces, GIN the MLP's second
     assert bytes_by_model["gcn"] < bytes_by_model["--model sage"] < bytes_by_model["--model sage --sage-normalize"]

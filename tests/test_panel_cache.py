@@ -22,6 +22,7 @@ from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.trace import model_spec
 from gridgnn.train.resolve import reordered_for_grid
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.trainer import Trainer
@@ -115,8 +116,9 @@ def test_cached_training_equals_local_and_model(results):
         assert out["acc"] == [(r.train_acc, r.val_acc, r.test_acc) for r in reference.epochs]
         shape = resolve_grid(run.algo, run.nprocs, grid=run.grid)
         trained_graph = reordered_for_grid(run, graph, shape)
-        predicted = predict_epoch(run, trained_graph, shape, comm=run.comm, cache_panels=True)
-        uncached = predict_epoch(run, trained_graph, shape, comm=run.comm)
+        spec = model_spec(run, trained_graph)
+        predicted = predict_epoch(spec, trained_graph, shape, comm=run.comm, cache_panels=True)
+        uncached = predict_epoch(spec, trained_graph, shape, comm=run.comm)
         for epoch in out["comm"]:
             for phase, values in epoch["by_phase"].items():
                 assert values == predicted.bytes_by_phase[phase].tolist(), (kwargs, phase)
@@ -132,7 +134,8 @@ def test_cached_training_equals_local_and_model(results):
             assert (predicted.memory["graph"] == uncached.memory["graph"] + kept).all()
         assert out["setup"][0]["cache_panels"] is True
         if run.model == "gat":  # its attention reads only Â's forward panels: the transposed ones stay home
-            as_gcn = predict_epoch(TrainConfig(**{**kwargs, "model": "gcn", "heads": 1}), trained_graph, shape,
+            gcn = model_spec(TrainConfig(**{**kwargs, "model": "gcn", "heads": 1}), trained_graph)
+            as_gcn = predict_epoch(gcn, trained_graph, shape,
                                    comm=run.comm, cache_panels=True)
             assert (kept < as_gcn.setup_sum("bytes", "broadcast")).all()
 
@@ -146,8 +149,8 @@ def test_cached_panels_step_and_setup_are_the_uncached_panels():
     for algo, world, grid_text in (("2d", 6, "2x3"), ("2d", 6, "3x2"), ("3d", 8, "2x2x2"), ("3d", 18, "3x3x2")):
         shape = resolve_grid(algo, world, grid=grid_text)
         for comm in ("dense", "sparse"):
-            plain = predict_epoch(config, stats, shape, comm=comm)
-            cached = predict_epoch(config, stats, shape, comm=comm, cache_panels=True)
+            plain = predict_epoch(model_spec(config, stats), stats, shape, comm=comm)
+            cached = predict_epoch(model_spec(config, stats), stats, shape, comm=comm, cache_panels=True)
             panels = sum(t.bytes for t in plain.terms if t.op == "broadcast" and t.axis == "col")
             assert (cached.bytes == plain.bytes - panels).all() and panels.any()
             blocks = shape_blocks(shape, stats)

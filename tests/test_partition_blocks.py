@@ -18,6 +18,7 @@ from gridgnn.cost.stages import row_blocks, stage_layout
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.trace import model_spec
 
 N, SEED, WORLD = 61, 7, 4
 TWO, FOUR = [0, 20, 61], [0, 9, 30, 38, 61]  # far from balanced ([0, 31, 61] and [0, 16, 31, 46, 61])
@@ -152,7 +153,7 @@ def test_training_on_uneven_blocks_is_the_local_run_and_the_model():
         shape = resolve_grid(run.algo, WORLD, replication=run.replication, grid=run.grid)
         trained_graph = reorder_graph(graph, "random", 1, seed=9)
         trained_graph.meta["reorder_bounds"] = BOUNDS[shape.sizes[0]]
-        predicted = predict_epoch(run, trained_graph, shape, comm=run.comm)
+        predicted = predict_epoch(model_spec(run, trained_graph), trained_graph, shape, comm=run.comm)
         for epoch in out["comm"]:
             for phase, values in epoch["by_phase"].items():
                 assert values == predicted.bytes_by_phase[phase].tolist(), (kwargs, phase)

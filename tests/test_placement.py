@@ -14,6 +14,7 @@ from gridgnn.cost.profile import GPU_CLUSTER
 from gridgnn.grid.hosts import HostMap, format_ranks
 from gridgnn.grid.placement import Placement, axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import resolve_grid
+from gridgnn.nn.trace import model_spec
 from gridgnn.train.host_placement import place_ranks, split_by_host
 
 STATS = GraphStats.from_counts(100_000, 2_000_000, 500, 40)
@@ -25,7 +26,7 @@ MODEL = TrainConfig(hidden=64)
     ("3d", 8, "2x2x2", 4), ("3d", 32, "2x2x8", 8), ("1d", 8, None, 8)])
 def test_the_heaviest_axis_stays_within_a_host_when_it_fits(algo, p, grid, per_host):
     shape = resolve_grid(algo, p, grid=grid)
-    weights = axis_bytes(predict_epoch(MODEL, STATS, shape).terms)
+    weights = axis_bytes(predict_epoch(model_spec(MODEL, STATS), STATS, shape).terms)
     heaviest = max(shape.axes, key=lambda axis: weights.get(axis, 0))
     order = host_axis_order(shape, weights, per_host)
     assert order[-1] == heaviest and sorted(order) == sorted(shape.axes)
@@ -62,7 +63,7 @@ def test_placement_is_a_bijection_and_the_vectorized_mask_agrees(order):
 
 def test_the_planner_prices_links_as_the_run_places_ranks():
     shape = resolve_grid("1.5d", 16, replication=2)  # row (8) is the heavy axis: across nodes in row-major
-    terms = predict_epoch(MODEL, STATS, shape).terms
+    terms = predict_epoch(model_spec(MODEL, STATS), STATS, shape).terms
     profile = GPU_CLUSTER  # 8 GPUs per node
     assert not _intra_node(shape, "row", 8).all()  # the grid's own order puts row groups across nodes
     assert _intra_node(shape, "row", 8, ("rep", "row")).all()

@@ -13,6 +13,7 @@ from gridgnn.config import REORDERS
 from gridgnn.data.generators import csbm
 from gridgnn.data.prepared import open_prepared, prepare_graph
 from gridgnn.data.reorder import nnz_imbalance, reorder_graph, vertex_order
+from gridgnn.nn.trace import model_spec
 
 
 def _graph():
@@ -208,10 +209,10 @@ def test_plan_prices_each_grid_on_the_order_training_gives_it(capsys):
             orders[key] = reorder_graph(graph, "metis", key[0], nest=key[1])
         config = dataclasses.replace(config, full_feature_rows=entry["full_feature_rows"],
                                      defer_weight_gather=entry["defer_weight_gather"])  # the variant priced
-        predicted = predict_epoch(config, orders[key], shape, comm=entry["comm"],
+        predicted = predict_epoch(model_spec(config, orders[key]), orders[key], shape, comm=entry["comm"],
                                   cache_panels=entry["cache_panels"])  # what trains
         assert entry["bytes_per_rank"] == int(predicted.bytes.max()), entry
-        one_order = predict_epoch(config, orders[16, 1], shape, comm=entry["comm"],
+        one_order = predict_epoch(model_spec(config, orders[16, 1]), orders[16, 1], shape, comm=entry["comm"],
                                   cache_panels=entry["cache_panels"])  # METIS into P for every grid
         differs += entry["bytes_per_rank"] != int(one_order.bytes.max())
     assert differs > 0
@@ -341,6 +342,7 @@ def test_nested_metis_cuts_each_part_again_for_3d_depth():
         assert sorted(flat.meta["reorder_order"][a:b]) == sorted(nested.meta["reorder_order"][a:b])
     assert (flat.meta["reorder_order"] != nested.meta["reorder_order"]).any()
     shape = resolve_grid("3d", 16, grid="2x2x4")
-    depth = [sum(t.bytes for t in predict_epoch(TrainConfig(), GraphStats.from_graph(g), shape, comm="sparse").terms
+    depth = [sum(t.bytes for t in predict_epoch(model_spec(TrainConfig(), g), GraphStats.from_graph(g), shape,
+                                                comm="sparse").terms
                  if t.axis == "depth").sum() for g in (flat, nested)]
     assert depth[1] < depth[0]

@@ -16,6 +16,7 @@ from gridgnn.cost.rank_cost import shape_blocks
 from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.trace import model_spec
 from gridgnn.train.resolve import reordered_for_grid
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.trainer import Trainer
@@ -92,13 +93,13 @@ def test_sparse_training_equals_local_and_model(results):
         run = TrainConfig(**kwargs)
         shape = resolve_grid(run.algo, WORLD, replication=run.replication, grid=run.grid)
         trained_graph = reordered_for_grid(run, graph, shape)
-        predicted = predict_epoch(run, trained_graph, shape, comm=run.comm)
+        predicted = predict_epoch(model_spec(run, trained_graph), trained_graph, shape, comm=run.comm)
         for epoch in out["comm"]:
             for phase, values in epoch["by_phase"].items():
                 assert values == predicted.bytes_by_phase[phase].tolist(), (kwargs, phase)
                 assert epoch["calls_by_phase"][phase] == predicted.calls_by_phase[phase].tolist(), (kwargs, phase)
         if run.comm == "sparse":
-            dense = predict_epoch(run, trained_graph, shape, comm="dense")
+            dense = predict_epoch(model_spec(run, trained_graph), trained_graph, shape, comm="dense")
             assert predicted.bytes_by_phase["spmm_forward"].max() < dense.bytes_by_phase["spmm_forward"].max()
             assert sum(s["index_exchange_bytes"] for s in out["setup"]) > 0
             # the index exchange (once, at set-up) is modelled too, per rank: bytes and calls

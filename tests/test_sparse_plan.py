@@ -14,6 +14,7 @@ from gridgnn.data.generators import csbm
 from gridgnn.data.reorder import reorder_graph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
+from gridgnn.nn.trace import model_spec
 from gridgnn.plan.planner import plan
 from gridgnn.train.auto import choose_comm, choose_configuration
 
@@ -43,8 +44,9 @@ def test_auto_chooses_comm_with_a_reason_and_uniform_statistics_scale():
     auto, why = choose_configuration(TrainConfig(algo="auto", comm="auto", nprocs=4), graph, 4)
     assert auto.comm in ("dense", "sparse") and "communication" in why
     stats = GraphStats.from_counts(10_000, 200_000, 16, 4)
-    pred = predict_epoch(TrainConfig(), stats, resolve_grid("1.5d", 64, replication=4), comm="sparse")
-    dense = predict_epoch(TrainConfig(), stats, resolve_grid("1.5d", 64, replication=4), comm="dense")
+    gcn, shape = model_spec(TrainConfig(), stats), resolve_grid("1.5d", 64, replication=4)
+    pred = predict_epoch(gcn, stats, shape, comm="sparse")
+    dense = predict_epoch(gcn, stats, shape, comm="dense")
     assert pred.bytes.sum() <= dense.bytes.sum() and pred.bytes.max() > 0
 
 

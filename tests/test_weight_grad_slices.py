@@ -12,10 +12,11 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.epoch_model import ModelSpec, layer_steps, parameter_slices, predict_epoch
+from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.nn import build_model
+from gridgnn.nn.trace import model_spec
 from gridgnn.parallel.custom_loop import grid_aggregation
 from gridgnn.partition import block_bounds
 
@@ -28,21 +29,22 @@ CONFIGS = [TrainConfig(layers=3, hidden=8), TrainConfig(layers=2, hidden=64),
 def test_the_model_lists_every_parameter_of_every_model():
     for config in CONFIGS:
         model = build_model(config, F_IN, CLASSES)
-        spec = ModelSpec.of(config, GraphStats("x", 50, 100, F_IN, CLASSES))
-        listed = sorted(int(np.prod(dims)) for dims, _ in parameter_slices(spec, layer_steps(spec)))
-        assert listed == sorted(p.numel() for p in model.parameters()), config.model
-        whole = [dims for dims, dim in parameter_slices(spec, layer_steps(spec)) if dim is None]
+        spec = model_spec(config, GraphStats("x", 50, 100, F_IN, CLASSES))
+        listed = [int(np.prod(dims)) for dims, _ in spec.ops.parameter_slices(False)]
+        assert listed == [p.numel() for p in model.parameters()], config.model  # in the model's order
+        whole = [dims for dims, dim in spec.ops.parameter_slices(False) if dim is None]
         assert len(whole) == {"gat": 4, "gin": 2}.get(config.model, 0)  # attention vectors; trained ε
 
 
 def test_sliced_reduction_moves_less_than_a_world_all_reduce():
     stats = GraphStats("x", 400, 4000, F_IN, CLASSES)
     for config in CONFIGS:
-        n = ModelSpec.of(config, stats).num_parameters()
+        n = model_spec(config, stats).num_parameters()
         for algo, p, grid in (("2d", 4, "2x2"), ("2d", 8, "2x4"), ("2d", 8, "8x1"), ("2d", 16, "4x4"),
                               ("3d", 8, "2x2x2"), ("3d", 16, "2x2x4"), ("3d", 16, "4x4x1")):
             shape = resolve_grid(algo, p, grid=grid)
-            terms = [t for t in predict_epoch(config, stats, shape).terms if t.phase == "weight_grad"]
+            spec = model_spec(config, stats)
+            terms = [t for t in predict_epoch(spec, stats, shape).terms if t.phase == "weight_grad"]
             world = 2 * n * 4 * (p - 1) // p
             moved = sum(t.bytes for t in terms)
             if shape.col_blocks == 1:  # every process holds whole rows: one all-reduce, as before
@@ -58,10 +60,9 @@ def test_sliced_reduction_moves_less_than_a_world_all_reduce():
                 block = [("all_reduce", a) for a in within]
             assert ops == whole + block + [("all_gather", "col")], (config.model, grid)
             if len(within) == 2:  # the bytes of one all-reduce over the block's q·d processes, up to padding
-                spec = ModelSpec.of(config, stats)
                 pcol, group, row = shape.col_blocks, shape.size("row") * shape.size("depth"), shape.size("row")
                 own = np.zeros(pcol)
-                for dims, dim in parameter_slices(spec, layer_steps(spec)):
+                for dims, dim in spec.ops.parameter_slices(False):
                     if dim is not None:
                         own += np.diff(block_bounds(dims[dim], pcol, allow_empty=True)) * np.prod(dims) / dims[dim]
                 ideal = 2 * own[np.array([shape.coords(r)["col"] for r in range(p)])] * 4 * (group - 1) / group
@@ -87,8 +88,8 @@ def test_feature_rows_read_w_by_columns():
     stats = GraphStats("x", 400, 4000, 300, CLASSES)
     config = TrainConfig(hidden=8)
     shape = resolve_grid("2d", 4, grid="2x2")
-    spec = ModelSpec.of(config, stats)
+    spec = model_spec(config, stats)
     kept = dataclasses.replace(spec, full_feature_rows=True)
-    plain = parameter_slices(spec, layer_steps(spec))
-    rows = parameter_slices(kept, layer_steps(kept, kept.keeps_feature_rows(shape)))
+    plain = spec.ops.parameter_slices(spec.keeps_feature_rows(shape))
+    rows = kept.ops.parameter_slices(kept.keeps_feature_rows(shape))
     assert plain[0] == ((300, 8), 0) and rows[0] == ((300, 8), 1)  # reduce-scatter: W's rows; local: its columns

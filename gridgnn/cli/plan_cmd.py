@@ -140,9 +140,11 @@ def _stats_from_counts(args: argparse.Namespace) -> GraphStats:
         raise ConfigError(f"without --dataset, give the graph's counts: missing {', '.join(missing)}")
     if args.feature_density is not None and not 0 < args.feature_density <= 1:
         raise ConfigError(f"--feature-density must be in (0, 1], got {args.feature_density}")
+    from gridgnn.nn.models import self_loops_of
+
     try:
         return GraphStats.from_counts(*counts, feature_density=args.feature_density,
-                                      self_loops=args.model in ("gcn", "gat"))
+                                      self_loops=self_loops_of(args.model))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -272,8 +274,11 @@ def attention_line(result, stats, profile) -> str:
 
     best = result.best
     gat = best.prediction
-    gcn_spec = dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, hidden=gat.spec.widths[1]
-                                   if gat.spec.layers > 1 else gat.spec.hidden)
+    from gridgnn.nn.trace import model_spec
+
+    gcn_spec = model_spec(dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, ops=None,
+                                              hidden=gat.spec.widths[1] if gat.spec.layers > 1 else gat.spec.hidden),
+                          stats)
     gcn = _price_best(result, gcn_spec, stats, profile)
     extra = int(gat.bytes.max()) - int(gcn.bytes.max())
     return (f"attention  adds {_human(extra)} per rank per epoch over a GCN of the same widths on "
@@ -285,6 +290,7 @@ def attention_line(result, stats, profile) -> str:
 def run_plan(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn plan``."""
     from gridgnn.cost.epoch_model import ModelSpec
+    from gridgnn.nn.trace import model_spec
     from gridgnn.plan.planner import _human, plan
 
     if any(p < 1 for p in args.nprocs):
@@ -327,11 +333,11 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.gin_train_eps and args.model != "gin":
         raise ConfigError(f"--gin-train-eps applies to --model gin, not {args.model}")
     check_attention_flags(args)
-    spec = ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
-                     model=args.model, sage_normalize=args.sage_normalize, gin_train_eps=args.gin_train_eps,
-                     heads=args.heads, output_heads=args.output_heads, attn_dropout=args.attn_dropout,
-                     full_feature_rows=bool(args.full_feature_rows),
-                     defer_weight_gather=bool(args.defer_weight_gather))
+    spec = model_spec(ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
+                                model=args.model, sage_normalize=args.sage_normalize,
+                                gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
+                                attn_dropout=args.attn_dropout, full_feature_rows=bool(args.full_feature_rows),
+                                defer_weight_gather=bool(args.defer_weight_gather)), stats)
     flags = dataset_flags(args)
     if args.model == "gat" and args.comm == "sparse":
         raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
@@ -351,7 +357,8 @@ def run_plan(args: argparse.Namespace) -> int:
         return by_order(entry.reorder, entry.shape.sizes[0], entry.shape.depth)
 
     print(f"graph      {stats.describe()}")
-    print(f"model      {MODEL_NAMES[spec.model]} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
+    name = MODEL_NAMES.get(spec.model, spec.model)  # a kind without a display name shows its own
+    print(f"model      {name} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
     print(f"memory     memory/rank counts {baseline_note(profile.device)}")

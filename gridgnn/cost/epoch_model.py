@@ -1,24 +1,26 @@
 """The whole training step of a GCN on a grid, per rank: communication by phase, memory, time (pure).
 
-`predict_epoch` restates what `gridgnn.train.distributed.DistributedTrainer.train_step` issues, collective
-by collective, in the byte convention of `gridgnn.grid.comm` (evaluation is not counted, as there):
+The model is not described here: `predict_epoch` prices the layout operations its forward issues
+(`gridgnn.cost.operations`, recorded by `gridgnn.nn.trace` from the model's own code), each lowered onto the
+grid's algorithm as `gridgnn.parallel.grid_ops.GridOps` executes it, in the byte convention of
+`gridgnn.grid.comm` (evaluation is not counted, as in `gridgnn.train.distributed.DistributedTrainer.train_step`):
 
 ==============  ================================================================================
 phase           collectives (P ranks; m = the rank's dense rows; pcol = size of the ``col`` axis)
 ==============  ================================================================================
 spmm_forward    each layer's ``Â X`` (`gridgnn.cost.sparse_cost.comm_spmm_terms`, width by the layer's order)
 spmm_backward   each ``Âᵀ G``; none for a first layer that aggregates first (X needs no gradient)
-dense           2D/3D only, each product with a weight (`LayerStep.products`: GCN one, SAGE two, GIN two) on
+dense           2D/3D only, each `Product` with a weight (``linear``: GCN one, SAGE two, GIN two) on
                 ``col``: all-gather of the input's columns when f_in <= f_out, else reduce-scatter of the
                 partial products; (pcol-1)·⌈width/pcol⌉·m values. Backward: the transpose collective,
                 except an all-gather whose input needs no gradient (the features). None for the first
                 layer's products with the features when each process keeps their full rows
-                (``--full-feature-rows``, `LayerStep.local_products`). SAGE with normalize:
-                an all-reduce of the m row sums on ``col``, forward and backward, per layer
+                (``--full-feature-rows``, `Product.reads_features`). Each `RowSum` (SAGE with
+                normalize): an all-reduce of the m row sums on ``col``, forward and backward
 weight_grad     1D/1.5D (and 2D/3D with one column block): one all-reduce of every parameter's gradient
                 (`ModelSpec.num_parameters`; GIN's trainable ε included) on ``row`` (or ``world``). 2D/3D:
                 each process's gradient is non-zero only in its column block of each weight and bias
-                (`parameter_slices`), so those blocks, packed, are summed over the processes of the same
+                (`ModelOps.parameter_slices`), so those blocks, packed, are summed over the processes of the same
                 column block (2D: all-reduce on ``row``; 3D: reduce-scatter on ``row``, all-reduce on
                 ``depth``, all-gather on ``row``) and all-gathered on ``col`` (not with
                 ``--defer-weight-gather``: each process updates only its blocks); the parameters read whole
@@ -28,7 +30,7 @@ loss            2D/3D: all-gather of the class columns on ``col`` (forward only)
 other           nothing in the training step
 ==============  ================================================================================
 
-GAT (`gridgnn.spmm.attention`) replaces a layer's SpMM by its attention, with x' = H W of width f = K·C and
+An `Attend` (GAT, `gridgnn.spmm.attention`) replaces a layer's SpMM, with x' = H W of width f = K·C and
 the K score terms per vertex. 1D/1.5D: forward, the ``row`` broadcasts of an SpMM of width K (the score
 terms; no replica all-reduce), two ``rep`` all-reduces of m·K values (row maximum and sum), then the SpMM of
 width f; backward, the ``row`` broadcasts of width f again (for the SDDMM), the backward SpMM of width f, two
@@ -45,10 +47,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gridgnn.config import keeps_feature_rows, resolve_order
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank, sparse_features
+from gridgnn.cost.operations import Attend, FullRows, HeadMean, HeadSum, LayerOps, ModelOps, Product, RowSum
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import (
     ShapeBlocks,
@@ -69,8 +71,13 @@ LOSS_BYTES = 8  # the loss is all-reduced as one float64
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """The model being trained: widths ``[num_features] + [hidden] * (layers - 1) + [num_classes]``; ``model``
-    its kind (``gcn``, ``sage``, ``gin``), with SAGE's ``sage_normalize`` and GIN's ``gin_train_eps``."""
+    """The model being trained, as the cost model prices it.
+
+    Descriptive fields (as ``gridgnn train`` flags name them: widths in ``num_features``, out ``num_classes``;
+    ``model`` the kind, with its options) say which model it is, for printing and for building it; the price
+    reads only ``ops``, the model's layout operations (`gridgnn.cost.operations.ModelOps`), which
+    `gridgnn.nn.trace.model_spec` records from the model's own forward. ``full_feature_rows`` and
+    ``defer_weight_gather`` are execution options the pricing applies where they take effect."""
 
     num_features: int
     num_classes: int
@@ -86,42 +93,29 @@ class ModelSpec:
     attn_dropout: float = 0.0
     full_feature_rows: bool = False
     defer_weight_gather: bool = False
+    ops: ModelOps | None = None
+
+    @property
+    def traced(self) -> ModelOps:
+        """`ops`, which pricing needs (ValueError naming where to get them when absent)."""
+        if self.ops is None:
+            raise ValueError("this ModelSpec has no traced operations: build it with "
+                             "gridgnn.nn.trace.model_spec(config, graph)")
+        return self.ops
 
     @property
     def self_loops(self) -> bool:
         """Whether the model's operator has the diagonal of A + I (GCN's Â, GAT's pattern) or only A's."""
-        return self.model in ("gcn", "gat")
+        return self.traced.self_loops
 
     @property
     def widths(self) -> list[int]:
-        """Layer widths; a GAT hidden layer is ``heads`` heads of ``hidden`` channels, concatenated."""
-        hidden = self.hidden * (self.heads if self.model == "gat" else 1)
-        return [self.num_features] + [hidden] * (self.layers - 1) + [self.num_classes]
-
-    def layer_heads(self, index: int) -> int:
-        """Attention heads of layer ``index`` (1 for models without attention)."""
-        if self.model != "gat":
-            return 1
-        return self.output_heads if index == self.layers - 1 else self.heads
-
-    @classmethod
-    def of(cls, model, stats: GraphStats) -> ModelSpec:
-        """A `ModelSpec` from anything with ``layers``, ``hidden`` and ``order`` (e.g. a `TrainConfig`; its
-        ``model``, ``sage_normalize`` and ``gin_train_eps`` when present); widths in and out from ``stats``."""
-        if isinstance(model, ModelSpec):
-            return model
-        return cls(stats.num_features, stats.num_classes, int(model.layers), int(model.hidden),
-                   str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
-                   sage_normalize=bool(getattr(model, "sage_normalize", False)),
-                   gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
-                   heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
-                   attn_dropout=float(getattr(model, "attn_dropout", 0.0)),
-                   full_feature_rows=bool(getattr(model, "full_feature_rows", False)),
-                   defer_weight_gather=bool(getattr(model, "defer_weight_gather", False)))
+        """Layer widths (a GAT hidden layer is its heads' channels, concatenated)."""
+        return self.traced.widths
 
     def keeps_feature_rows(self, shape: GridShape) -> bool:
-        """Whether ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.config.keeps_feature_rows`)."""
-        return self.full_feature_rows and keeps_feature_rows(self.model, self.order, self.widths, shape.col_blocks)
+        """Whether ``--full-feature-rows`` takes effect on ``shape`` (`ModelOps.keeps_feature_rows`)."""
+        return self.full_feature_rows and self.traced.keeps_feature_rows(shape.col_blocks)
 
     def defers_weight_gather(self, shape: GridShape) -> bool:
         """Whether ``--defer-weight-gather`` takes effect on ``shape``: a grid that splits feature columns over
@@ -129,96 +123,16 @@ class ModelSpec:
         return self.defer_weight_gather and shape.splits_features and shape.col_blocks > 1
 
     def num_parameters(self) -> int:
-        """Trained values: GCN W, b; SAGE W_neigh, W_root, b; GIN W1, b1, W2, b2 (and ε when trained)."""
-        w = self.widths
-        bias = 1 if self.bias else 0
-        total = 0
-        for index, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True)):
-            if self.model == "gat":  # W (a, K·C), a_src and a_dst (K, C), bias (b)
-                transformed = b if index < self.layers - 1 else b * self.output_heads
-                total += a * transformed + 2 * transformed + b
-            elif self.model == "sage":
-                total += 2 * a * b + b
-            elif self.model == "gin":
-                total += a * b + b + b * b + b + (1 if self.gin_train_eps else 0)
-            else:
-                total += a * b + bias * b
-        return total
-
-
-@dataclass(frozen=True)
-class LayerStep:
-    """One layer of the step: widths, resolved order, the width of its SpMM and its products with weights."""
-
-    index: int
-    f_in: int
-    f_out: int
-    order: str
-    model: str = "gcn"
-    row_norm: bool = False
-    train_eps: bool = False
-    heads: int = 1
-    last: bool = False
-    feature_rows: bool = False
-
-    @property
-    def local_products(self) -> int:
-        """How many of the first `products` run without communication: those reading the input features when
-        every process keeps them in full rows (``--full-feature-rows``: GraphSAGE's two, else one)."""
-        if not self.feature_rows:
-            return 0
-        return 2 if self.model == "sage" else 1
-
-    @property
-    def transformed(self) -> int:
-        """GAT: the width of x' = H W (K·C; the output layer averages its K heads of f_out channels)."""
-        return self.f_out * self.heads if self.last else self.f_out
-
-    @property
-    def products(self) -> list[tuple[int, int, bool]]:
-        """(f_in, f_out, whether the input needs a gradient) of each product with a replicated weight.
-
-        The input of a first layer is the features (no gradient), unless GIN adds ``(1 + ε) X`` to ``A X``
-        first with a trained ε."""
-        grad_in = self.index > 0
-        if self.model == "gat":
-            return [(self.f_in, self.transformed, grad_in)]
-        if self.model == "sage":
-            return [(self.f_in, self.f_out, grad_in)] * 2
-        if self.model == "gin":
-            first = grad_in or (self.order == "aggregate-first" and self.train_eps)
-            return [(self.f_in, self.f_out, first), (self.f_out, self.f_out, True)]
-        return [(self.f_in, self.f_out, grad_in)]
-
-    @property
-    def spmm_width(self) -> int:
-        if self.model == "gat":
-            return self.transformed
-        return self.f_in if self.order == "aggregate-first" else self.f_out
-
-    @property
-    def spmm_backward(self) -> bool:
-        if self.model == "gat":
-            return True
-        return not (self.index == 0 and self.order == "aggregate-first")
-
-
-def layer_steps(spec: ModelSpec, feature_rows: bool = False) -> list[LayerStep]:
-    """The layers of ``spec``; ``feature_rows``: the first one's input is kept in full rows (the caller asks
-    `ModelSpec.keeps_feature_rows` of its grid)."""
-    w = spec.widths
-    order = "transform-first" if spec.model == "gat" else spec.order
-    return [LayerStep(k, a, b, resolve_order(order, a, b), spec.model, spec.sage_normalize, spec.gin_train_eps,
-                      spec.layer_heads(k), k == spec.layers - 1, feature_rows and k == 0)
-            for k, (a, b) in enumerate(zip(w[:-1], w[1:], strict=True))]
+        """Trained values (every parameter of the model that requires a gradient)."""
+        return self.traced.num_parameters
 
 
 def stats_for(model, graph) -> GraphStats:
     """``graph`` itself when it is `GraphStats`, else exact statistics of the loaded graph's operator for
-    ``model`` (a `ModelSpec` or a `TrainConfig`-like object: A + I's pattern for GCN, A's for SAGE and GIN)."""
+    ``model`` (a traced `ModelSpec`: A + I's pattern when its operator has self-loops, else A's)."""
     if isinstance(graph, GraphStats):
         return graph
-    return GraphStats.from_graph(graph, self_loops=str(getattr(model, "model", "gcn")) in ("gcn", "gat"))
+    return GraphStats.from_graph(graph, self_loops=model.self_loops)
 
 
 @dataclass
@@ -295,14 +209,14 @@ class EpochPrediction:
         }
 
 
-def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | None = None,
+def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: MachineProfile | None = None,
                   sizes: SizeInfo = FLOAT32, blocks: ShapeBlocks | None = None,
                   comm: str = "dense", cache_panels: bool = False, device: str = "cpu") -> EpochPrediction:
     """Communication, memory and time of one training step on every rank of ``shape``.
 
-    ``model``: a `ModelSpec`, or anything with ``layers``, ``hidden``, ``order`` (a `TrainConfig`).
-    ``graph``: a `GraphStats`, or a loaded `Graph` (exact block nnz; pass the preprocessed graph that
-    training uses). ``profile``: prices the time (default: `gridgnn.cost.profile.GPU_CLUSTER`).
+    ``model``: a `ModelSpec` with its traced operations (`gridgnn.nn.trace.model_spec`: from a `TrainConfig`
+    or a `ModelSpec`). ``graph``: a `GraphStats`, or a loaded `Graph` (exact block nnz; pass the preprocessed
+    graph that training uses). ``profile``: prices the time (default: `gridgnn.cost.profile.GPU_CLUSTER`).
     ``comm``: ``dense`` or ``sparse`` (the SpMM variant of ``--comm``); ``cache_panels``: ``--cache-panels``
     (2D/3D receive their Â panels once, at set-up: in ``setup_terms``, not in the step). ``device``: the
     device type training runs on, which decides whether sparse input features stay sparse (memory and
@@ -311,43 +225,58 @@ def predict_epoch(model, graph, shape: GridShape, *, profile: MachineProfile | N
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
-    stats = stats_for(model, graph)
-    spec = ModelSpec.of(model, stats)
+    if not isinstance(model, ModelSpec):
+        raise TypeError("predict_epoch prices a ModelSpec: build it with gridgnn.nn.trace.model_spec(config, graph)")
+    spec = model
+    ops = spec.traced
+    stats = stats_for(spec, graph)
     blocks = shape_blocks(shape, stats) if blocks is None else blocks
-    steps = layer_steps(spec, spec.keeps_feature_rows(shape))
-    terms = step_terms(blocks, spec, steps, sizes, comm, cache_panels)
+    feature_rows = spec.keeps_feature_rows(shape)
+    terms = step_terms(blocks, spec, sizes, comm, cache_panels)
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
-    compute_s = compute_seconds(blocks, spec, steps, stats, profile, device)
-    panels = panel_cache_terms(blocks, sizes, cached_orientations(spec.model) if cache_panels else ())
+    compute_s = compute_seconds(blocks, ops, feature_rows, stats, profile, device)
+    panels = panel_cache_terms(blocks, sizes, cached_orientations(ops.operator) if cache_panels else ())
     kept = sum((t.bytes for t in panels), np.zeros(shape.world_size, dtype=np.int64))  # received once, kept
-    memory = memory_per_rank(blocks, spec, steps, stats, sizes, comm, kept, device)
+    memory = memory_per_rank(blocks, ops, feature_rows, stats, sizes, comm, kept, device)
     setup = (index_exchange_terms(blocks) if comm == "sparse" else []) + panels
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
                            comm_seconds(setup, shape, profile, placed_by=terms))
 
 
-def step_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo,
-               comm: str = "dense", cached: bool = False) -> list[Term]:
-    """Every collective of the training step, grouped into terms (see the module table)."""
+def step_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo, comm: str = "dense",
+               cached: bool = False) -> list[Term]:
+    """Every collective of the training step: each of the model's layout operations
+    (`gridgnn.cost.operations`) lowered onto ``blocks``' algorithm, layer by layer (its aggregation first, then
+    its dense operations in call order), then the weight-gradient reduction and the loss (see the module
+    table)."""
+    ops = spec.traced
+    feature_rows = spec.keeps_feature_rows(blocks.shape)
     terms: list[Term] = []
-    for step in steps:
-        if step.model == "gat":
-            terms += attention_terms(blocks, step.transformed, step.heads, sizes, cached)
-        else:
-            terms += comm_spmm_terms(blocks, step.spmm_width, backward=False, sizes=sizes, comm=comm, cached=cached)
-            if step.spmm_backward:
-                terms += comm_spmm_terms(blocks, step.spmm_width, backward=True, sizes=sizes, comm=comm,
-                                         cached=cached)
-        terms += _dense_terms(blocks, step, sizes)
-    terms += _weight_grad_terms(blocks, spec, steps, sizes)
-    terms += _loss_terms(blocks, spec, sizes)
+    for layer in ops.layers:
+        terms += _aggregation_terms(blocks, layer, sizes, comm, cached)
+        terms += _dense_terms(blocks, layer, feature_rows, sizes)
+    terms += _weight_grad_terms(blocks, spec, feature_rows, sizes)
+    terms += _loss_terms(blocks, ops, sizes)
     return [t for t in terms if t.calls.any()]
+
+
+def _aggregation_terms(blocks: ShapeBlocks, layer: LayerOps, sizes: SizeInfo, comm: str, cached: bool) -> list[Term]:
+    """Each of the layer's SpMMs (forward, and backward when its input needs a gradient) and attentions."""
+    terms: list[Term] = []
+    for agg in layer.aggregations:
+        if isinstance(agg, Attend):
+            terms += attention_terms(blocks, agg.width, agg.heads, sizes, cached)
+            continue
+        terms += comm_spmm_terms(blocks, agg.width, backward=False, sizes=sizes, comm=comm, cached=cached)
+        if agg.backward:
+            terms += comm_spmm_terms(blocks, agg.width, backward=True, sizes=sizes, comm=comm, cached=cached)
+    return terms
 
 
 def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo,
                     cached: bool = False) -> list[Term]:
-    """The collectives of one GAT layer's attention, x' of width ``width`` (see the module docstring; each
+    """The collectives of one attention operation, x' of width ``width`` (see the module docstring; each
     algorithm's in its module of `gridgnn.cost.algorithms`); ``cached``: with ``--cache-panels``."""
     return costs_of(blocks.shape.algo).attention_terms(blocks, width, heads, sizes, cached)
 
@@ -363,64 +292,57 @@ def _column_term(blocks: ShapeBlocks, phase: str, op: str, width: int, sizes: Si
     return Term(phase, op, "col", pcol, np.ones(p, dtype=np.int64), nbytes.astype(np.int64))
 
 
-def _dense_terms(blocks: ShapeBlocks, step: LayerStep, sizes: SizeInfo) -> list[Term]:
-    pcol = _col_size(blocks.shape)
-    if pcol == 1:
+def _row_all_reduces(blocks: ShapeBlocks, values_per_row: int, calls: int, sizes: SizeInfo) -> Term:
+    """``calls`` ``dense``-phase all-reduces on ``col`` of ``values_per_row`` values of each of the rank's rows."""
+    pcol, p = _col_size(blocks.shape), blocks.shape.world_size
+    nbytes = 2 * blocks.local_rows.astype(np.int64) * values_per_row * sizes.value * (pcol - 1) // pcol
+    return Term("dense", "all_reduce", "col", pcol, np.full(p, calls, dtype=np.int64), calls * nbytes)
+
+
+def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes: SizeInfo) -> list[Term]:
+    """The layer's operations on feature columns, lowered onto a grid that splits them over ``col`` (none on
+    one column block). A product with a replicated weight gathers its input's columns when f_in <= f_out
+    (backward: the reduce-scatter of the input's gradient, when it needs one), else reduce-scatters the
+    partial products (backward: the all-gather of the output's gradient); none when it reads full feature
+    rows (``feature_rows``). Head sums and row sums all-reduce on ``col`` (again in backward); a head mean
+    gathers the heads' columns (backward: reduce-scatter)."""
+    if _col_size(blocks.shape) == 1:
         return []
     terms = []
-    for f_in, f_out, grad_in in step.products[step.local_products:]:
-        if f_in <= f_out:  # gather the input's columns; backward reduce-scatters (if the input needs a grad)
-            terms.append(_column_term(blocks, "dense", "all_gather", f_in, sizes))
-            if grad_in:
-                terms.append(_column_term(blocks, "dense", "reduce_scatter", f_in, sizes))
-        else:
-            terms += [_column_term(blocks, "dense", "reduce_scatter", f_out, sizes),
-                      _column_term(blocks, "dense", "all_gather", f_out, sizes)]
-    if step.model == "gat":  # the score terms' head sums (two, forward and backward); the output heads' mean
-        p = blocks.shape.world_size
-        nbytes = 2 * blocks.local_rows.astype(np.int64) * step.heads * sizes.value * (pcol - 1) // pcol
-        terms.append(Term("dense", "all_reduce", "col", pcol, np.full(p, 4, dtype=np.int64), 4 * nbytes))
-        if step.last and step.heads > 1:
-            terms += [_column_term(blocks, "dense", op, step.transformed, sizes)
-                      for op in ("all_gather", "reduce_scatter")]
-    if step.row_norm:  # the row sums of squares, forward and backward
-        p = blocks.shape.world_size
-        nbytes = 2 * blocks.local_rows.astype(np.int64) * sizes.value * (pcol - 1) // pcol
-        terms.append(Term("dense", "all_reduce", "col", pcol, np.full(p, 2, dtype=np.int64), 2 * nbytes))
+    for op in layer.ops:
+        if isinstance(op, Product):
+            if feature_rows and op.reads_features:
+                continue
+            if op.f_in <= op.f_out:
+                terms.append(_column_term(blocks, "dense", "all_gather", op.f_in, sizes))
+                if op.input_grad:
+                    terms.append(_column_term(blocks, "dense", "reduce_scatter", op.f_in, sizes))
+            else:
+                terms += [_column_term(blocks, "dense", "reduce_scatter", op.f_out, sizes),
+                          _column_term(blocks, "dense", "all_gather", op.f_out, sizes)]
+        elif isinstance(op, HeadSum):
+            terms.append(_row_all_reduces(blocks, op.heads, 1 + op.backward, sizes))
+        elif isinstance(op, RowSum):
+            terms.append(_row_all_reduces(blocks, 1, 1 + op.backward, sizes))
+        elif isinstance(op, HeadMean):
+            terms.append(_column_term(blocks, "dense", "all_gather", op.width, sizes))
+            if op.backward:
+                terms.append(_column_term(blocks, "dense", "reduce_scatter", op.width, sizes))
     return terms
 
 
-def parameter_slices(spec: ModelSpec, steps: list[LayerStep]) -> list[tuple[tuple[int, ...], int | None]]:
-    """(shape, dim) of every parameter as `gridgnn.parallel.grid_ops.GridOps` reads it on a grid that splits
-    feature columns: ``dim`` is the axis of which each process reads only its column block (a weight's rows
-    when its product reduce-scatters, its columns when it gathers the input or takes full feature rows; a
-    bias's entries), None for a parameter read whole (GAT's attention vectors, GIN's trained ε)."""
-    out: list[tuple[tuple[int, ...], int | None]] = []
-    for step in steps:
-        weights = [((f_in, f_out), 1 if k < step.local_products or f_in <= f_out else 0)
-                   for k, (f_in, f_out, _) in enumerate(step.products)]
-        bias = ((step.f_out,), 0)
-        if step.model == "gin":  # W1, b1, W2, b2 (and ε)
-            out += [weights[0], bias, weights[1], bias] + ([((1,), None)] if step.train_eps else [])
-        elif step.model == "gat":  # W, a_src and a_dst (K·C values each, read whole), bias
-            out += [weights[0], ((step.transformed,), None), ((step.transformed,), None), bias]
-        else:  # GCN: W (and b); GraphSAGE: W_neigh, W_root, b
-            out += weights + ([bias] if step.model != "gcn" or spec.bias else [])
-    return out
-
-
-def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], sizes: SizeInfo) -> list[Term]:
+def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, feature_rows: bool, sizes: SizeInfo) -> list[Term]:
     """1D/1.5D: one all-reduce of every gradient on ``row``. 2D/3D with several column blocks: the parameters
-    read whole all-reduced on ``world``; each rank's column blocks of the others (`parameter_slices`), packed,
-    summed over the processes of its column block (`_block_sum_terms`), then all-gathered on ``col`` (padded
-    to the largest block's; not with ``spec.defer_weight_gather``); a collective with nothing to move is
-    skipped, as `GridOps` skips it."""
+    read whole all-reduced on ``world``; each rank's column blocks of the others
+    (`gridgnn.cost.operations.ModelOps.parameter_slices`), packed, summed over the processes of its column
+    block (`_block_sum_terms`), then all-gathered on ``col`` (padded to the largest block's; not with
+    ``spec.defer_weight_gather``); a collective with nothing to move is skipped, as `GridOps` skips it."""
     shape = blocks.shape
     p = shape.world_size
     if not shape.splits_features or shape.col_blocks == 1:
         axis, size = ("world", p) if shape.splits_features else ("row", shape.sizes[0])
         return [] if size == 1 else [_all_reduce_term(axis, size, np.full(p, spec.num_parameters(), np.int64), sizes)]
-    slices = parameter_slices(spec, steps)
+    slices = spec.traced.parameter_slices(feature_rows)
     pcol = shape.col_blocks
     whole = sum(int(np.prod(dims)) for dims, dim in slices if dim is None)
     per_block = sum((_slice_sizes(dims, dim, pcol) for dims, dim in slices if dim is not None),
@@ -470,11 +392,14 @@ def _all_reduce_term(axis: str, size: int, values: np.ndarray, sizes: SizeInfo,
     return Term("weight_grad", "all_reduce", axis, size, calls, nbytes * (calls > 0))
 
 
-def _loss_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo) -> list[Term]:
+def _loss_terms(blocks: ShapeBlocks, ops: ModelOps, sizes: SizeInfo) -> list[Term]:
+    """The stack's gathers of full rows (on ``col``, forward only), then the all-reduce of the float64 loss on
+    ``world`` (`GridOps.global_sum`)."""
     p = blocks.shape.world_size
     terms = []
     if _col_size(blocks.shape) > 1:
-        terms.append(_column_term(blocks, "loss", "all_gather", spec.num_classes, sizes))
+        terms += [_column_term(blocks, "loss", "all_gather", op.width, sizes) for op in ops.tail
+                  if isinstance(op, FullRows)]
     if p > 1:
         terms.append(Term("loss", "all_reduce", "world", p, np.ones(p, dtype=np.int64),
                           np.full(p, 2 * LOSS_BYTES * (p - 1) // p, dtype=np.int64)))
@@ -511,26 +436,27 @@ def comm_seconds(terms: list[Term], shape: GridShape, profile: MachineProfile,
     return total
 
 
-def compute_seconds(blocks: ShapeBlocks, spec: ModelSpec, steps: list[LayerStep], stats: GraphStats,
+def compute_seconds(blocks: ShapeBlocks, ops: ModelOps, feature_rows: bool, stats: GraphStats,
                     profile: MachineProfile, device: str = "cpu") -> np.ndarray:
     """(P,) predicted seconds of local work per rank: SpMM flops, dense flops, element-wise work; input
-    features that stay sparse on ``device`` (`sparse_features`) count their stored values."""
+    features that stay sparse on ``device`` (`sparse_features`) count their stored values; ``feature_rows``:
+    the first layer reads its rows' full features (``--full-feature-rows`` in effect)."""
     shape = blocks.shape
     pcol = _col_size(shape)
     m = blocks.local_rows.astype(np.float64)
     j = blocks.coords.get("col")
     sparse, dense, elems = np.zeros(shape.world_size), np.zeros(shape.world_size), np.zeros(shape.world_size)
     stored = stats.feature_nnz / stats.num_nodes if sparse_features(stats, device) else None  # per row of sparse X
-    for step in steps:
-        f = step.spmm_width
-        f_local = feature_widths(f, pcol)[j] if j is not None else f
-        passes = 2 if step.spmm_backward else 1
-        sparse += passes * 2.0 * blocks.mult_nnz * f_local
-        for f_in, f_out, grad_in in step.products:
-            dense += 2.0 * m * f_in * f_out / pcol * (3 if grad_in else 2)
-        sparse_in = step.index == 0 and stored is not None and step.order == "transform-first"  # else made dense
-        per_row = stored if sparse_in else step.f_in  # sparse X into a sparse product: its stored values
-        held = per_row if step.feature_rows else per_row / pcol  # full feature rows: every column's dropout
-        elems += m * (3 * held + 3 * step.f_out / pcol)
-    elems += 4 * m * spec.num_classes
+    for layer in ops.layers:
+        for agg in layer.aggregations:
+            f_local = feature_widths(agg.width, pcol)[j] if j is not None else agg.width
+            passes = 2 if agg.backward else 1
+            sparse += passes * 2.0 * blocks.mult_nnz * f_local
+        for product in layer.products:
+            dense += 2.0 * m * product.f_in * product.f_out / pcol * (3 if product.input_grad else 2)
+        sparse_in = layer.index == 0 and stored is not None and not layer.aggregates_first  # else made dense
+        per_row = stored if sparse_in else layer.f_in  # sparse X into a sparse product: its stored values
+        held = per_row if (feature_rows and layer.index == 0) else per_row / pcol  # full rows: every column
+        elems += m * (3 * held + 3 * layer.f_out / pcol)
+    elems += 4 * m * ops.widths[-1]
     return sparse / profile.sparse_flops + dense / profile.dense_flops + elems / profile.elementwise_per_s

@@ -46,6 +46,7 @@ import numpy as np
 
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.operations import Attend, ModelOps
 from gridgnn.cost.sparse_cost import INDEX_BYTES, row_counts, touched_rows
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.terms import ShapeBlocks, feature_widths
@@ -59,24 +60,26 @@ arrives), and half a panel on average for the transport's staging of messages th
 SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features become a dense tensor
 
 
-def memory_per_rank(blocks: ShapeBlocks, spec, steps, stats: GraphStats, sizes: SizeInfo,
+def memory_per_rank(blocks: ShapeBlocks, ops: ModelOps, feature_rows: bool, stats: GraphStats, sizes: SizeInfo,
                     comm: str = "dense", kept: np.ndarray | int = 0, device: str = "cpu") -> dict[str, np.ndarray]:
-    """Bytes per rank by component (see the module table); ``spec``/``steps`` from `epoch_model`; ``comm``:
-    the SpMM variant (``dense`` or ``sparse``); ``kept``: (P,) bytes of the Â panels ``--cache-panels``
-    received once and keeps (`gridgnn.cost.rank_cost.panel_cache_terms`; 0 without it); ``device``: the
-    device type training runs on (`sparse_features`)."""
+    """Bytes per rank by component (see the module table) of the model whose layout operations are ``ops``
+    (`gridgnn.cost.operations`); ``feature_rows``: its first layer reads full feature rows
+    (``--full-feature-rows`` in effect); ``comm``: the SpMM variant (``dense`` or ``sparse``); ``kept``: (P,)
+    bytes of the Â panels ``--cache-panels`` received once and keeps
+    (`gridgnn.cost.rank_cost.panel_cache_terms`; 0 without it); ``device``: the device type training runs on
+    (`sparse_features`)."""
     m = blocks.local_rows.astype(np.int64)
     pcol = blocks.shape.col_blocks
     algorithm = costs_of(blocks.shape.algo)
     out = {
         "graph": algorithm.graph_bytes(blocks, sizes) + kept,
-        "features": _feature_bytes(blocks, stats, pcol, sizes, steps[0].feature_rows, device),
+        "features": _feature_bytes(blocks, stats, pcol, sizes, feature_rows, device),
         "labels_masks": m * 11,
-        "weights_optimizer": np.full(blocks.shape.world_size, 5 * spec.num_parameters() * sizes.value,
+        "weights_optimizer": np.full(blocks.shape.world_size, 5 * ops.num_parameters * sizes.value,
                                      dtype=np.int64),
-        "activations": _activation_bytes(m, steps, spec, pcol, sizes, sparse_features(stats, device)),
-        "receive_buffers": _buffer_bytes(blocks, steps, pcol, sizes, comm, np.asarray(kept) > 0),
-        "attention": _attention_bytes(blocks, spec, steps, sizes),
+        "activations": _activation_bytes(m, ops, feature_rows, pcol, sizes, sparse_features(stats, device)),
+        "receive_buffers": _buffer_bytes(blocks, ops, pcol, sizes, comm, np.asarray(kept) > 0),
+        "attention": _attention_bytes(blocks, ops, sizes),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
 
@@ -115,7 +118,8 @@ OUTPUT_COPIES = 1.5
 ReLU-dropout, and during backward its gradient (fitted: 1.5 of them on average)."""
 
 
-def _activation_bytes(m: np.ndarray, steps, spec, pcol: int, sz: SizeInfo, sparse_input: bool) -> np.ndarray:
+def _activation_bytes(m: np.ndarray, ops: ModelOps, feature_rows: bool, pcol: int, sz: SizeInfo,
+                      sparse_input: bool) -> np.ndarray:
     """Floats per row that autograd keeps, and gradients alive in backward, at local widths.
 
     Per layer: its input as the weight gradient needs it (layer 0: the dropped-out dense features, or
@@ -127,18 +131,20 @@ def _activation_bytes(m: np.ndarray, steps, spec, pcol: int, sz: SizeInfo, spars
     hidden 16/64/128, where activations are most of the working set: within 10 % of every case.
     """
     per_row = ACTIVATION_ROW_CONSTANT
-    for step in steps:
-        fin, fout = _local(step.f_in, 1 if step.feature_rows else pcol), _local(step.f_out, pcol)
-        if step.index > 0:
+    for layer in ops.layers:
+        full_rows = feature_rows and layer.index == 0
+        fin, fout = _local(layer.f_in, 1 if full_rows else pcol), _local(layer.f_out, pcol)
+        if layer.index > 0:
             per_row += 1.25 * fin
-        elif step.order == "aggregate-first" or not sparse_input:
+        elif layer.aggregates_first or not sparse_input:
             per_row += fin
         per_row += OUTPUT_COPIES * fout
-        if pcol > 1 and not step.feature_rows:  # full feature rows: no gathered input, no partial product
+        if pcol > 1 and not full_rows:  # full feature rows: no gathered input, no partial product
             # the gathered full-width input, kept for the weight gradient, or the full-width partial product
             # before its reduce-scatter (and its gradient)
-            per_row += step.f_in if step.f_in <= step.f_out else step.f_out
-    per_row += _local(spec.num_classes, pcol) + 2 * spec.num_classes
+            per_row += layer.f_in if layer.f_in <= layer.f_out else layer.f_out
+    classes = ops.widths[-1]
+    per_row += _local(classes, pcol) + 2 * classes
     return (m * per_row * sz.value).astype(np.int64)
 
 
@@ -147,14 +153,14 @@ EDGE_INDEX_BYTES = 32
 the transpose's order (int64 each)."""
 
 
-def _attention_bytes(blocks: ShapeBlocks, spec, steps, sz: SizeInfo) -> np.ndarray:
-    """GAT's per-edge arrays on each rank (see the module table); zeros for the other models."""
-    if spec.model != "gat":
+def _attention_bytes(blocks: ShapeBlocks, ops: ModelOps, sz: SizeInfo) -> np.ndarray:
+    """The per-edge arrays of attention on each rank (see the module table); zeros for a model without."""
+    attends = [op for layer in ops.layers for op in layer.aggregations if isinstance(op, Attend)]
+    if not attends:
         return np.zeros(blocks.shape.world_size, dtype=np.int64)
     own = blocks.local_nnz.astype(np.int64)
-    saved = sum(step.heads * (1 + sz.value * (3 if getattr(spec, "attn_dropout", 0.0) > 0 else 1))
-                for step in steps)
-    widest = max(step.heads for step in steps)
+    saved = sum(op.heads * (1 + sz.value * (3 if op.dropout else 1)) for op in attends)
+    widest = max(op.heads for op in attends)
     total = own * (EDGE_INDEX_BYTES + saved + 4 * widest * sz.value)
     if blocks.shape.splits_features:  # Â panels (and their coefficients) in flight
         i = blocks.coords["row"]
@@ -163,12 +169,12 @@ def _attention_bytes(blocks: ShapeBlocks, spec, steps, sz: SizeInfo) -> np.ndarr
     return total
 
 
-def _buffer_bytes(blocks: ShapeBlocks, steps, pcol: int, sz: SizeInfo, comm: str = "dense",
+def _buffer_bytes(blocks: ShapeBlocks, ops: ModelOps, pcol: int, sz: SizeInfo, comm: str = "dense",
                   cached: np.ndarray | bool = False) -> np.ndarray:
     """(P,) receive buffers (the module table); ``cached``: (P,) whether a rank keeps received panels (then
     none is in flight)."""
     heights = np.diff(blocks.row_bounds).astype(np.int64)
-    width = max(_local(s.spmm_width, pcol) for s in steps)
+    width = max(_local(layer.spmm_width, pcol) for layer in ops.layers)
     i = blocks.coords["row"]
     sparse = comm == "sparse" and blocks.shape.sizes[0] > 1  # one row block: nothing to exchange
     if not blocks.shape.splits_features:

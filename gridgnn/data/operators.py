@@ -25,6 +25,15 @@ from gridgnn.sparse.adjacency import add_self_loops, gcn_normalize
 OPERATORS = ("gcn", "mean", "sum", "gat")
 """Operator names, in the order of the table above."""
 
+SELF_LOOPS = {"gcn": True, "mean": False, "sum": False, "gat": True}
+"""Operator -> whether its pattern is A + I's (the diagonal added) rather than A's."""
+
+
+def has_self_loops(operator: str) -> bool:
+    """Whether ``operator``'s matrix has A + I's pattern (`SELF_LOOPS`): the graph statistics the cost model
+    prices must then count the diagonal."""
+    return SELF_LOOPS[operator]
+
 
 def pattern(adj: sp.spmatrix) -> sp.csr_matrix:
     """The 0/1 pattern of ``adj`` (n, n) as canonical CSR float32 (explicit zeros dropped)."""

@@ -104,6 +104,11 @@ class GAT(LayerStack):
     operator = "gat"
     kind = "gat"
 
+    @classmethod
+    def from_config(cls, config, in_channels: int, out_channels: int) -> GAT:
+        return cls(in_channels, config.hidden, out_channels, heads=config.heads, output_heads=config.output_heads,
+                   attn_dropout=config.attn_dropout, **cls.common_options(config))
+
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
                  dropout: float = 0.5, order: str = "auto", seed: int = 0, heads: int = 1, output_heads: int = 1,
                  attn_dropout: float = 0.0):

@@ -61,6 +61,11 @@ class GIN(LayerStack):
     operator = "sum"
     kind = "gin"
 
+    @classmethod
+    def from_config(cls, config, in_channels: int, out_channels: int) -> GIN:
+        return cls(in_channels, config.hidden, out_channels, eps=config.gin_eps, train_eps=config.gin_train_eps,
+                   **cls.common_options(config))
+
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
                  dropout: float = 0.5, order: str = "auto", seed: int = 0, eps: float = 0.0,
                  train_eps: bool = False):

@@ -88,8 +88,9 @@ class Layout(Protocol):
 
     def input_range(self, width: int) -> tuple[int, int]:
         """(c0, c1): the global columns this process holds of the ``width``-wide input features: ``col_range``,
-        or (0, width) when it keeps all of its rows' columns (`gridgnn.config.keeps_feature_rows`); `linear`
-        then multiplies those full rows by its weight locally. Not collective."""
+        or (0, width) when it keeps all of its rows' columns
+        (`gridgnn.cost.operations.ModelOps.keeps_feature_rows`); `linear` then multiplies
+        those full rows by its weight locally. Not collective."""
         ...
 
     def row_ids(self, device: torch.device) -> Tensor:

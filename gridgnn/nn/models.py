@@ -1,7 +1,7 @@
 """Model kinds by name (``--model``): which class, which aggregation operator, built from a `TrainConfig`.
 
-What each kind asks of its `gridgnn.nn.layout.Layout` per layer (the same on every algorithm; the layout and
-`gridgnn.cost.epoch_model.LayerStep.products` say what that costs on each grid):
+What each kind asks of its `gridgnn.nn.layout.Layout` per layer (the same on every algorithm; the cost model
+reads it from the model's own forward, `gridgnn.nn.trace`, and says what it costs on each grid):
 
 =====  ========  ====================================  ==================================================
 kind   operator  products with a replicated weight     parameters (gradients summed over ``row`` on
@@ -18,6 +18,7 @@ gat    gat       H W (then ``head_sum`` for the score     W, a_src, a_dst, b
 
 from __future__ import annotations
 
+from gridgnn.data.operators import has_self_loops
 from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
@@ -25,13 +26,23 @@ from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
 
 MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT}
-"""``--model`` name -> model class; each class names its ``operator`` (`gridgnn.data.operators`)."""
+"""The registry of model kinds: ``--model`` name -> model class. Each class names its ``operator``
+(`gridgnn.data.operators`: the matrix it aggregates with, and so its self-loop rule, `self_loops_of`) and
+builds itself from a configuration (`LayerStack.from_config`); what it costs on each grid is read from its own
+forward (`gridgnn.nn.trace`), parameters read whole included. A new kind is its own module, one entry here
+and its name in `gridgnn.config.MODELS` (the names a configuration accepts, at the bottom layer)."""
 
 
 def operator_of(model: str) -> str:
     """The aggregation operator of the model kind ``model`` (``gcn`` -> ``gcn``, ``sage`` -> ``mean``,
     ``gin`` -> ``sum``, ``gat`` -> ``gat``)."""
     return MODELS[model].operator
+
+
+def self_loops_of(model: str) -> bool:
+    """Whether the operator of the model kind ``model`` has A + I's pattern (GCN, GAT) rather than A's (SAGE,
+    GIN): the graph statistics its price is computed on (`gridgnn.data.operators.has_self_loops`)."""
+    return has_self_loops(operator_of(model))
 
 
 def build_model(config, num_features: int, num_classes: int, task: str = "multiclass") -> LayerStack:
@@ -42,13 +53,4 @@ def build_model(config, num_features: int, num_classes: int, task: str = "multic
 
 def _build(config, num_features: int, num_classes: int) -> LayerStack:
     kind = getattr(config, "model", "gcn")
-    common = dict(num_layers=config.layers, dropout=config.dropout, order=config.order, seed=config.seed)
-    if kind == "sage":
-        return SAGE(num_features, config.hidden, num_classes, normalize=config.sage_normalize, **common)
-    if kind == "gin":
-        return GIN(num_features, config.hidden, num_classes, eps=config.gin_eps, train_eps=config.gin_train_eps,
-                   **common)
-    if kind == "gat":
-        return GAT(num_features, config.hidden, num_classes, heads=config.heads, output_heads=config.output_heads,
-                   attn_dropout=config.attn_dropout, **common)
-    return GCN(num_features, config.hidden, num_classes, **common)
+    return MODELS[kind].from_config(config, num_features, num_classes)

@@ -63,6 +63,11 @@ class SAGE(LayerStack):
     operator = "mean"
     kind = "sage"
 
+    @classmethod
+    def from_config(cls, config, in_channels: int, out_channels: int) -> SAGE:
+        return cls(in_channels, config.hidden, out_channels, normalize=config.sage_normalize,
+                   **cls.common_options(config))
+
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
                  dropout: float = 0.5, order: str = "auto", seed: int = 0, normalize: bool = False):
         super().__init__(in_channels, hidden_channels, out_channels, num_layers=num_layers, dropout=dropout,

@@ -97,6 +97,18 @@ class LayerStack(nn.Module):
         self._affine_cache = None
         return self
 
+    @classmethod
+    def from_config(cls, config, in_channels: int, out_channels: int) -> LayerStack:
+        """The model of this kind a `gridgnn.config.TrainConfig` (or anything with its fields) describes:
+        ``layers``, ``hidden``, ``dropout``, ``order``, ``seed``, and the kind's own options (a subclass with
+        options reads them here)."""
+        return cls(in_channels, config.hidden, out_channels, **cls.common_options(config))
+
+    @staticmethod
+    def common_options(config) -> dict:
+        """The constructor options every kind takes, from ``config``."""
+        return dict(num_layers=config.layers, dropout=config.dropout, order=config.order, seed=config.seed)
+
     def make_layer(self, in_channels: int, out_channels: int, *, order: str, generator: torch.Generator,
                    **options) -> nn.Module:
         raise NotImplementedError

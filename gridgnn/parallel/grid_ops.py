@@ -64,8 +64,8 @@ class GridOps:
         self.col_axis = self.spmm.num_col_blocks_axis
         self.grad_axis = "row" if self.col_axis is None else WORLD
         self.row_replicas = grid.shape.replication * grid.shape.col_blocks  # processes holding each row
-        # the width of the input features this rank keeps in full (`gridgnn.config.keeps_feature_rows`; the
-        # caller decides, alike on every rank); None: its column block, as every activation
+        # the width of the input features this rank keeps in full (`gridgnn.cost.operations.ModelOps.
+        # keeps_feature_rows`; the caller decides, alike on every rank); None: its column block, as every activation
         self.feature_rows = feature_rows if self.col_axis is not None else None
         # id(parameter) -> (parameter, dim, width): this rank reads only its column block of `width` along `dim`
         # (None: read two ways, reduced whole); filled by linear and add_bias, alike on every rank

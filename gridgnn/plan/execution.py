@@ -204,7 +204,9 @@ class OrderedStats:
             if isinstance(graph, PreparedGraph):
                 stats = GraphStats.from_graph(graph, normalized_adj=graph.norm_adj)
             else:
-                stats = GraphStats.from_graph(graph, self_loops=self.model in ("gcn", "gat"))
+                from gridgnn.nn.models import self_loops_of
+
+                stats = GraphStats.from_graph(graph, self_loops=self_loops_of(self.model))
             self.memo[key] = (graph, stats)
         return self.memo[key]
 

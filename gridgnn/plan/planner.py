@@ -246,9 +246,10 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     """
     from gridgnn.cost.process_baseline import process_baseline
     from gridgnn.cost.profile import GPU_CLUSTER
+    from gridgnn.nn.trace import model_spec
 
-    stats = stats_for(model, graph)
-    spec = ModelSpec.of(model, stats)
+    spec = model_spec(model, graph)
+    stats = stats_for(spec, graph)
     profile = GPU_CLUSTER if profile is None else profile
     limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes
     flags = (*(run_flags or ()), "--layers", str(spec.layers), "--hidden", str(spec.hidden), "--order", spec.order)

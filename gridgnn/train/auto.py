@@ -13,6 +13,8 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.grid.shape import GridShape
+from gridgnn.nn.models import self_loops_of
+from gridgnn.nn.trace import model_spec
 
 
 def graph_stats(graph: Graph | PreparedGraph, model: str = "gcn") -> GraphStats:
@@ -21,7 +23,7 @@ def graph_stats(graph: Graph | PreparedGraph, model: str = "gcn") -> GraphStats:
     in place, in chunks (no copy of its structure)."""
     if isinstance(graph, PreparedGraph):
         return GraphStats.from_graph(graph, normalized_adj=graph.norm_adj)
-    return GraphStats.from_graph(graph, self_loops=model in ("gcn", "gat"))
+    return GraphStats.from_graph(graph, self_loops=self_loops_of(model))
 
 
 def choose_configuration(config: TrainConfig, graph: Graph | PreparedGraph, world_size: int,
@@ -73,7 +75,8 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
         reason = f"--comm auto chose dense: --model {config.model} has no sparse variant"
         return dataclasses.replace(config, comm="dense"), reason
     stats = graph_stats(graph, config.model)
-    most = {mode: int(predict_epoch(config, stats, shape, comm=mode, cache_panels=config.cache_panels).bytes.max())
+    spec = model_spec(config, stats)
+    most = {mode: int(predict_epoch(spec, stats, shape, comm=mode, cache_panels=config.cache_panels).bytes.max())
             for mode in ("dense", "sparse")}
     choice = "sparse" if most["sparse"] < most["dense"] else "dense"
     reason = (f"--comm auto chose {choice}: busiest rank receives {most['sparse']:,} bytes per step sparse vs "
@@ -86,7 +89,8 @@ def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: Gri
     ``predicted_bytes``, ``predicted_calls``, ``predicted_by_phase``, ``predicted_calls_by_phase``), and of
     the set-up (``predicted_index_exchange_bytes`` / ``_calls``: per-rank lists, 0 for dense;
     ``predicted_panel_cache_bytes`` / ``_calls``: the Â panels of ``--cache-panels``, 0 without)."""
-    prediction = predict_epoch(config, graph_stats(graph, config.model), shape, comm=config.comm,
+    stats = graph_stats(graph, config.model)
+    prediction = predict_epoch(model_spec(config, stats), stats, shape, comm=config.comm,
                                cache_panels=config.cache_panels)
     return prediction.comm_dict(), {
         "predicted_index_exchange_bytes": prediction.setup_sum("bytes", "all_to_all").tolist(),

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.epoch_model import ModelSpec
 from gridgnn.cost.stages import follows_parts
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
@@ -28,6 +27,7 @@ from gridgnn.grid.placement import Placement
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import GridShape
 from gridgnn.nn.models import operator_of
+from gridgnn.nn.trace import model_spec
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
 from gridgnn.train.host_placement import place_ranks
@@ -126,9 +126,9 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
 
 def kept_feature_rows(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> int | None:
     """The width of the input features every rank keeps in full rows: the graph's feature count when
-    ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.cost.epoch_model.ModelSpec.keeps_feature_rows`,
-    alike on every rank), else None. Not collective."""
-    return graph.num_features if ModelSpec.of(config, graph).keeps_feature_rows(shape) else None
+    ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.cost.epoch_model.ModelSpec.keeps_feature_rows`
+    of the traced model, alike on every rank), else None. Not collective."""
+    return graph.num_features if model_spec(config, graph).keeps_feature_rows(shape) else None
 
 
 def spmm_setup_record(config: TrainConfig, records: list, seconds: float, feature_rows: bool = False,

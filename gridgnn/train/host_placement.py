@@ -9,6 +9,7 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.grid.hosts import HostMap
 from gridgnn.grid.placement import Placement, axis_bytes, host_axis_order
 from gridgnn.grid.shape import GridShape
+from gridgnn.nn.trace import model_spec
 
 
 def place_ranks(config: TrainConfig, graph, shape: GridShape, hosts: HostMap | None) -> Placement | None:
@@ -20,7 +21,8 @@ def place_ranks(config: TrainConfig, graph, shape: GridShape, hosts: HostMap | N
     per_host = max(len(hosts.ranks_on(label)) for label in hosts.hosts)
     stats = GraphStats.from_counts(graph.num_nodes, max(int(graph.num_edges), 0), graph.num_features,
                                    graph.num_classes)
-    terms = predict_epoch(config, stats, shape, comm=config.comm, cache_panels=config.cache_panels).terms
+    terms = predict_epoch(model_spec(config, stats), stats, shape, comm=config.comm,
+                          cache_panels=config.cache_panels).terms
     return Placement(shape, host_axis_order(shape, axis_bytes(terms), per_host))
 
 

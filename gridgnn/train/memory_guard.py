@@ -26,6 +26,7 @@ from gridgnn.grid.process_grid import default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.limits import oversized_product
 from gridgnn.nn.stack import check_model_size
+from gridgnn.nn.trace import model_spec
 from gridgnn.plan import plan
 from gridgnn.plan.planner import _human
 
@@ -77,7 +78,7 @@ def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridS
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
     comm = "sparse" if config.comm == "sparse" else "dense"  # resolved by now; sparse buffers differ
     device = run_device(config).type
-    return int(predict_epoch(config, stats, shape, comm=comm, cache_panels=config.cache_panels,
+    return int(predict_epoch(model_spec(config, stats), stats, shape, comm=comm, cache_panels=config.cache_panels,
                              device=device).memory_bytes.max()) + process_baseline(device)
 
 
