@@ -159,14 +159,26 @@ def test_a_section_validates_its_own_fields_and_the_config_joins_them():
 
 
 def test_functions_of_one_concern_take_their_section(tmp_path):
+    import torch
+
     from gridgnn.train.checkpoint_lock import LOCK_FILE, hold_checkpoint_dir
+    from gridgnn.train.grid_train import spmm_setup_record
     from gridgnn.train.memory_guard import available_per_proc
     from gridgnn.train.products import wants_products
+    from gridgnn.train.progress import show_log, show_progress
+    from gridgnn.train.resolve import grid_shape_for
     from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
+    from gridgnn.train.trainer import build_optimizer
 
     assert wants_products(OutputOptions(save_model=str(tmp_path / "m.pt")))
     assert not wants_products(OutputOptions(metrics_out="m.json"))
+    assert show_progress(OutputOptions(progress=True)) and not show_log(OutputOptions(quiet=True))
     assert available_per_proc(ExecutionOptions(memory_per_proc=12345), 4) == (12345, "--memory-per-proc")
+    assert grid_shape_for(ExecutionOptions(algo="2d", nprocs=6, grid="3x2"), 6).sizes == (3, 2)
+    record = spmm_setup_record(ExecutionOptions(algo="2d", comm="sparse", cache_panels=True), [], 0.5)
+    assert (record["comm"], record["cache_panels"], record["index_exchange_calls"]) == ("sparse", True, 0)
+    group = build_optimizer(torch.nn.Linear(2, 2), TrainingOptions(lr=0.25, weight_decay=0.125)).param_groups[0]
+    assert (group["lr"], group["weight_decay"]) == (0.25, 0.125)
     folder = tmp_path / "ckpt"
     checkpoints = CheckpointOptions(checkpoint_dir=str(folder), resume=True)
     with hold_checkpoint_dir(checkpoints):
