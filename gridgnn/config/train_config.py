@@ -38,9 +38,10 @@ FIELD_ORDER = (
     "attn_dropout", "patience", "eval_every", "lr_schedule", "lr_step_size", "lr_gamma", "lr_min",
     "lr_plateau_patience", "log_csv",
 )
-"""The order of `TrainConfig`'s fields in ``dataclasses.fields``/``asdict`` and so in every JSON file (the
-order of the flat class before the sections; files written since stay byte-identical). A field added to a
-section later follows these, in its section's order."""
+"""The order of `TrainConfig`'s fields in ``dataclasses.fields`` and ``asdict``, and so in every JSON file a run
+writes: the order of the flat class the sections replaced, so that those files are byte for byte what they
+were. A field added to a section later comes after these (in the order inheritance lists it) unless it is
+appended here."""
 
 
 @dataclass(frozen=True)
