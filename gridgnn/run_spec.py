@@ -90,10 +90,7 @@ class RunSpec:
         config, shape = self.config, self.shape
         if config.algo == "auto":
             raise ConfigError("a run spec holds a resolved configuration: --algo auto must be resolved first")
-        unsettled = [name for name, value in (("reorder", config.reorder), ("cache_panels", config.cache_panels),
-                                              ("full_feature_rows", config.full_feature_rows),
-                                              ("defer_weight_gather", config.defer_weight_gather))
-                     if value is None or value == "auto"]
+        unsettled = [name for name in config.free if name != "comm"]  # comm: `resolve_run` settles it last
         if unsettled:
             raise ConfigError(f"a run spec holds a resolved configuration: {', '.join(unsettled)} must be "
                               "settled by the planner first")

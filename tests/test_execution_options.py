@@ -124,13 +124,13 @@ def test_the_new_default_moves_far_fewer_bytes_on_a_graph_with_locality(rgg_file
 
 def test_without_pymetis_only_the_graphs_own_order_is_priced_and_a_line_says_why(monkeypatch, rgg_file, capsys):
     monkeypatch.setattr(execution, "metis_available", lambda: False)
-    assert orders_to_price(ExecutionOptions(), rgg()) == ("none",)
+    assert orders_to_price(ExecutionOptions(reorder="auto"), rgg()) == ("none",)
     assert main(["plan", "--dataset", rgg_file, "--nprocs", "2"]) == 0
     out = capsys.readouterr().out
     assert "note       pymetis is not installed" in out and "'pip install pymetis'" in out
     assert " metis-balanced " not in out.split("\nnote")[0]
     monkeypatch.setattr(execution, "metis_available", lambda: True)
-    assert orders_to_price(ExecutionOptions(), rgg()) == ("none", "metis-balanced")
+    assert orders_to_price(ExecutionOptions(reorder="auto"), rgg()) == ("none", "metis-balanced")
     assert orders_to_price(ExecutionOptions(reorder="rcm"), rgg()) == ("rcm",)
 
 

@@ -1,5 +1,5 @@
 """A model gridgnn has never seen, added the way docs/architecture.md says: its own module (here: the classes
-below) and its name in the two registries (`gridgnn.nn.models.MODELS`, `gridgnn.config.MODELS`). Nothing in
+below) and its name in the two registries (`gridgnn.nn.models.MODELS`, `gridgnn.config.choices.MODELS`). Nothing in
 `gridgnn.cost` knows it, yet the cost model prices it from its traced forward, every rank of every algorithm
 moves exactly the predicted bytes per phase, and it trains as one process does.
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-import gridgnn.config
+import gridgnn.config.choices
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import PHASES, ModelSpec, predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
@@ -61,7 +61,7 @@ class SGC(LayerStack):
 def sgc_registered(monkeypatch):
     """The two registry entries a new model needs (forked workers inherit them)."""
     monkeypatch.setitem(MODELS, "sgc", SGC)
-    monkeypatch.setattr(gridgnn.config, "MODELS", (*gridgnn.config.MODELS, "sgc"))
+    monkeypatch.setattr(gridgnn.config.choices, "MODELS", (*gridgnn.config.choices.MODELS, "sgc"))
 
 
 def test_the_cost_model_reads_a_new_model_from_its_forward(sgc_registered):

@@ -315,7 +315,7 @@ def run_plan(args: argparse.Namespace) -> int:
     )
 
     graph = _graph_from_args(args)
-    options = ExecutionOptions(comm=args.comm, reorder=args.reorder, cache_panels=args.cache_panels,
+    options = ExecutionOptions(algo="auto", comm=args.comm, reorder=args.reorder, cache_panels=args.cache_panels,
                                full_feature_rows=args.full_feature_rows,
                                defer_weight_gather=args.defer_weight_gather, profile=args.profile)
     if graph is None:

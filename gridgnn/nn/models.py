@@ -30,7 +30,7 @@ MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "ga
 (`gridgnn.data.operators`: the matrix it aggregates with, and so its self-loop rule, `self_loops_of`) and
 builds itself from a configuration (`LayerStack.from_config`); what it costs on each grid is read from its own
 forward (`gridgnn.nn.trace`), parameters read whole included. A new kind is its own module, one entry here
-and its name in `gridgnn.config.MODELS` (the names a configuration accepts, at the bottom layer)."""
+and its name in `gridgnn.config.choices.MODELS` (the names a configuration accepts, at the bottom layer)."""
 
 
 def operator_of(model: str) -> str:

@@ -1,10 +1,11 @@
-"""How a run communicates, chosen by the planner: `ExecutionOptions` and `choose_execution`.
+"""How a run communicates, chosen by the planner: `choose_execution` settles a config's `ExecutionOptions`.
 
 A run's *execution options* change what moves and where, never what is computed (a reordered, sparse, cached,
 full-row or deferred run trains the plain run's numbers): the algorithm and its grid, ``comm`` (dense or
 sparse SpMM communication), the vertex order, cached Â panels, full feature rows and the deferred weight
-gather (and ``overlap``, which the cost model does not price). Each may be *pinned* by the user (a flag) or
-left *free* (``auto`` / unset): `choose_execution` prices every combination of the free ones around the
+gather (and ``overlap``, which the cost model does not price): the configuration's execution section,
+`gridgnn.config.ExecutionOptions`, is the one list of them. Each may be *pinned* by the user (a flag) or left
+*free* (``auto`` / unset): `choose_execution` prices every combination of the free ones around the
 pinned ones with `gridgnn.plan.planner.plan`, on the graph itself (exact block non-zeros, in every order it
 prices), and settles all of them at once. ``gridgnn train`` and ``gridgnn plan`` both call it with the same
 arguments, so they agree on the same command.
@@ -25,9 +26,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from gridgnn.config import TrainConfig, model_comms
+from gridgnn.config import SWITCHES, ExecutionOptions, TrainConfig, model_comms
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import MachineProfile, default_profile, load_profile
 from gridgnn.errors import ConfigError
@@ -43,55 +43,11 @@ REORDER_SECONDS_PER_ENTRY = 6e-7
 ``metis-balanced`` into 2-8 parts of Amazon Computers' 505,474 entries took 0.10-0.26 s, 0.2-0.5 µs per
 entry; the estimate takes the high end). A model, not a measurement, so that every worker prices alike."""
 
-SWITCHES = ("cache_panels", "full_feature_rows", "defer_weight_gather")
-"""The on/off execution options: unset (None) lets the planner decide."""
-
-UNSET = {"comm": "auto", "reorder": "auto", "cache_panels": None, "full_feature_rows": None,
-         "defer_weight_gather": None}
+UNSET = {"comm": "auto", "reorder": "auto", **dict.fromkeys(SWITCHES)}
 """The `TrainConfig` values of the execution options nobody pinned: what ``gridgnn train``, ``gridgnn plan`` and
 `gridgnn.fit` on several processes pass for an option no flag or argument names (the planner decides).
 `TrainConfig`'s own defaults are the plain pinned values (dense, natural order, switches off) a library
 caller who builds one gets."""
-
-
-@dataclass(frozen=True)
-class ExecutionOptions:
-    """How a run communicates (see the module docstring). ``algo``: ``auto`` or an algorithm; ``grid`` and
-    ``replication``: as `TrainConfig` (``grid`` None: the algorithm's default shape, or the planner's with
-    ``algo="auto"``); ``comm``: ``auto``, ``dense`` or ``sparse``; ``reorder``: ``auto`` or a reordering;
-    the switches: True, False or None (free); ``profile``: the machine profile to price with (a name or a
-    file; None: the one of the run's device)."""
-
-    algo: str = "auto"
-    grid: str | None = None
-    replication: int = 1
-    comm: str = "auto"
-    reorder: str = "auto"
-    cache_panels: bool | None = None
-    full_feature_rows: bool | None = None
-    defer_weight_gather: bool | None = None
-    overlap: bool = True
-    profile: str | None = None
-
-    @classmethod
-    def of(cls, config: TrainConfig) -> ExecutionOptions:
-        """The execution options of ``config``."""
-        return cls(**{field.name: getattr(config, field.name) for field in dataclasses.fields(cls)})
-
-    @property
-    def free(self) -> tuple[str, ...]:
-        """The options left to the planner (``algo``, ``comm``, ``reorder`` and the unset switches)."""
-        named = [("algo", self.algo == "auto"), ("comm", self.comm == "auto"), ("reorder", self.reorder == "auto")]
-        return tuple(name for name, free in named if free) + tuple(s for s in SWITCHES if getattr(self, s) is None)
-
-    def settled_locally(self) -> dict:
-        """The `TrainConfig` fields that settle the free options of a one-process (``local``) run, where
-        nothing moves: dense, the graph's own order, every switch off."""
-        fields = {"comm": "dense"} if self.comm == "auto" else {}
-        if self.reorder == "auto":
-            fields["reorder"] = "none"
-        fields.update({s: False for s in SWITCHES if getattr(self, s) is None})
-        return fields
 
 
 def metis_available() -> bool:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import CheckpointOptions
 from gridgnn.errors import ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.safe_files import open_regular
@@ -35,20 +35,21 @@ LOCK_FILE = ".gridgnn-lock"
 
 
 @contextmanager
-def hold_checkpoint_dir(config: TrainConfig, *, agree: bool = False,
+def hold_checkpoint_dir(checkpoints: CheckpointOptions, *, agree: bool = False,
                         held_by_launcher: bool = False) -> Iterator[None]:
-    """Hold the lock of ``config.checkpoint_dir`` for the duration (nothing without a folder, or with
+    """Hold the lock of ``checkpoints.checkpoint_dir`` (a run's checkpoint section, or its whole `TrainConfig`)
+    for the duration (nothing without a folder, or with
     ``held_by_launcher``: in a worker of the local launcher, which holds it for the whole run). Raises
     `ConfigError` naming the holder when another run has it.
 
     With ``agree`` (a worker of a process group): only rank 0 locks, and every rank raises alike;
     collective on the world. A folder that cannot be created is left to `check_checkpoint_dir` to report.
     """
-    if config.checkpoint_dir is None or held_by_launcher:
+    if checkpoints.checkpoint_dir is None or held_by_launcher:
         yield
         return
     distributed = agree and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    folder = Path(config.checkpoint_dir)
+    folder = Path(checkpoints.checkpoint_dir)
     handle, refusal, created = None, None, not folder.exists()
     if not distributed or dist.get_rank() == 0:
         try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import ExecutionOptions, TrainConfig
 from gridgnn.cost.stages import follows_parts
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
@@ -131,12 +131,13 @@ def kept_feature_rows(config: TrainConfig, graph: Graph | PreparedGraph, shape: 
     return graph.num_features if model_spec(config, graph).keeps_feature_rows(shape) else None
 
 
-def spmm_setup_record(config: TrainConfig, records: list, seconds: float, feature_rows: bool = False,
+def spmm_setup_record(execution: ExecutionOptions, records: list, seconds: float, feature_rows: bool = False,
                       deferred: bool = False) -> dict:
-    """One rank's SpMM set-up from the collectives it recorded building its blocks: the index exchange
-    (``all_to_all``) and the panel cache (``broadcast``), each as bytes, calls and seconds; ``feature_rows``
-    and ``deferred``: whether ``--full-feature-rows`` and ``--defer-weight-gather`` took effect."""
-    out = {"comm": config.comm, "cache_panels": config.cache_panels, "full_feature_rows": feature_rows,
+    """One rank's SpMM set-up under ``execution`` (a run's execution section, or its whole `TrainConfig`) from
+    the collectives it recorded building its blocks: the index exchange (``all_to_all``) and the panel cache
+    (``broadcast``), each as bytes, calls and seconds; ``feature_rows`` and ``deferred``: whether
+    ``--full-feature-rows`` and ``--defer-weight-gather`` took effect."""
+    out = {"comm": execution.comm, "cache_panels": execution.cache_panels, "full_feature_rows": feature_rows,
            "defer_weight_gather": deferred, "spmm_setup_s": seconds}
     for key, op in (("index_exchange", "all_to_all"), ("panel_cache", "broadcast")):
         mine = [r for r in records if r.op == op]

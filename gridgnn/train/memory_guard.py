@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import ExecutionOptions, TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.process_baseline import process_baseline
 from gridgnn.cost.profile import default_profile
@@ -47,17 +47,19 @@ def host_available_bytes() -> int | None:
     return None
 
 
-def run_device(config: TrainConfig) -> torch.device:
-    """Where ``config``'s run holds its tensors: the CPU for ``--algo local`` (its model and features stay
-    there), else this process's `default_device` (a grid's device). Not collective."""
-    return torch.device("cpu") if config.algo == "local" else default_device()
+def run_device(execution: ExecutionOptions) -> torch.device:
+    """Where a run with these execution options (its section, or its whole `TrainConfig`) holds its tensors:
+    the CPU for ``--algo local`` (its model and features stay there), else this process's `default_device` (a
+    grid's device). Not collective."""
+    return torch.device("cpu") if execution.algo == "local" else default_device()
 
 
-def available_per_proc(config: TrainConfig, local_procs: int) -> tuple[int | None, str]:
-    """Bytes each process may use and where the figure comes from (None: unknown, no check)."""
-    if config.memory_per_proc is not None:
-        return config.memory_per_proc, "--memory-per-proc"
-    device = run_device(config)
+def available_per_proc(execution: ExecutionOptions, local_procs: int) -> tuple[int | None, str]:
+    """Bytes each of ``local_procs`` processes on this machine may use under ``execution`` (its
+    ``memory_per_proc`` when given), and where the figure comes from (None: unknown, no check)."""
+    if execution.memory_per_proc is not None:
+        return execution.memory_per_proc, "--memory-per-proc"
+    device = run_device(execution)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(int(os.environ.get("LOCAL_RANK", "0")))
         return int(free), "free device memory"

@@ -1,5 +1,6 @@
-"""What a run leaves besides its metrics: predictions, embeddings and the model file (`TrainConfig` fields
-``predictions_out``, ``embeddings_out``, ``embedding_layer``, ``save_model``, ``weights``)."""
+"""What a run leaves besides its metrics: predictions, embeddings and the model file (fields
+``predictions_out``, ``embeddings_out``, ``embedding_layer``, ``save_model``, ``weights`` of its
+`OutputOptions`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import OutputOptions, TrainConfig
 from gridgnn.errors import ConfigError
 from gridgnn.nn.export import save_model
 from gridgnn.nn.layout import as_layout
@@ -115,8 +116,9 @@ def _inside_checkpoints(path: Path, kept: Path) -> bool:
             or name.startswith((".partial-epoch-", ".replaced-epoch-")))
 
 
-def wants_products(config: TrainConfig) -> bool:
-    return any(p is not None for p in (config.predictions_out, config.embeddings_out, config.save_model))
+def wants_products(outputs: OutputOptions) -> bool:
+    """Whether ``outputs`` (a run's output section, or its whole `TrainConfig`) asks for any product."""
+    return any(p is not None for p in (outputs.predictions_out, outputs.embeddings_out, outputs.save_model))
 
 
 def select_weights(model: nn.Module, result: TrainResult, weights: str, *, strict: bool = True) -> int:
@@ -135,25 +137,27 @@ def select_weights(model: nn.Module, result: TrainResult, weights: str, *, stric
     return result.best_epoch
 
 
-def write_products(config: TrainConfig, trainer: Trainer, graph, result: TrainResult, rank: int = 0) -> None:
-    """Write the outputs ``config`` asks for with the chosen weights (collective on the world in a
-    distributed run: every rank writes its own rows). Leaves ``trainer.model`` with the chosen weights when
-    there is anything to write (else untouched: the last epoch's)."""
-    if not wants_products(config):
+def write_products(outputs: OutputOptions, trainer: Trainer, graph, result: TrainResult, rank: int = 0) -> None:
+    """Write the products ``outputs`` (the run's output section, or its whole `TrainConfig`) asks for with the
+    chosen weights (collective on the world in a distributed run: every rank writes its own rows). Leaves
+    ``trainer.model`` with the chosen weights when there is anything to write (else untouched: the last
+    epoch's)."""
+    if not wants_products(outputs):
         return
-    epoch = select_weights(trainer.model, result, config.weights)
-    write_vertex_outputs(trainer.model, trainer.features, trainer.layout, graph, predictions_out=config.predictions_out,
-                         embeddings_out=config.embeddings_out, embedding_layer=config.embedding_layer)
-    if config.save_model is None:
+    epoch = select_weights(trainer.model, result, outputs.weights)
+    write_vertex_outputs(trainer.model, trainer.features, trainer.layout, graph,
+                         predictions_out=outputs.predictions_out, embeddings_out=outputs.embeddings_out,
+                         embedding_layer=outputs.embedding_layer)
+    if outputs.save_model is None:
         return
     problem = None
     if rank == 0:
-        info = {"epoch": epoch, "weights": config.weights, "dataset": graph.name,
+        info = {"epoch": epoch, "weights": outputs.weights, "dataset": graph.name,
                 "num_nodes": graph.num_nodes, "num_features": graph.num_features,
                 "num_classes": graph.num_classes,
                 "feature_normalization": graph.meta.get("feature_normalization")}
         try:
-            save_model(trainer.model, config.save_model, info)
+            save_model(trainer.model, outputs.save_model, info)
         except ConfigError as exc:  # a full disk: every rank ends with rank 0's one line
             problem = str(exc)
     problem = agree(problem)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import OutputOptions, TrainConfig
 from gridgnn.limits import human_bytes
 from gridgnn.run_spec import ProcessOptions
 
@@ -29,16 +29,17 @@ LOG_EVERY_FRACTION = 0.05
 """The smallest share of the epochs between two log lines."""
 
 
-def show_progress(config: TrainConfig) -> bool:
-    """Per-epoch lines: forced by ``progress``, off when quiet, else only on a terminal outside CI."""
-    if config.progress is not None:
-        return config.progress
-    return not config.quiet and sys.stdout.isatty() and not os.environ.get("CI")
+def show_progress(outputs: OutputOptions) -> bool:
+    """Per-epoch lines (``outputs``: a run's output section, or its whole `TrainConfig`): forced by
+    ``progress``, off when quiet, else only on a terminal outside CI."""
+    if outputs.progress is not None:
+        return outputs.progress
+    return not outputs.quiet and sys.stdout.isatty() and not os.environ.get("CI")
 
 
-def show_log(config: TrainConfig) -> bool:
+def show_log(outputs: OutputOptions) -> bool:
     """The occasional log lines of `EpochLog`: when neither ``quiet`` nor per-epoch lines are on."""
-    return not config.quiet and not show_progress(config)
+    return not outputs.quiet and not show_progress(outputs)
 
 
 def format_epoch(record: EpochRecord, epochs: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import ExecutionOptions, TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.errors import ConfigError
@@ -23,10 +23,11 @@ Say = Callable[[str], None]
 """Where a resolution's one-line reason goes (printed by rank 0 unless ``--quiet``)."""
 
 
-def grid_shape_for(config: TrainConfig, world_size: int) -> GridShape:
-    """The validated grid of ``config`` on ``world_size`` processes (raises `ConfigError`; the rule that only
-    1.5d takes a replication factor is `TrainConfig.validate`'s; the others keep the default 1)."""
-    return resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
+def grid_shape_for(execution: ExecutionOptions, world_size: int) -> GridShape:
+    """The validated grid of ``execution`` (a run's execution section, or its whole `TrainConfig`) on
+    ``world_size`` processes (raises `ConfigError`; the rule that only 1.5d takes a replication factor is
+    `ExecutionOptions.validate`'s; the others keep the default 1)."""
+    return resolve_grid(execution.algo, world_size, replication=execution.replication, grid=execution.grid)
 
 
 def resolve_auto(config: TrainConfig, graph: Graph | PreparedGraph | None, world_size: int, *,

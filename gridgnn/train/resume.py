@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import CheckpointOptions, TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
@@ -62,13 +62,14 @@ def restarted_by_torchrun() -> bool:
     return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) > 0
 
 
-def check_checkpoint_dir(config: TrainConfig) -> None:
-    """Fail early (`ConfigError`, one line naming ``--checkpoint-dir``) when ``checkpoint_dir`` cannot hold
-    checkpoints: a file, no writable folder to create it in, or a folder the system refuses to create (as
-    under /proc); so a bad path fails in a second, not at the first save. Creates the folder."""
-    if config.checkpoint_dir is None:
+def check_checkpoint_dir(checkpoints: CheckpointOptions) -> None:
+    """Fail early (`ConfigError`, one line naming ``--checkpoint-dir``) when the ``checkpoint_dir`` of
+    ``checkpoints`` (a run's checkpoint section, or its whole `TrainConfig`) cannot hold checkpoints: a file, no
+    writable folder to create it in, or a folder the system refuses to create (as under /proc); so a bad path
+    fails in a second, not at the first save. Creates the folder."""
+    if checkpoints.checkpoint_dir is None:
         return
-    target = Path(config.checkpoint_dir)
+    target = Path(checkpoints.checkpoint_dir)
     where = f"--checkpoint-dir: cannot keep checkpoints in '{target}'"
     if target.exists() and not target.is_dir():
         raise ConfigError(f"{where}: it is not a folder")
@@ -84,21 +85,22 @@ def check_checkpoint_dir(config: TrainConfig) -> None:
     except OSError as error:
         raise ConfigError(f"{where}: {error.strerror or error}") from None
     found = list_checkpoints(target)
-    if found and not (config.resume or restarted_by_torchrun()):
+    if found and not (checkpoints.resume or restarted_by_torchrun()):
         raise ConfigError(f"{where}: it holds checkpoints of another run (newest: epoch {found[-1][0]}); pass "
                           "--resume to continue that run, or choose an empty folder")
 
 
-def checkpoint_to_resume(config: TrainConfig) -> Path | None:
-    """The checkpoint this run continues from: the newest in ``checkpoint_dir`` when resuming is asked for
-    (or torchrun restarted the job), after verifying its files; None to start from epoch 1.
+def checkpoint_to_resume(checkpoints: CheckpointOptions) -> Path | None:
+    """The checkpoint a run with these checkpoint options (its section, or its whole `TrainConfig`) continues
+    from: the newest in ``checkpoint_dir`` when resuming is asked for (or torchrun restarted the job), after
+    verifying its files; None to start from epoch 1.
 
     Raises `CheckpointError` when that checkpoint is damaged: resuming from an older one silently would
     repeat epochs the user believes were saved, so the damaged folder has to be removed by hand.
     """
-    if config.checkpoint_dir is None or not (config.resume or restarted_by_torchrun()):
+    if checkpoints.checkpoint_dir is None or not (checkpoints.resume or restarted_by_torchrun()):
         return None
-    path = latest_checkpoint(config.checkpoint_dir)
+    path = latest_checkpoint(checkpoints.checkpoint_dir)
     if path is not None:
         read_manifest(path)
     return path

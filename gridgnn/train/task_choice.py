@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from gridgnn.config import TrainConfig
+from gridgnn.config import TrainConfig, TrainingOptions
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.data.targets import labelled_vertices
@@ -14,14 +14,15 @@ from gridgnn.errors import ConfigError
 from gridgnn.train.task_metrics import resolve_metric
 
 
-def task_of(config: TrainConfig, graph: Graph | PreparedGraph) -> str:
+def task_of(training: TrainingOptions, graph: Graph | PreparedGraph) -> str:
     """The task a run trains: the graph's (its targets are laid out for it, `gridgnn.data.targets`); a
-    ``config.task`` other than ``auto`` must be that one (`gridgnn.data.retarget.with_task` lays a graph's
-    targets out for another task when it is loaded). Raises `ConfigError` otherwise."""
+    ``training.task`` (a run's training section, or its whole `TrainConfig`) other than ``auto`` must be that
+    one (`gridgnn.data.retarget.with_task` lays a graph's targets out for another task when it is loaded).
+    Raises `ConfigError` otherwise."""
     task = graph.task
-    if config.task not in ("auto", task):
+    if training.task not in ("auto", task):
         again = " (prepare it again with --task)" if isinstance(graph, PreparedGraph) else ""
-        raise ConfigError(f"the run asks for --task {config.task} but graph '{graph.name}' holds {task} "
+        raise ConfigError(f"the run asks for --task {training.task} but graph '{graph.name}' holds {task} "
                           f"targets{again}")
     return task
 

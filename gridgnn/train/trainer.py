@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
 
-from gridgnn.config import LOWER_IS_BETTER, TrainConfig
+from gridgnn.config import LOWER_IS_BETTER, TrainConfig, TrainingOptions
 from gridgnn.data.graph import Graph
 from gridgnn.data.shard import LocalShard
 from gridgnn.data.targets import present_entries, standardization, target_block
@@ -161,10 +161,11 @@ def deterministic(seed: int) -> Iterator[None]:
         torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
 
 
-def build_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Adam:
-    """Adam with ``config.lr`` and ``config.weight_decay`` on every parameter of ``model``, in one parameter
-    group (see the module docstring). Not collective."""
-    return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+def build_optimizer(model: nn.Module, training: TrainingOptions) -> torch.optim.Adam:
+    """Adam with ``training.lr`` and ``training.weight_decay`` (a run's training section, or its whole
+    `TrainConfig`) on every parameter of ``model``, in one parameter group (see the module docstring). Not
+    collective."""
+    return torch.optim.Adam(model.parameters(), lr=training.lr, weight_decay=training.weight_decay)
 
 
 def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width: int) -> Tensor | SparseFeatures:
