@@ -47,7 +47,7 @@ def keeps_feature_rows(model: str, order: str, widths: list[int], col_blocks: in
 
 ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
-``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
+``auto``: the configuration the planner ranks best (`gridgnn.train.run.auto`)."""
 
 COMMS = ("dense", "sparse", "auto")
 """How the SpMMs move X: ``dense`` whole blocks (CAGNET), ``sparse`` only the rows each receiver's Â block
@@ -70,14 +70,14 @@ TASK_CHOICES = ("auto", *TASKS)
 """``--task``'s values: a task, or ``auto``: inferred from the targets (`gridgnn.data.targets.infer_task`)."""
 
 METRICS = {"multiclass": ("accuracy",), "multilabel": ("rocauc", "micro-f1"), "regression": ("mse", "mae", "r2")}
-"""Task -> the metrics ``--metric`` accepts for it, its default first (`gridgnn.train.task_metrics`)."""
+"""Task -> the metrics ``--metric`` accepts for it, its default first (`gridgnn.train.loop.task_metrics`)."""
 LOWER_IS_BETTER = frozenset({"mse", "mae"})
 """Metrics that are errors: the best validation epoch is the lowest."""
 METRIC_CHOICES = ("auto", *dict.fromkeys(m for names in METRICS.values() for m in names))
 """``--metric``'s values: a metric, or ``auto``: the task's default."""
 
 LR_SCHEDULES = ("none", "cosine", "step", "plateau")
-"""``--lr-schedule``: the learning rate per epoch (`gridgnn.train.lr_schedule`)."""
+"""``--lr-schedule``: the learning rate per epoch (`gridgnn.train.loop.lr_schedule`)."""
 
 SCHEDULE_PARAMETERS = {"lr_step_size": ("--lr-step-size", ("step",)), "lr_gamma": ("--lr-gamma", ("step", "plateau")),
                        "lr_min": ("--lr-min", ("cosine", "plateau")),
@@ -116,7 +116,7 @@ class TrainConfig:
     5e-4, 200 epochs). ``normalize_features=None`` lets the dataset decide (row-normalized bag-of-words
     features for the real datasets). ``progress=None`` means automatic: one line per epoch when stdout is a
     terminal and the ``CI`` environment variable is unset. ``tensorboard`` names a folder for TensorBoard
-    scalars per epoch (`gridgnn.train.tensorboard_log`). ``nprocs``, ``replication`` and ``grid`` describe
+    scalars per epoch (`gridgnn.train.outputs.tensorboard_log`). ``nprocs``, ``replication`` and ``grid`` describe
     the process grid of the distributed algorithms; the ``local`` algorithm ignores them; ``overlap`` lets
     the next SpMM stage's communication run behind the current stage's product (same numbers); ``comm``
     (`COMMS`) picks dense or sparse SpMM communication; ``cache_panels`` makes 2D and 3D receive their grid
@@ -130,17 +130,17 @@ class TrainConfig:
     algorithms only; everything reported stays in original ids). With ``checkpoint_dir`` a checkpoint is
     saved every ``checkpoint_every`` epochs and after the last, keeping
     the newest ``keep_checkpoints``; ``resume`` continues from the newest one there (see
-    `gridgnn.train.resume`). ``init_from``: a model file whose weights, of the same
-    model and widths, replace the initialization (`gridgnn.train.init_from`; a resumed checkpoint wins).
+    `gridgnn.train.checkpoint.resume`). ``init_from``: a model file whose weights, of the same
+    model and widths, replace the initialization (`gridgnn.train.checkpoint.init_from`; a resumed checkpoint wins).
     ``auto_reason`` records why ``--algo auto`` chose the algorithm it did, ``task_reason`` what the run trains
-    and why (the line a run prints first: `gridgnn.train.task_choice.task_line`).
+    and why (the line a run prints first: `gridgnn.train.loop.task_choice.task_line`).
     ``stop_on_nonfinite`` ends training after the first epoch whose loss is NaN or infinite.
     ``predictions_out``, ``embeddings_out`` (of layer ``embedding_layer``, default the last hidden one) and
-    ``save_model`` name the run's products (`gridgnn.train.products`), made with the weights of the
+    ``save_model`` name the run's products (`gridgnn.train.outputs.products`), made with the weights of the
     ``weights`` epoch: ``best`` validation accuracy or ``last``. ``memory_per_proc`` (bytes; default: what the
-    machine has) and ``memory_check`` drive the memory guard (`gridgnn.train.memory_guard`).
+    machine has) and ``memory_check`` drive the memory guard (`gridgnn.train.run.memory_guard`).
     ``task`` (`TASK_CHOICES`) is what the vertices are trained to predict and ``metric`` (`METRIC_CHOICES`) how
-    each split is scored (`gridgnn.train.task_metrics`); ``auto``: inferred from the targets, the task's
+    each split is scored (`gridgnn.train.loop.task_metrics`); ``auto``: inferred from the targets, the task's
     default metric. ``standardize_targets``: a regression's network learns each target standardized by its
     training entries' mean and standard deviation (the loss is the squared error in those units); every output
     stays in the targets' units (`gridgnn.nn.stack.LayerStack.target_scale`).
@@ -151,11 +151,11 @@ class TrainConfig:
     heads of ``hidden`` channels on every hidden layer (concatenated), ``output_heads`` on the output layer
     (averaged), ``attn_dropout`` the dropout of the attention coefficients.
     The loop: ``eval_every`` K evaluates after every K-th epoch and the last; ``patience`` K > 0 stops once K
-    evaluations in a row did not improve the validation value (`gridgnn.train.early_stop`); ``lr_schedule``
+    evaluations in a row did not improve the validation value (`gridgnn.train.loop.early_stop`); ``lr_schedule``
     (`LR_SCHEDULES`) with ``lr_step_size``, ``lr_gamma``, ``lr_min`` and ``lr_plateau_patience`` (None: the
     schedule's default; given, they need a schedule they apply to) sets each epoch's learning rate
-    (`gridgnn.train.lr_schedule`); ``log_csv`` names a CSV file of one row per epoch
-    (`gridgnn.train.epoch_csv`).
+    (`gridgnn.train.loop.lr_schedule`); ``log_csv`` names a CSV file of one row per epoch
+    (`gridgnn.train.outputs.epoch_csv`).
     """
 
     dataset: str = "csbm"

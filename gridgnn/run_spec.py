@@ -7,7 +7,7 @@ launcher (``gridgnn train --nprocs P``) resolved it, where the graph it prepared
 peak memory. Every rule that ties these fields together is checked in `RunSpec.validate` (the rules within
 the configuration are `TrainConfig.validate`'s).
 
-Who resolves it (`gridgnn.train.resolve.resolve_run`, the one place ``auto`` is settled and `grid_shape_for`
+Who resolves it (`gridgnn.train.run.resolve.resolve_run`, the one place ``auto`` is settled and `grid_shape_for`
 called): the local launcher, once, which writes it as ``run-spec.json`` (`SPEC_FILE`) into its prepared-graph
 folder and starts each worker with that file's path as its only argument (`gridgnn.cli.worker`); a torchrun
 worker (no gridgnn launcher) resolves the same spec itself from the same graph, deterministically. Nothing
@@ -47,7 +47,7 @@ class ProcessOptions:
     (None: torch's own on one process, the cores shared among the local workers on a grid); ``interface``:
     the network interface gloo talks on (None: `gridgnn.grid.network.choose_interface` decides);
     ``log_every_s``: when stdout is not a terminal, the fewest seconds between two epoch lines of the log
-    (`gridgnn.train.progress.EpochLog`)."""
+    (`gridgnn.train.outputs.progress.EpochLog`)."""
 
     timeout_s: float = 300.0
     threads: int | None = None

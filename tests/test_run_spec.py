@@ -17,9 +17,9 @@ from gridgnn.data.prepared import is_prepared
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape
 from gridgnn.run_spec import SPEC_FILE, ProcessOptions, RunSpec, read_spec
-from gridgnn.train import resolve
-from gridgnn.train.resolve import grid_shape_for, resolve_run
-from gridgnn.train.run import load_graph
+from gridgnn.train.run import resolve
+from gridgnn.train.run.resolve import grid_shape_for, resolve_run
+from gridgnn.train.run.training import load_graph
 
 DATA = "csbm:nodes=120,classes=3,features=8"
 
@@ -144,8 +144,8 @@ def test_auto_with_metis_reorders_once_when_it_trains_on_the_order_it_priced(mon
 def test_a_worker_that_resolves_its_own_run_validates_its_grid_once(monkeypatch):
     """torchrun's case, on a one-process grid: `resolve_run` validates the grid; training, the memory guard
     and the metrics reuse it (`train_on_grid` takes the resolved shape and resolves nothing)."""
-    from gridgnn.train import grid_train, memory_guard
-    from gridgnn.train.run import run_training
+    from gridgnn.train.run import grid_train, memory_guard
+    from gridgnn.train.run.training import run_training
 
     assert not hasattr(grid_train, "grid_shape_for") and not hasattr(grid_train, "choose_comm")
     calls = []
@@ -174,7 +174,7 @@ def test_a_local_worker_gets_torchruns_variables_and_the_spec_path_only(monkeypa
 def test_the_spec_carries_the_settled_task_to_the_workers(tmp_path):
     """What the launcher settled (task, metric, the line it printed) reaches a worker as it was, and a worker
     that resolves again on the same graph changes nothing (`settle_task` keeps a settled config)."""
-    from gridgnn.train.task_choice import settle_task
+    from gridgnn.train.loop.task_choice import settle_task
 
     graph = load_graph(TrainConfig(dataset=DATA))
     settled = settle_task(TrainConfig(dataset=DATA, algo="1d", nprocs=4, comm="dense", metric="accuracy"), graph)

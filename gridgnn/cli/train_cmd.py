@@ -204,7 +204,7 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, positional: bool =
 
 
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--task`` and ``--metric`` (`gridgnn.data.targets`, `gridgnn.train.task_metrics`)."""
+    """``--task`` and ``--metric`` (`gridgnn.data.targets`, `gridgnn.train.loop.task_metrics`)."""
     task = parser.add_argument_group("task")
     task.add_argument("--task", choices=TASK_CHOICES, default=_DEFAULTS.task,
                       help="what the vertices are trained to predict: multiclass (integer classes, -1 or NaN = "
@@ -350,7 +350,7 @@ def product_lines(config: TrainConfig, run: Run) -> list[str]:
 
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn train``; returns 0 on success (errors propagate to `main`)."""
-    from gridgnn.train.process_group import in_launched_worker
+    from gridgnn.train.run.process_group import in_launched_worker
 
     note = resolve_algo(args)
     use_threads(args.threads)
@@ -390,10 +390,10 @@ def train_here(config: TrainConfig, process: ProcessOptions, rank0: bool, *, spe
     """Train in this process (alone, or as one worker of a grid, of the run ``spec`` when the local launcher
     resolved it); rank 0 prints the progress and summary."""
     from gridgnn.train import run_training
-    from gridgnn.train.process_group import in_launched_worker
-    from gridgnn.train.progress import EpochPrinter
-    from gridgnn.train.resolve import resolve_auto
-    from gridgnn.train.run_distributed import print_now
+    from gridgnn.train.outputs.progress import EpochPrinter
+    from gridgnn.train.run.process_group import in_launched_worker
+    from gridgnn.train.run.resolve import resolve_auto
+    from gridgnn.train.run.worker import print_now
 
     if not in_launched_worker():  # one process: nothing to distribute
         config = resolve_auto(config, None, 1, say=None if config.quiet else print_now)
@@ -442,13 +442,13 @@ def print_grid_ready(label: str, seconds: float) -> None:
 
 def resolve_algo(args: argparse.Namespace) -> str | None:
     """Settle ``--algo`` (sets ``args.algo``); returns None (the run's first line is then the planner's, which
-    says what it chose and why: `gridgnn.train.resolve.resolve_auto`).
+    says what it chose and why: `gridgnn.train.run.resolve.resolve_auto`).
 
     Without ``--algo``: ``local`` on one process, ``auto`` on several (``--nprocs P > 1``, or a world of
     P > 1 launched by torchrun). ``--algo local`` on several processes is refused (`ConfigError`): it would
     train P independent copies.
     """
-    from gridgnn.train.process_group import in_launched_worker
+    from gridgnn.train.run.process_group import in_launched_worker
 
     launched = in_launched_worker()
     world = int(os.environ["WORLD_SIZE"]) if launched else args.nprocs
@@ -466,8 +466,8 @@ def resolve_algo(args: argparse.Namespace) -> str | None:
 def check_process_count(config: TrainConfig) -> None:
     """A grid algorithm on one process (no ``--nprocs``, no torchrun) is refused with the fix (`ConfigError`);
     a ``--grid`` that needs more processes is named first."""
-    from gridgnn.train.process_group import in_launched_worker
-    from gridgnn.train.resolve import grid_shape_for
+    from gridgnn.train.run.process_group import in_launched_worker
+    from gridgnn.train.run.resolve import grid_shape_for
 
     if config.algo in GRID_ALGOS and config.nprocs == 1 and not in_launched_worker():
         grid_shape_for(config, 1)

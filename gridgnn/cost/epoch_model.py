@@ -1,6 +1,6 @@
 """The whole training step of a GCN on a grid, per rank: communication by phase, memory, time (pure).
 
-`predict_epoch` restates what `gridgnn.train.distributed.DistributedTrainer.train_step` issues, collective
+`predict_epoch` restates what `gridgnn.train.loop.distributed.DistributedTrainer.train_step` issues, collective
 by collective, in the byte convention of `gridgnn.grid.comm` (evaluation is not counted, as there):
 
 ==============  ================================================================================

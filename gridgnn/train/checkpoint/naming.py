@@ -1,6 +1,6 @@
 """Where checkpoints live: the folder names of a checkpoint directory (pure path logic, not collective).
 
-Layout of a checkpoint directory ``DIR`` (what each folder holds: `gridgnn.train.checkpoint`)::
+Layout of a checkpoint directory ``DIR`` (what each folder holds: `gridgnn.train.checkpoint.store`)::
 
     DIR/epoch-00000010/            one complete checkpoint, taken after epoch 10
     DIR/.partial-epoch-00000010/   a save in progress; never read, removed by the next save

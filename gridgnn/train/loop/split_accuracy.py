@@ -4,7 +4,7 @@ task's default metric otherwise).
 
 A split is measured when the graph has targets of the model's task (not the placeholders of a graph read
 without labels, ``meta["labels"] == "none"``), as many outputs as the model, and the split holds vertices;
-otherwise its value is null and ``reason`` says why. The sums are global (`gridgnn.train.task_metrics`), so any
+otherwise its value is null and ``reason`` says why. The sums are global (`gridgnn.train.loop.task_metrics`), so any
 grid reports the number one process does.
 """
 
@@ -32,14 +32,14 @@ def unmeasurable(graph, num_outputs: int, model_task: str = "multiclass") -> str
 def split_accuracies(output: Tensor, graph, rows: tuple[int, int], layout,
                      model_task: str = "multiclass") -> dict[str, dict]:
     """Each split's score of the model's ``output`` (m, C) on this process's ``rows`` of ``graph``, by the
-    default metric of ``model_task`` (`gridgnn.train.task_metrics.split_metrics`, the training run's own
+    default metric of ``model_task`` (`gridgnn.train.loop.task_metrics.split_metrics`, the training run's own
     code). A classifier's entry is ``{"accuracy": float | None, "correct": int, "vertices": int[, "reason":
     str]}``; another task's ``{"metric": name, "value": float | None, "vertices": int[, "reason": str]}``.
     Collective on ``layout``'s world when measurable; whether it is depends on the graph and model alone, so
     every rank takes the same path."""
     from gridgnn.config import METRICS
     from gridgnn.data.targets import target_block
-    from gridgnn.train.task_metrics import SplitRows, split_metrics
+    from gridgnn.train.loop.task_metrics import SplitRows, split_metrics
 
     metric, (r0, r1) = METRICS[model_task][0], rows
     why = unmeasurable(graph, output.shape[1], model_task)

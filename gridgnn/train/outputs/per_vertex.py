@@ -21,7 +21,7 @@ Distributed runs: no process holds more than its own rows. For ``.npy`` rank 0 c
 rank writes its rows to a part file named by the run and rank 0 appends the parts in row order, streaming. Of
 the ranks that hold the same rows (replicas, the processes of a 2D/3D grid row) only the first writes.
 Everything goes to a hidden ``.NAME.partial`` next to the target and is renamed into place at the end, so a
-failed run leaves no file (`gridgnn.train.row_writer`: the steps, the claim that keeps two runs apart, and
+failed run leaves no file (`gridgnn.train.outputs.row_writer`: the steps, the claim that keeps two runs apart, and
 what a full disk does). A target that exists must be a regular file (`gridgnn.safe_files`).
 """
 
@@ -38,8 +38,8 @@ from torch import Tensor, nn
 from gridgnn.errors import ConfigError
 from gridgnn.nn.layout import as_layout
 from gridgnn.safe_files import check_target
-from gridgnn.train.metrics import check_writable
-from gridgnn.train.row_writer import write_rows_file
+from gridgnn.train.outputs.metrics import check_writable
+from gridgnn.train.outputs.row_writer import write_rows_file
 
 SUFFIXES = (".npy", ".csv")
 

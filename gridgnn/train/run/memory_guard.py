@@ -94,7 +94,7 @@ def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int
     baseline = process_baseline(run_device(config).type)
     if started and source != "--memory-per-proc":
         available += baseline  # measured with this process's own interpreter and torch already resident
-    from gridgnn.train.auto import graph_stats
+    from gridgnn.train.run.auto import graph_stats
 
     stats = graph_stats(graph)
     where = "one process" if config.algo == "local" else f"--algo {config.algo} on {world_size} processes"

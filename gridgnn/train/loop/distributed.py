@@ -20,7 +20,7 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.shard import LocalShard, shard_node_data
 from gridgnn.grid.comm import CommTotals
 from gridgnn.parallel.grid_ops import GridOps
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
 
 
 class DistributedTrainer(Trainer):

@@ -36,7 +36,7 @@ def columns(metric: str) -> tuple[str, ...]:
 def check_log_csv(path: str | os.PathLike) -> None:
     """Raise `ConfigError` (one line naming ``--log-csv``) when ``path`` is a folder, FIFO, device, link or
     socket, or its folder is missing or not writable. Not collective."""
-    from gridgnn.train.metrics import check_writable
+    from gridgnn.train.outputs.metrics import check_writable
 
     check_target(path, WHAT)
     check_writable(str(path), WHAT)

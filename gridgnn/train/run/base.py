@@ -1,4 +1,4 @@
-"""What a run in one process (`gridgnn.train.run`) and a run on a grid (`gridgnn.train.run_distributed`)
+"""What a run in one process (`gridgnn.train.run.training`) and a run on a grid (`gridgnn.train.run.worker`)
 share: the graph a configuration names and the `Run` they return. Not collective."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from gridgnn.data.prepared import is_prepared
 from gridgnn.data.registry import load_dataset
 from gridgnn.data.retarget import with_task
 from gridgnn.errors import ConfigError
-from gridgnn.train.trainer import TrainResult
+from gridgnn.train.loop.trainer import TrainResult
 
 
 @dataclass

@@ -6,8 +6,8 @@ resumes from the newest checkpoint there when asked (``resume``) or, by itself, 
 job (``TORCHELASTIC_RESTART_COUNT`` > 0, i.e. ``torchrun --max-restarts N``). Resuming restores the weights,
 Adam's state, the RNG state, the history of earlier epochs, the validation tracker (best epoch, patience
 counter) and the learning-rate schedule's state, so the finished run has the same weights and
-metrics as one that was never interrupted. Storage and atomicity are `gridgnn.train.checkpoint`, verification
-`gridgnn.train.checkpoint_manifest`, what a checkpoint belongs to `gridgnn.train.checkpoint_fingerprint`.
+metrics as one that was never interrupted. Storage and atomicity are `gridgnn.train.checkpoint.store`, verification
+`gridgnn.train.checkpoint.manifest`, what a checkpoint belongs to `gridgnn.train.checkpoint.fingerprint`.
 """
 
 from __future__ import annotations
@@ -27,20 +27,20 @@ from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.grid.peer_failures import peer_failures_explained
 from gridgnn.limits import zip_inflation_problem
 from gridgnn.safe_files import atomic_write
-from gridgnn.train.checkpoint_fingerprint import changed_on_resume, check_compatible, run_fingerprint
-from gridgnn.train.checkpoint_manifest import file_sha256, read_manifest
-from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
-from gridgnn.train.early_stop import ValidationTracker
-from gridgnn.train.trainer import EpochRecord, Trainer, TrainResult
+from gridgnn.train.checkpoint.fingerprint import changed_on_resume, check_compatible, run_fingerprint
+from gridgnn.train.checkpoint.manifest import file_sha256, read_manifest
+from gridgnn.train.checkpoint.naming import latest_checkpoint, list_checkpoints
+from gridgnn.train.loop.early_stop import ValidationTracker
+from gridgnn.train.loop.trainer import EpochRecord, Trainer, TrainResult
 
 
 def _store():
-    """`gridgnn.train.checkpoint` (saving and loading), imported on first use: it loads
+    """`gridgnn.train.checkpoint.store` (saving and loading), imported on first use: it loads
     ``torch.distributed.checkpoint`` (about a second per process), which a run without ``checkpoint_dir``
     never needs."""
-    from gridgnn.train import checkpoint
+    from gridgnn.train.checkpoint import store
 
-    return checkpoint
+    return store
 
 
 @dataclass
@@ -280,7 +280,7 @@ def fit_resumable(trainer: Trainer, config: TrainConfig, graph: Graph,
     path = _agreed(checkpoint_to_resume, config)
     point = restore(trainer, config, graph, path) if path is not None else None
     if point is None and config.init_from is not None:
-        from gridgnn.train.init_from import load_initial_weights
+        from gridgnn.train.checkpoint.init_from import load_initial_weights
 
         load_initial_weights(trainer.model, config, graph.num_features, graph.num_classes)
     saver = None

@@ -11,8 +11,8 @@ from gridgnn.data.attach import NODE_DATA_KEYS
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, graph_digest
 from gridgnn.errors import CheckpointError
-from gridgnn.train.checkpoint_manifest import MANIFEST
-from gridgnn.train.task_metrics import resolve_metric
+from gridgnn.train.checkpoint.manifest import MANIFEST
+from gridgnn.train.loop.task_metrics import resolve_metric
 
 
 def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:

@@ -1,4 +1,4 @@
-"""One per-vertex output file written by many ranks, each its own rows, safely (`gridgnn.train.outputs`).
+"""One per-vertex output file written by many ranks, each its own rows, safely (`gridgnn.train.outputs.per_vertex`).
 
 The steps, every one agreed by all ranks before the next (so a failure on any rank is the same one line on
 every rank, and nobody waits at a barrier for a rank that gave up)::

@@ -16,8 +16,8 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape, resolve_grid
-from gridgnn.train.auto import choose_comm, settle_execution
-from gridgnn.train.task_choice import settle_task
+from gridgnn.train.loop.task_choice import settle_task
+from gridgnn.train.run.auto import choose_comm, settle_execution
 
 Say = Callable[[str], None]
 """Where a resolution's one-line reason goes (printed by rank 0 unless ``--quiet``)."""
@@ -39,7 +39,7 @@ def resolve_execution(config: TrainConfig, graph: Graph | PreparedGraph | None, 
                       on_grid: bool = False, device_type: str = "cpu",
                       say: Say | None = None) -> tuple[TrainConfig, Graph | PreparedGraph | None]:
     """``config`` with every free execution option settled (``--algo auto``, ``--comm auto``, ``--reorder
-    auto``, unset switches: `gridgnn.train.auto.choose_configuration`) and the reason in ``auto_reason``
+    auto``, unset switches: `gridgnn.train.run.auto.choose_configuration`) and the reason in ``auto_reason``
     (passed to ``say``, with a note when pymetis would have let it price METIS orders); ``config`` itself
     when every option is pinned; and the graph in the chosen order as priced (None: the graph's own order,
     or nothing was priced)."""
@@ -60,7 +60,7 @@ def resolve_execution(config: TrainConfig, graph: Graph | PreparedGraph | None, 
 
 def resolve_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape, *,
                  say: Say | None = None) -> TrainConfig:
-    """``config`` with ``--comm auto`` settled on ``shape`` (`gridgnn.train.auto.choose_comm`), its reason
+    """``config`` with ``--comm auto`` settled on ``shape`` (`gridgnn.train.run.auto.choose_comm`), its reason
     added to ``auto_reason`` (and passed to ``say``); ``config`` itself when its comm is given."""
     if config.comm != "auto":
         return config
@@ -75,7 +75,7 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
                 check: Callable[[TrainConfig, GridShape], None] | None = None,
                 say: Say | None = None) -> tuple[TrainConfig, GridShape, Graph | PreparedGraph]:
     """A grid run settled on ``world_size`` processes: (configuration, grid shape, graph in the order it
-    trains in). In order: its task and metric (`gridgnn.train.task_choice.settle_task`; its line goes to
+    trains in). In order: its task and metric (`gridgnn.train.loop.task_choice.settle_task`; its line goes to
     ``say`` first); the free execution options on ``graph`` (`resolve_auto`: each vertex order priced
     as training would cut it); the grid shape (``shape`` when the caller validated it already:
     `grid_shape_for` runs once per run); ``check(config, shape)`` (the launcher's refusals, before any

@@ -4,7 +4,7 @@ DCP reads its pickled ``.metadata`` with plain `pickle.load` and its non-tensor 
 groups) with ``torch.load(weights_only=False)``. `VerifiedReader` reads ``.metadata`` with an allow-list
 unpickler (`MetadataUnpickler`) and refuses data files outside the checkpoint folder; `WeightsOnlyLoadPlanner`
 loads the non-tensor entries with ``torch.load(weights_only=True)``. So a tampered checkpoint cannot run code
-(its files are also checked against the manifest first, `gridgnn.train.checkpoint_manifest`).
+(its files are also checked against the manifest first, `gridgnn.train.checkpoint.manifest`).
 """
 
 from __future__ import annotations

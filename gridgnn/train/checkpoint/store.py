@@ -4,12 +4,12 @@ What a checkpoint folder ``DIR/epoch-00000010/`` holds::
 
     .metadata, __0_0.distcp     DCP's files: model weights, Adam state (moments, step, param groups),
                                 torch RNG state
-    gridgnn-checkpoint.json     the manifest, written last (`gridgnn.train.checkpoint_manifest`)
+    gridgnn-checkpoint.json     the manifest, written last (`gridgnn.train.checkpoint.manifest`)
 
-The jobs around this one live in their own modules: folder names (`gridgnn.train.checkpoint_naming`), what a
-checkpoint belongs to (`gridgnn.train.checkpoint_fingerprint`), the manifest and its hashes
-(`gridgnn.train.checkpoint_manifest`), reading DCP's files without running code
-(`gridgnn.train.checkpoint_safe_reader`) and the one-line failures (`gridgnn.train.checkpoint_errors`).
+The jobs around this one live in their own modules: folder names (`gridgnn.train.checkpoint.naming`), what a
+checkpoint belongs to (`gridgnn.train.checkpoint.fingerprint`), the manifest and its hashes
+(`gridgnn.train.checkpoint.manifest`), reading DCP's files without running code
+(`gridgnn.train.checkpoint.safe_reader`) and the one-line failures (`gridgnn.train.checkpoint.errors`).
 
 Atomic: every rank takes part in DCP's collective save into the partial folder (the weights and the
 optimizer state are replicated, and DCP's planner writes each replicated entry once); rank 0 then hashes
@@ -39,10 +39,10 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-from gridgnn.train.checkpoint_errors import failures_explained
-from gridgnn.train.checkpoint_manifest import read_manifest, write_manifest
-from gridgnn.train.checkpoint_naming import PARTIAL_GLOB, checkpoint_path, list_checkpoints, partial_path, replaced_path
-from gridgnn.train.checkpoint_safe_reader import VerifiedReader, WeightsOnlyLoadPlanner
+from gridgnn.train.checkpoint.errors import failures_explained
+from gridgnn.train.checkpoint.manifest import read_manifest, write_manifest
+from gridgnn.train.checkpoint.naming import PARTIAL_GLOB, checkpoint_path, list_checkpoints, partial_path, replaced_path
+from gridgnn.train.checkpoint.safe_reader import VerifiedReader, WeightsOnlyLoadPlanner
 
 # --------------------------------------------------------------------------------------------------------
 # Saving and loading (collective on the world when a process group exists)

@@ -1,4 +1,4 @@
-"""The metrics document of a grid run (rank 0): the single-process document (`gridgnn.train.metrics`) plus
+"""The metrics document of a grid run (rank 0): the single-process document (`gridgnn.train.outputs.metrics`) plus
 the grid, the set-up figures, the hosts and every epoch's measured and predicted communication. Not
 collective.
 """
@@ -12,16 +12,16 @@ from gridgnn.data.reorder import reorder_info
 from gridgnn.grid.hosts import HostMap
 from gridgnn.grid.placement import Placement
 from gridgnn.run_spec import RunSpec
-from gridgnn.train.auto import predicted_comm
-from gridgnn.train.grid_train import TrainedGrid, spmm_setup_metrics
-from gridgnn.train.host_placement import hosts_metrics, split_by_host
-from gridgnn.train.metrics import build_metrics
+from gridgnn.train.outputs.metrics import build_metrics
+from gridgnn.train.run.auto import predicted_comm
+from gridgnn.train.run.grid_train import TrainedGrid, spmm_setup_metrics
+from gridgnn.train.run.host_placement import hosts_metrics, split_by_host
 
 COMM_KEYS = ("bytes", "calls", "by_phase", "calls_by_phase", "eval_bytes", "gather_bytes",
              "predicted_bytes", "predicted_calls",
              "predicted_by_phase", "predicted_calls_by_phase", "by_axis", "by_axis_within_host",
              "by_axis_across_hosts")
-"""The keys of each epoch's ``comm`` object in the metrics file (the predicted ones: `gridgnn.train.auto`)."""
+"""The keys of each epoch's ``comm`` object in the metrics file (the predicted ones: `gridgnn.train.run.auto`)."""
 
 
 def grid_metrics(spec: RunSpec, graph: Graph, trained: TrainedGrid, hosts: HostMap) -> dict:

@@ -1,7 +1,7 @@
 """Inference: a trained model from a model file or a checkpoint, and the inputs of one process or one rank
 (the aggregation and the features in its layout).
 
-`grid_inputs` builds what `gridgnn.train.distributed.DistributedTrainer` builds for training (the grid, its
+`grid_inputs` builds what `gridgnn.train.loop.distributed.DistributedTrainer` builds for training (the grid, its
 `GridOps` on Â, this rank's feature block), without labels or an optimizer, so a saved model runs on any
 grid, independent of the one it was trained on.
 """
@@ -25,9 +25,9 @@ from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.checkpoint import read_weights
-from gridgnn.train.checkpoint_manifest import read_manifest
-from gridgnn.train.trainer import model_input
+from gridgnn.train.checkpoint.manifest import read_manifest
+from gridgnn.train.checkpoint.store import read_weights
+from gridgnn.train.loop.trainer import model_input
 
 
 def local_inputs(graph, operator: str = "gcn") -> tuple[object, LocalLayout]:
@@ -43,8 +43,8 @@ def grid_inputs(config: TrainConfig, graph, world_size: int,
 
     Collective on the world (builds the device mesh); without a process group, a 1-process grid.
     """
-    from gridgnn.train.grid_train import model_operator
-    from gridgnn.train.resolve import grid_shape_for
+    from gridgnn.train.run.grid_train import model_operator
+    from gridgnn.train.run.resolve import grid_shape_for
 
     grid = ProcessGrid.create(shape or grid_shape_for(config, world_size))
     adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
@@ -56,13 +56,13 @@ def grid_inputs(config: TrainConfig, graph, world_size: int,
 
 def load_trained(path: str | os.PathLike) -> tuple[nn.Module, dict]:
     """The model (eval mode) and its info from a model file (``--save-model``) or a checkpoint folder
-    (``DIR/epoch-NNNNNNNN``, verified as `gridgnn.train.checkpoint` does). Not collective."""
+    (``DIR/epoch-NNNNNNNN``, verified as `gridgnn.train.checkpoint.store` does). Not collective."""
     source = Path(path)
     return _checkpoint_model(source) if source.is_dir() else load_model(source)
 
 
 def _checkpoint_model(folder: Path) -> tuple[nn.Module, dict]:
-    """The weights of a training checkpoint (`gridgnn.train.checkpoint`) as a model of its kind."""
+    """The weights of a training checkpoint (`gridgnn.train.checkpoint.store`) as a model of its kind."""
     manifest = read_manifest(folder)
     config, dataset = manifest.get("config") or {}, manifest["fingerprint"].get("dataset") or {}
     try:

@@ -29,10 +29,10 @@ from gridgnn.nn.features import SparseFeatures
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.nn.layout import Layout, as_layout, input_ids
 from gridgnn.nn.loss import masked_task_loss
-from gridgnn.train.early_stop import ValidationTracker
-from gridgnn.train.lr_schedule import LRSchedule
-from gridgnn.train.task_choice import task_of
-from gridgnn.train.task_metrics import SplitRows, resolve_metric, split_metrics
+from gridgnn.train.loop.early_stop import ValidationTracker
+from gridgnn.train.loop.lr_schedule import LRSchedule
+from gridgnn.train.loop.task_choice import task_of
+from gridgnn.train.loop.task_metrics import SplitRows, resolve_metric, split_metrics
 
 
 @dataclass
@@ -40,7 +40,7 @@ class EpochRecord:
     """One epoch: training loss (before the step), the metric on each split after the step (eval mode; None
     for an epoch ``--eval-every`` did not evaluate), step time, and ``lr``: the learning rate the step used
     (None in records of checkpoints written before it was recorded). ``train_metric``/``val_metric``/
-    ``test_metric``: the run's metric (`gridgnn.train.task_metrics`); ``train_acc``/``val_acc``/``test_acc``:
+    ``test_metric``: the run's metric (`gridgnn.train.loop.task_metrics`); ``train_acc``/``val_acc``/``test_acc``:
     the same accuracies for a multiclass task, None otherwise (and absent from `to_dict`, unless ``accuracy``).
     A record read from a file written before metrics existed has only the accuracies: they are its metric.
     ``comm_bytes``: on a grid, the bytes rank 0 moved in the step, for the printed lines only (not part of
@@ -88,7 +88,7 @@ RECORD_FIELDS = tuple(f.name for f in fields(EpochRecord) if f.name not in ("com
 @dataclass
 class TrainResult:
     """All epoch records plus the best-validation epoch (the first epoch reaching the best validation value of
-    ``metric``, highest or lowest for an error, as `gridgnn.train.early_stop.ValidationTracker` judges; 0 before
+    ``metric``, highest or lowest for an error, as `gridgnn.train.loop.early_stop.ValidationTracker` judges; 0 before
     any evaluation), the first epoch whose loss was NaN or infinite (None while every loss is finite), whether
     training stopped there (``config.stop_on_nonfinite``), and whether ``--patience`` stopped it early
     (``stopped_early``: after its last record)."""
@@ -266,7 +266,7 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self) -> tuple[float, float, float]:
         """(train, val, test) values of the run's metric for the current weights in eval mode (no dropout),
-        over the whole graph (`gridgnn.train.task_metrics.split_metrics`: collective on the world)."""
+        over the whole graph (`gridgnn.train.loop.task_metrics.split_metrics`: collective on the world)."""
         self.model.eval()
         output = self.model(self.features, self.layout)
         return tuple(split_metrics(output, self.labels, self.masks, self.task, self.metric, self.layout,
@@ -358,5 +358,5 @@ class Trainer:
         self._after_gather()
 
     def _after_gather(self) -> None:
-        """Runs after each gather of whole weights (`gridgnn.train.distributed.DistributedTrainer` records
+        """Runs after each gather of whole weights (`gridgnn.train.loop.distributed.DistributedTrainer` records
         its bytes)."""

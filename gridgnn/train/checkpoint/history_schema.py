@@ -1,13 +1,13 @@
 """The schema of the training history a checkpoint manifest records (``history``), checked before use.
 
 ``history = {"epochs": [record, ...], "best_epoch": int, "comm": null | [entry, ...]}`` where a record is
-`gridgnn.train.trainer.EpochRecord` as a dict (``epoch`` 1, 2, ... in order; ``loss``, accuracies, ``time_s``
+`gridgnn.train.loop.trainer.EpochRecord` as a dict (``epoch`` 1, 2, ... in order; ``loss``, accuracies, ``time_s``
 and ``lr`` numbers: NaN and infinities come back from the manifest's ``nonfinite`` list; the accuracies null
 together in an epoch ``--eval-every`` skipped; ``lr`` absent or null in older checkpoints), ``best_epoch`` (0
-only before any evaluation), ``early_stop`` and ``lr_schedule`` (`gridgnn.train.resume.loop_state`; absent in
+only before any evaluation), ``early_stop`` and ``lr_schedule`` (`gridgnn.train.checkpoint.resume.loop_state`; absent in
 older checkpoints) and each ``comm``
 entry, one per epoch, is null (an epoch of a local run) or the merged communication of one epoch of a
-distributed run (`gridgnn.train.grid_train.merge_epoch_comm`): per-rank lists of ``bytes``, ``calls``,
+distributed run (`gridgnn.train.run.grid_train.merge_epoch_comm`): per-rank lists of ``bytes``, ``calls``,
 ``eval_bytes``, ``gather_bytes`` and ``peak_memory_bytes``, per-phase objects of such lists, and the three times.
 `history_problem` names the first thing wrong, or returns None. Not collective.
 """

@@ -15,7 +15,8 @@ from gridgnn.errors import ConfigError
 from gridgnn.nn.export import save_model
 from gridgnn.nn.layout import as_layout
 from gridgnn.safe_files import check_target
-from gridgnn.train.outputs import (
+from gridgnn.train.loop.trainer import Trainer, TrainResult
+from gridgnn.train.outputs.per_vertex import (
     check_embedding_layer,
     check_output_path,
     default_embedding_layer,
@@ -24,8 +25,7 @@ from gridgnn.train.outputs import (
     vertex_ids,
     write_rows,
 )
-from gridgnn.train.row_writer import agree
-from gridgnn.train.trainer import Trainer, TrainResult
+from gridgnn.train.outputs.row_writer import agree
 
 
 def check_products(config: TrainConfig, rank: int = 0, reads: dict[str, str] | None = None) -> None:
@@ -33,7 +33,7 @@ def check_products(config: TrainConfig, rank: int = 0, reads: dict[str, str] | N
     regular file, has no known suffix, or is named twice (`check_distinct_outputs`); the model file is
     checked on rank 0 only (only it writes one). ``reads``: flag -> path of the inputs (``--model``). Not
     collective."""
-    from gridgnn.train.metrics import check_writable
+    from gridgnn.train.outputs.metrics import check_writable
 
     check_distinct_outputs(config, reads)
     for path, flag in ((config.predictions_out, "--predictions-out"), (config.embeddings_out, "--embeddings-out")):
@@ -104,9 +104,9 @@ def _identities(path: str) -> list:
 
 def _inside_checkpoints(path: Path, kept: Path) -> bool:
     """True when ``path`` is a name gridgnn uses in the checkpoint folder ``kept`` (resolved)."""
-    from gridgnn.train.checkpoint_lock import LOCK_FILE
-    from gridgnn.train.checkpoint_naming import epoch_of
-    from gridgnn.train.resume import BEST_WEIGHTS
+    from gridgnn.train.checkpoint.lock import LOCK_FILE
+    from gridgnn.train.checkpoint.naming import epoch_of
+    from gridgnn.train.checkpoint.resume import BEST_WEIGHTS
 
     if Path(os.path.realpath(path.parent)) != kept:
         return False
@@ -165,7 +165,7 @@ def write_vertex_outputs(model: nn.Module, features, agg, graph, *, predictions_
                          embeddings_out: str | None = None, embedding_layer: int | None = None,
                          infer_anyway: bool = False) -> torch.Tensor | None:
     """Predictions and/or embeddings of ``model`` on this rank's rows (`Layout.row_range` of ``agg``, a
-    `gridgnn.nn.layout.Layout` or a one-process aggregation), written as `gridgnn.train.outputs` describes.
+    `gridgnn.nn.layout.Layout` or a one-process aggregation), written as `gridgnn.train.outputs.per_vertex` describes.
     Returns this rank's log-probabilities (m, C), or None when there was nothing to write (unless
     ``infer_anyway``: ``gridgnn predict`` measures them). Collective on the grid of ``agg``."""
     if predictions_out is None and embeddings_out is None and not infer_anyway:

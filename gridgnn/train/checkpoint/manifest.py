@@ -2,10 +2,10 @@
 and reading it back with every file verified (not collective).
 
 The manifest is written last, into the partial folder, so that a folder with a manifest is complete. It
-holds: format, epoch, run fingerprint (`gridgnn.train.checkpoint_fingerprint`), resolved configuration,
-history (epoch records, communication; schema in `gridgnn.train.history_schema`), and the size and SHA-256
+holds: format, epoch, run fingerprint (`gridgnn.train.checkpoint.fingerprint`), resolved configuration,
+history (epoch records, communication; schema in `gridgnn.train.checkpoint.history_schema`), and the size and SHA-256
 of every other file; NaN and infinities of a diverged run are null there, listed under "nonfinite"
-(`gridgnn.train.nonfinite`).
+(`gridgnn.train.loop.nonfinite`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 
 from gridgnn.errors import CheckpointError
-from gridgnn.train.checkpoint_naming import epoch_of
-from gridgnn.train.history_schema import history_problem
-from gridgnn.train.nonfinite import decode_nonfinite, encode_nonfinite
+from gridgnn.train.checkpoint.history_schema import history_problem
+from gridgnn.train.checkpoint.naming import epoch_of
+from gridgnn.train.loop.nonfinite import decode_nonfinite, encode_nonfinite
 
 MANIFEST = "gridgnn-checkpoint.json"
 FORMAT = "gridgnn-checkpoint/1"

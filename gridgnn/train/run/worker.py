@@ -4,9 +4,9 @@
 Started by `gridgnn train --nprocs P` (`gridgnn.launch.local`, through `gridgnn.cli.worker`), the worker is
 handed the `RunSpec` its launcher resolved: the configuration, the grid shape and the folder of the graph it
 prepared once. Started by torchrun (or as a one-process grid), it resolves the same spec itself from the same
-graph (`gridgnn.train.resolve.resolve_run`, deterministic). The jobs this module calls on live in their own
-modules: joining the group (`gridgnn.train.process_group`), training on the grid (`gridgnn.train.grid_train`)
-and the metrics document (`gridgnn.train.grid_metrics`).
+graph (`gridgnn.train.run.resolve.resolve_run`, deterministic). The jobs this module calls on live in their own
+modules: joining the group (`gridgnn.train.run.process_group`), training on the grid (`gridgnn.train.run.grid_train`)
+and the metrics document (`gridgnn.train.run.grid_metrics`).
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ from gridgnn.grid.liveness import Liveness, with_lost_peers
 from gridgnn.grid.process_grid import default_device
 from gridgnn.nn.stack import check_model_size
 from gridgnn.run_spec import ProcessOptions, RunSpec
-from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
-from gridgnn.train.epoch_csv import check_log_csv, write_epoch_csv
-from gridgnn.train.grid_metrics import grid_metrics
-from gridgnn.train.grid_train import TrainedGrid, train_on_grid
-from gridgnn.train.memory_guard import check_memory
-from gridgnn.train.metrics import check_writable, write_metrics
-from gridgnn.train.process_group import in_launched_worker, init_from_env
-from gridgnn.train.products import check_products
-from gridgnn.train.resolve import resolve_run
-from gridgnn.train.resume import check_checkpoint_dir
-from gridgnn.train.run_base import Run, load_graph
-from gridgnn.train.trainer import EpochRecord
+from gridgnn.train.checkpoint.lock import hold_checkpoint_dir
+from gridgnn.train.checkpoint.resume import check_checkpoint_dir
+from gridgnn.train.loop.trainer import EpochRecord
+from gridgnn.train.outputs.epoch_csv import check_log_csv, write_epoch_csv
+from gridgnn.train.outputs.metrics import check_writable, write_metrics
+from gridgnn.train.outputs.products import check_products
+from gridgnn.train.run.base import Run, load_graph
+from gridgnn.train.run.grid_metrics import grid_metrics
+from gridgnn.train.run.grid_train import TrainedGrid, train_on_grid
+from gridgnn.train.run.memory_guard import check_memory
+from gridgnn.train.run.process_group import in_launched_worker, init_from_env
+from gridgnn.train.run.resolve import resolve_run
 
 
 def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | None = None,

@@ -13,16 +13,16 @@ from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
 from gridgnn.run_spec import ProcessOptions, RunSpec
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
-from gridgnn.train.epoch_csv import check_log_csv, write_epoch_csv
-from gridgnn.train.memory_guard import check_memory
-from gridgnn.train.metrics import build_metrics, check_writable, write_metrics
-from gridgnn.train.products import check_products, write_products
-from gridgnn.train.resume import check_checkpoint_dir, fit_resumable
-from gridgnn.train.run_base import Run, load_graph
-from gridgnn.train.task_choice import settle_task
-from gridgnn.train.tensorboard_log import TensorBoardLog, check_tensorboard
-from gridgnn.train.trainer import EpochRecord, Trainer
+from gridgnn.train.checkpoint.lock import hold_checkpoint_dir
+from gridgnn.train.checkpoint.resume import check_checkpoint_dir, fit_resumable
+from gridgnn.train.loop.task_choice import settle_task
+from gridgnn.train.loop.trainer import EpochRecord, Trainer
+from gridgnn.train.outputs.epoch_csv import check_log_csv, write_epoch_csv
+from gridgnn.train.outputs.metrics import build_metrics, check_writable, write_metrics
+from gridgnn.train.outputs.products import check_products, write_products
+from gridgnn.train.outputs.tensorboard_log import TensorBoardLog, check_tensorboard
+from gridgnn.train.run.base import Run, load_graph
+from gridgnn.train.run.memory_guard import check_memory
 
 
 def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
@@ -47,9 +47,9 @@ def run_training(config: TrainConfig, *, graph: Graph | None = None,
     worker of the local launcher, the run it resolved (its configuration replaces ``config``); ``process``:
     how a worker joins its group (`ProcessOptions`; default: ``timeout_s`` alone).
 
-    With ``config.log_csv`` rank 0 writes the per-epoch CSV file (`gridgnn.train.epoch_csv`).
+    With ``config.log_csv`` rank 0 writes the per-epoch CSV file (`gridgnn.train.outputs.epoch_csv`).
     The output paths are checked before any work, so a bad path fails in a second, not after training.
-    With ``config.tensorboard``, rank 0 logs every epoch there (`gridgnn.train.tensorboard_log`).
+    With ``config.tensorboard``, rank 0 logs every epoch there (`gridgnn.train.outputs.tensorboard_log`).
     """
     config = spec.config if spec is not None else config
     if config.tensorboard is None or int(os.environ.get("RANK", "0")) != 0:
@@ -69,11 +69,11 @@ def _run(config: TrainConfig, graph: Graph | None, on_epoch, timeout_s: float, o
     if spec is not None:
         config = spec.config
     if "WORLD_SIZE" not in os.environ:  # one process: nothing to distribute
-        from gridgnn.train.resolve import resolve_auto
+        from gridgnn.train.run.resolve import resolve_auto
 
         config = resolve_auto(config, graph, 1)
     if config.algo != "local":
-        from gridgnn.train.run_distributed import run_worker
+        from gridgnn.train.run.worker import run_worker
 
         return run_worker(config, on_epoch, timeout_s=timeout_s, graph=graph, on_ready=on_ready, spec=spec,
                           process=process)

@@ -2,7 +2,7 @@
 
 Every decision of a run that reads the validation value goes through one `ValidationTracker`: the best epoch
 (and the weights kept for it), early stopping (``--patience K``) and the ``plateau`` learning-rate schedule
-(`gridgnn.train.lr_schedule`, fed `ValidationTracker.improvements`). It knows only numbers and a direction
+(`gridgnn.train.loop.lr_schedule`, fed `ValidationTracker.improvements`). It knows only numbers and a direction
 (``higher_is_better``: accuracy and ROC-AUC go up, an error goes down), not which metric they are.
 
 Rules: an evaluation improves when its value is strictly better than the best so far (the first epoch

@@ -21,7 +21,7 @@ from gridgnn.limits import human_bytes
 from gridgnn.run_spec import ProcessOptions
 
 if TYPE_CHECKING:
-    from gridgnn.train.trainer import EpochRecord
+    from gridgnn.train.loop.trainer import EpochRecord
 
 LOG_EVERY_S = ProcessOptions.log_every_s
 """The fewest seconds between two log lines by default (``gridgnn train --log-every``): 5."""

@@ -29,12 +29,12 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import GridShape
 from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
-from gridgnn.train.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
-from gridgnn.train.host_placement import place_ranks
-from gridgnn.train.process_group import process_age_s
-from gridgnn.train.products import write_products
-from gridgnn.train.resume import ResumePoint, fit_resumable
-from gridgnn.train.trainer import EpochRecord, TrainResult
+from gridgnn.train.checkpoint.resume import ResumePoint, fit_resumable
+from gridgnn.train.loop.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
+from gridgnn.train.loop.trainer import EpochRecord, TrainResult
+from gridgnn.train.outputs.products import write_products
+from gridgnn.train.run.host_placement import place_ranks
+from gridgnn.train.run.process_group import process_age_s
 
 
 @dataclass
@@ -66,14 +66,14 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     """Train on the grid of ``config`` (collective on the world), resuming and saving checkpoints as
     ``config`` asks; returns a `TrainedGrid`, and with ``return_model`` also this rank's trained model.
     ``hosts``: where each rank runs; on several hosts the ranks are placed so that the heaviest axis stays
-    within a host when it fits (`gridgnn.train.host_placement`). ``on_ready(label, seconds)`` runs on rank 0
+    within a host when it fits (`gridgnn.train.run.host_placement`). ``on_ready(label, seconds)`` runs on rank 0
     once every rank has built its blocks (after the set-up barrier; seconds since this process started).
     ``shape``: the grid of the resolved run. A run is resolved once, before this
-    (`gridgnn.train.resolve.resolve_run`: its grid, its execution options, ``graph`` in the vertex order it
+    (`gridgnn.train.run.resolve.resolve_run`: its grid, its execution options, ``graph`` in the vertex order it
     trains in); `ConfigError` otherwise."""
     if shape is None or config.comm == "auto" or config.algo == "auto":
         raise ConfigError("train_on_grid trains a resolved run: settle it first with "
-                          "gridgnn.train.resolve.resolve_run (its grid shape, comm and vertex order)")
+                          "gridgnn.train.run.resolve.resolve_run (its grid shape, comm and vertex order)")
     grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
     comm = Communicator(grid, overlap=config.overlap)
     operator = model_operator(config, graph)  # the global operator (Â for GCN): every rank builds it alike

@@ -12,7 +12,7 @@
 
 An epoch trains with the rate the schedule gives it (the one its record's ``lr`` holds), then the schedule
 steps. The plateau schedule does not judge the validation value itself: it is fed the number of improvements
-`gridgnn.train.early_stop.ValidationTracker` has counted (compared exactly, ``mode="max"``, threshold 0), so
+`gridgnn.train.loop.early_stop.ValidationTracker` has counted (compared exactly, ``mode="max"``, threshold 0), so
 "improved" means the same thing for the best epoch, ``--patience`` and the learning rate, whatever the
 metric's direction. Every rank steps the same schedule with the same global values, so a grid trains exactly
 the run of one process. A checkpoint records `LRSchedule.state_dict`; `LRSchedule.load_state_dict` restores it and the
@@ -25,7 +25,7 @@ from torch.optim import Optimizer, lr_scheduler
 
 from gridgnn.config import LR_DEFAULTS, TrainConfig
 from gridgnn.errors import CheckpointError
-from gridgnn.train.early_stop import ValidationTracker
+from gridgnn.train.loop.early_stop import ValidationTracker
 
 
 class LRSchedule:
@@ -68,7 +68,7 @@ class LRSchedule:
     def load_state_dict(self, state: object, where: str = "checkpoint") -> None:
         """Restore `state_dict`'s output and set the optimizer's rate to the one it had then; `CheckpointError`
         when the state is missing, is another schedule's, or holds an entry this schedule does not have or of
-        another kind (it is data from disk: `gridgnn.train.checkpoint_manifest`). Entries a newer torch added
+        another kind (it is data from disk: `gridgnn.train.checkpoint.manifest`). Entries a newer torch added
         keep their fresh values."""
         if self.scheduler is None:
             return

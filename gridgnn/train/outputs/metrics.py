@@ -1,7 +1,7 @@
 """The ``--metrics-out`` JSON file: configuration, dataset, per-epoch records and final metrics.
 
 Layout (accuracies are fractions in [0, 1], times in seconds; ``metric`` is the run's ``--metric``,
-`gridgnn.train.task_metrics`; the ``*_acc`` keys exist for a multiclass task only, and equal the ``*_metric``
+`gridgnn.train.loop.task_metrics`; the ``*_acc`` keys exist for a multiclass task only, and equal the ``*_metric``
 ones there)::
 
     {"config":  {...TrainConfig.to_dict()...},
@@ -35,8 +35,8 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import ConfigError
 from gridgnn.files import publish_mode
-from gridgnn.train.nonfinite import encode_nonfinite
-from gridgnn.train.trainer import TrainResult
+from gridgnn.train.loop.nonfinite import encode_nonfinite
+from gridgnn.train.loop.trainer import TrainResult
 
 
 def dataset_summary(graph: Graph) -> dict:
@@ -160,5 +160,5 @@ def _replace_with(target: Path, content: str | bytes) -> None:
 
 def write_metrics(path: str | os.PathLike, metrics: dict) -> None:
     """`write_json_atomic` of the metrics document with non-finite numbers encoded as
-    `gridgnn.train.nonfinite` documents (null, listed under ``nonfinite``)."""
+    `gridgnn.train.loop.nonfinite` documents (null, listed under ``nonfinite``)."""
     write_json_atomic(path, encode_nonfinite(metrics))

@@ -11,7 +11,7 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.data.targets import labelled_vertices
 from gridgnn.errors import ConfigError
-from gridgnn.train.task_metrics import resolve_metric
+from gridgnn.train.loop.task_metrics import resolve_metric
 
 
 def task_of(config: TrainConfig, graph: Graph | PreparedGraph) -> str:
@@ -28,7 +28,7 @@ def task_of(config: TrainConfig, graph: Graph | PreparedGraph) -> str:
 
 def settle_task(config: TrainConfig, graph: Graph | PreparedGraph) -> TrainConfig:
     """``config`` with its task and metric settled on ``graph`` (`task_of`, the task's default metric for
-    ``auto``: `gridgnn.train.task_metrics.resolve_metric`) and `task_line` in ``task_reason`` (printed once
+    ``auto``: `gridgnn.train.loop.task_metrics.resolve_metric`) and `task_line` in ``task_reason`` (printed once
     every check has passed, just before training: the run's first line); ``config`` itself when settled."""
     task = task_of(config, graph)
     metric = resolve_metric(config.metric, task)
