@@ -40,3 +40,20 @@ def test_a_breach_in_a_module_is_reported_with_its_line(tmp_path, monkeypatch):
     assert any(line.startswith("gridgnn/cost/model.py:5: gridgnn.cost.model (layer 1) imports gridgnn.train.loop")
                for line in found), found
     assert "import cycle: gridgnn.cost.model -> gridgnn.train.loop -> gridgnn.cost.model" in found
+
+
+def test_a_room_of_train_importing_a_later_room_is_a_breach(tmp_path, monkeypatch):
+    package = tmp_path / "gridgnn"
+    for room in ("", "train", "train/loop", "train/run"):
+        (package / room).mkdir(parents=True, exist_ok=True)
+        (package / room / "__init__.py").write_text("")
+    (package / "train" / "loop" / "step.py").write_text("def f():\n    from gridgnn.train.run.go import g\n")
+    (package / "train" / "run" / "go.py").write_text("def g():\n    pass\n")
+    monkeypatch.setattr(contract, "PACKAGE", package)
+    assert contract.breaches() == ["gridgnn/train/loop/step.py:2: gridgnn.train.loop.step (room loop/) imports "
+                                   "gridgnn.train.run.go (room run/, after it)"]
+    (package / "train" / "loop" / "step.py").write_text("")
+    (package / "train" / "run" / "go.py").write_text("from gridgnn.train.loop.step import f\n")
+    assert contract.breaches() == []  # a later room builds on an earlier one
+    assert contract.room_of("gridgnn.train.checkpoint.store") == ("gridgnn.train", 1)
+    assert contract.room_of("gridgnn.train") is None and contract.room_of("gridgnn.nn.gcn") is None

@@ -1,4 +1,11 @@
-"""``gridgnn train``: flags -> `TrainConfig` -> run, with per-epoch lines and a final summary."""
+"""``gridgnn train``: flags -> `TrainConfig` -> the library's run, and the lines it prints (per-epoch lines,
+the non-finite warning, the grid's ready line, the final summary).
+
+What a run takes is the library's: the processes (`gridgnn.train.run.world`: the default ``--algo``, a grid on
+one process refused, who launches workers, threads), the launch (`gridgnn.launch.workers`) and the run
+watched as it goes (`gridgnn.train.run.watched`). Exit statuses: 0, or `EXIT_NONFINITE`; errors propagate to
+`gridgnn.cli.main`.
+"""
 
 from __future__ import annotations
 
