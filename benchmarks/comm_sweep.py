@@ -46,8 +46,8 @@ def step_worker(rank: int, world_size: int, config_kwargs: dict, graph, shape_si
     from gridgnn.grid.process_grid import ProcessGrid
     from gridgnn.parallel.grid_ops import GridOps
     from gridgnn.sparse.adjacency import gcn_normalize
-    from gridgnn.train.distributed import DistributedTrainer
-    from gridgnn.train.resolve import grid_shape_for
+    from gridgnn.train.loop.distributed import DistributedTrainer
+    from gridgnn.train.run.resolve import grid_shape_for
 
     config = TrainConfig(**config_kwargs)
     shape = grid_shape_for(config, world_size)
@@ -108,7 +108,7 @@ def compare_row(name: str, shape: GridShape, measured: dict, pred) -> dict:
 
 def run_sweep(graphs: dict, procs, data_root, hidden: int, steps: int, profile, log,
               algos=("1d", "1.5d", "2d", "3d")) -> list:
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.run.training import load_graph
 
     rows = []
     for name, spec in graphs.items():
@@ -132,7 +132,7 @@ def run_sweep(graphs: dict, procs, data_root, hidden: int, steps: int, profile, 
 
 def auto_rows(rows: list[dict], graphs: dict, data_root, hidden: int, profile, algos) -> list[dict]:
     """For each graph and P > 1: the planner's pick (with ``profile``) against the measured best."""
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.run.training import load_graph
 
     out = []
     for name, spec in graphs.items():
@@ -153,7 +153,7 @@ def fit_sweep_profile(rows: list[dict], graphs: dict, data_root, hidden: int, ba
 
     from gridgnn.cost.profile import OPS, LinkCost
     from gridgnn.grid.shape import resolve_grid
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.run.training import load_graph
 
     features, target = [], []
     for name, spec in graphs.items():
@@ -287,7 +287,7 @@ def plots(out: Path, rows: list[dict], graphs: dict, hidden: int, data_root, pro
         print("matplotlib is not installed: no plots (pip install -e '.[bench]')")
         return
     from gridgnn.grid.shape import resolve_grid
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.run.training import load_graph
 
     families = {"1d": ("1d", {}), "1.5d c=2": ("1.5d", {"replication": 2}), "2d": ("2d", {}),
                 "3d q=2": ("3d", {})}

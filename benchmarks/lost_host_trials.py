@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' na
 from gridgnn.config import TrainConfig  # noqa: E402
 from gridgnn.data.prepared import prepare_graph  # noqa: E402
 from gridgnn.launch.spawn import free_port  # noqa: E402
-from gridgnn.train.checkpoint_naming import latest_checkpoint  # noqa: E402
-from gridgnn.train.run import load_graph  # noqa: E402
+from gridgnn.train.checkpoint.naming import latest_checkpoint  # noqa: E402
+from gridgnn.train.run.training import load_graph  # noqa: E402
 from tests.netns_cluster import NetnsCluster, namespaces_unavailable  # noqa: E402
 
 

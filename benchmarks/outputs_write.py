@@ -1,4 +1,4 @@
-"""Time and size of the per-vertex output files (`gridgnn.train.outputs`): .npy against .csv.
+"""Time and size of the per-vertex output files (`gridgnn.train.outputs.per_vertex`): .npy against .csv.
 
 Writes the predictions of n vertices with C classes and an (n, d) embedding, in one process, ``--repeats``
 times each, and reports the median seconds and the file sizes (JSON on stdout and in ``--out``)::
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gridgnn.train.outputs import prediction_records, write_rows
+from gridgnn.train.outputs.per_vertex import prediction_records, write_rows
 
 
 def _time(path: Path, block: np.ndarray, ids: np.ndarray, n: int, repeats: int) -> dict:

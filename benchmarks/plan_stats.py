@@ -2,7 +2,7 @@
 
 Two steps, each in a fresh process so their peaks are separate:
 
-- ``predicted``: the model's communication for one configuration (`gridgnn.train.auto.predicted_comm`, what
+- ``predicted``: the model's communication for one configuration (`gridgnn.train.run.auto.predicted_comm`, what
   rank 0 adds to the metrics after training);
 - ``auto``: ``--algo auto``'s choice among every grid for P processes (`choose_configuration`, what the
   launcher runs before starting the workers).
@@ -36,7 +36,7 @@ def run_step(step: str, folder: str, nprocs: int, algo: str) -> dict:
     from gridgnn.config import TrainConfig
     from gridgnn.data.prepared import open_prepared
     from gridgnn.grid.shape import resolve_grid
-    from gridgnn.train.auto import choose_configuration, predicted_comm
+    from gridgnn.train.run.auto import choose_configuration, predicted_comm
 
     graph = open_prepared(folder)
     before = _peak_bytes()

@@ -39,7 +39,7 @@ from gridgnn.data.registry import load_dataset
 from gridgnn.nn import masked_accuracy
 from gridgnn.sparse.adjacency import gcn_normalize
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.trainer import Trainer, deterministic
+from gridgnn.train.loop.trainer import Trainer, deterministic
 
 DEFAULT_DATASETS = ("cora", "citeseer", "amazon-computers", "rmat:scale=17,edge_factor=16,features=128")
 

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from gridgnn.config import TrainConfig
 from gridgnn.data.registry import load_dataset
 from gridgnn.train import build_aggregation
-from gridgnn.train.trainer import Trainer, deterministic
+from gridgnn.train.loop.trainer import Trainer, deterministic
 
 SETTING = dict(model="gat", heads=8, hidden=8, output_heads=1, dropout=0.6, attn_dropout=0.6, lr=0.005,
                weight_decay=5e-4)

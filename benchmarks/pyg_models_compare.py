@@ -35,7 +35,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.operators import pattern
 from gridgnn.data.registry import load_dataset
 from gridgnn.train import build_aggregation
-from gridgnn.train.trainer import Trainer, deterministic
+from gridgnn.train.loop.trainer import Trainer, deterministic
 
 DEFAULT_DATASETS = ("amazon-computers", "rmat:scale=17,edge_factor=16,features=128")
 

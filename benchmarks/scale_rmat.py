@@ -96,8 +96,8 @@ def predictions(prepared: Path, runs: list[dict], args: argparse.Namespace) -> N
     from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.data.prepared import open_prepared
     from gridgnn.nn.trace import model_spec
-    from gridgnn.train.auto import graph_stats
-    from gridgnn.train.resolve import grid_shape_for
+    from gridgnn.train.run.auto import graph_stats
+    from gridgnn.train.run.resolve import grid_shape_for
 
     stats = graph_stats(open_prepared(prepared))
     for run in runs:

@@ -196,8 +196,8 @@ def auto_rows(name: str, graph: Graph, ps: list[int]) -> list[dict]:
 
 
 def measured_worker(rank: int, world: int, kwargs: dict, graph: Graph) -> dict:
-    from gridgnn.train.grid_train import train_on_grid
-    from gridgnn.train.resolve import resolve_run
+    from gridgnn.train.run.grid_train import train_on_grid
+    from gridgnn.train.run.resolve import resolve_run
 
     config, shape, ordered = resolve_run(TrainConfig(**kwargs), graph, world)
     start = time.perf_counter()

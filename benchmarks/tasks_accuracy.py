@@ -7,7 +7,7 @@ neighbourhoods (``multilabel:...``) and the steady temperature of a heated plate
 generates the graph and initializes the models. Every model has the same width, depth, dropout, epochs and
 optimizer (Adam, the `TrainConfig` defaults unless given), the same loss over the same present target
 entries of the same training vertices (`gridgnn.nn.loss.masked_task_loss`), and is scored with the same
-functions (`gridgnn.train.task_metrics.split_metrics`) at its best validation epoch (the weights ``gridgnn
+functions (`gridgnn.train.loop.task_metrics.split_metrics`) at its best validation epoch (the weights ``gridgnn
 train`` keeps by default). The MLP (plain torch, written here) sees only each vertex's own features.
 
 After the runs it asserts that GCN beats the MLP on multilabel ROC-AUC (mean over seeds) and that GCN's
@@ -36,8 +36,8 @@ from gridgnn.config import LOWER_IS_BETTER, TrainConfig
 from gridgnn.data.targets import target_block
 from gridgnn.nn.loss import masked_task_loss
 from gridgnn.safe_files import atomic_write
-from gridgnn.train.early_stop import ValidationTracker
-from gridgnn.train.task_metrics import SplitRows, resolve_metric, split_metrics
+from gridgnn.train.loop.early_stop import ValidationTracker
+from gridgnn.train.loop.task_metrics import SplitRows, resolve_metric, split_metrics
 
 DATASETS = {
     "multiclass": "csbm:nodes=10000,labelled=0.02",

@@ -32,7 +32,7 @@ from gridgnn.errors import ConfigError, DataError
 from gridgnn.nn.export import check_fits
 from gridgnn.nn.export import load_model as _load_model
 from gridgnn.nn.export import save_model as _save_model
-from gridgnn.train.trainer import RECORD_FIELDS, EpochRecord
+from gridgnn.train.loop.trainer import RECORD_FIELDS, EpochRecord
 
 
 @dataclass
@@ -89,7 +89,7 @@ def as_graph(data, **options) -> Graph:
         task = options.pop("task")
         return with_task(as_graph(data, **options), task)
     if isinstance(data, (str, os.PathLike)):
-        from gridgnn.train.run import load_graph
+        from gridgnn.train.run.training import load_graph
 
         return load_graph(TrainConfig(dataset=str(data), **options))
     from gridgnn.data.attach import NodeFiles, attach_node_data
@@ -152,9 +152,9 @@ def fit(data=None, *, nprocs: int = 1, threads: int | None = None, **options) ->
     options.setdefault("quiet", not options.get("progress"))
     if nprocs > 1 and "WORLD_SIZE" not in os.environ:
         return _train_on_workers(graph, nprocs, threads, options)
-    from gridgnn.train.products import select_weights
-    from gridgnn.train.progress import EpochPrinter
-    from gridgnn.train.run import run_training
+    from gridgnn.train.outputs.products import select_weights
+    from gridgnn.train.outputs.progress import EpochPrinter
+    from gridgnn.train.run.training import run_training
 
     config = TrainConfig(**options)
     rank0 = int(os.environ.get("RANK", "0")) == 0
@@ -207,7 +207,7 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
 def _inputs(model: nn.Module, data) -> tuple:
     from gridgnn.nn.export import kind_of
     from gridgnn.nn.models import operator_of
-    from gridgnn.train.inference import local_inputs
+    from gridgnn.train.run.inference import local_inputs
 
     graph = as_graph(data)
     check_fits(model, graph.num_features, "the model")
@@ -216,7 +216,7 @@ def _inputs(model: nn.Module, data) -> tuple:
 
 def predict(model: nn.Module, data) -> Predictions:
     """Eval-mode predictions of ``model`` on every vertex of ``data`` (`as_graph`), in one process."""
-    from gridgnn.train.outputs import infer
+    from gridgnn.train.outputs.per_vertex import infer
 
     features, agg = _inputs(model, data)
     output, _ = infer(model, features, agg)
@@ -232,7 +232,7 @@ def predict(model: nn.Module, data) -> Predictions:
 def embed(model: nn.Module, data, layer: int | None = None) -> Tensor:
     """(n, width) output of layer ``layer`` (1 = first; default the last hidden layer; ReLU applied for
     hidden layers, the logits for the last) on every vertex of ``data``, in one process."""
-    from gridgnn.train.outputs import check_embedding_layer, default_embedding_layer, infer
+    from gridgnn.train.outputs.per_vertex import check_embedding_layer, default_embedding_layer, infer
 
     check_embedding_layer(layer, len(model.layers))
     features, agg = _inputs(model, data)
@@ -247,7 +247,7 @@ def save_model(model: nn.Module, path: str | os.PathLike) -> Path:
 
 def load_model(path: str | os.PathLike) -> nn.Module:
     """The model of a model file (``--save-model``, `save_model`) or a checkpoint folder, in eval mode."""
-    from gridgnn.train.inference import load_trained
+    from gridgnn.train.run.inference import load_trained
 
     return load_trained(path)[0]
 

@@ -36,7 +36,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 MAX_LR = FLOAT32_MAX * (1 - 0.9)
 """The largest learning rate: Adam's first step is ``lr / (1 - β1)`` (β1 = 0.9), a scalar torch converts to
 float32 (beyond it torch raises an overflow error; below it a too-large rate diverges, see
-`gridgnn.train.nonfinite`)."""
+`gridgnn.train.loop.nonfinite`)."""
 BYTES_PER_PARAMETER = 16
 """float32 weight, gradient and Adam's two moments."""
 

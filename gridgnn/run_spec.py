@@ -7,12 +7,12 @@ launcher (``gridgnn train --nprocs P``) resolved it, where the graph it prepared
 peak memory. Every rule that ties these fields together is checked in `RunSpec.validate` (the rules within
 the configuration are `TrainConfig.validate`'s).
 
-Who resolves it (`gridgnn.train.resolve.resolve_run`, the one place ``auto`` is settled and `grid_shape_for`
+Who resolves it (`gridgnn.train.run.resolve.resolve_run`, the one place ``auto`` is settled and `grid_shape_for`
 called): the local launcher, once, which writes it as ``run-spec.json`` (`SPEC_FILE`) into its prepared-graph
 folder and starts each worker with that file's path as its only argument (`gridgnn.cli.worker`); a torchrun
 worker (no gridgnn launcher) resolves the same spec itself from the same graph, deterministically. Nothing
 else passes from the launcher to its workers but torchrun's own variables (RANK, WORLD_SIZE, ...). A process
-handed a spec uses it as given, whatever its environment: nothing on its path calls `gridgnn.train.resolve`
+handed a spec uses it as given, whatever its environment: nothing on its path calls `gridgnn.train.run.resolve`
 (no "not yet resolved" fallback settles its grid, execution options, vertex order or task again).
 
 The file: ``{"format": "gridgnn-run-spec", "version": 1, "config": {...every TrainConfig field...},
@@ -49,7 +49,7 @@ class ProcessOptions:
     (None: torch's own on one process, the cores shared among the local workers on a grid); ``interface``:
     the network interface gloo talks on (None: `gridgnn.grid.network.choose_interface` decides);
     ``log_every_s``: when stdout is not a terminal, the fewest seconds between two epoch lines of the log
-    (`gridgnn.train.progress.EpochLog`)."""
+    (`gridgnn.train.outputs.progress.EpochLog`)."""
 
     timeout_s: float = 300.0
     threads: int | None = None

@@ -48,9 +48,9 @@ from gridgnn.errors import ConfigError
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.metrics import check_writable, write_json_atomic
-from gridgnn.train.run_base import load_graph
-from gridgnn.train.trainer import Trainer, deterministic
+from gridgnn.train.loop.trainer import Trainer, deterministic
+from gridgnn.train.outputs.metrics import check_writable, write_json_atomic
+from gridgnn.train.run.base import load_graph
 
 REPO = Path(__file__).resolve().parent.parent
 LOSS_RTOL = 1e-3
@@ -136,8 +136,8 @@ def grid_worker(rank: int, world: int, config_fields: dict) -> dict:
     rank's model lies."""
     import torch.distributed as dist
 
-    from gridgnn.train.grid_train import train_on_grid
-    from gridgnn.train.resolve import resolve_run
+    from gridgnn.train.run.grid_train import train_on_grid
+    from gridgnn.train.run.resolve import resolve_run
 
     config = TrainConfig(**config_fields)
     config, shape, graph = resolve_run(config, load_graph(config), world)  # a run is resolved once, first

@@ -20,6 +20,9 @@ Layers, top to bottom; a module may import from its own layer and the layers abo
        report/                     finished run
     7  cli/, api                   entry points
     8  gridgnn (package root), __main__
+
+Within layer 6, ``train/`` has four rooms in order (`ROOMS`): ``loop/``, ``checkpoint/``, ``outputs/``, ``run/``;
+a module of one room imports only from its own room and those before it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ LAYERS = {
 }
 """Module or package -> layer; a module takes the layer of its longest listed prefix."""
 
+ROOMS = {"gridgnn.train": ("loop", "checkpoint", "outputs", "run")}
+"""Package -> its subpackages in order: a module of one imports only from its own and those before it."""
+
 PURE = 1
 """Modules of this layer must not import torch.distributed (they run without a process group)."""
 
@@ -60,6 +66,15 @@ def layer_of(module: str) -> int:
     while name not in LAYERS:
         name = name.rsplit(".", 1)[0]
     return LAYERS[name]
+
+
+def room_of(module: str) -> tuple[str, int] | None:
+    """(package, index in its `ROOMS`) of the room ``module`` lies in; None outside every room."""
+    for package, rooms in ROOMS.items():
+        head = module.removeprefix(package + ".").split(".")[0] if module.startswith(package + ".") else None
+        if head in rooms:
+            return package, rooms.index(head)
+    return None
 
 
 def module_files() -> dict[str, Path]:
@@ -124,6 +139,11 @@ def breaches() -> list[str]:
             if layer_of(target) > layer_of(name):
                 found.append(f"{where}:{line}: {name} (layer {layer_of(name)}) imports {target} "
                              f"(layer {layer_of(target)})")
+            mine, theirs = room_of(name), room_of(target)
+            if mine and theirs and mine[0] == theirs[0] and theirs[1] > mine[1]:
+                rooms = ROOMS[mine[0]]
+                found.append(f"{where}:{line}: {name} (room {rooms[mine[1]]}/) imports {target} "
+                             f"(room {rooms[theirs[1]]}/, after it)")
             if target in modules and target != name and not name.startswith(target + "."):
                 graph[name].add(target)
         for target, _ in imports_of(path, modules, type_checking=True):
@@ -177,7 +197,7 @@ def main() -> int:
     if found:
         print(f"import contract: {len(found)} breach(es); see scripts/import_contract.py for the layers")
         return 1
-    print(f"import contract: {len(module_files())} modules, layers and no cycles hold")
+    print(f"import contract: {len(module_files())} modules, layers, rooms and no cycles hold")
     return 0
 
 

@@ -21,7 +21,7 @@ import json, os, sys
 import psutil
 import torch
 import torch.distributed as dist
-import gridgnn.train.run, gridgnn.train.run_distributed, gridgnn.cli.main
+import gridgnn.train.run.training, gridgnn.train.run.worker, gridgnn.cli.main
 x = torch.randn(4, 4, requires_grad=True)
 (x @ x).sum().backward()
 dist.init_process_group("gloo", rank=0, world_size=1)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.grid_train import train_on_grid
-from gridgnn.train.resolve import resolve_run
-from gridgnn.train.run import load_graph
+from gridgnn.train.run.grid_train import train_on_grid
+from gridgnn.train.run.resolve import resolve_run
+from gridgnn.train.run.training import load_graph
 
 
 def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:

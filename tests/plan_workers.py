@@ -18,9 +18,9 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.nn import GCN, operator_of
 from gridgnn.parallel.grid_ops import GridOps
-from gridgnn.train.distributed import DistributedTrainer
-from gridgnn.train.resolve import grid_shape_for
-from gridgnn.train.run import load_graph
+from gridgnn.train.loop.distributed import DistributedTrainer
+from gridgnn.train.run.resolve import grid_shape_for
+from gridgnn.train.run.training import load_graph
 
 
 def step_comm_worker(rank: int, world_size: int, config_kwargs: dict, steps: int = 2) -> list[dict]:

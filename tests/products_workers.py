@@ -11,11 +11,11 @@ import torch.distributed as dist
 import gridgnn
 from gridgnn.config import TrainConfig
 from gridgnn.nn.export import load_model
-from gridgnn.train.grid_train import train_on_grid
-from gridgnn.train.inference import grid_inputs
-from gridgnn.train.products import write_vertex_outputs
-from gridgnn.train.resolve import grid_shape_for, resolve_run
-from gridgnn.train.run import load_graph
+from gridgnn.train.outputs.products import write_vertex_outputs
+from gridgnn.train.run.grid_train import train_on_grid
+from gridgnn.train.run.inference import grid_inputs
+from gridgnn.train.run.resolve import grid_shape_for, resolve_run
+from gridgnn.train.run.training import load_graph
 
 
 def custom_loop(graph, algo: str, epochs: int = 3, defer: bool = False) -> list[np.ndarray]:

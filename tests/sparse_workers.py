@@ -10,9 +10,9 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.spmm.registry import build_spmm
-from gridgnn.train.grid_train import train_on_grid
-from gridgnn.train.resolve import resolve_run
-from gridgnn.train.run import load_graph
+from gridgnn.train.run.grid_train import train_on_grid
+from gridgnn.train.run.resolve import resolve_run
+from gridgnn.train.run.training import load_graph
 
 
 def spmm_case(algo: str, replication: int | None, grid_text: str | None, n: int, seed: int,

@@ -13,7 +13,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.readers.native import save_graph
 from gridgnn.data.splits import random_split
 from gridgnn.data.targets import canonical_targets, labelled_vertices
-from gridgnn.train.run import load_graph
+from gridgnn.train.run.training import load_graph
 
 BASE = "csbm:nodes=157,classes=5,features=13"
 

@@ -9,9 +9,9 @@ import pytest
 from gridgnn.cli.main import main
 from gridgnn.config import TrainConfig
 from gridgnn.run_spec import RunSpec
-from gridgnn.train.auto import choose_configuration
-from gridgnn.train.resolve import grid_shape_for
-from gridgnn.train.run import load_graph
+from gridgnn.train.run.auto import choose_configuration
+from gridgnn.train.run.resolve import grid_shape_for
+from gridgnn.train.run.training import load_graph
 
 
 def test_one_process_auto_is_local_and_recorded(tmp_path, capsys):

@@ -78,7 +78,7 @@ def test_accuracy_seeds_tiny(tmp_path):
 def test_plan_stats_tiny(tmp_path):
     from gridgnn.config import TrainConfig
     from gridgnn.data.prepared import prepare_graph
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.run.training import load_graph
 
     folder = prepare_graph(load_graph(TrainConfig(dataset=TINY)), tmp_path / "prepared")
     bench = _load("plan_stats")

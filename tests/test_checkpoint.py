@@ -21,12 +21,12 @@ from gridgnn.cli.main import main
 from gridgnn.config import TrainConfig
 from gridgnn.errors import CheckpointError
 from gridgnn.launch.spawn import run_workers
-from gridgnn.train import checkpoint as ckpt
-from gridgnn.train.checkpoint import read_weights
-from gridgnn.train.checkpoint_manifest import MANIFEST, read_manifest
-from gridgnn.train.checkpoint_naming import latest_checkpoint, list_checkpoints
-from gridgnn.train.checkpoint_safe_reader import MetadataUnpickler, VerifiedReader, WeightsOnlyLoadPlanner
-from gridgnn.train.run import run_training
+from gridgnn.train.checkpoint import store as ckpt
+from gridgnn.train.checkpoint.manifest import MANIFEST, read_manifest
+from gridgnn.train.checkpoint.naming import latest_checkpoint, list_checkpoints
+from gridgnn.train.checkpoint.safe_reader import MetadataUnpickler, VerifiedReader, WeightsOnlyLoadPlanner
+from gridgnn.train.checkpoint.store import read_weights
+from gridgnn.train.run.training import run_training
 
 DATA_ROOT = "../shared/datasets"
 CORA = {"dataset": "cora", "data_root": DATA_ROOT}

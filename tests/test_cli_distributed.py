@@ -11,8 +11,8 @@ import pytest
 
 from gridgnn.config import TrainConfig
 from gridgnn.grid.comm_records import PHASES
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 DATA = ["--dataset", "cora", "--data-root", "../shared/datasets", "--epochs", "3"]
 

@@ -11,7 +11,7 @@ from model_helpers import REPO_ROOT, shared_datasets
 
 from gridgnn.cli.main import main
 from gridgnn.config import TrainConfig
-from gridgnn.train.progress import show_progress
+from gridgnn.train.outputs.progress import show_progress
 
 EPOCH_KEYS = {"epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s"}
 FINAL_KEYS = {"train_acc", "val_acc", "test_acc", "best_val_acc", "test_acc_at_best_val"}

@@ -26,7 +26,7 @@ from gridgnn.config import (
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import graph_digest
 from gridgnn.errors import ConfigError
-from gridgnn.train.checkpoint_fingerprint import run_fingerprint
+from gridgnn.train.checkpoint.fingerprint import run_fingerprint
 
 FLAT_FIELDS = [
     "dataset", "data_root", "directed", "features", "labels", "split", "normalize_features", "layers", "hidden",
@@ -167,14 +167,14 @@ def test_a_section_validates_its_own_fields_and_the_config_joins_them():
 def test_functions_of_one_concern_take_their_section(tmp_path):
     import torch
 
-    from gridgnn.train.checkpoint_lock import LOCK_FILE, hold_checkpoint_dir
-    from gridgnn.train.grid_train import spmm_setup_record
-    from gridgnn.train.memory_guard import available_per_proc
-    from gridgnn.train.products import wants_products
-    from gridgnn.train.progress import show_log, show_progress
-    from gridgnn.train.resolve import grid_shape_for
-    from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
-    from gridgnn.train.trainer import build_optimizer
+    from gridgnn.train.checkpoint.lock import LOCK_FILE, hold_checkpoint_dir
+    from gridgnn.train.checkpoint.resume import check_checkpoint_dir, checkpoint_to_resume
+    from gridgnn.train.loop.trainer import build_optimizer
+    from gridgnn.train.outputs.products import wants_products
+    from gridgnn.train.outputs.progress import show_log, show_progress
+    from gridgnn.train.run.grid_train import spmm_setup_record
+    from gridgnn.train.run.memory_guard import available_per_proc
+    from gridgnn.train.run.resolve import grid_shape_for
 
     assert wants_products(OutputOptions(save_model=str(tmp_path / "m.pt")))
     assert not wants_products(OutputOptions(metrics_out="m.json"))

@@ -21,9 +21,9 @@ from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.resolve import reordered_for_grid
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.resolve import reordered_for_grid
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 SMALL = dict(dataset="csbm:nodes=240,classes=4,features=13", directed=True, epochs=4, dropout=0.5, hidden=8,
              nprocs=4)

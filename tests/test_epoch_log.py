@@ -10,7 +10,7 @@ import sys
 from model_helpers import REPO_ROOT
 
 from gridgnn.cli.main import main
-from gridgnn.train.progress import LOG_EVERY_S, EpochLog
+from gridgnn.train.outputs.progress import LOG_EVERY_S, EpochLog
 
 
 def _logged(epochs: int, seconds_per_epoch: float, every_s: float = LOG_EVERY_S) -> list[int]:

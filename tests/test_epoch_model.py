@@ -18,8 +18,8 @@ from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.resolve import grid_shape_for
-from gridgnn.train.run import load_graph
+from gridgnn.train.run.resolve import grid_shape_for
+from gridgnn.train.run.training import load_graph
 
 DATA_ROOT = "../shared/datasets"
 CORA = {"dataset": "cora", "data_root": DATA_ROOT}

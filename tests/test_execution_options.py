@@ -23,7 +23,7 @@ from gridgnn.plan import execution
 from gridgnn.plan.execution import ExecutionOptions, choose_execution, orders_to_price
 from gridgnn.plan.planner import NEAR_TIE
 from gridgnn.run_spec import RunSpec
-from gridgnn.train.resolve import resolve_run
+from gridgnn.train.run.resolve import resolve_run
 
 OLD_DEFAULT = ["--comm", "dense", "--reorder", "none", "--no-cache-panels", "--no-full-feature-rows",
                "--no-defer-weight-gather"]

@@ -1,4 +1,4 @@
-"""Sparse input features stay sparse only on a CPU: on any other device `gridgnn.train.trainer.model_input` makes
+"""Sparse input features stay sparse only on a CPU: on any other device `gridgnn.train.loop.trainer.model_input` makes
 them dense, and the memory and compute models, the planner (through its profile's ``device``) and the memory
 guard (through the run's own device) price them so."""
 
@@ -22,8 +22,8 @@ from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.trace import model_spec
 from gridgnn.plan.planner import plan
 from gridgnn.sparse.csr import SparseBlock
-from gridgnn.train.run import load_graph
-from gridgnn.train.trainer import model_input
+from gridgnn.train.loop.trainer import model_input
+from gridgnn.train.run.training import load_graph
 
 CORA = TrainConfig(dataset="cora", data_root="../shared/datasets")
 
@@ -67,7 +67,7 @@ def test_the_planner_prices_its_profiles_device(cora):
 
 
 def test_the_memory_guard_prices_the_runs_own_device(cora, monkeypatch):
-    import gridgnn.train.memory_guard as guard
+    import gridgnn.train.run.memory_guard as guard
 
     _, stats = cora
     grid = dataclasses.replace(CORA, algo="2d", nprocs=4)
@@ -85,7 +85,7 @@ def test_the_memory_guards_suggestions_are_priced_for_this_machine(cora):
     """On a CPU the configurations the guard offers are priced with sparse features, as the run was: Cora on
     1D with 2 processes, refused at a byte below its need, is offered P = 4 configurations (priced as a GPU
     cluster's, with dense features, only 32-process grids would fit)."""
-    from gridgnn.train.memory_guard import memory_refusal, predicted_per_proc
+    from gridgnn.train.run.memory_guard import memory_refusal, predicted_per_proc
 
     graph, stats = cora
     run = dataclasses.replace(CORA, algo="1d", nprocs=2)

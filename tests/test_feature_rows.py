@@ -18,9 +18,9 @@ from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.resolve import reordered_for_grid
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.resolve import reordered_for_grid
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 DATA_ROOT = "../shared/datasets"
 SMALL = dict(dataset="csbm:nodes=240,classes=4,features=13", directed=True, epochs=3, dropout=0.5, hidden=8,
@@ -162,8 +162,8 @@ def test_plan_line_prices_the_best_grid_on_its_own_order(capsys):
 
 def test_memory_hint_offers_configurations_without_the_flag():
     from gridgnn.data.generators import csbm
-    from gridgnn.train.auto import graph_stats
-    from gridgnn.train.memory_guard import memory_refusal, predicted_per_proc
+    from gridgnn.train.run.auto import graph_stats
+    from gridgnn.train.run.memory_guard import memory_refusal, predicted_per_proc
 
     graph = csbm(nodes=400, classes=4, features=600, seed=1)  # dense features: full rows cost 4x theirs
     stats = graph_stats(graph)

@@ -125,7 +125,7 @@ def test_quick_start_distributed_run_is_talkative_exact_and_immune_to_a_gridgnn_
     assert stat.S_IMODE(metrics.stat().st_mode) == 0o644
     assert document["setup"]["threads"] == 1 and document["config"]["world_size"] == 2
     from gridgnn.config import TrainConfig
-    from gridgnn.train.run import run_training
+    from gridgnn.train.run.training import run_training
 
     local = run_training(TrainConfig(dataset=SMALL, epochs=3, quiet=True))
     np.testing.assert_allclose([e["loss"] for e in document["epochs"]], [r.loss for r in local.result.epochs],
@@ -187,7 +187,7 @@ def test_no_command_lists_every_command(capsys):
 
 def test_plan_hint_trains_the_planned_graph_and_model(capsys):
     from gridgnn.cost.graph_stats import GraphStats
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.run.training import load_graph
 
     assert main(["plan", "--dataset", SMALL, "--seed", "3", "--hidden", "8", "--layers", "3", "--nprocs", "2",
                  "--json"]) == 0
@@ -257,7 +257,7 @@ def test_a_resumed_run_times_only_its_own_epochs(tmp_path, capsys):
 # --- files others can read; one-line peer failures ---------------------------------------------------------
 
 def test_written_files_follow_the_umask(tmp_path):
-    from gridgnn.train.metrics import write_json_atomic
+    from gridgnn.train.outputs.metrics import write_json_atomic
 
     previous = os.umask(0o027)
     try:

@@ -21,7 +21,7 @@ from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.trace import model_spec
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.checkpoint_fingerprint import run_fingerprint
+from gridgnn.train.checkpoint.fingerprint import run_fingerprint
 
 pyg = pytest.importorskip("torch_geometric.nn")
 TOL = 1e-5

@@ -16,8 +16,8 @@ import pytest
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import PHASES
 from gridgnn.launch.spawn import run_workers
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 MODELS = [
     dict(dataset="csbm:nodes=157,classes=5,features=13", directed=True, model="gat", heads=8, hidden=2,

@@ -14,7 +14,7 @@ from model_helpers import REPO_ROOT, random_graph
 
 from gridgnn.config import TrainConfig
 from gridgnn.nn.layout import LocalLayout
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
 
 SECTIONS = ("models_cuda_vs_cpu", "grid_gloo_cuda", "nccl", "pyg_timing")
 

@@ -18,8 +18,8 @@ from gridgnn.cost.rank_cost import nnz_bounds, shape_blocks
 from gridgnn.data.prepared import RowBlockCSR, open_prepared, prepare_graph
 from gridgnn.errors import DataError
 from gridgnn.plan.planner import candidate_shapes, plan
-from gridgnn.train.auto import graph_stats
-from gridgnn.train.run import load_graph
+from gridgnn.train.run.auto import graph_stats
+from gridgnn.train.run.training import load_graph
 
 ROWS, COLS = [0, 50, 130, 300], [0, 40, 41, 200, 300]
 

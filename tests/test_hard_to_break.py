@@ -41,11 +41,11 @@ from gridgnn.data.prepared import open_prepared, prepare_graph
 from gridgnn.data.registry import load_dataset
 from gridgnn.errors import CheckpointError, ConfigError, DataError
 from gridgnn.launch.orphans import MARKER, PREPARED_PREFIX, remove_orphaned_folders
-from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
-from gridgnn.train.checkpoint_manifest import MANIFEST, read_manifest
-from gridgnn.train.checkpoint_naming import latest_checkpoint
-from gridgnn.train.metrics import write_json_atomic
-from gridgnn.train.nonfinite import decode_nonfinite
+from gridgnn.train.checkpoint.lock import hold_checkpoint_dir
+from gridgnn.train.checkpoint.manifest import MANIFEST, read_manifest
+from gridgnn.train.checkpoint.naming import latest_checkpoint
+from gridgnn.train.loop.nonfinite import decode_nonfinite
+from gridgnn.train.outputs.metrics import write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SMALL = "csbm:nodes=60,classes=2"
@@ -305,8 +305,8 @@ def test_a_hidden_width_no_machine_holds_is_refused_with_the_config_and_the_guar
     """The hidden width alone is checked with the configuration (before the dataset is read); issue 16's memory
     guard refuses sizes whose products leave the cost model's int64 with its line, never an OverflowError."""
     from gridgnn.cost.graph_stats import GraphStats
-    from gridgnn.train import auto
-    from gridgnn.train.memory_guard import memory_refusal
+    from gridgnn.train.run import auto
+    from gridgnn.train.run.memory_guard import memory_refusal
 
     with pytest.raises(ConfigError, match="not enough memory for the model: the 1 x 4611686018427387904 hidden"):
         TrainConfig(dataset="no-such-dataset", hidden=2**62)
@@ -528,7 +528,7 @@ def test_no_space_while_replacing_names_the_file_and_keeps_the_old_one(tmp_path,
     def full(*args):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("gridgnn.train.metrics.os.replace", full)
+    monkeypatch.setattr("gridgnn.train.outputs.metrics.os.replace", full)
     with pytest.raises(ConfigError, match=f"cannot write '{out}': No space left on device"):
         write_json_atomic(out, {"new": 2})
     assert json.loads(out.read_text()) == {"old": 1} and [p.name for p in tmp_path.iterdir()] == ["m.json"]

@@ -113,7 +113,7 @@ def test_no_space_for_the_model_file_without_a_tmpfs(tmp_path: Path, monkeypatch
 
 def test_no_space_for_npy_rows_without_a_tmpfs(tmp_path: Path, monkeypatch, capsys) -> None:
     """.npy space is reserved before any row is written: refused there, the partial removed."""
-    monkeypatch.setattr("gridgnn.train.row_writer.os.posix_fallocate", _no_space)
+    monkeypatch.setattr("gridgnn.train.outputs.row_writer.os.posix_fallocate", _no_space)
     out = tmp_path / "p.npy"
     assert main(["train", "--dataset", SMALL, "--epochs", "1", "--quiet", "--predictions-out", str(out)]) == 2
     err = capsys.readouterr().err

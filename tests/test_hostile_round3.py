@@ -151,8 +151,8 @@ def _checkpointed(tmp: Path, capsys) -> tuple[list[str], Path]:
 
 
 def test_altered_best_weights_are_refused_on_resume(tmp_path: Path, capsys) -> None:
-    from gridgnn.train.checkpoint_manifest import read_manifest
-    from gridgnn.train.checkpoint_naming import latest_checkpoint
+    from gridgnn.train.checkpoint.manifest import read_manifest
+    from gridgnn.train.checkpoint.naming import latest_checkpoint
 
     resume, best = _checkpointed(tmp_path, capsys)
     record = read_manifest(latest_checkpoint(tmp_path / "ck"))["best_weights"]
@@ -203,7 +203,7 @@ def test_ctrl_c_during_a_checkpoint_save_exits_130_and_keeps_the_previous_checkp
     as an interrupt (status 130), not as a damaged save (status 2)."""
     from torch.distributed.checkpoint import FileSystemWriter
 
-    from gridgnn.train.checkpoint_naming import list_checkpoints
+    from gridgnn.train.checkpoint.naming import list_checkpoints
 
     original, saves = FileSystemWriter.write_data, []
 

@@ -17,7 +17,7 @@ def test_the_package_keeps_its_layers_and_has_no_cycles():
 def test_layers_follow_the_longest_prefix():
     assert contract.layer_of("gridgnn.grid.shape") == 1 and contract.layer_of("gridgnn.grid.comm") == 2
     assert contract.layer_of("gridgnn.cost.epoch_model") == 1 and contract.layer_of("gridgnn.cli.main") == 7
-    assert contract.layer_of("gridgnn.train.run") > contract.layer_of("gridgnn.nn.gcn")
+    assert contract.layer_of("gridgnn.train.run.training") > contract.layer_of("gridgnn.nn.gcn")
 
 
 def test_cycles_are_found_and_a_chain_is_not_a_cycle():
@@ -76,3 +76,20 @@ def test_a_type_checking_import_that_goes_one_way_is_no_circle(tmp_path, monkeyp
     assert imports == [("typing", 1)]  # the layer check still reads outside TYPE_CHECKING only
     assert contract.imports_of(package / "spmm" / "attention_x.py", contract.module_files(),
                                type_checking=True) == [("gridgnn.spmm.spmm_x", 4)]
+
+
+def test_a_room_of_train_importing_a_later_room_is_a_breach(tmp_path, monkeypatch):
+    package = tmp_path / "gridgnn"
+    for room in ("", "train", "train/loop", "train/run"):
+        (package / room).mkdir(parents=True, exist_ok=True)
+        (package / room / "__init__.py").write_text("")
+    (package / "train" / "loop" / "step.py").write_text("def f():\n    from gridgnn.train.run.go import g\n")
+    (package / "train" / "run" / "go.py").write_text("def g():\n    pass\n")
+    monkeypatch.setattr(contract, "PACKAGE", package)
+    assert contract.breaches() == ["gridgnn/train/loop/step.py:2: gridgnn.train.loop.step (room loop/) imports "
+                                   "gridgnn.train.run.go (room run/, after it)"]
+    (package / "train" / "loop" / "step.py").write_text("")
+    (package / "train" / "run" / "go.py").write_text("from gridgnn.train.loop.step import f\n")
+    assert contract.breaches() == []  # a later room builds on an earlier one
+    assert contract.room_of("gridgnn.train.checkpoint.store") == ("gridgnn.train", 1)
+    assert contract.room_of("gridgnn.train") is None and contract.room_of("gridgnn.nn.gcn") is None

@@ -12,7 +12,7 @@ import torch
 
 import gridgnn
 from gridgnn.cli.main import main
-from gridgnn.train.inference import load_trained
+from gridgnn.train.run.inference import load_trained
 
 DATA = "csbm:nodes=300"
 BASE = ["train", "--dataset", DATA, "--dropout", "0", "--quiet"]

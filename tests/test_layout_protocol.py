@@ -17,8 +17,8 @@ from gridgnn.nn.layout import Layout, LocalLayout
 from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.spmm.local import LocalSpMM
-from gridgnn.train.distributed import DistributedTrainer
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.distributed import DistributedTrainer
+from gridgnn.train.loop.trainer import Trainer
 
 MODELS = {"gcn": {}, "sage": {}, "gin": {"gin_train_eps": True},
           "gat": {"heads": 2, "attn_dropout": 0.2}}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gridgnn.train.checkpoint_naming import latest_checkpoint
+from gridgnn.train.checkpoint.naming import latest_checkpoint
 
 
 def _children(pid: int) -> dict[int, int]:

@@ -18,9 +18,9 @@ from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import open_prepared
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.grid_train import model_operator
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.grid_train import model_operator
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 DATA = ["--dataset", "csbm:nodes=90,classes=3,features=11", "--directed"]
 

@@ -19,9 +19,9 @@ import pytest
 from gridgnn.config import TrainConfig
 from gridgnn.data.prepared import prepare_graph
 from gridgnn.launch.spawn import free_port, run_workers
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.run_distributed import run_worker
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.training import build_aggregation, load_graph
+from gridgnn.train.run.worker import run_worker
 from tests.netns_cluster import SCRIPT, NetnsCluster, namespaces_unavailable
 
 _WHY = namespaces_unavailable()
@@ -118,7 +118,7 @@ def test_every_algorithm_across_two_hosts_of_four(tmp_path, cora_prepared, cora_
 
 
 def _wait_for_checkpoint(folder: Path, procs, timeout_s: float) -> int:
-    from gridgnn.train.checkpoint_naming import latest_checkpoint
+    from gridgnn.train.checkpoint.naming import latest_checkpoint
 
     deadline = time.monotonic() + timeout_s
     while latest_checkpoint(folder) is None:
@@ -165,7 +165,7 @@ def _resume_on_host_zero(cluster: NetnsCluster | None, prepared: Path, ckpt: Pat
     """Resume on host 0 alone, on another grid (2d 1x2, two workers), two epochs past the newest checkpoint:
     every epoch equals an uninterrupted single-process run's. With ``cluster``: ``gridgnn train --nprocs 2``
     inside host 0's namespace; without: the same workers started by `run_workers` (no launcher process)."""
-    from gridgnn.train.checkpoint_naming import latest_checkpoint
+    from gridgnn.train.checkpoint.naming import latest_checkpoint
 
     saved = int(latest_checkpoint(ckpt).name.split("-")[1])
     if cluster is None:

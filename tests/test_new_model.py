@@ -24,8 +24,8 @@ from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.models import MODELS
 from gridgnn.nn.stack import LayerStack, glorot
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 HOPS = 2
 

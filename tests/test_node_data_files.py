@@ -203,7 +203,7 @@ def test_two_workers_train_exactly_what_one_process_trains(layouts, tmp_path):
 
 def test_a_resume_on_other_node_data_files_is_refused(layouts, tmp_path):
     from gridgnn.config import TrainConfig
-    from gridgnn.train.checkpoint_fingerprint import run_fingerprint
+    from gridgnn.train.checkpoint.fingerprint import run_fingerprint
 
     data, files, _, _ = layouts
     np.save(tmp_path / "other.npy", data.features[::-1].copy())  # same shape: the graph digest cannot tell

@@ -23,9 +23,9 @@ from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.resolve import reordered_for_grid
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.resolve import reordered_for_grid
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 N, SEED = 61, 7
 SPMM_CASES = {4: [("2d", "2x2", "dense"), ("2d", "2x2", "sparse"), ("2d", "1x4", "sparse"), ("3d", "2x2x1", "sparse")],
@@ -193,12 +193,12 @@ def test_plan_prices_cached_panels(capsys):
 
 
 def test_flag_reaches_the_config_the_auto_choice_and_the_memory_hint(monkeypatch):
-    import gridgnn.train.memory_guard as guard
+    import gridgnn.train.run.memory_guard as guard
     from gridgnn.cli.main import build_parser
     from gridgnn.cli.train_cmd import config_from_args
     from gridgnn.data.generators import csbm
-    from gridgnn.train.auto import choose_configuration, graph_stats
-    from gridgnn.train.memory_guard import memory_refusal, predicted_per_proc
+    from gridgnn.train.run.auto import choose_configuration, graph_stats
+    from gridgnn.train.run.memory_guard import memory_refusal, predicted_per_proc
 
     for flag, want in (("--cache-panels", True), ("--no-cache-panels", False), (None, None)):  # unset: planned
         argv = ["train", "--dataset", "cora", "--algo", "2d", "--nprocs", "4", *([flag] if flag else [])]

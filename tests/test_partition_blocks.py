@@ -137,8 +137,8 @@ def test_training_on_uneven_blocks_is_the_local_run_and_the_model():
     from gridgnn.config import TrainConfig
     from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.data.reorder import reorder_graph
-    from gridgnn.train.run import build_aggregation, load_graph
-    from gridgnn.train.trainer import Trainer
+    from gridgnn.train.loop.trainer import Trainer
+    from gridgnn.train.run.training import build_aggregation, load_graph
 
     results = run_workers(sw.run_uneven_training, WORLD, TRAIN_CASES, BOUNDS, timeout_s=300)[0]
     for kwargs, out in zip(TRAIN_CASES, results, strict=True):

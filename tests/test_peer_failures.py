@@ -7,7 +7,7 @@ import torch.distributed as dist
 
 from gridgnn.errors import CollectiveError
 from gridgnn.grid.peer_failures import is_peer_failure, peer_failures_explained
-from gridgnn.train import grid_train
+from gridgnn.train.run import grid_train
 
 GLOO_TIMEOUT = RuntimeError("[../gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 5000ms for recv "
                             "operation to complete")
@@ -68,7 +68,7 @@ def test_every_peer_failure_line_is_built_alike_and_keeps_its_text(monkeypatch, 
     from gridgnn.grid.comm import Communicator
     from gridgnn.launch.local import EXIT_PEER_FAILED, _report
     from gridgnn.peer_errors import collective_error_line
-    from gridgnn.train.checkpoint_errors import failures_explained
+    from gridgnn.train.checkpoint.errors import failures_explained
 
     told = "Timed out waiting 5000ms for recv operation to complete"
     peer = "another worker stopped or did not answer"

@@ -15,7 +15,7 @@ from gridgnn.grid.hosts import HostMap, format_ranks
 from gridgnn.grid.placement import Placement, axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.host_placement import place_ranks, split_by_host
+from gridgnn.train.run.host_placement import place_ranks, split_by_host
 
 STATS = GraphStats.from_counts(100_000, 2_000_000, 500, 40)
 MODEL = TrainConfig(hidden=64)

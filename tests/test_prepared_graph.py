@@ -13,8 +13,8 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.prepared import RowBlockCSR, graph_digest, open_prepared, prepare_graph
 from gridgnn.errors import DataError
 from gridgnn.sparse.adjacency import gcn_normalize
-from gridgnn.train.checkpoint_fingerprint import run_fingerprint
-from gridgnn.train.run import load_graph
+from gridgnn.train.checkpoint.fingerprint import run_fingerprint
+from gridgnn.train.run.training import load_graph
 
 
 @pytest.mark.parametrize("dataset", ["cora", "csbm:nodes=300"])
@@ -63,7 +63,7 @@ def test_gridgnn_prepare_then_train_on_the_folder(tmp_path, capsys):
     import sys
 
     from gridgnn.cli.main import main
-    from gridgnn.train.run import run_training
+    from gridgnn.train.run.training import run_training
 
     folder = tmp_path / "prepared"
     assert main(["prepare", "csbm:nodes=300", "--out", str(folder)]) == 0

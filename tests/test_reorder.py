@@ -190,7 +190,7 @@ def test_plan_prices_each_grid_on_the_order_training_gives_it(capsys):
     from gridgnn.config import TrainConfig
     from gridgnn.cost.epoch_model import predict_epoch
     from gridgnn.grid.shape import resolve_grid
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.run.training import load_graph
 
     dataset = "csbm:nodes=600,classes=4,features=8"
     assert main(["plan", "--dataset", dataset, "--nprocs", "16", "--reorder", "metis", "--comm", "auto",
@@ -252,7 +252,7 @@ def test_fit_on_workers_resolves_the_run_once_in_the_launcher(monkeypatch):
     from gridgnn.api import fit
     from gridgnn.errors import ConfigError
     from gridgnn.run_spec import read_spec
-    from gridgnn.train import resolve
+    from gridgnn.train.run import resolve
 
     calls, seen = [], {}
     real = resolve.grid_shape_for

@@ -248,7 +248,7 @@ def test_tensorboard_refusals_are_one_line_before_training(tmp_path, monkeypatch
 def test_the_event_writer_opens_before_the_first_epoch(tmp_path):
     """Importing tensorboard takes seconds: done between two epochs on rank 0, it would hold the other ranks
     in their next collective and swell that epoch's communication time, so the writer opens before training."""
-    from gridgnn.train.tensorboard_log import TensorBoardLog
+    from gridgnn.train.outputs.tensorboard_log import TensorBoardLog
 
     log = TensorBoardLog(str(tmp_path / "tb"))
     assert [p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").iterdir()] == [True]

@@ -17,9 +17,9 @@ from gridgnn.data.prepared import is_prepared
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape
 from gridgnn.run_spec import SPEC_FILE, ProcessOptions, RunSpec, read_spec
-from gridgnn.train import resolve
-from gridgnn.train.resolve import grid_shape_for, resolve_run
-from gridgnn.train.run import load_graph
+from gridgnn.train.run import resolve
+from gridgnn.train.run.resolve import grid_shape_for, resolve_run
+from gridgnn.train.run.training import load_graph
 
 DATA = "csbm:nodes=120,classes=3,features=8"
 
@@ -144,8 +144,8 @@ def test_auto_with_metis_reorders_once_when_it_trains_on_the_order_it_priced(mon
 def test_a_worker_that_resolves_its_own_run_validates_its_grid_once(monkeypatch):
     """torchrun's case, on a one-process grid: `resolve_run` validates the grid; training, the memory guard
     and the metrics reuse it (`train_on_grid` takes the resolved shape and resolves nothing)."""
-    from gridgnn.train import grid_train, memory_guard
-    from gridgnn.train.run import run_training
+    from gridgnn.train.run import grid_train, memory_guard
+    from gridgnn.train.run.training import run_training
 
     assert not hasattr(grid_train, "grid_shape_for") and not hasattr(grid_train, "choose_comm")
     calls = []
@@ -174,7 +174,7 @@ def test_a_local_worker_gets_torchruns_variables_and_the_spec_path_only(monkeypa
 def test_the_spec_carries_the_settled_task_to_the_workers(tmp_path):
     """What the launcher settled (task, metric, the line it printed) reaches a worker as it was, and a worker
     that resolves again on the same graph changes nothing (`settle_task` keeps a settled config)."""
-    from gridgnn.train.task_choice import settle_task
+    from gridgnn.train.loop.task_choice import settle_task
 
     graph = load_graph(TrainConfig(dataset=DATA))
     settled = settle_task(TrainConfig(dataset=DATA, algo="1d", nprocs=4, comm="dense", metric="accuracy"), graph)
@@ -188,19 +188,20 @@ def test_the_spec_carries_the_settled_task_to_the_workers(tmp_path):
 
 def forbid_resolving(set_attribute=setattr) -> None:
     """Make every resolving function fail, wherever a loaded gridgnn module bound it (a later ``from ... import``
-    reads the module's attribute, replaced too): all of `gridgnn.train.resolve`, the planner's choice, the grid
+    reads the module's attribute, replaced too): all of `gridgnn.train.run.resolve`, the planner's choice, the grid
     shape's validation, the task's settling and a reordering. ``set_attribute``: ``monkeypatch.setattr`` in this
     process (undone after the test), plain ``setattr`` in a worker."""
     import gridgnn.cli.predict_cmd  # noqa: F401 - the modules a worker runs, loaded so their bindings are found
     import gridgnn.cli.train_cmd  # noqa: F401
     import gridgnn.cli.worker  # noqa: F401
-    import gridgnn.train.inference  # noqa: F401
-    import gridgnn.train.memory_guard  # noqa: F401
-    import gridgnn.train.run_distributed  # noqa: F401
+    import gridgnn.train.run.inference  # noqa: F401
+    import gridgnn.train.run.memory_guard  # noqa: F401
+    import gridgnn.train.run.worker  # noqa: F401
     from gridgnn.data import reorder
     from gridgnn.grid import shape
     from gridgnn.plan import execution, planner
-    from gridgnn.train import auto, task_choice
+    from gridgnn.train.loop import task_choice
+    from gridgnn.train.run import auto
 
     named = [*[(resolve, name) for name, f in vars(resolve).items()
                if callable(f) and getattr(f, "__module__", "") == resolve.__name__],
@@ -209,8 +210,9 @@ def forbid_resolving(set_attribute=setattr) -> None:
              (planner, "candidate_shapes"), (shape, "resolve_grid"), (task_choice, "settle_task"),
              (reorder, "reorder_graph"), (reorder, "vertex_order")]
     forbidden = {id(getattr(module, name)): f"{module.__name__}.{name}" for module, name in named}
-    assert len(forbidden) == len(named) and {"gridgnn.train.resolve.resolve_run", "gridgnn.train.resolve.resolve_auto",
-                                             "gridgnn.train.resolve.grid_shape_for"} <= set(forbidden.values())
+    assert len(forbidden) == len(named) and {"gridgnn.train.run.resolve.resolve_run",
+                                             "gridgnn.train.run.resolve.resolve_auto",
+                                             "gridgnn.train.run.resolve.grid_shape_for"} <= set(forbidden.values())
 
     def refuse(name):
         def resolved_again(*args, **kwargs):
@@ -240,7 +242,7 @@ def test_a_worker_holding_a_spec_trains_it_as_given_and_resolves_nothing(tmp_pat
     assert calls == [1] and spec.config.comm != "auto" and spec.shape.label() == "1x1"
     monkeypatch.setattr(resolve, "resolve_run", real)
     forbid_resolving(monkeypatch.setattr)
-    with pytest.raises(AssertionError, match="resolved its run again: gridgnn.train.resolve.resolve_run"):
+    with pytest.raises(AssertionError, match="resolved its run again: gridgnn.train.run.resolve.resolve_run"):
         resolve.resolve_run(config, None, 1)  # the guard holds
     assert train_spec(spec) == 0
     written = json.loads(metrics.read_text())["config"]

@@ -15,8 +15,8 @@ import pytest
 from gridgnn.cli.main import build_parser
 from gridgnn.config import TrainConfig
 from gridgnn.launch.spawn import free_port
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.training import build_aggregation, load_graph
 from tests.netns_cluster import REPO
 from tests.slurm_local import LocalSlurm, slurm_unavailable
 

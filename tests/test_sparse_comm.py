@@ -17,9 +17,9 @@ from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
-from gridgnn.train.resolve import reordered_for_grid
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.resolve import reordered_for_grid
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 N, SEED, WORLD = 61, 5, 4
 SPMM_CASES = [("1d", None, None), ("1.5d", 2, None), ("2d", None, "2x2"), ("2d", None, "4x1"), ("2d", None, "1x4"),

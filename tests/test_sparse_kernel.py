@@ -8,7 +8,7 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.sparse.csr import SparseBlock, spmm
-from gridgnn.train.distributed import peak_memory_bytes, reset_peak_memory
+from gridgnn.train.loop.distributed import peak_memory_bytes, reset_peak_memory
 
 
 def _block(rows: int, cols: int, nnz: int, seed: int = 0) -> tuple[sp.csr_matrix, SparseBlock]:

@@ -16,7 +16,7 @@ from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.nn.trace import model_spec
 from gridgnn.plan.planner import plan
-from gridgnn.train.auto import choose_comm, choose_configuration
+from gridgnn.train.run.auto import choose_comm, choose_configuration
 
 DATA_ROOT = "../shared/datasets"
 

@@ -19,7 +19,7 @@ from gridgnn.data import load_dataset
 from gridgnn.data.generators import csbm
 from gridgnn.data.task_generators import heat, multilabel
 from gridgnn.errors import DataError
-from gridgnn.train.task_metrics import mean_rocauc
+from gridgnn.train.loop.task_metrics import mean_rocauc
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 

@@ -20,9 +20,9 @@ from gridgnn.data.targets import canonical_targets, infer_task
 from gridgnn.errors import ConfigError, DataError
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.layout import LocalLayout
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.task_metrics import mean_rocauc, split_metrics
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.task_metrics import mean_rocauc, split_metrics
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 TASKS = ("multiclass", "multilabel", "regression")
 
@@ -94,7 +94,7 @@ def test_with_task_reads_classes_as_binary_targets():
 def _metrics(output, targets, task, metric):
     n = output.shape[0]
     mask = torch.ones(n, dtype=torch.bool)
-    from gridgnn.train.task_metrics import SplitRows
+    from gridgnn.train.loop.task_metrics import SplitRows
     rows = SplitRows.of(targets.numpy(), [mask.numpy()] * 3, (0, n), "cpu")
     return split_metrics(output, targets, [mask] * 3, task, metric, LocalLayout(lambda x: x, "gcn", n), rows)[0]
 

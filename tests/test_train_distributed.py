@@ -11,8 +11,8 @@ from gridgnn.config import TrainConfig
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.partition import block_bounds
-from gridgnn.train.run import build_aggregation, load_graph
-from gridgnn.train.trainer import Trainer
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.training import build_aggregation, load_graph
 
 DATA_ROOT = "../shared/datasets"
 GRIDS = [("1d", 4, {}), ("1.5d", 4, {"replication": 2}), ("2d", 4, {}), ("2d", 6, {"grid": "2x3"}),

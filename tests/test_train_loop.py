@@ -19,11 +19,11 @@ from gridgnn.config import TrainConfig
 from gridgnn.errors import CheckpointError, ConfigError
 from gridgnn.launch.spawn import run_workers
 from gridgnn.report.series import load_metrics, report_series
-from gridgnn.train.checkpoint_manifest import MANIFEST
-from gridgnn.train.checkpoint_naming import list_checkpoints
-from gridgnn.train.early_stop import ValidationTracker
-from gridgnn.train.epoch_csv import columns
-from gridgnn.train.run import run_training
+from gridgnn.train.checkpoint.manifest import MANIFEST
+from gridgnn.train.checkpoint.naming import list_checkpoints
+from gridgnn.train.loop.early_stop import ValidationTracker
+from gridgnn.train.outputs.epoch_csv import columns
+from gridgnn.train.run.training import run_training
 
 SMALL = "csbm:nodes=300"
 """300 vertices, 5 classes: validation accuracy reaches its best within ~20 epochs, then plateaus."""
@@ -175,7 +175,7 @@ def _status(argv: list[str]) -> int:
 
 
 def test_csv_bytes_are_the_step_bytes_summed_over_ranks():
-    from gridgnn.train.epoch_csv import epoch_rows
+    from gridgnn.train.outputs.epoch_csv import epoch_rows
 
     record = {"loss": 1.0, "train_acc": None, "val_acc": None, "test_acc": None, "time_s": 0.5}
     metrics = {"epochs": [{"epoch": 1, **record, "lr": 0.01},  # from a one-process checkpoint: no comm
@@ -358,7 +358,7 @@ def test_a_grid_run_resumes_its_schedule_and_patience(tmp_path):
 
 
 def test_predict_prints_and_records_the_accuracy_of_each_split(tmp_path, capsys):
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.run.training import load_graph
 
     model = tmp_path / "m.pt"
     assert main(["train", "--dataset", SMALL, "--epochs", "10", "--save-model", str(model), "--quiet"]) == 0

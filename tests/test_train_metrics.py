@@ -9,7 +9,7 @@ from model_helpers import random_graph
 from gridgnn.config import TrainConfig
 from gridgnn.errors import ConfigError
 from gridgnn.train import run_training, write_json_atomic
-from gridgnn.train.metrics import check_writable
+from gridgnn.train.outputs.metrics import check_writable
 
 EPOCH_KEYS = {"epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s", "train_metric", "val_metric",
               "test_metric"}
@@ -62,7 +62,7 @@ def test_peak_memory_restarts_after_reset():
     import numpy as np
     import torch
 
-    from gridgnn.train.distributed import peak_memory_bytes, reset_peak_memory
+    from gridgnn.train.loop.distributed import peak_memory_bytes, reset_peak_memory
 
     cpu = torch.device("cpu")
     block = np.ones(256 * 2**20, dtype=np.uint8)  # 256 MiB, touched; freed through munmap

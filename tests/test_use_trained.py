@@ -72,7 +72,7 @@ def test_embeddings_are_layer_outputs(directed_fit):
     hidden = result.embed()  # default: the last hidden layer (2 of 3), after ReLU
     assert hidden.shape == (graph.num_nodes, 8) and hidden.min() >= 0
     layer3 = result.model.layers[2]
-    from gridgnn.train.inference import local_inputs
+    from gridgnn.train.run.inference import local_inputs
 
     _, agg = local_inputs(graph)
     with torch.no_grad():

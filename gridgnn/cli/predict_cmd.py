@@ -2,9 +2,9 @@
 
 The model comes from ``--save-model`` or a training checkpoint folder; the dataset may be the one it was
 trained on or any other with the same feature width. The grid (any algorithm and process count) is
-independent of the one it was trained on; the outputs are those of ``gridgnn train`` (`gridgnn.train.outputs`).
-Where the graph has labels, the accuracy of the split ``--eval-split`` names (default: all three) is printed and,
-with ``--metrics-out``, recorded (`gridgnn.train.split_accuracy`).
+independent of the one it was trained on; the outputs are those of ``gridgnn train``
+(`gridgnn.train.outputs.per_vertex`). Where the graph has labels, the accuracy of the split ``--eval-split``
+names (default: all three) is printed and, with ``--metrics-out``, recorded (`gridgnn.train.loop.split_accuracy`).
 """
 
 from __future__ import annotations
@@ -78,21 +78,21 @@ def run_predict(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn predict``; returns 0 on success."""
     from gridgnn.cli.train_cmd import launch_workers
     from gridgnn.nn.export import MODEL_KINDS, kind_of
-    from gridgnn.train.process_group import in_launched_worker
-    from gridgnn.train.products import check_products
+    from gridgnn.train.outputs.products import check_products
+    from gridgnn.train.run.process_group import in_launched_worker
 
     if args.predictions_out is None and args.embeddings_out is None and args.metrics_out is None:
         raise ConfigError("nothing to write: give --predictions-out FILE, --embeddings-out FILE and/or "
                           "--metrics-out FILE")
     in_launched_worker()  # a hand-set torchrun environment that cannot work is refused first, as by train
-    from gridgnn.train.inference import load_trained
+    from gridgnn.train.run.inference import load_trained
 
     model, _ = load_trained(args.model)  # a bad model file fails here, before any worker starts
     kind = kind_of(model)
     config = predict_config(args, kind, MODEL_KINDS[kind].config_of(model))
     check_products(config, reads={"--model": args.model})
     if config.metrics_out is not None:
-        from gridgnn.train.metrics import check_writable
+        from gridgnn.train.outputs.metrics import check_writable
 
         check_writable(config.metrics_out)
     if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
@@ -108,7 +108,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
 def predict_spec(spec: RunSpec) -> int:
     """A worker of the local launcher: the inference of ``spec`` (which names the model file) on its grid."""
-    from gridgnn.train.inference import load_trained
+    from gridgnn.train.run.inference import load_trained
 
     model, _ = load_trained(spec.model_file)
     accuracies = _predict_on_grid(spec.config, model, spec.model_file, spec.process, spec)
@@ -118,14 +118,14 @@ def predict_spec(spec: RunSpec) -> int:
 def _say_written(config: TrainConfig, source: str, accuracies: dict, split: str) -> int:
     """Rank 0 writes the ``--metrics-out`` file (`prediction_metrics`) and prints the accuracy of ``split``
     (or of all three) and the files written (unless quiet); returns 0."""
-    from gridgnn.train.split_accuracy import accuracy_line
+    from gridgnn.train.loop.split_accuracy import accuracy_line
 
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
     if split != "all":
         accuracies = {split: accuracies[split]}
     if config.metrics_out is not None:
-        from gridgnn.train.metrics import write_metrics
+        from gridgnn.train.outputs.metrics import write_metrics
 
         write_metrics(config.metrics_out, prediction_metrics(config, source, accuracies))
     if not config.quiet:
@@ -149,14 +149,14 @@ def prediction_metrics(config: TrainConfig, source: str, accuracies: dict) -> di
 
 def _predict_local(config: TrainConfig, model, source: str) -> dict:
     """Inference in this process; returns the accuracy of each split
-    (`gridgnn.train.split_accuracy.split_accuracies`)."""
+    (`gridgnn.train.loop.split_accuracy.split_accuracies`)."""
     from gridgnn.nn.export import check_fits
     from gridgnn.nn.models import operator_of
-    from gridgnn.train.inference import local_inputs
-    from gridgnn.train.memory_guard import check_memory
-    from gridgnn.train.products import write_vertex_outputs
-    from gridgnn.train.run import load_graph
-    from gridgnn.train.split_accuracy import split_accuracies
+    from gridgnn.train.loop.split_accuracy import split_accuracies
+    from gridgnn.train.outputs.products import write_vertex_outputs
+    from gridgnn.train.run.inference import local_inputs
+    from gridgnn.train.run.memory_guard import check_memory
+    from gridgnn.train.run.training import load_graph
 
     graph = load_graph(config)
     check_fits(model, graph.num_features, f"model '{source}'")
@@ -178,12 +178,12 @@ def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOp
     from gridgnn.data.attach import NodeFiles, refuse_on_prepared
     from gridgnn.data.prepared import is_prepared, open_prepared
     from gridgnn.nn.export import check_fits
-    from gridgnn.train.inference import grid_inputs
-    from gridgnn.train.memory_guard import check_memory
-    from gridgnn.train.process_group import in_launched_worker, init_from_env
-    from gridgnn.train.products import write_vertex_outputs
-    from gridgnn.train.run import load_graph
-    from gridgnn.train.split_accuracy import split_accuracies
+    from gridgnn.train.loop.split_accuracy import split_accuracies
+    from gridgnn.train.outputs.products import write_vertex_outputs
+    from gridgnn.train.run.inference import grid_inputs
+    from gridgnn.train.run.memory_guard import check_memory
+    from gridgnn.train.run.process_group import in_launched_worker, init_from_env
+    from gridgnn.train.run.training import load_graph
 
     _, world = (init_from_env(process.timeout_s, process.interface, process.threads) if in_launched_worker()
                 else (0, 1))
@@ -194,7 +194,7 @@ def _predict_on_grid(config: TrainConfig, model, source: str, process: ProcessOp
     graph = open_prepared(prepared) if prepared else load_graph(config)
     check_fits(model, graph.num_features, f"model '{source}'")
     if spec is None:  # torchrun: no launcher resolved the grid or checked the memory
-        from gridgnn.train.resolve import grid_shape_for
+        from gridgnn.train.run.resolve import grid_shape_for
 
         shape = grid_shape_for(config, world)
         check_memory(config, graph, world, shape=shape)

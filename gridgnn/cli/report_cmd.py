@@ -44,7 +44,7 @@ def run_report(args: argparse.Namespace) -> int:
     from gridgnn.report.figures import panel_figures, panels, png_bytes, report_figure
     from gridgnn.report.page import render_page
     from gridgnn.report.series import read_series
-    from gridgnn.train.metrics import check_writable, write_bytes_atomic
+    from gridgnn.train.outputs.metrics import check_writable, write_bytes_atomic
 
     check_writable(target, "report")
     series = read_series(args.metrics)

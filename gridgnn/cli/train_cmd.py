@@ -1,11 +1,15 @@
-"""``gridgnn train``: flags -> `TrainConfig` -> run, with per-epoch lines and a final summary."""
+"""``gridgnn train``: flags -> `TrainConfig` -> the library's run, and the lines it prints (per-epoch lines,
+the non-finite warning, the grid's ready line, the final summary).
+
+What a run takes is the library's: the processes (`gridgnn.train.run.world`: the default ``--algo``, a grid on
+one process refused, who launches workers, threads), the launch (`gridgnn.launch.workers`) and the run
+watched as it goes (`gridgnn.train.run.watched`). Exit statuses: 0, or `EXIT_NONFINITE`; errors propagate to
+`gridgnn.cli.main`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import math
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -24,11 +28,10 @@ from gridgnn.config import (
     TASK_CHOICES,
     TrainConfig,
 )
-from gridgnn.errors import ConfigError
 from gridgnn.run_spec import ProcessOptions, RunSpec
 
 if TYPE_CHECKING:
-    from gridgnn.train import EpochRecord, Run
+    from gridgnn.train import Run
 
 # torch, the data readers and the training stack are imported by the handlers, when a run needs them: the
 # parser alone must stay light (`gridgnn --help`, `--version`, `info`, `plan` start in a fraction of a second).
@@ -204,7 +207,7 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, *, positional: bool =
 
 
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--task`` and ``--metric`` (`gridgnn.data.targets`, `gridgnn.train.task_metrics`)."""
+    """``--task`` and ``--metric`` (`gridgnn.data.targets`, `gridgnn.train.loop.task_metrics`)."""
     task = parser.add_argument_group("task")
     task.add_argument("--task", choices=TASK_CHOICES, default=_DEFAULTS.task,
                       help="what the vertices are trained to predict: multiclass (integer classes, -1 or NaN = "
@@ -290,10 +293,6 @@ def loop_lines(config: TrainConfig, final: dict) -> list[str]:
     return lines
 
 
-GRID_ALGOS = ("1d", "1.5d", "2d", "3d")
-"""The algorithms that run on a process grid (`--nprocs P` or torchrun)."""
-
-
 def _outputs(data: dict) -> str:
     """``7 classes``, or ``112 targets (multilabel)``."""
     task = data.get("task", "multiclass")
@@ -350,9 +349,9 @@ def product_lines(config: TrainConfig, run: Run) -> list[str]:
 
 def run_train(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn train``; returns 0 on success (errors propagate to `main`)."""
-    from gridgnn.train.process_group import in_launched_worker
+    from gridgnn.train.run.world import check_process_count, is_rank0, launches_workers, trains_alone, use_threads
 
-    note = resolve_algo(args)
+    resolve_algo(args)
     use_threads(args.threads)
     config = config_from_args(args)
     if args.interface is not None:  # checked here (one line, exit 2); the run spec hands it to the workers
@@ -360,17 +359,14 @@ def run_train(args: argparse.Namespace) -> int:
 
         check_interface(args.interface)
     check_process_count(config)
-    if config.algo in ("local", "auto") and config.nprocs == 1 and not in_launched_worker():
+    if trains_alone(config):
         from gridgnn.cli.ignored_flags import ignored_flags_line
 
         if (line := ignored_flags_line(config)) is not None:
             print(line, file=sys.stderr, flush=True)
-    rank0 = int(os.environ.get("RANK", "0")) == 0
-    if note is not None and rank0 and not config.quiet:
-        print(note, flush=True)
-    if config.algo != "local" and config.nprocs > 1 and not in_launched_worker():
+    if launches_workers(config):
         return launch_workers(config, args)
-    return train_here(config, process_options(args), rank0)
+    return train_here(config, process_options(args), is_rank0())
 
 
 def process_options(args: argparse.Namespace, threads: int | None = None) -> ProcessOptions:
@@ -383,44 +379,22 @@ def process_options(args: argparse.Namespace, threads: int | None = None) -> Pro
 
 def train_spec(spec: RunSpec) -> int:
     """A worker of the local launcher: train the run ``spec`` it resolved (rank 0 prints)."""
-    return train_here(spec.config, spec.process, int(os.environ.get("RANK", "0")) == 0, spec=spec)
+    from gridgnn.train.run.world import is_rank0
+
+    return train_here(spec.config, spec.process, is_rank0(), spec=spec)
 
 
 def train_here(config: TrainConfig, process: ProcessOptions, rank0: bool, *, spec: RunSpec | None = None) -> int:
     """Train in this process (alone, or as one worker of a grid, of the run ``spec`` when the local launcher
-    resolved it: then nothing is resolved again); rank 0 prints the progress and summary."""
-    from gridgnn.train import run_training
-    from gridgnn.train.process_group import in_launched_worker
-    from gridgnn.train.progress import EpochPrinter
-    from gridgnn.train.run_distributed import print_now
+    resolved it: `gridgnn.train.run.watched.run_watched`); rank 0 prints the progress and summary."""
+    from gridgnn.train.run.watched import run_watched
 
-    if spec is None and not in_launched_worker():  # one process: nothing to distribute
-        from gridgnn.train.resolve import resolve_auto
+    def warn_nonfinite(epoch: int, loss: float) -> None:
+        print(nonfinite_line(config, epoch, loss), file=sys.stderr, flush=True)
 
-        config = resolve_auto(config, None, 1, say=None if config.quiet else print_now)
-    if not rank0:
-        config = dataclasses.replace(config, quiet=True, progress=False)
-        spec = spec and dataclasses.replace(spec, config=config)
-    announced: list[int] = []
-    printer = EpochPrinter(config, process.log_every_s)
-
-    def on_epoch(record: EpochRecord) -> None:
-        printer(record)
-        if not math.isfinite(record.loss) and not announced:
-            announced.append(record.epoch)
-            print(nonfinite_line(config, record.epoch, record.loss), file=sys.stderr, flush=True)
-
-    def say_ready(label: str, seconds: float) -> None:
-        print_grid_ready(label, seconds)
-        printer.restart()  # the log's first interval starts at the grid's ready line
-
-    on_ready = None if config.quiet else say_ready
-    run = run_training(config, on_epoch=on_epoch, timeout_s=process.timeout_s, on_ready=on_ready, spec=spec,
-                       process=process)
-    first = run.result.first_nonfinite_epoch
-    if rank0 and first is not None and not announced:  # found in the history of a resumed checkpoint
-        loss = run.result.epochs[first - 1].loss
-        print(nonfinite_line(config, first, loss), file=sys.stderr, flush=True)
+    watched = run_watched(config, process, rank0, on_nonfinite=warn_nonfinite, spec=spec,
+                          on_ready=print_grid_ready, say=print_now)
+    config, run = watched.config, watched.run
     if not config.quiet and run.metrics is not None:
         print(format_summary(config, run))
         if any("comm" in epoch for epoch in run.metrics["epochs"]):
@@ -436,55 +410,22 @@ def nonfinite_line(config: TrainConfig, epoch: int, loss: float) -> str:
     return f"gridgnn: warning: {head}; training goes on (--stop-on-nonfinite stops there)"
 
 
+def print_now(line: str) -> None:
+    """Print ``line`` at once (the planner's reason for what it chose)."""
+    print(line, flush=True)
+
+
 def print_grid_ready(label: str, seconds: float) -> None:
     """The line rank 0 prints once every rank has built its blocks (``label``: e.g. ``2d 2x2 on 4 processes``)."""
     print(f"ready      {label}: set-up took {seconds:.1f} s", flush=True)
 
 
-def resolve_algo(args: argparse.Namespace) -> str | None:
-    """Settle ``--algo`` (sets ``args.algo``); returns None (the run's first line is then the planner's, which
-    says what it chose and why: `gridgnn.train.resolve.resolve_auto`).
+def resolve_algo(args: argparse.Namespace) -> None:
+    """Settle ``--algo`` in ``args.algo`` (`gridgnn.train.run.world.settle_algo`: ``local`` on one process,
+    ``auto`` on several; ``--algo local`` on several is refused with `ConfigError`)."""
+    from gridgnn.train.run.world import settle_algo
 
-    Without ``--algo``: ``local`` on one process, ``auto`` on several (``--nprocs P > 1``, or a world of
-    P > 1 launched by torchrun). ``--algo local`` on several processes is refused (`ConfigError`): it would
-    train P independent copies.
-    """
-    from gridgnn.train.process_group import in_launched_worker
-
-    launched = in_launched_worker()
-    world = int(os.environ["WORLD_SIZE"]) if launched else args.nprocs
-    if args.algo is None:
-        args.algo = "auto" if world > 1 else "local"
-        return None
-    if args.algo == "local" and world > 1:
-        where = f"--nprocs {args.nprocs} asks for {world}" if not launched else f"torchrun started {world}"
-        fix = "drop --nprocs" if not launched else "run it without torchrun"
-        raise ConfigError(f"--algo local trains on one process, but {where}: {fix}, or choose a grid with "
-                          "--algo auto|1d|1.5d|2d|3d")
-    return None
-
-
-def check_process_count(config: TrainConfig) -> None:
-    """A grid algorithm on one process (no ``--nprocs``, no torchrun) is refused with the fix (`ConfigError`);
-    a ``--grid`` that needs more processes is named first."""
-    from gridgnn.train.process_group import in_launched_worker
-    from gridgnn.train.resolve import grid_shape_for
-
-    if config.algo in GRID_ALGOS and config.nprocs == 1 and not in_launched_worker():
-        grid_shape_for(config, 1)
-        raise ConfigError(f"--algo {config.algo} runs on a process grid and needs several processes: add "
-                          "--nprocs P (P > 1) or run under torchrun, or use --algo local")
-
-
-def use_threads(threads: int | None) -> None:
-    """Honour ``--threads`` in this process, whatever the algorithm: set torch's thread count (a worker
-    under torchrun also hands it to `init_from_env` in its `ProcessOptions`; the local launcher writes it
-    into the run spec of its workers)."""
-    if threads is None:
-        return
-    import torch
-
-    torch.set_num_threads(threads)
+    args.algo = settle_algo(args.algo, args.nprocs)
 
 
 def launch_workers(config: TrainConfig, args: argparse.Namespace) -> int:

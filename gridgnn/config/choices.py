@@ -27,7 +27,7 @@ def resolve_order(order: str, in_channels: int, out_channels: int) -> str:
 
 ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
-``auto``: the configuration the planner ranks best (`gridgnn.train.auto`)."""
+``auto``: the configuration the planner ranks best (`gridgnn.train.run.auto`)."""
 
 COMMS = ("dense", "sparse", "auto")
 """How the SpMMs move X: ``dense`` whole blocks (CAGNET), ``sparse`` only the rows each receiver's Â block
@@ -54,14 +54,14 @@ TASK_CHOICES = ("auto", *TASKS)
 """``--task``'s values: a task, or ``auto``: inferred from the targets (`gridgnn.data.targets.infer_task`)."""
 
 METRICS = {"multiclass": ("accuracy",), "multilabel": ("rocauc", "micro-f1"), "regression": ("mse", "mae", "r2")}
-"""Task -> the metrics ``--metric`` accepts for it, its default first (`gridgnn.train.task_metrics`)."""
+"""Task -> the metrics ``--metric`` accepts for it, its default first (`gridgnn.train.loop.task_metrics`)."""
 LOWER_IS_BETTER = frozenset({"mse", "mae"})
 """Metrics that are errors: the best validation epoch is the lowest."""
 METRIC_CHOICES = ("auto", *dict.fromkeys(m for names in METRICS.values() for m in names))
 """``--metric``'s values: a metric, or ``auto``: the task's default."""
 
 LR_SCHEDULES = ("none", "cosine", "step", "plateau")
-"""``--lr-schedule``: the learning rate per epoch (`gridgnn.train.lr_schedule`)."""
+"""``--lr-schedule``: the learning rate per epoch (`gridgnn.train.loop.lr_schedule`)."""
 
 SCHEDULE_PARAMETERS = {"lr_step_size": ("--lr-step-size", ("step",)), "lr_gamma": ("--lr-gamma", ("step", "plateau")),
                        "lr_min": ("--lr-min", ("cosine", "plateau")),

@@ -140,14 +140,14 @@ class TrainingOptions(Section):
 
     ``seed`` seeds the initialization, the dropout masks and generated datasets. ``task`` (`TASK_CHOICES`) is
     what the vertices are trained to predict and ``metric`` (`METRIC_CHOICES`) how each split is scored
-    (`gridgnn.train.task_metrics`); ``auto``: inferred from the targets, the task's default metric.
+    (`gridgnn.train.loop.task_metrics`); ``auto``: inferred from the targets, the task's default metric.
     ``task_reason`` records what the run trains and why (the line a run prints first:
-    `gridgnn.train.task_choice.task_line`). ``stop_on_nonfinite`` ends training after the first epoch whose
+    `gridgnn.train.loop.task_choice.task_line`). ``stop_on_nonfinite`` ends training after the first epoch whose
     loss is NaN or infinite. ``eval_every`` K evaluates after every K-th epoch and the last; ``patience`` K > 0
-    stops once K evaluations in a row did not improve the validation value (`gridgnn.train.early_stop`).
+    stops once K evaluations in a row did not improve the validation value (`gridgnn.train.loop.early_stop`).
     ``lr_schedule`` (`LR_SCHEDULES`) with ``lr_step_size``, ``lr_gamma``, ``lr_min`` and
     ``lr_plateau_patience`` (None: the schedule's default, `LR_DEFAULTS`; given, they need a schedule they
-    apply to, `SCHEDULE_PARAMETERS`) sets each epoch's learning rate (`gridgnn.train.lr_schedule`).
+    apply to, `SCHEDULE_PARAMETERS`) sets each epoch's learning rate (`gridgnn.train.loop.lr_schedule`).
     """
 
     lr: float = 0.01
@@ -215,7 +215,7 @@ class ExecutionOptions(Section):
     leave the option to the planner; a settled config holds none of them. ``profile``: the machine profile
     the planner prices with (a name or a file; None: the one of the run's device). ``auto_reason`` records
     what the planner chose and why. ``memory_per_proc`` (bytes; default: what the machine has) and
-    ``memory_check`` drive the memory guard (`gridgnn.train.memory_guard`).
+    ``memory_check`` drive the memory guard (`gridgnn.train.run.memory_guard`).
 
     Defaults are the plain pinned values (``local``, dense, the graph's own order, every switch off) that a
     library caller who builds a config gets; ``gridgnn train`` leaves the options no flag names to the planner.
@@ -283,12 +283,12 @@ class ExecutionOptions(Section):
 
 @dataclass(frozen=True)
 class OutputOptions(Section):
-    """What a run reports while it trains and writes when it ends (`gridgnn.train.outputs`,
-    `gridgnn.train.products`); every file is written through `gridgnn.safe_files`.
+    """What a run reports while it trains and writes when it ends (`gridgnn.train.outputs.per_vertex`,
+    `gridgnn.train.outputs.products`); every file is written through `gridgnn.safe_files`.
 
     ``metrics_out``: the metrics JSON file; ``log_csv``: a CSV file of one row per epoch
-    (`gridgnn.train.epoch_csv`); ``tensorboard``: a folder for TensorBoard scalars per epoch
-    (`gridgnn.train.tensorboard_log`). ``quiet`` prints only errors; ``progress`` None means automatic: one
+    (`gridgnn.train.outputs.epoch_csv`); ``tensorboard``: a folder for TensorBoard scalars per epoch
+    (`gridgnn.train.outputs.tensorboard_log`). ``quiet`` prints only errors; ``progress`` None means automatic: one
     line per epoch when stdout is a terminal and the ``CI`` environment variable is unset. ``predictions_out``,
     ``embeddings_out`` (of layer ``embedding_layer``, default the last hidden one) and ``save_model`` name the
     run's products, made with the weights of the ``weights`` (`WEIGHTS`) epoch: ``best`` validation value (first
@@ -322,13 +322,13 @@ class OutputOptions(Section):
 
 @dataclass(frozen=True)
 class CheckpointOptions(Section):
-    """Where a run's weights are kept and where they come from (`gridgnn.train.resume`,
-    `gridgnn.train.checkpoint`).
+    """Where a run's weights are kept and where they come from (`gridgnn.train.checkpoint.resume`,
+    `gridgnn.train.checkpoint.store`).
 
     With ``checkpoint_dir`` a checkpoint is saved every ``checkpoint_every`` epochs and after the last,
     keeping the newest ``keep_checkpoints``; ``resume`` continues from the newest one there. ``init_from``: a
     model file whose weights, of the same model and widths, replace the initialization
-    (`gridgnn.train.init_from`; a resumed checkpoint wins).
+    (`gridgnn.train.checkpoint.init_from`; a resumed checkpoint wins).
     """
 
     checkpoint_dir: str | None = None

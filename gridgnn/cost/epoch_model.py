@@ -3,7 +3,7 @@
 The model is not described here: `predict_epoch` prices the layout operations its forward issues
 (`gridgnn.cost.operations`, recorded by `gridgnn.nn.trace` from the model's own code), each lowered onto the
 grid's algorithm as `gridgnn.parallel.grid_ops.GridOps` executes it, in the byte convention of
-`gridgnn.grid.comm` (evaluation is not counted, as in `gridgnn.train.distributed.DistributedTrainer.train_step`):
+`gridgnn.grid.comm` (evaluation is not counted, as in `gridgnn.train.loop.distributed.DistributedTrainer.train_step`):
 
 ==============  ================================================================================
 phase           collectives (P ranks; m = the rank's dense rows; pcol = size of the ``col`` axis)

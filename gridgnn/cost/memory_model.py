@@ -85,7 +85,7 @@ def memory_per_rank(blocks: ShapeBlocks, ops: ModelOps, feature_rows: bool, stat
 
 
 def sparse_features(stats: GraphStats, device: str = "cpu") -> bool:
-    """Whether training keeps the input features sparse, as `gridgnn.train.trainer.model_input` decides: on
+    """Whether training keeps the input features sparse, as `gridgnn.train.loop.trainer.model_input` decides: on
     a CPU (``device``), sparse features no denser than `SPARSE_DENSITY_LIMIT`; on any other device never
     (they are made dense there)."""
     nnz = stats.feature_nnz

@@ -54,7 +54,7 @@ class MachineProfile:
     sources: list[str] = field(default_factory=list)
     device: str = "cpu"
     """Where training holds its tensors on this machine (``cpu``, ``cuda``): on ``cpu`` sparse input features
-    stay sparse, elsewhere they are made dense (`gridgnn.train.trainer.model_input`), which the memory and
+    stay sparse, elsewhere they are made dense (`gridgnn.train.loop.trainer.model_input`), which the memory and
     compute models follow (`gridgnn.cost.memory_model.sparse_features`). A file without it: ``cpu``."""
 
     def link(self, op: str, inter: bool) -> LinkCost:

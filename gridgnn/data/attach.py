@@ -14,7 +14,7 @@ i-th smallest id of the file; `gridgnn.data.readers.edgelist`). The rules:
 A split that names an unlabelled vertex or an id outside the graph, and a file of another length, are refused
 with one `gridgnn.errors.DataError` line. The graph's ``meta`` records each file and the SHA-256 of its bytes
 (``features_file``/``features_sha256``, ``labels_file``/``labels_sha256``, ``split_dir``/``split_sha256`` over
-the three index files), so a resume on other files is refused (`gridgnn.train.checkpoint_fingerprint`).
+the three index files), so a resume on other files is refused (`gridgnn.train.checkpoint.fingerprint`).
 Not collective.
 """
 

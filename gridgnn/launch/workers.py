@@ -2,7 +2,7 @@
 ``gridgnn predict --nprocs P`` and ``gridgnn.fit(..., nprocs=P)``.
 
 `launch_workers` validates the grid in this process (one clear line before any worker starts), holds the
-checkpoint folder, loads and prepares the graph once, resolves the run (`gridgnn.train.resolve.resolve_run`),
+checkpoint folder, loads and prepares the graph once, resolves the run (`gridgnn.train.run.resolve.resolve_run`),
 writes the run spec and starts the workers (`gridgnn.launch.local`). Not collective: it is the launcher.
 """
 
@@ -28,11 +28,11 @@ def launch_workers(config: TrainConfig, process: ProcessOptions, *, graph=None, 
     ``graph``: an in-memory graph to train on instead of loading ``config.dataset``. Returns 0 or the first
     failing worker's status; bad input raises `ConfigError` before any worker starts."""
     from gridgnn.limits import check_threads
-    from gridgnn.train.checkpoint_lock import hold_checkpoint_dir
-    from gridgnn.train.metrics import check_writable
-    from gridgnn.train.products import check_products
-    from gridgnn.train.resolve import grid_shape_for
-    from gridgnn.train.resume import check_checkpoint_dir, checkpoint_to_resume
+    from gridgnn.train.checkpoint.lock import hold_checkpoint_dir
+    from gridgnn.train.checkpoint.resume import check_checkpoint_dir, checkpoint_to_resume
+    from gridgnn.train.outputs.metrics import check_writable
+    from gridgnn.train.outputs.products import check_products
+    from gridgnn.train.run.resolve import grid_shape_for
 
     check_threads(process.threads)
     shape = grid_shape_for(config, config.nprocs) if config.algo != "auto" else None  # auto: once chosen
@@ -42,7 +42,7 @@ def launch_workers(config: TrainConfig, process: ProcessOptions, *, graph=None, 
     if config.metrics_out is not None:
         check_writable(config.metrics_out)
     if config.tensorboard is not None:
-        from gridgnn.train.tensorboard_log import check_tensorboard
+        from gridgnn.train.outputs.tensorboard_log import check_tensorboard
 
         check_tensorboard(config.tensorboard)
     with hold_checkpoint_dir(config):  # held here for the workers (their run spec says so)
@@ -98,7 +98,7 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
                         predict_split: str | None = None) -> RunSpec:
     """Load, check and normalize the graph once (or take the in-memory ``graph``), into ``folder`` for the
     workers to memory-map (unless it is a folder from ``gridgnn prepare``), and resolve the run on it, once
-    (`gridgnn.train.resolve.resolve_run`: the grid, the vertex order, the auto choices; ``shape``: the grid
+    (`gridgnn.train.run.resolve.resolve_run`: the grid, the vertex order, the auto choices; ``shape``: the grid
     already validated, None for ``--algo auto``). Returns the `RunSpec` of the workers, with this process's
     peak resident memory. The graph is freed here before any worker starts."""
     import torch
@@ -108,10 +108,10 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
     from gridgnn.grid.process_grid import default_device
     from gridgnn.nn.models import operator_of
     from gridgnn.nn.stack import check_model_size
-    from gridgnn.train.distributed import peak_memory_bytes
-    from gridgnn.train.memory_guard import check_memory
-    from gridgnn.train.resolve import resolve_run
-    from gridgnn.train.run import load_graph
+    from gridgnn.train.loop.distributed import peak_memory_bytes
+    from gridgnn.train.run.memory_guard import check_memory
+    from gridgnn.train.run.resolve import resolve_run
+    from gridgnn.train.run.training import load_graph
 
     prepared = graph is None and is_prepared(config.dataset)
     if prepared:
@@ -123,7 +123,7 @@ def prepare_for_workers(config: TrainConfig, folder: str, process: ProcessOption
                                        device_type=default_device().type, check=_launcher_checks(graph, prepared))
     check_memory(config, graph, config.nprocs, config.nprocs, shape=shape, started=False)  # workers to come
     if config.init_from is not None and command == "train":
-        from gridgnn.train.init_from import initial_weights
+        from gridgnn.train.checkpoint.init_from import initial_weights
 
         initial_weights(config, graph.num_features, graph.num_classes)  # a file that does not fit: one line here
     if not prepared:
@@ -140,7 +140,7 @@ def _launcher_checks(graph, prepared: bool):
     for another model, and more processes than the vertices allow (one line each)."""
     def check(config: TrainConfig, shape) -> None:
         from gridgnn.cost.stages import stage_layout
-        from gridgnn.train.grid_train import model_operator
+        from gridgnn.train.run.grid_train import model_operator
 
         if prepared:
             model_operator(config, graph)

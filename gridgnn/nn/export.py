@@ -246,7 +246,7 @@ def save_model(model: nn.Module, path: str | os.PathLike, info: dict | None = No
 
 def load_model(path: str | os.PathLike, *, map_location: str | torch.device = "cpu") -> tuple[nn.Module, dict]:
     """The model of a model file (``--save-model``), in eval mode, and its info (checkpoint folders:
-    `gridgnn.train.inference.load_trained`).
+    `gridgnn.train.run.inference.load_trained`).
 
     Reads with ``weights_only=True`` (nothing in the file runs). Raises `ModelFileError` (one line) when the
     file is missing, corrupt, not a gridgnn model file, or its weights do not fit its configuration.

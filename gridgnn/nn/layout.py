@@ -37,7 +37,7 @@ over every element of a block (GIN's ε) included. A model reads each weight and
 and `add_bias`: on 2D/3D a process's gradient is then zero outside the column block it read, which is all
 the grid's reduction sums (`gridgnn.parallel.grid_ops`). `LocalLayout` is the single-process layout (every
 reduction the identity); `gridgnn.parallel.grid_ops.GridOps` is the layout of one rank of a grid. Both satisfy
-`Layout`; models and `gridgnn.train.trainer.Trainer` have one code path for both.
+`Layout`; models and `gridgnn.train.loop.trainer.Trainer` have one code path for both.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The series a report draws, read from a metrics file (`gridgnn.train.metrics`), with no plotting library.
+"""The series a report draws, read from a metrics file (`gridgnn.train.outputs.metrics`), with no plotting library.
 
 `load_metrics` reads and checks the file (non-finite numbers restored from its ``nonfinite`` list);
 `report_series` turns it into `ReportSeries`: per-epoch lists (loss, accuracies, step time; on a grid the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gridgnn.errors import DataError
 from gridgnn.limits import human_bytes
-from gridgnn.train.nonfinite import decode_nonfinite
+from gridgnn.train.loop.nonfinite import decode_nonfinite
 
 RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
 METRIC_RECORD_KEYS = ("epoch", "loss", "train_metric", "val_metric", "test_metric", "time_s")
