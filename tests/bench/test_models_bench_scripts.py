@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from model_helpers import shared_datasets
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 TINY = "csbm:nodes=240,classes=3,features=20"  # 20 + 30 per class leave 90 to test
 
 

@@ -14,7 +14,7 @@ from gridgnn.data import graph_statistics, load_dataset
 from gridgnn.data.readers.planetoid import read_planetoid
 from gridgnn.data.transforms import remove_self_loops, symmetrize
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"no shared datasets at {DATA}")
 
 # name: (nodes, undirected edges without self-loops, features, classes), from the dataset READMEs.

@@ -16,13 +16,13 @@ import pytest
 
 from gridgnn.errors import ConfigError
 from gridgnn.grid import network
-from tests.netns_cluster import REPO, SCRIPT, NetnsCluster, namespaces_unavailable, worker_env
+from tests.helpers.netns_cluster import REPO, SCRIPT, NetnsCluster, namespaces_unavailable, worker_env
 
 _WHY = namespaces_unavailable()
 
 
 def _probe(cluster: NetnsCluster, host: int, steps: list[dict]) -> list[tuple[int, str]]:
-    proc = cluster.run(host, [sys.executable, str(REPO / "tests" / "netcheck_probe.py"), json.dumps(steps)])
+    proc = cluster.run(host, [sys.executable, str(REPO / "tests" / "helpers" / "netcheck_probe.py"), json.dumps(steps)])
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err[-2000:]
     return [tuple(item) for item in json.loads(out.splitlines()[-1])]

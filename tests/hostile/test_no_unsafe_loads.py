@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SAFE_PICKLE_MODULE = Path("gridgnn/data/readers/safe_pickle.py")
 
 

@@ -25,7 +25,7 @@ import pytest
 from gridgnn.cli.main import build_parser, main
 from gridgnn.cli.train_cmd import config_from_args, resolve_algo
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 COMMAND_LINE = de.DOCS / "command-line.md"
 DATA_ROOT = REPO_ROOT.parent / "shared" / "datasets"

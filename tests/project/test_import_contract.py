@@ -4,7 +4,7 @@ must (a layer breach, a cycle, a pure module reaching for torch.distributed)."""
 import importlib.util
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "import_contract.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "import_contract.py"
 spec = importlib.util.spec_from_file_location("import_contract", SCRIPT)
 contract = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(contract)

@@ -13,7 +13,7 @@ from data_error_helpers import fails, load
 
 from gridgnn.data.readers.planetoid import read_planetoid
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"no shared datasets at {DATA}")
 
 

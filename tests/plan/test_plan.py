@@ -23,7 +23,7 @@ DATA_ROOT = "../shared/datasets"
 REDDIT = ["--num-nodes", "232965", "--num-edges", "114615892", "--num-features", "602", "--num-classes", "41"]
 REQUIRED = {"algo", "grid", "replication", "bytes_per_rank", "calls_per_rank", "memory_per_rank_bytes",
             "predicted_epoch_s", "fits", "best"}
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:

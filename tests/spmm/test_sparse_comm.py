@@ -117,7 +117,7 @@ def test_sparse_comm_benchmark_tiny(tmp_path):
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "sparse_comm.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "sparse_comm.py"
     done = subprocess.run([sys.executable, str(script), "--tiny", "--out", str(tmp_path)], capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -133,7 +133,7 @@ def test_sparse_comm_plots_from_rows(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sparse_comm_report.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "sparse_comm_report.py"
     spec = importlib.util.spec_from_file_location("bench_sparse_comm_plots", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.graph import Graph
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 
 

@@ -23,7 +23,7 @@ from data_error_helpers import benchmark_arrays
 from gridgnn.data import save_graph
 from gridgnn.data.generators import csbm
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MARKER = "PWNED"
 """The file a malicious pickle would create (``touch``) in the test's folder if it ever ran."""
 

@@ -31,7 +31,7 @@ from hostile_corpus_round3 import (
 
 from gridgnn.cli.main import main
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _params(cases: list) -> list:

@@ -47,7 +47,7 @@ from gridgnn.train.checkpoint_naming import latest_checkpoint
 from gridgnn.train.metrics import write_json_atomic
 from gridgnn.train.nonfinite import decode_nonfinite
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SMALL = "csbm:nodes=60,classes=2"
 
 

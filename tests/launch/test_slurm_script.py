@@ -17,8 +17,8 @@ from gridgnn.config import TrainConfig
 from gridgnn.launch.spawn import free_port
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.trainer import Trainer
-from tests.netns_cluster import REPO
-from tests.slurm_local import LocalSlurm, slurm_unavailable
+from tests.helpers.netns_cluster import REPO
+from tests.helpers.slurm_local import LocalSlurm, slurm_unavailable
 
 SBATCH = REPO / "scripts" / "slurm_train.sbatch"
 

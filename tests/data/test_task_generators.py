@@ -21,7 +21,7 @@ from gridgnn.data.task_generators import heat, multilabel
 from gridgnn.errors import DataError
 from gridgnn.train.task_metrics import mean_rocauc
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def test_csbm_hides_all_but_the_labelled_share():

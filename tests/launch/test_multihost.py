@@ -22,12 +22,12 @@ from gridgnn.launch.spawn import free_port, run_workers
 from gridgnn.train.run import build_aggregation, load_graph
 from gridgnn.train.run_distributed import run_worker
 from gridgnn.train.trainer import Trainer
-from tests.netns_cluster import SCRIPT, NetnsCluster, namespaces_unavailable
+from tests.helpers.netns_cluster import SCRIPT, NetnsCluster, namespaces_unavailable
 
 _WHY = namespaces_unavailable()
 pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"multi-host tests: {_WHY}")
 
-CORA = TrainConfig(dataset="cora", data_root=str(Path(__file__).resolve().parent.parent.parent / "shared"
+CORA = TrainConfig(dataset="cora", data_root=str(Path(__file__).resolve().parents[3] / "shared"
                                                  / "datasets"), epochs=3)
 
 
