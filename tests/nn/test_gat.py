@@ -1,29 +1,23 @@
-"""GAT on one process: one layer equals PyG's ``GATConv`` forward and backward (input, weight, both attention
-vectors, bias) within 1e-5 for equal weights, with K = 1 and K = 8 heads concatenated and K = 4 averaged, on a
-directed graph with isolated vertices and existing self-loops; attention dropout is the layout-invariant mask
-of the stored edges; model files, to_pyg, predict and checkpoints carry heads, output heads and attention
-dropout."""
+"""GAT on one process: attention dropout is the layout-invariant mask of the stored edges; checkpoints carry
+heads, output heads and attention dropout; the planner and the memory model price attention. (GAT against
+PyG's ``GATConv``, and its model files: the tables of `test_pyg_parity.py`; on every grid: the table of
+`test_models_distributed.py`.)"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import torch
 from model_helpers import random_graph
 
 import gridgnn
 from gridgnn.config import TrainConfig
-from gridgnn.data.interop import graph_to_pyg
 from gridgnn.data.operators import operator_matrix
-from gridgnn.nn.gat import GAT, GATLayer
+from gridgnn.nn.gat import GATLayer
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint_fingerprint import run_fingerprint
-
-pyg = pytest.importorskip("torch_geometric.nn")
-TOL = 1e-5
 
 
 def _graph():
@@ -36,42 +30,8 @@ def _graph():
     return graph
 
 
-def _edge_index(adj: sp.csr_matrix) -> torch.Tensor:
-    coo = adj.tocoo()
-    return torch.from_numpy(np.vstack([coo.col, coo.row]).astype(np.int64))
-
-
 def _layout(graph) -> LocalLayout:
     return LocalLayout(LocalSpMM(operator_matrix("gat", graph.adj)), "gat")
-
-
-@pytest.mark.parametrize(("heads", "concat"), [(1, True), (8, True), (4, False)])
-def test_gat_layer_matches_gatconv_forward_and_backward(heads, concat):
-    graph = _graph()
-    torch.manual_seed(heads)
-    conv = pyg.GATConv(graph.num_features, 3, heads=heads, concat=concat)
-    torch.nn.init.uniform_(conv.bias, -0.5, 0.5)
-    ours = GATLayer(graph.num_features, 3, heads=heads, concat=concat)
-    with torch.no_grad():
-        ours.weight.copy_(conv.lin.weight.T)
-        ours.att_src.copy_(conv.att_src[0])
-        ours.att_dst.copy_(conv.att_dst[0])
-        ours.bias.copy_(conv.bias)
-    x = torch.from_numpy(graph.dense_features()).requires_grad_(True)
-    x_ours = x.detach().clone().requires_grad_(True)
-    expected = conv(x, _edge_index(graph.adj))
-    got = ours(x_ours, _layout(graph))
-    assert got.shape == expected.shape == (graph.num_nodes, 3 * heads if concat else 3)
-    assert (got - expected).abs().max().item() < TOL
-    upstream = torch.randn_like(expected) / expected.shape[0]
-    (expected * upstream).sum().backward()
-    (got * upstream).sum().backward()
-    assert (x_ours.grad - x.grad).abs().max().item() < TOL
-    pairs = [(ours.weight.grad, conv.lin.weight.grad.T), (ours.att_src.grad, conv.att_src.grad[0]),
-             (ours.att_dst.grad, conv.att_dst.grad[0]), (ours.bias.grad, conv.bias.grad)]
-    for mine, theirs in pairs:
-        assert mine.abs().max().item() > 0
-        assert (mine - theirs).abs().max().item() < TOL
 
 
 def test_attention_dropout_drops_stored_edges_by_global_ids():
@@ -95,25 +55,6 @@ def test_attention_dropout_drops_stored_edges_by_global_ids():
     values = factors(block, torch.arange(graph.num_nodes), torch.arange(graph.num_nodes))
     assert set(values.unique().tolist()) == {0.0, 2.0} and 0.4 < (values == 0).float().mean().item() < 0.6
     assert not torch.equal(values[:, 0], values[:, 1])  # each head draws its own mask
-
-
-def test_gat_model_files_round_trip_and_map_onto_pyg(tmp_path):
-    graph = gridgnn.as_graph("csbm:nodes=90,classes=3,features=7", directed=True)
-    options = {"model": "gat", "heads": 3, "output_heads": 2, "attn_dropout": 0.3}
-    result = gridgnn.fit(graph, epochs=3, layers=2, hidden=4, **options)
-    assert result.model.layers[0].out_channels == 12 and result.model.layers[1].heads == 2
-    path = result.save(tmp_path / "model.pt")
-    document = torch.load(path, weights_only=True)
-    assert document["model"] == "gat" and document["config"]["heads"] == 3
-    assert document["config"]["hidden_channels"] == 4 and document["config"]["attn_dropout"] == 0.3
-    loaded = gridgnn.load_model(path)
-    assert type(loaded) is GAT
-    expected = result.predict()
-    assert torch.equal(gridgnn.predict(loaded, graph).probabilities, expected.probabilities)
-    converted = gridgnn.to_pyg(loaded)
-    assert {type(conv).__name__ for conv in converted.convs} == {"GATConv"}
-    data = graph_to_pyg(graph)
-    assert (converted(data.x, data.edge_index).exp() - expected.probabilities).abs().max().item() < TOL
 
 
 def test_checkpoint_fingerprint_records_attention_options():

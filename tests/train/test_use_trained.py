@@ -305,31 +305,7 @@ def test_fit_takes_a_pyg_data_object(directed_fit):
     assert result.predict().probabilities.shape == (graph.num_nodes, graph.num_classes)
 
 
-# --- every model kind: model files, PyG, checkpoints, predict on a grid -------------------------------------
-
-
-@pytest.mark.parametrize(("options", "pyg_class"), [
-    ({"model": "sage", "sage_normalize": True}, "SAGEConv"),
-    ({"model": "gin", "gin_eps": 0.25, "gin_train_eps": True}, "GINConv"),
-])
-def test_sage_and_gin_model_files_round_trip_and_map_onto_pyg(options, pyg_class, tmp_path):
-    pytest.importorskip("torch_geometric")
-    graph = gridgnn.as_graph("csbm:nodes=90,classes=3,features=7", directed=True)
-    result = gridgnn.fit(graph, epochs=3, layers=2, hidden=6, **options)
-    path = result.save(tmp_path / "model.pt")
-    document = torch.load(path, weights_only=True)
-    assert document["model"] == options["model"]
-    loaded = gridgnn.load_model(path)
-    assert type(loaded) is type(result.model)
-    expected = result.predict()
-    assert torch.equal(gridgnn.predict(loaded, graph).probabilities, expected.probabilities)
-    pyg = gridgnn.to_pyg(loaded)
-    assert {type(conv).__name__ for conv in pyg.convs} == {pyg_class}
-    data = graph_to_pyg(graph)
-    assert (pyg(data.x, data.edge_index).exp() - expected.probabilities).abs().max().item() < 1e-5
-    if options["model"] == "gin":  # the trained ε travels with the weights
-        assert loaded.layers[0].eps.item() != 0.25
-        assert loaded.layers[0].eps.item() == result.model.layers[0].eps.item()
+# --- every model kind: checkpoints, predict on a grid (model files and PyG: tests/nn/test_pyg_parity.py) -------
 
 
 def test_sage_checkpoint_and_model_file_predict_on_one_process_and_on_a_grid(tmp_path, capsys):
