@@ -275,7 +275,7 @@ def test_fit_on_workers_resolves_the_run_once_in_the_launcher(monkeypatch):
         fit(graph, nprocs=2, algo="1d", epochs=1, threads=10**6)
 
 
-@pytest.mark.slow  # GAT on every grid: tests/test_gat_distributed.py; reordering: the tests above
+@pytest.mark.slow  # GAT on every grid: tests/nn/test_models_distributed.py; reordering: the tests above
 def test_gat_attention_dropout_on_a_reordered_grid_trains_the_local_run():
     """Attention dropout names each edge by its original (row, column), so METIS order on 1D keeps the run."""
     from gridgnn.api import fit
