@@ -1,4 +1,6 @@
-"""Tiny runs of the benchmark scripts (benchmarks/*.py), only to keep them working; they time nothing."""
+"""Tiny runs of the benchmark scripts (benchmarks/*.py), only to keep them working; they time nothing. The
+model-kind scripts (accuracy_models.py, pyg_models_compare.py, accuracy_gat.py, pyg_gat_compare.py) and, slow,
+scale_rmat.py (the real run is in results/scale/) included."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from model_helpers import shared_datasets
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 TINY = "csbm:nodes=120,classes=3,features=20"
@@ -88,3 +91,54 @@ def test_plan_stats_tiny(tmp_path):
     assert all(s["peak_bytes"] >= s["peak_before_bytes"] > 0 and s["seconds"] >= 0 for s in report["steps"])
     assert report["steps"][1]["detail"].startswith("--algo auto chose")
     assert "| predicted |" in (tmp_path / "p.md").read_text()
+
+
+# --- the model-kind benchmark scripts ------------------------------------------------------------------------
+
+MODELS_TINY = "csbm:nodes=240,classes=3,features=20"  # 20 + 30 per class leave 90 to test
+
+
+def test_accuracy_models_and_speed_scripts_tiny(tmp_path):
+    pytest.importorskip("torch_geometric")
+    accuracy = _load("accuracy_models")
+    records = accuracy.main(["--dataset", MODELS_TINY, "--seeds", "2", "--max-epochs", "2", "--json",
+                             str(tmp_path / "a.json"), "--markdown", str(tmp_path / "a.md")])
+    assert [r["model"] for r in records] == ["sage", "gat", "gin", "pyg-gin"]
+    assert all(len(r["test_acc"]) == 2 and 0.0 <= r["mean"] <= 1.0 for r in records)
+    assert json.loads((tmp_path / "a.json").read_text())["records"][0]["dataset"] == MODELS_TINY
+    assert "| sage |" in (tmp_path / "a.md").read_text()
+    assert [accuracy._feature_norm("sage", f) for f in ("setting", "default", "raw")] == [False, None, False]
+    assert accuracy._feature_norm("gin", "setting") is None
+    speed = _load("pyg_models_compare")
+    records = speed.main(["--dataset", MODELS_TINY, "--epochs", "2", "--markdown", str(tmp_path / "s.md")])
+    assert [r["model"] for r in records] == ["sage", "gin"]
+    assert all(r["ratio"] > 0 and len(r["pyg"]["epoch_times_s"]) == 2 for r in records)
+
+
+def test_gat_accuracy_and_speed_scripts_tiny(tmp_path):
+    pytest.importorskip("torch_geometric")
+    accuracy = _load("accuracy_gat")
+    data_root = str(shared_datasets())
+    records = accuracy.main(["--dataset", "cora", "--seeds", "1", "--max-epochs", "2", "--data-root", data_root,
+                             "--json", str(tmp_path / "a.json"), "--markdown", str(tmp_path / "a.md")])
+    assert records[0]["dataset"] == "cora" and 0.0 <= records[0]["mean"] <= 1.0
+    assert json.loads((tmp_path / "a.json").read_text())["records"][0]["setting"]["heads"] == 8
+    speed = _load("pyg_gat_compare")
+    records = speed.main(["--dataset", MODELS_TINY, "--epochs", "2", "--json", str(tmp_path / "s.json")])
+    assert records[0]["ratio"] > 0 and len(records[0]["pyg"]["epoch_times_s"]) == 2
+
+
+@pytest.mark.slow  # the benchmark script end to end (minutes on a loaded machine)
+def test_scale_benchmark_tiny(tmp_path):
+    spec = importlib.util.spec_from_file_location("scale_rmat", Path("benchmarks/scale_rmat.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    report = module.main(["--scale", "9", "--nprocs", "2", "--epochs", "2", "--algos", "2d",
+                          "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    assert [run["algo"] for run in report["runs"]] == ["2d"]
+    for run in report["runs"]:
+        assert run["bytes_per_rank_all"] == run["predicted_bytes_per_rank"]  # planner = measurement
+        assert len(run["predicted_memory_bytes"]) == len(run["peak_bytes"]) == 2
+        assert min(run["peak_bytes"]) > 0 and run["median_epoch_s"] > 0
+    assert json.loads((tmp_path / "out" / "scale.json").read_text())["num_nodes"] == 512
+    assert "| 2d | 1x2 |" in (tmp_path / "out" / "scale.md").read_text()
