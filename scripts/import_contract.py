@@ -1,6 +1,6 @@
 """gridgnn's import contract (docs/architecture.md §4): one-way layers, no import cycles, pure index math stays pure.
 
-Run by ``.ci/run`` and by ``tests/test_import_contract.py``; prints every breach (``file:line``) and exits 1,
+Run by ``.ci/run`` and by ``tests/project/test_import_contract.py``; prints every breach (``file:line``) and exits 1,
 or prints one line and exits 0. Imports inside functions count too: a lazy import is still a dependency.
 
 Layers, top to bottom; a module may import from its own layer and the layers above it (lower numbers):

@@ -1,6 +1,6 @@
 """Nothing accepted in silence (issue 38, item 5): grid flags on a one-process run are named in one warning,
 and a checkpoint folder the system cannot create is one error line that names ``--checkpoint-dir``. (The
-plan that nothing fits: tests/test_plan.py.)"""
+plan that nothing fits: tests/plan/test_plan.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The pure plan of one SpMM (`gridgnn.cost.spmm_plan`) and the stages it is built on (`gridgnn.cost.stages`):
-the plan prices like the independent closed form of ``tests/cost_oracles.py``, the vectorized cost model
+the plan prices like the independent closed form of ``tests/helpers/cost_oracles.py``, the vectorized cost model
 agrees with it per rank and per (collective, axis), and its steps say what each algorithm's module docstring
-says. (That measured runs record exactly these steps is checked in ``tests/test_spmm_distributed.py``.)"""
+says. (That measured runs record exactly these steps is checked in ``tests/spmm/test_spmm_distributed.py``.)"""
 
 from __future__ import annotations
 

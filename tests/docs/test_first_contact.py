@@ -2,7 +2,7 @@
 silent fallbacks, hints that run what they planned, a light and talkative start (issue 20).
 
 The outputs the README and docs/*.md quote are checked against what the code prints, so they cannot drift
-again (the python examples of docs/: tests/test_docs_examples.py).
+again (the python examples of docs/: tests/docs/test_docs_examples.py).
 """
 
 from __future__ import annotations

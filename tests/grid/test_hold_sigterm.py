@@ -1,6 +1,6 @@
 """A rank that reports a lost peer holds back SIGTERM (`gridgnn.grid.liveness.hold_sigterm`): under torchrun a
 host's agent stops the other workers as soon as one exits, and the rank that prints the run's one line must
-finish its survey first (tests/test_multihost.py runs the whole story on namespaced hosts)."""
+finish its survey first (tests/launch/test_multihost.py runs the whole story on namespaced hosts)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def _raise(error: BaseException):
 
 
 def test_a_gather_timeout_is_a_collective_error_naming_what_failed(monkeypatch):
-    # found by tests/test_lost_worker.py: rank 0 timed out gathering metrics for a checkpoint and ended with
+    # found by tests/launch/test_lost_worker.py: rank 0 timed out gathering metrics for a checkpoint and ended with
     # a traceback and status 1 before the launcher could name the stopped worker
     _two_ranks(monkeypatch, _raise(GLOO_TIMEOUT))
     with pytest.raises(CollectiveError, match=r"gathering to rank 0 \(rank 0\) failed: another worker stopped or "

@@ -2,7 +2,7 @@
 
 A ```python block runs as written, in a fresh namespace; a block preceded by the line
 ``<!-- docs-test: slow -->`` starts several processes and runs only in the slow tier. Worker-side code
-(`run_printed`) is imported by forked processes, as tests/train_workers.py is.
+(`run_printed`) is imported by forked processes, as tests/helpers/train_workers.py is.
 """
 
 from __future__ import annotations

@@ -518,7 +518,7 @@ FLAG_CASES = [
 
 # Checkpoint flags; damaged, tampered and foreign checkpoints (truncated data or metadata, a flipped byte, a
 # missing file or manifest, a pickle asking for os.system, another model's or dataset's checkpoint) are in
-# tests/test_checkpoint.py with the same contract, plus "existing checkpoints stay byte-identical".
+# tests/train/test_checkpoint.py with the same contract, plus "existing checkpoints stay byte-identical".
 CHECKPOINT_CASES = [
     ("checkpoint-resume-without-dir", ["--resume"], "--checkpoint-dir"),
     ("checkpoint-dir-is-a-file", ["--checkpoint-dir", f"{REPO_ROOT / 'README.md'}"], "not a folder"),
@@ -533,7 +533,7 @@ CHECKPOINT_CASES = [
     ("log-every-negative", ["--log-every", "-1"], "argument --log-every"),
     ("log-every-nan", ["--log-every", "nan"], "argument --log-every"),
 ]
-# Outputs and the memory guard (issue 16); bad model files for `gridgnn predict` are in tests/test_use_trained.py.
+# Outputs and the memory guard (issue 16); bad model files for `gridgnn predict` are in tests/train/test_use_trained.py.
 OUTPUT_CASES = [
     ("predictions-out-unknown-suffix", ["--predictions-out", "{tmp}/p.txt"], "must end in .npy"),
     ("predictions-out-folder-missing", ["--predictions-out", "{tmp}/missing/p.npy"], "does not exist"),

@@ -1,4 +1,4 @@
-"""Run inside a namespaced host by tests/test_multihost_network.py: ``python netcheck_probe.py JSON``.
+"""Run inside a namespaced host by tests/launch/test_multihost_network.py: ``python netcheck_probe.py JSON``.
 
 JSON: a list of steps; each is ``{"argv": [...]}`` (run `gridgnn.cli.main.main` on it) optionally with
 ``"listen": "ADDR:PORT"`` (hold a listening socket there during the step) and ``"before": [...]`` (a command

@@ -1,4 +1,4 @@
-"""Many hosts for real: torchrun across network namespaces joined by a bridge (`tests/netns_cluster.py`).
+"""Many hosts for real: torchrun across network namespaces joined by a bridge (`tests/helpers/netns_cluster.py`).
 
 Every rank of these runs reaches the others over a veth interface (10.200.0.0/24, only inside the
 namespaces), through torchrun's c10d rendezvous on host 0, and reads one prepared graph from a folder every
@@ -198,7 +198,7 @@ def _kill_host_one(cluster: NetnsCluster) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.slow  # benchmarks/lost_host_trials.py runs it 20 times; a lost worker: tests/test_lost_worker.py
+@pytest.mark.slow  # benchmarks/lost_host_trials.py runs it 20 times; a lost worker: tests/launch/test_lost_worker.py
 def test_a_killed_host_is_named_and_the_job_resumes_on_the_other(tmp_path, cora_prepared):
     timeout_s = 20
     stderr, elapsed, status = _lose_host_then_resume(tmp_path, cora_prepared, _kill_host_one, timeout_s)

@@ -1,6 +1,6 @@
 """What a cluster user meets first: the interface, an unreachable rendezvous, a port that is taken.
 
-`gridgnn netcheck` runs inside namespaced hosts (`tests/netns_cluster.py`, addresses 10.200.0.0/24 only);
+`gridgnn netcheck` runs inside namespaced hosts (`tests/helpers/netns_cluster.py`, addresses 10.200.0.0/24 only);
 the worker-side checks run on loopback. Each problem is one line ``gridgnn: error: ...`` and status 2.
 """
 

@@ -3,7 +3,7 @@
 Runs benchmarks/scale_rmat.py (prepare once; the workers memory-map the graph) on R-MAT 2^21 with edge
 factor 16 (about 64 M stored non-zeros): 1D, 1.5D and 2D at P = 4, and compares every rank's training peak
 (the resident set's high-water mark, reset when set-up ends) with the model plus the interpreter's own
-resident set measured in the same run. Slow (minutes): ``python -m pytest -m slow tests/test_memory_at_scale.py``.
+resident set measured in the same run. Slow (minutes): ``python -m pytest -m slow tests/plan/test_memory_at_scale.py``.
 The 2^22 run is in results/scale/.
 
 Every rank within 25 % (2^22 with this model: 1D 0.98-1.04, 1.5D 0.91-0.93, 2D 0.80-0.84, 3D 0.79-0.86;
