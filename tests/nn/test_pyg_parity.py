@@ -6,7 +6,8 @@
   forward, the input's gradient and every parameter's gradient within 1e-5, in both product orders, on directed
   graphs with isolated vertices (so the transpose and the empty mean are exercised; GAT's has an existing
   self-loop, which ``GATConv`` removes and adds again and the ``gat`` operator keeps once).
-- Cora's sparse features (`CORA`): the first layer's sparse-feature path (no densified input) equals PyG too.
+- Cora (`CORA`): a first layer on the dense input, and on the sparse-feature path (no densified input) where it
+  is transform-first, equals PyG too.
 - Model files (`MODEL_FILES`): a trained model's file loads back into the same predictions, and `gridgnn.to_pyg`
   maps it onto PyG's convolutions with the same probabilities; each kind's own options travel with it.
 """
@@ -64,6 +65,7 @@ def _graph_with_a_self_loop() -> Graph:
     adj = graph.adj.tolil()
     adj[3, 3] = 1.0  # an existing self-loop: GATConv removes it and adds one, the gat operator keeps one
     graph.adj = adj.tocsr()
+    assert (np.diff(graph.adj.indptr) == 0).any()  # still isolated rows
     return graph
 
 
