@@ -1,6 +1,6 @@
 """How often a lost host is named: issue 40's class 8, measured over many runs.
 
-Two hosts (network namespaces joined by a bridge, `tests/netns_cluster.py`; needs root), 4 workers each under
+Two hosts (network namespaces joined by a bridge, `tests/helpers/netns_cluster.py`; needs root), 4 workers each under
 torchrun with the c10d rendezvous, 3D 2x2x2 on a prepared Cora, a checkpoint every epoch. Once the first
 checkpoint exists, every process of host 1 is killed (SIGKILL). A trial counts as *named* when some worker of
 host 0 printed gridgnn's one line ``gridgnn: error: ... lost ranks ... (10.200.0.2) ...`` and no line that
@@ -30,7 +30,7 @@ from gridgnn.data.prepared import prepare_graph  # noqa: E402
 from gridgnn.launch.spawn import free_port  # noqa: E402
 from gridgnn.train.checkpoint.naming import latest_checkpoint  # noqa: E402
 from gridgnn.train.run.training import load_graph  # noqa: E402
-from tests.netns_cluster import NetnsCluster, namespaces_unavailable  # noqa: E402
+from tests.helpers.netns_cluster import NetnsCluster, namespaces_unavailable  # noqa: E402
 
 
 def trial(prepared: Path, work: Path, timeout_s: int) -> dict:

@@ -187,7 +187,7 @@ def nccl_section() -> dict:
     if count < 2:
         return {"status": f"skipped: {count} GPU{'s' * (count != 1)} (NCCL needs one GPU per rank, two at least)"}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/test_spmm_distributed.py"], cwd=REPO, capture_output=True, text=True,
+                           "tests/spmm/test_spmm_distributed.py"], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "GRIDGNN_TEST_DEVICE": "cuda"}, timeout=120)
     tail = done.stdout.strip().splitlines()[-1:] or [""]
     return {"gpus": count, "returncode": done.returncode, "summary": tail[0], "pass": done.returncode == 0}

@@ -1,6 +1,6 @@
 """gridgnn's import contract (docs/architecture.md §4): one-way layers, no import cycles, pure index math stays pure.
 
-Run by ``.ci/run`` and by ``tests/test_import_contract.py``; prints every breach (``file:line``) and exits 1,
+Run by ``.ci/run`` and by ``tests/project/test_import_contract.py``; prints every breach (``file:line``) and exits 1,
 or prints one line and exits 0. Imports inside functions count too: a lazy import is still a dependency.
 Inside the packages of `NO_TYPE_CHECKING_CYCLES` (spmm/) an ``if TYPE_CHECKING:`` import counts for cycles as
 well: a module that names another's class in its annotations while that one imports it back is a circle, even

@@ -1,6 +1,6 @@
 """Vectorized per-rank communication of one distributed SpMM: every rank of the grid at once.
 
-The same closed forms as the per-rank test oracle ``tests/cost_oracles.py`` (`spmm_cost`, which prices
+The same closed forms as the per-rank test oracle ``tests/helpers/cost_oracles.py`` (`spmm_cost`, which prices
 one rank; the tests check they agree rank by rank), restated with numpy over all P ranks and split into
 *terms*: one (operation, axis) pair each, with per-rank calls and bytes, so a machine profile can price each
 collective by its own α and β.

@@ -3,7 +3,7 @@ each algorithm are `gridgnn.cost.stages`; the collectives of one rank, `gridgnn.
 no process group.
 
 The per-rank closed form of one SpMM that the tests price measured runs against is a test oracle
-(``tests/cost_oracles.py``); the model itself is `gridgnn.cost.rank_cost` (all ranks at once).
+(``tests/helpers/cost_oracles.py``); the model itself is `gridgnn.cost.rank_cost` (all ranks at once).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ From the sizes, the grid shape and the nnz of Â's panels, `spmm_steps` lists on
 forward (``Â X``) or backward (``Âᵀ G``) half of a dense SpMM, stage by stage in issue order, each a `Step`
 with the bytes the rank receives (the byte convention of `gridgnn.grid.comm`). The stages come from
 `gridgnn.cost.stages`, the same `StageLayout` the SpMM modules loop over; a measured run records exactly
-these steps (``tests/test_spmm_distributed.py`` compares them record by record on every algorithm at world
+these steps (``tests/spmm/test_spmm_distributed.py`` compares them record by record on every algorithm at world
 sizes 1-9), and the vectorized cost model `gridgnn.cost.rank_cost` must agree with their sums rank by rank
-(``tests/test_spmm_plan.py``).
+(``tests/cost/test_spmm_plan.py``).
 
 What each algorithm's stage s does (rows ``[a, b)`` of the segment; n_i this rank's block of Â rows; f_j its
 feature columns; a collective on a group of one process is skipped):

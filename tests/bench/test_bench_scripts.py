@@ -1,0 +1,144 @@
+"""Tiny runs of the benchmark scripts (benchmarks/*.py), only to keep them working; they time nothing. The
+model-kind scripts (accuracy_models.py, pyg_models_compare.py, accuracy_gat.py, pyg_gat_compare.py) and, slow,
+scale_rmat.py (the real run is in results/scale/) included."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from model_helpers import shared_datasets
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+TINY = "csbm:nodes=120,classes=3,features=20"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pyg_compare_tiny(tmp_path):
+    pytest.importorskip("torch_geometric")
+    bench = _load("pyg_compare")
+    out = tmp_path / "compare.json"
+    records = bench.main(["--dataset", TINY, "--epochs", "3", "--threads", "1", "--json", str(out),
+                          "--markdown", str(tmp_path / "compare.md")])
+    (record,) = records
+    assert record["ratio"] > 0 and len(record["gridgnn"]["epoch_times_s"]) == 3
+    assert 0.0 <= record["pyg"]["test_acc"] <= 1.0
+    assert json.loads(out.read_text())["records"][0]["dataset"] == TINY
+    assert "| dataset |" in (tmp_path / "compare.md").read_text()
+    combined = bench.main(["--from-json", str(out), str(out), "--markdown", str(tmp_path / "both.md")])
+    assert len(combined) == 2 and (tmp_path / "both.md").read_text().count(TINY) == 2
+
+
+def test_pyg_compare_plot(tmp_path):
+    pytest.importorskip("torch_geometric")
+    pytest.importorskip("matplotlib")
+    bench = _load("pyg_compare")
+    from matplotlib.image import imread
+
+    records = bench.main(["--dataset", TINY, "--epochs", "2", "--threads", "1", "--plot", str(tmp_path / "a.png")])
+    drawn = bench.plot(records, str(tmp_path / "epoch.png"))  # the bars are the records' medians, in ms
+    assert drawn == {"gridgnn": [1e3 * r["gridgnn"]["median_epoch_s"] for r in records],
+                     "pyg": [1e3 * r["pyg"]["median_epoch_s"] for r in records]}
+    assert imread(tmp_path / "epoch.png").shape[:2] == (480, 840)  # a PNG of 7 x 4 inches at 120 dpi
+
+
+def test_local_kernel_tiny(tmp_path):
+    bench = _load("local_kernel")
+    out = tmp_path / "kernel.json"
+    rows = bench.main(["--dataset", TINY, "--threads", "2", "--rounds", "1", "--min-sample-ms", "0",
+                       "--copy-mib", "4", "--json", str(out), "--markdown", str(tmp_path / "kernel.md")])
+    assert {row["piece"] for row in rows} == {"full", "2d-block"}
+    assert all(row["gflops"]["gridgnn"] > 0 and row["threads_gain"] > 0 for row in rows)
+    assert all(set(row["seconds"]) == set(bench.METHODS) for row in rows)
+    assert "threads gain median" in (tmp_path / "kernel.md").read_text()
+    assert json.loads(out.read_text())["environment"]["copy_gbytes_per_s"] > 0
+
+
+def test_accuracy_seeds_tiny(tmp_path):
+    bench = _load("accuracy_seeds")
+    out = tmp_path / "seeds.json"
+    graph = "csbm:nodes=300,classes=3,features=20"  # 20 train + 30 val per class leaves 150 test nodes
+    (record,) = bench.main(["--dataset", graph, "--seeds", "2", "--epochs", "30", "--json", str(out),
+                            "--markdown", str(tmp_path / "seeds.md")])
+    assert len(record["test_acc"]) == 2 and record["min"] == min(record["test_acc"])
+    assert record["test_acc"][0] != record["test_acc"][1] or record["sd"] == 0.0
+    assert record["mean"] > 1 / 3  # 3 well-separated classes: far above chance after 30 epochs
+    assert json.loads(out.read_text())["command"].startswith("python benchmarks/accuracy_seeds.py --dataset")
+    assert f"| {graph} |" in (tmp_path / "seeds.md").read_text()
+
+
+@pytest.mark.slow  # a benchmark script end to end
+def test_plan_stats_tiny(tmp_path):
+    from gridgnn.config import TrainConfig
+    from gridgnn.data.prepared import prepare_graph
+    from gridgnn.train.run.training import load_graph
+
+    folder = prepare_graph(load_graph(TrainConfig(dataset=TINY)), tmp_path / "prepared")
+    bench = _load("plan_stats")
+    report = bench.main([str(folder), "--nprocs", "2", "--algo", "1d", "--json", str(tmp_path / "p.json"),
+                         "--markdown", str(tmp_path / "p.md")])
+    assert [s["step"] for s in report["steps"]] == ["predicted", "auto"]
+    assert all(s["peak_bytes"] >= s["peak_before_bytes"] > 0 and s["seconds"] >= 0 for s in report["steps"])
+    assert report["steps"][1]["detail"].startswith("--algo auto chose")
+    assert "| predicted |" in (tmp_path / "p.md").read_text()
+
+
+# --- the model-kind benchmark scripts ------------------------------------------------------------------------
+
+MODELS_TINY = "csbm:nodes=240,classes=3,features=20"  # 20 + 30 per class leave 90 to test
+
+
+def test_accuracy_models_and_speed_scripts_tiny(tmp_path):
+    pytest.importorskip("torch_geometric")
+    accuracy = _load("accuracy_models")
+    records = accuracy.main(["--dataset", MODELS_TINY, "--seeds", "2", "--max-epochs", "2", "--json",
+                             str(tmp_path / "a.json"), "--markdown", str(tmp_path / "a.md")])
+    assert [r["model"] for r in records] == ["sage", "gat", "gin", "pyg-gin"]
+    assert all(len(r["test_acc"]) == 2 and 0.0 <= r["mean"] <= 1.0 for r in records)
+    assert json.loads((tmp_path / "a.json").read_text())["records"][0]["dataset"] == MODELS_TINY
+    assert "| sage |" in (tmp_path / "a.md").read_text()
+    assert [accuracy._feature_norm("sage", f) for f in ("setting", "default", "raw")] == [False, None, False]
+    assert accuracy._feature_norm("gin", "setting") is None
+    speed = _load("pyg_models_compare")
+    records = speed.main(["--dataset", MODELS_TINY, "--epochs", "2", "--markdown", str(tmp_path / "s.md")])
+    assert [r["model"] for r in records] == ["sage", "gin"]
+    assert all(r["ratio"] > 0 and len(r["pyg"]["epoch_times_s"]) == 2 for r in records)
+
+
+def test_gat_accuracy_and_speed_scripts_tiny(tmp_path):
+    pytest.importorskip("torch_geometric")
+    accuracy = _load("accuracy_gat")
+    data_root = str(shared_datasets())
+    records = accuracy.main(["--dataset", "cora", "--seeds", "1", "--max-epochs", "2", "--data-root", data_root,
+                             "--json", str(tmp_path / "a.json"), "--markdown", str(tmp_path / "a.md")])
+    assert records[0]["dataset"] == "cora" and 0.0 <= records[0]["mean"] <= 1.0
+    assert json.loads((tmp_path / "a.json").read_text())["records"][0]["setting"]["heads"] == 8
+    speed = _load("pyg_gat_compare")
+    records = speed.main(["--dataset", MODELS_TINY, "--epochs", "2", "--json", str(tmp_path / "s.json")])
+    assert records[0]["ratio"] > 0 and len(records[0]["pyg"]["epoch_times_s"]) == 2
+
+
+@pytest.mark.slow  # the benchmark script end to end (minutes on a loaded machine)
+def test_scale_benchmark_tiny(tmp_path):
+    spec = importlib.util.spec_from_file_location("scale_rmat", Path("benchmarks/scale_rmat.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    report = module.main(["--scale", "9", "--nprocs", "2", "--epochs", "2", "--algos", "2d",
+                          "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    assert [run["algo"] for run in report["runs"]] == ["2d"]
+    for run in report["runs"]:
+        assert run["bytes_per_rank_all"] == run["predicted_bytes_per_rank"]  # planner = measurement
+        assert len(run["predicted_memory_bytes"]) == len(run["peak_bytes"]) == 2
+        assert min(run["peak_bytes"]) > 0 and run["median_epoch_s"] > 0
+    assert json.loads((tmp_path / "out" / "scale.json").read_text())["num_nodes"] == 512
+    assert "| 2d | 1x2 |" in (tmp_path / "out" / "scale.md").read_text()
