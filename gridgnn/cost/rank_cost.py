@@ -48,11 +48,11 @@ def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeIn
     return costs_of(blocks.shape.algo).spmm_terms(blocks, width, backward, sizes, cached)
 
 
-def cached_orientations(kind: str) -> tuple[bool, ...]:
-    """The orientations of the Â panels ``--cache-panels`` keeps (``True``: Âᵀ) for a model kind or its
-    operator: GAT's attention reads only the forward panels (its backward forms αᵀG from them), every other
-    operator Â in forward and Âᵀ in backward."""
-    return (False,) if kind == "gat" else (False, True)
+def cached_orientations(operator: str) -> tuple[bool, ...]:
+    """The orientations of the Â panels ``--cache-panels`` keeps (``True``: Âᵀ) for an aggregation operator
+    (`gridgnn.data.operators`): attention's pattern (``gat``) is read only forward (its backward forms αᵀG
+    from the same panels), every other operator Â in forward and Âᵀ in backward."""
+    return (False,) if operator == "gat" else (False, True)
 
 
 def panel_cache_terms(blocks: ShapeBlocks, sizes: SizeInfo = FLOAT32,
