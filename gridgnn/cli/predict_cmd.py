@@ -77,7 +77,7 @@ def _folder_order(dataset: str | None) -> str:
 def run_predict(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn predict``; returns 0 on success."""
     from gridgnn.cli.train_cmd import launch_workers
-    from gridgnn.nn.export import MODEL_KINDS, kind_of
+    from gridgnn.nn.export import kind_of
     from gridgnn.train.process_group import in_launched_worker
     from gridgnn.train.products import check_products
 
@@ -89,7 +89,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
     model, _ = load_trained(args.model)  # a bad model file fails here, before any worker starts
     kind = kind_of(model)
-    config = predict_config(args, kind, MODEL_KINDS[kind].config_of(model))
+    config = predict_config(args, kind, model.file_config())
     check_products(config, reads={"--model": args.model})
     if config.metrics_out is not None:
         from gridgnn.train.metrics import check_writable
