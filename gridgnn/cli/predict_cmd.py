@@ -50,13 +50,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> TrainConfig:
-    """The `TrainConfig` that describes this inference run (model kind, sizes and options from the model
-    file)."""
+    """The `TrainConfig` that describes this inference run (model kind, sizes and the kind's own options from
+    the model file's ``model_config``: its class's ``options_from_file``)."""
+    from gridgnn.nn.models import MODELS
+
     return TrainConfig(
-        model=kind, sage_normalize=bool(model_config.get("normalize", False)),
-        gin_eps=float(model_config.get("eps", 0.0)), gin_train_eps=bool(model_config.get("train_eps", False)),
-        heads=int(model_config.get("heads", 1)), output_heads=int(model_config.get("output_heads", 1)),
-        attn_dropout=float(model_config.get("attn_dropout", 0.0)),
+        model=kind, **MODELS[kind].options_from_file(model_config),
         dataset=args.dataset, data_root=args.data_root, directed=args.directed,
         features=args.features, labels=args.labels, split=args.split,
         normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),

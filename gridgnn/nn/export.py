@@ -35,14 +35,17 @@ plans and predicts as any other; saving or converting it is refused with one `Co
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
 
+from gridgnn.config import TrainConfig
 from gridgnn.errors import ConfigError, GridGNNError
 from gridgnn.limits import zip_inflation_problem
 from gridgnn.nn.model_config import check_model_config, check_state_covers
@@ -92,6 +95,18 @@ def kind_of(model: nn.Module) -> str:
     if kind is None or MODELS.get(kind) is not type(model):
         raise ConfigError(f"cannot save a {type(model).__name__}: gridgnn saves {', '.join(file_kinds())} models")
     return kind
+
+
+def recorded_options(recorded: dict) -> dict:
+    """The model-file fields of its kind's own options (the class's ``file_options``) from a run's recorded
+    configuration ``recorded`` (a `gridgnn.config.TrainConfig` as a dict, as a checkpoint's manifest holds it;
+    a field it lacks, written before that field existed, reads as `TrainConfig`'s default); none for a kind
+    this gridgnn does not register (`build_model` then names it). May raise TypeError or ValueError on a
+    malformed value."""
+    model_class = MODELS.get(recorded.get("model", "gcn"))
+    if model_class is None:
+        return {}
+    return model_class.file_options(SimpleNamespace(**{**dataclasses.asdict(TrainConfig()), **recorded}))
 
 
 def check_saves(kind: str, flag: str = "--save-model") -> None:

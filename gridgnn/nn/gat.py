@@ -132,6 +132,16 @@ class GAT(LayerStack):
         return cls(*args, heads=int(config["heads"]), output_heads=int(config["output_heads"]),
                    attn_dropout=float(config["attn_dropout"]), **kwargs)
 
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"heads": int(options.heads), "output_heads": int(options.output_heads),
+                "attn_dropout": float(options.attn_dropout)}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        return {"heads": int(config["heads"]), "output_heads": int(config["output_heads"]),
+                "attn_dropout": float(config["attn_dropout"])}
+
     def pyg_convs(self) -> list[nn.Module]:
         from torch_geometric.nn import GATConv
 

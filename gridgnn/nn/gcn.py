@@ -78,6 +78,10 @@ class GCN(LayerStack):
         args, kwargs = cls.stack_arguments(config)
         return cls(*args, bias=config["bias"], **kwargs)
 
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"bias": True}  # a trained GCN always has its bias
+
     def pyg_convs(self) -> list[nn.Module]:
         from torch_geometric.nn import GCNConv
 

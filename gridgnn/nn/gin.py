@@ -84,6 +84,14 @@ class GIN(LayerStack):
         args, kwargs = cls.stack_arguments(config)
         return cls(*args, eps=float(config["eps"]), train_eps=bool(config["train_eps"]), **kwargs)
 
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"eps": float(options.gin_eps), "train_eps": bool(options.gin_train_eps)}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        return {"gin_eps": float(config["eps"]), "gin_train_eps": bool(config["train_eps"])}
+
     def pyg_convs(self) -> list[nn.Module]:
         from torch_geometric.nn import GINConv
 

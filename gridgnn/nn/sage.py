@@ -83,6 +83,14 @@ class SAGE(LayerStack):
         args, kwargs = cls.stack_arguments(config)
         return cls(*args, normalize=bool(config["normalize"]), **kwargs)
 
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"normalize": bool(options.sage_normalize)}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        return {"sage_normalize": bool(config["normalize"])}
+
     def pyg_convs(self) -> list[nn.Module]:
         from torch_geometric.nn import SAGEConv
 

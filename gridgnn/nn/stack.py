@@ -128,10 +128,10 @@ class LayerStack(nn.Module):
 
     def stack_config(self) -> dict:
         """The model-file ``config`` fields every kind shares: in_channels, hidden_channels, out_channels,
-        num_layers, order (one order, or ``auto`` when the layers differ), dropout, seed, task, and a
+        num_layers, order (one order, or ``auto`` when the layers differ or name none), dropout, seed, task, and a
         standardized regression's target_shift and target_scale."""
         first, last = self.layers[0], self.layers[-1]
-        orders = {layer.order for layer in self.layers}
+        orders = {getattr(layer, "order", "auto") for layer in self.layers}  # a kind with one order names none
         return {"in_channels": first.in_channels,
                 "hidden_channels": first.out_channels if len(self.layers) > 1 else last.out_channels,
                 "out_channels": last.out_channels, "num_layers": len(self.layers),
@@ -162,6 +162,20 @@ class LayerStack(nn.Module):
     def from_file_config(cls, config: dict) -> LayerStack:
         """A fresh model from a checked model-file ``config`` (`check_file_config`), its task not yet set."""
         raise cls.no_layout("read from a model file")
+
+    @staticmethod
+    def file_options(options) -> dict:
+        """This kind's own model-file fields (`file_fields`) from a run's ``options`` (a
+        `gridgnn.config.TrainConfig`, or anything with its fields: a checkpoint's recorded configuration);
+        none by default."""
+        return {}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        """The reverse of `file_options`: the `gridgnn.config.TrainConfig` fields of this kind's own options
+        from a checked model-file ``config`` (``gridgnn predict`` describes its run with them); none by
+        default."""
+        return {}
 
     @staticmethod
     def file_structure(config) -> dict:
