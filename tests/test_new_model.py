@@ -146,6 +146,8 @@ def test_saving_or_converting_a_kind_without_a_file_layout_is_refused_only_when_
     assert not target.exists()
     with pytest.raises(ConfigError, match="kind sgc cannot be converted to PyG"):
         gridgnn.to_pyg(trained.model)
+    with pytest.raises(ConfigError, match=r"fit\(nprocs > 1\): --model sgc has no model-file layout"):
+        gridgnn.fit(dataset=GRAPH["dataset"], directed=True, model="sgc", layers=1, epochs=1, nprocs=2)  # no start
     gcn = gridgnn.fit(dataset=GRAPH["dataset"], directed=True, layers=1, epochs=1).save(tmp_path / "gcn.pt")
     document = torch.load(gcn, weights_only=True)
     torch.save(dict(document, model="sgc"), tmp_path / "claims_sgc.pt")  # a file naming a kind without a layout

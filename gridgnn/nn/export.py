@@ -109,12 +109,13 @@ def recorded_options(recorded: dict) -> dict:
     return model_class.file_options(SimpleNamespace(**{**dataclasses.asdict(TrainConfig()), **recorded}))
 
 
-def check_saves(kind: str, flag: str = "--save-model") -> None:
-    """Raise `ConfigError` (one line naming ``flag``) when the model kind ``kind`` has no model-file layout:
-    checked before a run trains, so it fails before the work rather than at the end. Not collective."""
+def check_saves(kind: str, flag: str = "--save-model", fix: str | None = None) -> None:
+    """Raise `ConfigError` (one line naming ``flag`` and ending with ``fix``, by default: leave ``flag`` out)
+    when the model kind ``kind`` has no model-file layout: checked before a run trains, so it fails before the
+    work rather than at the end. Not collective."""
     if MODELS[kind].file_fields is None:
         raise ConfigError(f"{flag}: --model {kind} has no model-file layout (gridgnn saves "
-                          f"{', '.join(file_kinds())} models); leave {flag} out")
+                          f"{', '.join(file_kinds())} models); {fix or f'leave {flag} out'}")
 
 
 def model_document(model: nn.Module, info: dict | None = None) -> dict:
