@@ -185,6 +185,7 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
     import json
 
     from gridgnn.launch.workers import launch_workers
+    from gridgnn.nn.export import check_saves
     from gridgnn.plan.execution import UNSET
     from gridgnn.run_spec import ProcessOptions
 
@@ -195,6 +196,8 @@ def _train_on_workers(graph: Graph, nprocs: int, threads: int | None, options: d
         options.setdefault("save_model", str(Path(folder) / "model.pt"))
         options.setdefault("metrics_out", str(Path(folder) / "metrics.json"))
         config = TrainConfig(**options)
+        check_saves(config.model, "fit(nprocs > 1)", "its workers hand the model back in a model file: train it "
+                    "in one process or under torchrun")
         status = launch_workers(config, ProcessOptions(threads=threads), graph=graph)
         if status != 0:
             raise RuntimeError(f"gridgnn train on {nprocs} workers failed with status {status} (see its stderr)")

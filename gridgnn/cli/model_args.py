@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from gridgnn.config import MODELS, TrainConfig
+import gridgnn.config.choices
+from gridgnn.config import TrainConfig
 
 _DEFAULTS = TrainConfig()
-MODEL_NAMES = {"gcn": "GCN", "sage": "GraphSAGE-mean", "gin": "GIN", "gat": "GAT"}
-"""How summaries name each ``--model``."""
+
+
+def model_label(kind: str) -> str:
+    """How summaries name the ``--model`` ``kind``: its class's label (`gridgnn.nn.models.label_of`; imported
+    here, when a summary is printed, not to build the parser)."""
+    from gridgnn.nn.models import label_of
+
+    return label_of(kind)
 
 
 def model_flags(spec) -> list[str]:
@@ -23,7 +30,7 @@ def model_flags(spec) -> list[str]:
 def add_model_arguments(group, *, eps_value: bool = True) -> None:
     """Add ``--model``, ``--sage-normalize``, ``--gin-train-eps``, (``eps_value``) ``--gin-eps`` and GAT's
     ``--heads``, ``--output-heads``, ``--attn-dropout`` to the argument group ``group``."""
-    group.add_argument("--model", choices=MODELS, default=_DEFAULTS.model,
+    group.add_argument("--model", choices=gridgnn.config.choices.MODELS, default=_DEFAULTS.model,
                        help="gcn: Â H W; sage: GraphSAGE-mean with root weight; gin: MLP((1+ε) h + Σ neighbours); "
                             "gat: graph attention (PyG's GATConv) "
                             "(default: %(default)s)")

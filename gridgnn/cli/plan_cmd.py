@@ -18,7 +18,7 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING
 
-from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments, model_flags
+from gridgnn.cli.model_args import add_model_arguments, model_flags, model_label
 from gridgnn.cli.node_file_flags import add_node_file_arguments
 from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
 from gridgnn.cost.process_baseline import baseline_note
@@ -357,8 +357,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return by_order(entry.reorder, entry.shape.sizes[0], entry.shape.depth)
 
     print(f"graph      {stats.describe()}")
-    name = MODEL_NAMES.get(spec.model, spec.model)  # a kind without a display name shows its own
-    print(f"model      {name} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
+    print(f"model      {model_label(spec.model)} widths {'-'.join(map(str, spec.widths))}, order {spec.order}")
     print(f"machine    {profile.name}: {profile.description}; memory per process "
           f"{_human(limit) if limit else 'unlimited'}")
     print(f"memory     memory/rank counts {baseline_note(profile.device)}")

@@ -50,13 +50,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> TrainConfig:
-    """The `TrainConfig` that describes this inference run (model kind, sizes and options from the model
-    file)."""
+    """The `TrainConfig` that describes this inference run (model kind, sizes and the kind's own options from
+    the model file's ``model_config``: its class's ``options_from_file``)."""
+    from gridgnn.nn.models import MODELS
+
     return TrainConfig(
-        model=kind, sage_normalize=bool(model_config.get("normalize", False)),
-        gin_eps=float(model_config.get("eps", 0.0)), gin_train_eps=bool(model_config.get("train_eps", False)),
-        heads=int(model_config.get("heads", 1)), output_heads=int(model_config.get("output_heads", 1)),
-        attn_dropout=float(model_config.get("attn_dropout", 0.0)),
+        model=kind, **MODELS[kind].options_from_file(model_config),
         dataset=args.dataset, data_root=args.data_root, directed=args.directed,
         features=args.features, labels=args.labels, split=args.split,
         normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),
@@ -77,7 +76,7 @@ def _folder_order(dataset: str | None) -> str:
 def run_predict(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn predict``; returns 0 on success."""
     from gridgnn.cli.train_cmd import launch_workers
-    from gridgnn.nn.export import MODEL_KINDS, kind_of
+    from gridgnn.nn.export import kind_of
     from gridgnn.train.outputs.products import check_products
     from gridgnn.train.run.process_group import in_launched_worker
 
@@ -89,7 +88,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
     model, _ = load_trained(args.model)  # a bad model file fails here, before any worker starts
     kind = kind_of(model)
-    config = predict_config(args, kind, MODEL_KINDS[kind].config_of(model))
+    config = predict_config(args, kind, model.file_config())
     check_products(config, reads={"--model": args.model})
     if config.metrics_out is not None:
         from gridgnn.train.outputs.metrics import check_writable

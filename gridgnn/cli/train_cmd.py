@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from gridgnn.cli.model_args import MODEL_NAMES, add_model_arguments
+from gridgnn.cli.model_args import add_model_arguments, model_label
 from gridgnn.cli.node_file_flags import add_node_file_arguments
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import (
@@ -254,7 +254,7 @@ def format_summary(config: TrainConfig, run: Run) -> str:
         f"{data['num_features']} features, " + _outputs(data),
         "split      " + "  ".join(f"{name} {count}" for name, count in data["split"].items())
         + ("  (an empty split's accuracy reads 0)" if 0 in data["split"].values() else ""),
-        f"model      {MODEL_NAMES[config.model]} {config.layers} layers, hidden {config.hidden}, order {config.order}, "
+        f"model      {model_label(config.model)} {config.layers} layers, hidden {config.hidden}, order {config.order}, "
         f"algo {config.algo}, seed {config.seed}",
         *_metric_lines(final, data),
         format_time_line(final, len(run.result.epochs), run.result.epochs),

@@ -4,7 +4,8 @@ A model file (``gridgnn train --save-model FILE``, `save_model`) is one ``torch.
 types and tensors, so ``torch.load(FILE, weights_only=True)`` reads it without running code::
 
     format     "gridgnn-model/1"
-    model      the model kind: "gcn", "sage", "gin" or "gat" (the keys of `MODEL_KINDS`, as ``--model``)
+    model      the model kind: "gcn", "sage", "gin" or "gat" (a kind of `gridgnn.nn.models.MODELS`, as
+               ``--model``, whose class has a model-file layout: `file_kinds`)
     config     the constructor arguments of that kind: in_channels, hidden_channels, out_channels, num_layers,
                order (per-layer orders follow from it), dropout, seed; and "gcn": bias; "sage": normalize;
                "gin": eps (the initial ε), train_eps; "gat": heads, output_heads, attn_dropout
@@ -24,29 +25,32 @@ log-probabilities within 1e-5. A "sage" layer is ``SAGEConv(in, out, aggr="mean"
 normalize=...)`` with ``lin_l.weight = W_neighᵀ``, ``lin_l.bias = b``, ``lin_r.weight = W_rootᵀ``; a "gin" layer
 is ``GINConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps)``; a "gat" layer is
 ``GATConv(in, C, heads=K, concat=...)`` with ``lin.weight = Wᵀ``, ``att_src``/``att_dst`` of shape (1, K, C),
-``bias = b``. A new model kind adds one entry to `MODEL_KINDS`.
+``bias = b``.
+
+Each kind's part of this lives with its class (`gridgnn.nn.stack.LayerStack`): ``file_fields`` and
+``file_config`` (what it writes), ``check_file_config`` and ``from_file_config`` (what it reads back), and
+``pyg_convs`` (its PyG layers); this module only frames them. A kind whose class defines none of them trains,
+plans and predicts as any other; saving or converting it is refused with one `ConfigError` line when asked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import zipfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
 
+from gridgnn.config import TrainConfig
 from gridgnn.errors import ConfigError, GridGNNError
 from gridgnn.limits import zip_inflation_problem
-from gridgnn.nn.gat import GAT
-from gridgnn.nn.gcn import GCN
-from gridgnn.nn.gin import GIN
 from gridgnn.nn.model_config import check_model_config, check_state_covers
-from gridgnn.nn.sage import SAGE
-from gridgnn.nn.stack import OUTPUTS, LayerStack
+from gridgnn.nn.models import MODELS
+from gridgnn.nn.stack import OUTPUTS
 from gridgnn.safe_files import atomic_write
 
 FORMAT = "gridgnn-model/1"
@@ -56,77 +60,6 @@ MAX_MODEL_BYTES = 4 << 30
 
 class ModelFileError(GridGNNError):
     """A model file is missing, corrupt, foreign, or does not fit the data it is used on."""
-
-
-@dataclass(frozen=True)
-class ModelKind:
-    """How to rebuild one kind of model from its ``config`` and to describe and map an instance."""
-
-    build: Callable[[dict], nn.Module]
-    config_of: Callable[[nn.Module], dict]
-    to_pyg: Callable[[nn.Module], nn.Module]
-
-
-def _stack_config(model: LayerStack) -> dict:
-    """The constructor arguments every `LayerStack` shares."""
-    first, last = model.layers[0], model.layers[-1]
-    orders = {layer.order for layer in model.layers}
-    return {"in_channels": first.in_channels,
-            "hidden_channels": first.out_channels if len(model.layers) > 1 else last.out_channels,
-            "out_channels": last.out_channels, "num_layers": len(model.layers),
-            "order": orders.pop() if len(orders) == 1 else "auto", "dropout": model.dropout, "seed": model.seed,
-            "task": model.task, **({"target_shift": model.target_shift, "target_scale": model.target_scale}
-                                   if model.target_scale is not None else {})}
-
-
-def _stack_arguments(config: dict) -> tuple[tuple, dict]:
-    """The positional and shared keyword arguments of a `LayerStack` from its ``config``."""
-    return ((config["in_channels"], config["hidden_channels"], config["out_channels"]),
-            {"num_layers": config["num_layers"], "dropout": config["dropout"], "order": config["order"],
-             "seed": config["seed"]})
-
-
-def _gcn_config(model: GCN) -> dict:
-    return {**_stack_config(model), "bias": model.layers[0].bias is not None}
-
-
-def _gcn_build(config: dict) -> GCN:
-    args, kwargs = _stack_arguments(config)
-    return GCN(*args, bias=config["bias"], **kwargs)
-
-
-def _sage_config(model: SAGE) -> dict:
-    return {**_stack_config(model), "normalize": bool(model.layers[0].normalize)}
-
-
-def _sage_build(config: dict) -> SAGE:
-    args, kwargs = _stack_arguments(config)
-    return SAGE(*args, normalize=bool(config["normalize"]), **kwargs)
-
-
-def _gin_config(model: GIN) -> dict:
-    first = model.layers[0]
-    return {**_stack_config(model), "eps": float(first.eps.detach()[0]),
-            "train_eps": isinstance(first.eps, nn.Parameter)}
-
-
-def _gin_build(config: dict) -> GIN:
-    args, kwargs = _stack_arguments(config)
-    return GIN(*args, eps=float(config["eps"]), train_eps=bool(config["train_eps"]), **kwargs)
-
-
-def _gat_config(model: GAT) -> dict:
-    config = {**_stack_config(model), "heads": model.heads, "output_heads": model.output_heads,
-              "attn_dropout": model.attn_dropout}
-    if len(model.layers) > 1:
-        config["hidden_channels"] = model.hidden_per_head
-    return config
-
-
-def _gat_build(config: dict) -> GAT:
-    args, kwargs = _stack_arguments(config)
-    return GAT(*args, heads=int(config["heads"]), output_heads=int(config["output_heads"]),
-               attn_dropout=float(config["attn_dropout"]), **kwargs)
 
 
 class PygStack(nn.Module):
@@ -150,88 +83,47 @@ class PygStack(nn.Module):
         return x
 
 
-def _gcn_to_pyg(model: GCN) -> PygStack:
-    from torch_geometric.nn import GCNConv
-
-    convs = []
-    for layer in model.layers:
-        conv = GCNConv(layer.in_channels, layer.out_channels, bias=layer.bias is not None)
-        with torch.no_grad():
-            conv.lin.weight.copy_(layer.weight.detach().T)
-            if layer.bias is not None:
-                conv.bias.copy_(layer.bias.detach())
-        convs.append(conv)
-    return PygStack(convs).eval()
-
-
-def _sage_to_pyg(model: SAGE) -> PygStack:
-    from torch_geometric.nn import SAGEConv
-
-    convs = []
-    for layer in model.layers:
-        conv = SAGEConv(layer.in_channels, layer.out_channels, aggr="mean", root_weight=True,
-                        normalize=layer.normalize)
-        with torch.no_grad():
-            conv.lin_l.weight.copy_(layer.weight_neigh.detach().T)
-            conv.lin_l.bias.copy_(layer.bias.detach())
-            conv.lin_r.weight.copy_(layer.weight_root.detach().T)
-        convs.append(conv)
-    return PygStack(convs).eval()
-
-
-def _gin_to_pyg(model: GIN) -> PygStack:
-    from torch_geometric.nn import GINConv
-
-    convs = []
-    for layer in model.layers:
-        mlp = nn.Sequential(nn.Linear(layer.in_channels, layer.out_channels), nn.ReLU(),
-                            nn.Linear(layer.out_channels, layer.out_channels))
-        conv = GINConv(mlp, eps=float(layer.eps.detach()[0]), train_eps=isinstance(layer.eps, nn.Parameter))
-        with torch.no_grad():
-            mlp[0].weight.copy_(layer.weight1.detach().T)
-            mlp[0].bias.copy_(layer.bias1.detach())
-            mlp[2].weight.copy_(layer.weight2.detach().T)
-            mlp[2].bias.copy_(layer.bias2.detach())
-        convs.append(conv)
-    return PygStack(convs).eval()
-
-
-def _gat_to_pyg(model: GAT) -> PygStack:
-    from torch_geometric.nn import GATConv
-
-    convs = []
-    for layer in model.layers:
-        conv = GATConv(layer.in_channels, layer.channels, heads=layer.heads, concat=layer.concat)
-        with torch.no_grad():
-            conv.lin.weight.copy_(layer.weight.detach().T)
-            conv.att_src.copy_(layer.att_src.detach()[None])
-            conv.att_dst.copy_(layer.att_dst.detach()[None])
-            conv.bias.copy_(layer.bias.detach())
-        convs.append(conv)
-    return PygStack(convs).eval()
-
-
-MODEL_KINDS: dict[str, ModelKind] = {"gcn": ModelKind(_gcn_build, _gcn_config, _gcn_to_pyg),
-                                     "sage": ModelKind(_sage_build, _sage_config, _sage_to_pyg),
-                                     "gin": ModelKind(_gin_build, _gin_config, _gin_to_pyg),
-                                     "gat": ModelKind(_gat_build, _gat_config, _gat_to_pyg)}
-"""Model kinds a model file may hold, by the ``model`` field."""
+def file_kinds() -> tuple[str, ...]:
+    """The model kinds with a model-file layout (`gridgnn.nn.stack.LayerStack.file_fields`), as registered."""
+    return tuple(kind for kind, cls in MODELS.items() if cls.file_fields is not None)
 
 
 def kind_of(model: nn.Module) -> str:
-    """The `MODEL_KINDS` key of ``model`` (raises `ConfigError` for a model gridgnn cannot save)."""
-    for kind, cls in (("gcn", GCN), ("sage", SAGE), ("gin", GIN), ("gat", GAT)):
-        if type(model) is cls:
-            return kind
-    raise ConfigError(f"cannot save a {type(model).__name__}: gridgnn saves {', '.join(MODEL_KINDS)} models")
+    """The registered kind (`gridgnn.nn.models.MODELS`) of ``model``: its class's ``kind`` when that class is
+    the one registered under it (`ConfigError` otherwise: gridgnn cannot name, save or convert it)."""
+    kind = getattr(type(model), "kind", None)
+    if kind is None or MODELS.get(kind) is not type(model):
+        raise ConfigError(f"cannot save a {type(model).__name__}: gridgnn saves {', '.join(file_kinds())} models")
+    return kind
+
+
+def recorded_options(recorded: dict) -> dict:
+    """The model-file fields of its kind's own options (the class's ``file_options``) from a run's recorded
+    configuration ``recorded`` (a `gridgnn.config.TrainConfig` as a dict, as a checkpoint's manifest holds it;
+    a field it lacks, written before that field existed, reads as `TrainConfig`'s default); none for a kind
+    this gridgnn does not register (`build_model` then names it). May raise TypeError or ValueError on a
+    malformed value."""
+    model_class = MODELS.get(recorded.get("model", "gcn"))
+    if model_class is None:
+        return {}
+    return model_class.file_options(SimpleNamespace(**{**dataclasses.asdict(TrainConfig()), **recorded}))
+
+
+def check_saves(kind: str, flag: str = "--save-model", fix: str | None = None) -> None:
+    """Raise `ConfigError` (one line naming ``flag`` and ending with ``fix``, by default: leave ``flag`` out)
+    when the model kind ``kind`` has no model-file layout: checked before a run trains, so it fails before the
+    work rather than at the end. Not collective."""
+    if MODELS[kind].file_fields is None:
+        raise ConfigError(f"{flag}: --model {kind} has no model-file layout (gridgnn saves "
+                          f"{', '.join(file_kinds())} models); {fix or f'leave {flag} out'}")
 
 
 def model_document(model: nn.Module, info: dict | None = None) -> dict:
     """The dict a model file holds (see the module docstring); tensors are detached CPU copies."""
     kind = kind_of(model)
+    config = model.file_config()  # a kind without a model-file layout refuses here, before any copy
     state = {key: value.detach().cpu().clone() for key, value in model.state_dict().items()}
-    return {"format": FORMAT, "model": kind, "config": MODEL_KINDS[kind].config_of(model), "state": state,
-            "info": dict(info or {})}
+    return {"format": FORMAT, "model": kind, "config": config, "state": state, "info": dict(info or {})}
 
 
 def save_model(model: nn.Module, path: str | os.PathLike, info: dict | None = None) -> Path:
@@ -292,11 +184,12 @@ def build_model(kind: object, config: dict, *, where: str = "model", state: dict
     """A fresh model of ``kind`` from its ``config`` (raises `ModelFileError` for an unknown kind or a bad
     configuration, checked before anything is allocated: `gridgnn.nn.model_config`; with ``state``, also a
     configuration needing more weights than ``state`` holds)."""
-    if kind not in MODEL_KINDS:
-        raise ModelFileError(f"{where}: unknown model kind {kind!r} (this gridgnn knows "
-                             f"{', '.join(MODEL_KINDS)})")
+    if kind not in file_kinds():
+        raise ModelFileError(f"{where}: unknown model kind {kind!r} (this gridgnn reads "
+                             f"{', '.join(file_kinds())} model files)")
+    model_class = MODELS[kind]
     try:
-        widths = check_model_config(kind, config)
+        widths = check_model_config(model_class, config)
     except ValueError as exc:
         raise ModelFileError(f"{where}: malformed {kind} configuration ({exc})") from None
     if state is not None:
@@ -308,8 +201,8 @@ def build_model(kind: object, config: dict, *, where: str = "model", state: dict
     if task not in OUTPUTS:
         raise ModelFileError(f"{where}: unknown task {task!r} (this gridgnn knows {', '.join(OUTPUTS)})")
     try:
-        return MODEL_KINDS[kind].build(config).for_task(task, config.get("target_shift"),
-                                                         config.get("target_scale"))
+        return model_class.from_file_config(config).for_task(task, config.get("target_shift"),
+                                                              config.get("target_scale"))
     except (KeyError, TypeError, ValueError, GridGNNError) as exc:
         raise ModelFileError(f"{where}: malformed {kind} configuration ({exc})") from None
 
@@ -320,14 +213,15 @@ def to_pyg(model: nn.Module) -> nn.Module:
     ``to_pyg(model)(x, edge_index)`` gives the output of gridgnn's ``model(x, agg)`` within 1e-5:
     log-probabilities for a multiclass model, logits or values for a multilabel or regression one.
     """
-    pyg = MODEL_KINDS[kind_of(model)].to_pyg(model)
+    kind_of(model)
+    pyg = PygStack(model.pyg_convs()).eval()  # a kind without a PyG mapping refuses here (ConfigError)
     pyg.output, pyg.target_shift, pyg.target_scale = model.output, model.target_shift, model.target_scale
     return pyg
 
 
 def check_fits(model: nn.Module, num_features: int, where: str) -> None:
     """Raise `ModelFileError` when ``model`` was trained for another feature width than the data's."""
-    width = MODEL_KINDS[kind_of(model)].config_of(model)["in_channels"]
+    width = model.layers[0].in_channels
     if width != num_features:
         raise ModelFileError(f"{where} takes {width} input features, the dataset has {num_features}; "
                              "predict on a graph with the same feature width")

@@ -21,6 +21,7 @@ from gridgnn.config import MAX_HEADS
 from gridgnn.errors import ConfigError
 from gridgnn.nn.dropout import stored_keep
 from gridgnn.nn.layout import Layout, as_layout
+from gridgnn.nn.model_config import fraction_field, integer_field
 from gridgnn.nn.stack import LayerStack, glorot
 from gridgnn.sparse.csr import SparseBlock
 
@@ -99,10 +100,65 @@ class GATLayer(nn.Module):
 class GAT(LayerStack):
     """GAT of ``num_layers`` `GATLayer`s: hidden layers of ``heads`` heads of ``hidden_channels`` channels
     (concatenated: width heads · hidden_channels), the output layer of ``output_heads`` heads of
-    ``out_channels`` (averaged). Dropout, ReLU and output: `gridgnn.nn.stack.LayerStack`."""
+    ``out_channels`` (averaged). Dropout, ReLU and output: `gridgnn.nn.stack.LayerStack`.
+
+    Model file: the shared fields (``hidden_channels`` the width of one head), ``heads``, ``output_heads``,
+    ``attn_dropout``; state ``layers.{k}.weight`` (in, K·C), ``att_src``, ``att_dst`` (K, C), ``bias`` (K·C, or
+    C on the output layer). PyG: ``GATConv(in, C, heads=K, concat=...)`` with ``lin.weight = Wᵀ``,
+    ``att_src``/``att_dst`` of shape (1, K, C), ``bias = b``."""
 
     operator = "gat"
     kind = "gat"
+    label = "GAT"
+    file_fields = ("heads", "output_heads", "attn_dropout")
+
+    def file_config(self) -> dict:
+        config = {**self.stack_config(), "heads": self.heads, "output_heads": self.output_heads,
+                  "attn_dropout": self.attn_dropout}
+        if len(self.layers) > 1:
+            config["hidden_channels"] = self.hidden_per_head
+        return config
+
+    @classmethod
+    def check_file_config(cls, config: dict) -> int:
+        heads = integer_field(config, "heads", 1, MAX_HEADS)
+        integer_field(config, "output_heads", 1, MAX_HEADS)
+        fraction_field(config, "attn_dropout")
+        return heads  # the hidden layers concatenate their heads
+
+    @classmethod
+    def from_file_config(cls, config: dict) -> GAT:
+        args, kwargs = cls.stack_arguments(config)
+        return cls(*args, heads=int(config["heads"]), output_heads=int(config["output_heads"]),
+                   attn_dropout=float(config["attn_dropout"]), **kwargs)
+
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"heads": int(options.heads), "output_heads": int(options.output_heads),
+                "attn_dropout": float(options.attn_dropout)}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        return {"heads": int(config["heads"]), "output_heads": int(config["output_heads"]),
+                "attn_dropout": float(config["attn_dropout"])}
+
+    def pyg_convs(self) -> list[nn.Module]:
+        from torch_geometric.nn import GATConv
+
+        convs = []
+        for layer in self.layers:
+            conv = GATConv(layer.in_channels, layer.channels, heads=layer.heads, concat=layer.concat)
+            with torch.no_grad():
+                conv.lin.weight.copy_(layer.weight.detach().T)
+                conv.att_src.copy_(layer.att_src.detach()[None])
+                conv.att_dst.copy_(layer.att_dst.detach()[None])
+                conv.bias.copy_(layer.bias.detach())
+            convs.append(conv)
+        return convs
+
+    @staticmethod
+    def file_structure(config) -> dict:
+        return {"heads": config.heads, "output_heads": config.output_heads}
 
     @classmethod
     def from_config(cls, config, in_channels: int, out_channels: int) -> GAT:

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from gridgnn.config import resolve_order
 from gridgnn.nn.layout import Layout, as_layout, global_ids
+from gridgnn.nn.model_config import flag_field
 from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
@@ -54,10 +55,45 @@ class GCNLayer(nn.Module):
 
 
 class GCN(LayerStack):
-    """A GCN of ``num_layers`` `GCNLayer`s (see `gridgnn.nn.stack.LayerStack` for dropout and output)."""
+    """A GCN of ``num_layers`` `GCNLayer`s (see `gridgnn.nn.stack.LayerStack` for dropout and output).
+
+    Model file: the shared fields and ``bias``; state ``layers.{k}.weight`` (in, out), ``layers.{k}.bias``
+    (out,). PyG: layer k is ``GCNConv(in, out, bias=...)`` with ``lin.weight = W_kᵀ`` and ``bias = b_k``."""
 
     operator = "gcn"
     kind = "gcn"
+    label = "GCN"
+    file_fields = ("bias",)
+
+    def file_config(self) -> dict:
+        return {**self.stack_config(), "bias": self.layers[0].bias is not None}
+
+    @classmethod
+    def check_file_config(cls, config: dict) -> int:
+        flag_field(config, "bias")
+        return 1
+
+    @classmethod
+    def from_file_config(cls, config: dict) -> GCN:
+        args, kwargs = cls.stack_arguments(config)
+        return cls(*args, bias=config["bias"], **kwargs)
+
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"bias": True}  # a trained GCN always has its bias
+
+    def pyg_convs(self) -> list[nn.Module]:
+        from torch_geometric.nn import GCNConv
+
+        convs = []
+        for layer in self.layers:
+            conv = GCNConv(layer.in_channels, layer.out_channels, bias=layer.bias is not None)
+            with torch.no_grad():
+                conv.lin.weight.copy_(layer.weight.detach().T)
+                if layer.bias is not None:
+                    conv.bias.copy_(layer.bias.detach())
+            convs.append(conv)
+        return convs
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
                  dropout: float = 0.5, order: str = "auto", bias: bool = True, seed: int = 0):

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from gridgnn.config import resolve_order
 from gridgnn.nn.layout import Layout, as_layout
+from gridgnn.nn.model_config import finite_field, flag_field
 from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
@@ -56,10 +57,56 @@ class GINLayer(nn.Module):
 
 
 class GIN(LayerStack):
-    """GIN of ``num_layers`` `GINLayer`s (dropout and output: `gridgnn.nn.stack.LayerStack`)."""
+    """GIN of ``num_layers`` `GINLayer`s (dropout and output: `gridgnn.nn.stack.LayerStack`).
+
+    Model file: the shared fields, ``eps`` (the initial ε) and ``train_eps``; state ``layers.{k}.weight1`` (in,
+    out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps`` (1,). PyG: ``GINConv(Sequential(Linear(in, out),
+    ReLU(), Linear(out, out)), eps, train_eps)``."""
 
     operator = "sum"
     kind = "gin"
+    label = "GIN"
+    file_fields = ("eps", "train_eps")
+
+    def file_config(self) -> dict:
+        first = self.layers[0]
+        return {**self.stack_config(), "eps": float(first.eps.detach()[0]),
+                "train_eps": isinstance(first.eps, nn.Parameter)}
+
+    @classmethod
+    def check_file_config(cls, config: dict) -> int:
+        flag_field(config, "train_eps")
+        finite_field(config, "eps")
+        return 1
+
+    @classmethod
+    def from_file_config(cls, config: dict) -> GIN:
+        args, kwargs = cls.stack_arguments(config)
+        return cls(*args, eps=float(config["eps"]), train_eps=bool(config["train_eps"]), **kwargs)
+
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"eps": float(options.gin_eps), "train_eps": bool(options.gin_train_eps)}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        return {"gin_eps": float(config["eps"]), "gin_train_eps": bool(config["train_eps"])}
+
+    def pyg_convs(self) -> list[nn.Module]:
+        from torch_geometric.nn import GINConv
+
+        convs = []
+        for layer in self.layers:
+            mlp = nn.Sequential(nn.Linear(layer.in_channels, layer.out_channels), nn.ReLU(),
+                                nn.Linear(layer.out_channels, layer.out_channels))
+            conv = GINConv(mlp, eps=float(layer.eps.detach()[0]), train_eps=isinstance(layer.eps, nn.Parameter))
+            with torch.no_grad():
+                mlp[0].weight.copy_(layer.weight1.detach().T)
+                mlp[0].bias.copy_(layer.bias1.detach())
+                mlp[2].weight.copy_(layer.weight2.detach().T)
+                mlp[2].bias.copy_(layer.bias2.detach())
+            convs.append(conv)
+        return convs
 
     @classmethod
     def from_config(cls, config, in_channels: int, out_channels: int) -> GIN:

@@ -26,11 +26,22 @@ from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
 
 MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT}
-"""The registry of model kinds: ``--model`` name -> model class. Each class names its ``operator``
-(`gridgnn.data.operators`: the matrix it aggregates with, and so its self-loop rule, `self_loops_of`) and
-builds itself from a configuration (`LayerStack.from_config`); what it costs on each grid is read from its own
-forward (`gridgnn.nn.trace`), parameters read whole included. A new kind is its own module, one entry here
-and its name in `gridgnn.config.choices.MODELS` (the names a configuration accepts, at the bottom layer)."""
+"""The registry of model kinds: ``--model`` name -> model class, and the one place that knows them all.
+Everything else asks the class: its ``operator`` (`gridgnn.data.operators`: the matrix it aggregates with, and
+so its self-loop rule, `self_loops_of`), how it builds itself from a configuration (`LayerStack.from_config`),
+its display name (``label``, `label_of`), its model-file layout and PyG mapping (``file_fields``,
+``file_config``, ``check_file_config``, ``from_file_config``, ``pyg_convs``: `gridgnn.nn.export`); what it
+costs on each grid is read from its own forward (`gridgnn.nn.trace`), parameters read whole included. A new
+kind is its own module, one entry here and its name in `gridgnn.config.choices.MODELS` (the names a configuration
+accepts, at the bottom layer, which cannot import this one); the validation of the kinds' own options in a
+`gridgnn.config.TrainConfig` (``--sage-normalize`` only with sage, ...) stays there for the same reason."""
+
+
+def label_of(model: str) -> str:
+    """How summaries name the model kind ``model`` (``gat`` -> ``GAT``, ``sage`` -> ``GraphSAGE-mean``): its
+    class's ``label``, or the kind name itself when the class has none (or the kind is not registered)."""
+    cls = MODELS.get(model)
+    return (cls.label if cls is not None else "") or model
 
 
 def operator_of(model: str) -> str:

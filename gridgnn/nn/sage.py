@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from gridgnn.config import resolve_order
 from gridgnn.nn.layout import Layout, as_layout
+from gridgnn.nn.model_config import flag_field
 from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
@@ -58,10 +59,51 @@ class SAGELayer(nn.Module):
 
 
 class SAGE(LayerStack):
-    """GraphSAGE-mean of ``num_layers`` `SAGELayer`s (dropout and output: `gridgnn.nn.stack.LayerStack`)."""
+    """GraphSAGE-mean of ``num_layers`` `SAGELayer`s (dropout and output: `gridgnn.nn.stack.LayerStack`).
+
+    Model file: the shared fields and ``normalize``; state ``layers.{k}.weight_neigh``, ``weight_root`` (in,
+    out), ``bias`` (out,). PyG: ``SAGEConv(in, out, aggr="mean", root_weight=True, normalize=...)`` with
+    ``lin_l.weight = W_neighᵀ``, ``lin_l.bias = b``, ``lin_r.weight = W_rootᵀ``."""
 
     operator = "mean"
     kind = "sage"
+    label = "GraphSAGE-mean"
+    file_fields = ("normalize",)
+
+    def file_config(self) -> dict:
+        return {**self.stack_config(), "normalize": bool(self.layers[0].normalize)}
+
+    @classmethod
+    def check_file_config(cls, config: dict) -> int:
+        flag_field(config, "normalize")
+        return 1
+
+    @classmethod
+    def from_file_config(cls, config: dict) -> SAGE:
+        args, kwargs = cls.stack_arguments(config)
+        return cls(*args, normalize=bool(config["normalize"]), **kwargs)
+
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"normalize": bool(options.sage_normalize)}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        return {"sage_normalize": bool(config["normalize"])}
+
+    def pyg_convs(self) -> list[nn.Module]:
+        from torch_geometric.nn import SAGEConv
+
+        convs = []
+        for layer in self.layers:
+            conv = SAGEConv(layer.in_channels, layer.out_channels, aggr="mean", root_weight=True,
+                            normalize=layer.normalize)
+            with torch.no_grad():
+                conv.lin_l.weight.copy_(layer.weight_neigh.detach().T)
+                conv.lin_l.bias.copy_(layer.bias.detach())
+                conv.lin_r.weight.copy_(layer.weight_root.detach().T)
+            convs.append(conv)
+        return convs
 
     @classmethod
     def from_config(cls, config, in_channels: int, out_channels: int) -> SAGE:

@@ -109,6 +109,86 @@ class LayerStack(nn.Module):
         """The constructor options every kind takes, from ``config``."""
         return dict(num_layers=config.layers, dropout=config.dropout, order=config.order, seed=config.seed)
 
+    # --- what a kind says about itself beyond its forward: its name in summaries, its model file, PyG -------
+
+    label = ""
+    """How ``gridgnn plan`` and ``train`` name this kind on their model line (`gridgnn.nn.models.label_of`);
+    empty: the kind name itself."""
+
+    file_fields: tuple[str, ...] | None = None
+    """This kind's own fields in a model file's ``config`` (`gridgnn.nn.export`), written after the fields every
+    kind shares (`stack_config`); None: the kind has no model-file layout, and saving, loading or converting one
+    is refused (`ConfigError`) when asked for, and nowhere else."""
+
+    @classmethod
+    def no_layout(cls, what: str) -> ConfigError:
+        """The error for asking ``what`` of a kind without a model-file layout or PyG mapping."""
+        return ConfigError(f"a model of kind {cls.kind} cannot be {what}: its class ({cls.__name__}) defines no "
+                           f"{'PyTorch Geometric mapping' if 'PyG' in what else 'model-file layout'}")
+
+    def stack_config(self) -> dict:
+        """The model-file ``config`` fields every kind shares: in_channels, hidden_channels, out_channels,
+        num_layers, order (one order, or ``auto`` when the layers differ or name none), dropout, seed, task, and a
+        standardized regression's target_shift and target_scale."""
+        first, last = self.layers[0], self.layers[-1]
+        orders = {getattr(layer, "order", "auto") for layer in self.layers}  # a kind with one order names none
+        return {"in_channels": first.in_channels,
+                "hidden_channels": first.out_channels if len(self.layers) > 1 else last.out_channels,
+                "out_channels": last.out_channels, "num_layers": len(self.layers),
+                "order": orders.pop() if len(orders) == 1 else "auto", "dropout": self.dropout, "seed": self.seed,
+                "task": self.task, **({"target_shift": self.target_shift, "target_scale": self.target_scale}
+                                      if self.target_scale is not None else {})}
+
+    @staticmethod
+    def stack_arguments(config: dict) -> tuple[tuple, dict]:
+        """The positional (in, hidden, out) and shared keyword arguments of a constructor from a model file's
+        ``config`` (checked: `gridgnn.nn.model_config.check_model_config`)."""
+        return ((config["in_channels"], config["hidden_channels"], config["out_channels"]),
+                {"num_layers": config["num_layers"], "dropout": config["dropout"], "order": config["order"],
+                 "seed": config["seed"]})
+
+    def file_config(self) -> dict:
+        """This model's model-file ``config``: `stack_config`, then the kind's `file_fields`."""
+        raise self.no_layout("saved to a model file")
+
+    @classmethod
+    def check_file_config(cls, config: dict) -> int:
+        """Raise ValueError naming the first bad field of this kind's own (`file_fields`) in a model file's
+        ``config``; returns how many columns one hidden unit spans in the hidden layers' width (GAT: its heads;
+        1 otherwise), for the file's size check (`gridgnn.nn.model_config.check_state_covers`)."""
+        raise cls.no_layout("read from a model file")
+
+    @classmethod
+    def from_file_config(cls, config: dict) -> LayerStack:
+        """A fresh model from a checked model-file ``config`` (`check_file_config`), its task not yet set."""
+        raise cls.no_layout("read from a model file")
+
+    @staticmethod
+    def file_options(options) -> dict:
+        """This kind's own model-file fields (`file_fields`) from a run's ``options`` (a
+        `gridgnn.config.TrainConfig`, or anything with its fields: a checkpoint's recorded configuration);
+        none by default."""
+        return {}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        """The reverse of `file_options`: the `gridgnn.config.TrainConfig` fields of this kind's own options
+        from a checked model-file ``config`` (``gridgnn predict`` describes its run with them); none by
+        default."""
+        return {}
+
+    @staticmethod
+    def file_structure(config) -> dict:
+        """The model-file ``config`` fields of this kind, beyond the widths and layer count every kind has, that
+        a `gridgnn.config.TrainConfig` ``config`` fixes and a model file must share to start its training
+        (``--init-from``, `gridgnn.train.checkpoint.init_from`): GAT's heads; none for most kinds."""
+        return {}
+
+    def pyg_convs(self) -> list[nn.Module]:
+        """PyTorch Geometric convolutions holding this model's weights, one per layer (`gridgnn.nn.export.to_pyg`
+        stacks them with ReLU between and the output after); torch_geometric is imported here, when asked."""
+        raise self.no_layout("converted to PyG")
+
     def make_layer(self, in_channels: int, out_channels: int, *, order: str, generator: torch.Generator,
                    **options) -> nn.Module:
         raise NotImplementedError

@@ -29,11 +29,24 @@ def test_the_order_rule_has_one_home_read_by_models_and_cost_model():
     import cost_oracles
 
     import gridgnn.config
-    import gridgnn.cost.epoch_model
+    from gridgnn.cost.epoch_model import ModelSpec
+    from gridgnn.nn.trace import model_spec
 
     assert resolve_order is gridgnn.config.resolve_order
-    assert cost_oracles.resolve_order is resolve_order is gridgnn.cost.epoch_model.resolve_order
+    assert cost_oracles.resolve_order is resolve_order
     assert cost_oracles.spmm_widths([1433, 16, 64, 7], "auto") == ([16, 16, 7], [16, 16, 7])
+    # the cost model reads each layer's order from the model's own forward, which asks this rule
+    for widths in ([1433, 16, 64, 7], [8, 64, 3], [5, 5, 5]):
+        for order in ("auto", "aggregate-first", "transform-first"):
+            spec = model_spec(ModelSpec(widths[0], widths[-1], len(widths) - 1, widths[1], order), None)
+            if widths[1:-1] != [widths[1]] * (len(widths) - 2):
+                continue  # the stack's hidden layers are all one width
+            priced = ["aggregate-first" if layer.aggregates_first else "transform-first" for layer in spec.ops.layers]
+            pairs = zip(spec.ops.widths[:-1], spec.ops.widths[1:], strict=True)
+            expected = [resolve_order(order, a, b) for a, b in pairs]
+            assert priced == expected, (widths, order)
+            assert [layer.spmm_width for layer in spec.ops.layers] == cost_oracles.spmm_widths(spec.ops.widths,
+                                                                                                 order)[0]
 
 
 def _forward_and_grads(graph, order, *, sparse):

@@ -24,9 +24,9 @@ def expected_widths(config: TrainConfig, num_features: int, num_classes: int) ->
               "out_channels": num_classes}
     if config.layers > 1:
         widths["hidden_channels"] = config.hidden
-    if config.model == "gat":
-        widths.update(heads=config.heads, output_heads=config.output_heads)
-    return widths
+    from gridgnn.nn.models import MODELS
+
+    return {**widths, **MODELS[config.model].file_structure(config)}  # GAT: its heads
 
 
 _FLAGS = {"num_layers": "--layers", "hidden_channels": "--hidden",
@@ -38,14 +38,14 @@ def initial_weights(config: TrainConfig, num_features: int, num_classes: int) ->
     """The state dict of ``config.init_from`` after checking it fits the run (`ConfigError`, one line naming
     ``--init-from``, the file and the first difference; a missing or unreadable file likewise)."""
     from gridgnn.errors import GridGNNError
-    from gridgnn.nn.export import MODEL_KINDS, kind_of, load_model
+    from gridgnn.nn.export import kind_of, load_model
 
     try:
         model, _ = load_model(config.init_from)
     except GridGNNError as error:
         raise ConfigError(f"--init-from: {error}") from None
     kind = kind_of(model)
-    found = {"model": kind, **MODEL_KINDS[kind].config_of(model)}
+    found = {"model": kind, **model.file_config()}
     for name, want in expected_widths(config, num_features, num_classes).items():
         if found.get(name) != want:
             what = (f"a {kind} model; this run trains --model {want}" if name == "model" else

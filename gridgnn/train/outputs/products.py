@@ -13,7 +13,7 @@ from torch import nn
 
 from gridgnn.config import OutputOptions, TrainConfig
 from gridgnn.errors import ConfigError
-from gridgnn.nn.export import save_model
+from gridgnn.nn.export import check_saves, save_model
 from gridgnn.nn.layout import as_layout
 from gridgnn.safe_files import check_target
 from gridgnn.train.loop.trainer import Trainer, TrainResult
@@ -40,6 +40,8 @@ def check_products(config: TrainConfig, rank: int = 0, reads: dict[str, str] | N
     for path, flag in ((config.predictions_out, "--predictions-out"), (config.embeddings_out, "--embeddings-out")):
         if path is not None:
             check_output_path(path, flag)
+    if config.save_model is not None:
+        check_saves(config.model)  # a kind without a model-file layout: refused before the run, not after it
     if config.save_model is not None and rank == 0:
         check_target(config.save_model, "--save-model file")
         check_writable(config.save_model, "--save-model file")

@@ -20,7 +20,7 @@ from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import GridShape
 from gridgnn.nn import as_model_input
-from gridgnn.nn.export import ModelFileError, build_model, load_model
+from gridgnn.nn.export import ModelFileError, build_model, load_model, recorded_options
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
 from gridgnn.parallel.grid_ops import GridOps
@@ -66,12 +66,8 @@ def _checkpoint_model(folder: Path) -> tuple[nn.Module, dict]:
     try:
         model_config = {"in_channels": int(dataset["num_features"]), "hidden_channels": int(config["hidden"]),
                         "out_channels": int(dataset["num_classes"]), "num_layers": int(config["layers"]),
-                        "order": config["order"], "bias": True, "dropout": float(config["dropout"]),
-                        "seed": int(config["seed"]), "normalize": bool(config.get("sage_normalize", False)),
-                        "eps": float(config.get("gin_eps", 0.0)), "train_eps": bool(config.get("gin_train_eps", False)),
-                        "heads": int(config.get("heads", 1)), "output_heads": int(config.get("output_heads", 1)),
-                        "attn_dropout": float(config.get("attn_dropout", 0.0)),
-                        "task": dataset.get("task", "multiclass")}
+                        "order": config["order"], "dropout": float(config["dropout"]), "seed": int(config["seed"]),
+                        "task": dataset.get("task", "multiclass"), **recorded_options(config)}
         if dataset.get("target_standardization") is not None:  # a --standardize-targets run's output units
             model_config["target_shift"], model_config["target_scale"] = dataset["target_standardization"]
     except (KeyError, TypeError, ValueError):
