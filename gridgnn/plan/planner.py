@@ -291,8 +291,10 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
                                              reorder_s=setup, baseline_bytes=baseline))
 
     def rank(e: PlanEntry) -> tuple:  # by time, those that fit first; when none fits, none is best
-        return (not e.fits, e.prediction.epoch_s, int(e.prediction.bytes.max()), e.tricks, ALGO_ORDER[e.algo],
-                e.shape.sizes, e.comm == "sparse", orders.index(e.reorder))
+        # times equal to 12 digits are a tie (the same terms summed in another order differ in the last bits:
+        # 3d q x q x 1 and 2d q x q), broken by bytes, then the plainer configuration
+        return (not e.fits, float(f"{e.prediction.epoch_s:.12g}"), int(e.prediction.bytes.max()), e.tricks,
+                ALGO_ORDER[e.algo], e.shape.sizes, e.comm == "sparse", orders.index(e.reorder))
 
     entries.sort(key=rank)
     _prefer_fewer_bytes(entries)

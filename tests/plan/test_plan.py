@@ -173,3 +173,23 @@ def test_comm_sweep_tiny(tmp_path):
     for name in ("sweep.csv", "sweep.md", "auto.md", "extrapolation.md", "command.txt"):
         assert (tmp_path / name).is_file()
     assert "| 4 | 1,268,217,960 | 1,268,217,960 | True |" in (tmp_path / "extrapolation.md").read_text()
+
+
+def test_times_equal_to_twelve_digits_tie_and_the_plainer_grid_ranks_first(capsys):
+    # 3d q x q x 1 runs 2d q x q's collectives; their predicted times differ only in the last bits (the same terms
+    # summed in another order), which must not decide the order: on this case the noise put 3d first
+    code, out, _ = _run(capsys, "plan", "--dataset", "cora", "--data-root", DATA_ROOT, "--model", "gat", "--heads", "4",
+                        "--nprocs", "4", "16", "--json")
+    assert code == 0
+    ranked = json.loads(out)
+    same = ("world_size", "comm", "reorder", "cache_panels", "full_feature_rows", "defer_weight_gather")
+    pairs = 0
+    for k, three in enumerate(ranked):
+        if three["algo"] != "3d" or not three["grid"].endswith("x1"):
+            continue
+        for j, two in enumerate(ranked):
+            if two["algo"] == "2d" and two["grid"] == three["grid"][:-2] and all(two[f] == three[f] for f in same):
+                assert f"{two['predicted_epoch_s']:.12g}" == f"{three['predicted_epoch_s']:.12g}"
+                assert j < k, (two["grid"], three["grid"])
+                pairs += 1
+    assert pairs >= 2
