@@ -9,9 +9,9 @@ _DEFAULTS = TrainConfig()
 
 
 def model_label(kind: str) -> str:
-    """How summaries name the ``--model`` ``kind``: its class's label (`gridgnn.nn.models.label_of`; imported
-    here, when a summary is printed, not to build the parser)."""
-    from gridgnn.nn.models import label_of
+    """How summaries name the ``--model`` ``kind``: its class's label (a built-in kind's from the committed
+    templates, `gridgnn.plan.op_templates.label_of`, so that `plan` needs no torch; another's from its class)."""
+    from gridgnn.plan.op_templates import label_of
 
     return label_of(kind)
 

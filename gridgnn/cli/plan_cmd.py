@@ -140,7 +140,7 @@ def _stats_from_counts(args: argparse.Namespace) -> GraphStats:
         raise ConfigError(f"without --dataset, give the graph's counts: missing {', '.join(missing)}")
     if args.feature_density is not None and not 0 < args.feature_density <= 1:
         raise ConfigError(f"--feature-density must be in (0, 1], got {args.feature_density}")
-    from gridgnn.nn.models import self_loops_of
+    from gridgnn.plan.op_templates import self_loops_of
 
     try:
         return GraphStats.from_counts(*counts, feature_density=args.feature_density,
@@ -274,9 +274,9 @@ def attention_line(result, stats, profile) -> str:
 
     best = result.best
     gat = best.prediction
-    from gridgnn.nn.trace import model_spec
+    from gridgnn.plan.op_templates import spec_for
 
-    gcn_spec = model_spec(dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, ops=None,
+    gcn_spec = spec_for(dataclasses.replace(gat.spec, model="gcn", heads=1, output_heads=1, ops=None,
                                               hidden=gat.spec.widths[1] if gat.spec.layers > 1 else gat.spec.hidden),
                           stats)
     gcn = _price_best(result, gcn_spec, stats, profile)
@@ -290,7 +290,7 @@ def attention_line(result, stats, profile) -> str:
 def run_plan(args: argparse.Namespace) -> int:
     """Handler of ``gridgnn plan``."""
     from gridgnn.cost.epoch_model import ModelSpec
-    from gridgnn.nn.trace import model_spec
+    from gridgnn.plan.op_templates import spec_for
     from gridgnn.plan.planner import _human, plan
 
     if any(p < 1 for p in args.nprocs):
@@ -333,7 +333,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.gin_train_eps and args.model != "gin":
         raise ConfigError(f"--gin-train-eps applies to --model gin, not {args.model}")
     check_attention_flags(args)
-    spec = model_spec(ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
+    spec = spec_for(ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
                                 model=args.model, sage_normalize=args.sage_normalize,
                                 gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
                                 attn_dropout=args.attn_dropout, full_feature_rows=bool(args.full_feature_rows),

@@ -160,7 +160,7 @@ class OrderedStats:
             if isinstance(graph, PreparedGraph):
                 stats = GraphStats.from_graph(graph, normalized_adj=graph.norm_adj)
             else:
-                from gridgnn.nn.models import self_loops_of
+                from gridgnn.plan.op_templates import self_loops_of
 
                 stats = GraphStats.from_graph(graph, self_loops=self_loops_of(self.model))
             self.memo[key] = (graph, stats)

@@ -246,9 +246,9 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     """
     from gridgnn.cost.process_baseline import process_baseline
     from gridgnn.cost.profile import GPU_CLUSTER
-    from gridgnn.nn.trace import model_spec
+    from gridgnn.plan.op_templates import spec_for
 
-    spec = model_spec(model, graph)
+    spec = spec_for(model, graph)  # the built-in kinds from their committed traces: no torch
     stats = stats_for(spec, graph)
     profile = GPU_CLUSTER if profile is None else profile
     limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes
