@@ -75,9 +75,7 @@ def layer_templates() -> dict:
     options it reads, whether its hidden width is ``hidden`` times the heads) and ``layers``
     (``kind|options|position|order`` -> the layer's template with its parameter shapes)."""
     kinds, layers = {}, {}
-    for kind, cls in sorted(MODELS.items()):
-        if kind not in ("gcn", "sage", "gin", "gat"):
-            continue  # the built-in kinds only (a registered kind is traced live)
+    for kind, cls in sorted(MODELS.items()):  # the registry's kinds (one registered later is traced live)
         base = ModelSpec(F_IN, CLASSES, 3, CHANNELS, model=kind)
         read = [name for name, values in OPTIONS.items()
                 if _trace_layers(dataclasses.replace(base, **{name: values[1]})) != _trace_layers(base)]
