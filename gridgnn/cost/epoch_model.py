@@ -95,6 +95,19 @@ class ModelSpec:
     defer_weight_gather: bool = False
     ops: ModelOps | None = None
 
+    @classmethod
+    def describe(cls, model, num_features: int, num_classes: int) -> ModelSpec:
+        """The untraced `ModelSpec` of ``model`` (a `TrainConfig` or anything with its model fields; absent
+        ones at their defaults) for ``num_features`` inputs and ``num_classes`` outputs."""
+        return cls(int(num_features), int(num_classes), int(model.layers), int(model.hidden),
+                   str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
+                   sage_normalize=bool(getattr(model, "sage_normalize", False)),
+                   gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
+                   heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
+                   attn_dropout=float(getattr(model, "attn_dropout", 0.0)),
+                   full_feature_rows=bool(getattr(model, "full_feature_rows", False)),
+                   defer_weight_gather=bool(getattr(model, "defer_weight_gather", False)))
+
     @property
     def traced(self) -> ModelOps:
         """`ops`, which pricing needs (ValueError naming where to get them when absent)."""

@@ -111,6 +111,10 @@ class FullRows:
 Operation = Aggregate | Attend | Product | Bias | HeadSum | HeadMean | RowSum | FullRows
 """One recorded layout call."""
 
+RECORDS: dict[str, type] = {cls.__name__: cls for cls in (Aggregate, Attend, Product, Bias, HeadSum, HeadMean, RowSum,
+                                                          FullRows)}
+"""Record name -> record class (the committed trace templates name records, `gridgnn.plan.op_templates`)."""
+
 
 @dataclass(frozen=True)
 class LayerOps:

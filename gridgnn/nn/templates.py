@@ -16,7 +16,7 @@ import dataclasses
 import itertools
 
 from gridgnn.cost.epoch_model import ModelSpec
-from gridgnn.cost.operations import Aggregate, Attend, Bias, FullRows, HeadMean, HeadSum, Product, RowSum
+from gridgnn.cost.operations import Bias, Product
 from gridgnn.nn.models import MODELS
 from gridgnn.nn.trace import model_spec
 
@@ -28,7 +28,6 @@ OPTIONS = {"sage_normalize": (False, True), "gin_train_eps": (False, True), "hea
 """The `ModelSpec` options a kind may read, each at two values (a template keys on which of the two)."""
 
 ORDERS = ("aggregate-first", "transform-first")
-OPS = {cls.__name__: cls for cls in (Aggregate, Attend, Bias, FullRows, HeadMean, HeadSum, Product, RowSum)}
 WIDTH_FIELDS = ("width", "f_in", "f_out", "heads")
 """The integer fields of the records that hold widths (the others: flags and parameter numbers)."""
 

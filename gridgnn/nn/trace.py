@@ -144,9 +144,9 @@ class RecordingLayout:
 
 
 def trace_model(model: LayerStack) -> ModelOps:
-    """The layout operations of one training forward of ``model`` (built on any device; run on ``meta``
-    inputs in training mode, so dropout and attention dropout are on as in a training step). The model's
-    own mode and parameters are left as they were."""
+    """The layout operations of one training forward of ``model`` (built on the ``meta`` device: run on meta
+    inputs in training mode, so dropout and attention dropout are on as in a training step; the model's own
+    mode is left as it was)."""
     parameters = [p for p in model.parameters() if p.requires_grad]
     layout = RecordingLayout(model.operator, parameters)
     hooks = [layer.register_forward_pre_hook(lambda _m, args: layout.start_layer(args[0]))
@@ -154,10 +154,8 @@ def trace_model(model: LayerStack) -> ModelOps:
     hooks += [layer.register_forward_hook(lambda _m, _a, _o: layout.end_layer()) for layer in model.layers]
     was_training = model.training
     try:
-        with _meta_parameters(model):
-            model.train()
-            x = torch.empty((layout.rows, model.layers[0].in_channels), device="meta")
-            model(x, layout)
+        model.train()
+        model(torch.empty((layout.rows, model.layers[0].in_channels), device="meta"), layout)
     finally:
         model.train(was_training)
         for hook in hooks:
@@ -168,52 +166,12 @@ def trace_model(model: LayerStack) -> ModelOps:
                     tuple(tuple(int(d) for d in p.shape) for p in parameters))
 
 
-class _meta_parameters:
-    """Swap every parameter of a model not already on ``meta`` for a meta parameter of its shape (same
-    ``requires_grad``) for the duration, so a real model traces without touching its values."""
-
-    def __init__(self, model: nn.Module):
-        self.model = model
-        self.saved: list[tuple[nn.Module, str, nn.Parameter]] = []
-
-    def __enter__(self):
-        for module in self.model.modules():
-            for name, param in list(module.named_parameters(recurse=False)):
-                if param.device.type != "meta":
-                    self.saved.append((module, name, param))
-                    meta = nn.Parameter(torch.empty(param.shape, device="meta"), requires_grad=param.requires_grad)
-                    setattr(module, name, meta)
-        return self
-
-    def __exit__(self, *exc):
-        for module, name, param in self.saved:
-            setattr(module, name, param)
-        return False
-
-
-DESCRIPTIVE = ("layers", "hidden", "order", "bias", "model", "sage_normalize", "gin_train_eps", "heads",
-               "output_heads", "attn_dropout")
-"""The `ModelSpec` fields that decide the model's operations (the rest are execution options)."""
-
-
-def model_spec(model, graph, **execution) -> ModelSpec:
+def model_spec(model, graph) -> ModelSpec:
     """The `ModelSpec` of ``model`` (a `TrainConfig`, anything with its model fields, or a `ModelSpec`) for a
     graph of ``graph.num_features`` inputs and ``graph.num_classes`` outputs (a `Graph`, `PreparedGraph` or
-    `GraphStats`; ignored for a `ModelSpec`), its `ModelSpec.ops` traced. ``execution``:
-    ``full_feature_rows`` / ``defer_weight_gather`` overriding the model's own. Not collective."""
-    if isinstance(model, ModelSpec):
-        spec = model
-    else:
-        spec = ModelSpec(int(graph.num_features), int(graph.num_classes), int(model.layers), int(model.hidden),
-                         str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
-                         sage_normalize=bool(getattr(model, "sage_normalize", False)),
-                         gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
-                         heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
-                         attn_dropout=float(getattr(model, "attn_dropout", 0.0)),
-                         full_feature_rows=bool(getattr(model, "full_feature_rows", False)),
-                         defer_weight_gather=bool(getattr(model, "defer_weight_gather", False)))
-    if execution:
-        spec = dataclasses.replace(spec, **{k: bool(v) for k, v in execution.items()})
+    `GraphStats`; ignored for a `ModelSpec`), its `ModelSpec.ops` traced. Not collective."""
+    spec = model if isinstance(model, ModelSpec) else ModelSpec.describe(model, graph.num_features,
+                                                                        graph.num_classes)
     if spec.ops is None:
         spec = dataclasses.replace(spec, ops=_ops_of(dataclasses.replace(spec, full_feature_rows=False,
                                                                          defer_weight_gather=False)))

@@ -13,21 +13,8 @@ import dataclasses
 
 from gridgnn.config import resolve_order
 from gridgnn.cost.epoch_model import ModelSpec
-from gridgnn.cost.operations import (
-    Aggregate,
-    Attend,
-    Bias,
-    FullRows,
-    HeadMean,
-    HeadSum,
-    LayerOps,
-    ModelOps,
-    Product,
-    RowSum,
-)
+from gridgnn.cost.operations import RECORDS, FullRows, LayerOps, ModelOps
 from gridgnn.plan.op_templates_data import TABLE
-
-OPS = {cls.__name__: cls for cls in (Aggregate, Attend, Bias, FullRows, HeadMean, HeadSum, Product, RowSum)}
 
 
 def known(kind: str) -> bool:
@@ -58,7 +45,7 @@ def label_of(kind: str) -> str:
 def spec_for(model, graph) -> ModelSpec:
     """`gridgnn.nn.trace.model_spec` of ``model`` (a `TrainConfig`-like object or a `ModelSpec`) for ``graph``'s
     feature and class counts: from the table for a built-in kind, else traced live."""
-    spec = model if isinstance(model, ModelSpec) else _describe(model, graph)
+    spec = model if isinstance(model, ModelSpec) else ModelSpec.describe(model, graph.num_features, graph.num_classes)
     if spec.ops is not None:
         return spec
     if not known(spec.model):
@@ -66,17 +53,6 @@ def spec_for(model, graph) -> ModelSpec:
 
         return model_spec(spec, graph)
     return dataclasses.replace(spec, ops=ops_of(spec))
-
-
-def _describe(model, graph) -> ModelSpec:
-    return ModelSpec(int(graph.num_features), int(graph.num_classes), int(model.layers), int(model.hidden),
-                     str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
-                     sage_normalize=bool(getattr(model, "sage_normalize", False)),
-                     gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
-                     heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
-                     attn_dropout=float(getattr(model, "attn_dropout", 0.0)),
-                     full_feature_rows=bool(getattr(model, "full_feature_rows", False)),
-                     defer_weight_gather=bool(getattr(model, "defer_weight_gather", False)))
 
 
 def ops_of(spec: ModelSpec) -> ModelOps:
@@ -96,8 +72,8 @@ def ops_of(spec: ModelSpec) -> ModelOps:
         first = len(parameters)
         ops = []
         for name, stored in template["ops"]:
-            fields = [f.name for f in dataclasses.fields(OPS[name])]
-            ops.append(OPS[name](**{key: (values[v] if isinstance(v, str) else
+            fields = [f.name for f in dataclasses.fields(RECORDS[name])]
+            ops.append(RECORDS[name](**{key: (values[v] if isinstance(v, str) else
                                           first + v if key in ("weight", "param") else v)
                                     for key, v in zip(fields, stored, strict=True)}))
         layers.append(LayerOps(index, f_in, f_out, tuple(ops)))
