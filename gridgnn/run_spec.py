@@ -38,9 +38,9 @@ SPEC_FILE = "run-spec.json"
 """The run spec's file name inside the local launcher's prepared-graph folder."""
 SPEC_FORMAT, SPEC_VERSION = "gridgnn-run-spec", 1
 COMMANDS = ("train", "predict")
-PREDICT_SPLITS = ("train", "val", "test", "all")
-"""``gridgnn predict --split``: the split whose accuracy it reports, or all three."""
 """The commands a launched worker runs from a spec."""
+PREDICT_SPLITS = ("train", "val", "test", "all")
+"""``gridgnn predict --eval-split``: the split whose metric it reports, or all three."""
 
 
 @dataclass(frozen=True)

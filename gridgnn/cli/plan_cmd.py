@@ -303,8 +303,8 @@ def run_plan(args: argparse.Namespace) -> int:
             raise ConfigError(f"--{name} must be at least 1, got {value}")
     if args.layers > MAX_LAYERS:
         raise ConfigError(f"--layers must be at most {MAX_LAYERS}, got {args.layers}")
+    from gridgnn.config import ExecutionOptions
     from gridgnn.plan.execution import (
-        ExecutionOptions,
         OrderedStats,
         metis_note,
         options_to_price,

@@ -13,8 +13,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import gridgnn.config.choices
 from gridgnn.cli.train_cmd import add_dataset_arguments
-from gridgnn.config import MODELS, REORDERS
+from gridgnn.config import REORDERS
 from gridgnn.errors import ConfigError
 from gridgnn.files import publish_mode
 from gridgnn.safe_files import short_name
@@ -26,7 +27,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                              "distributed workers memory-map (--dataset DIR).")
     add_dataset_arguments(parser, positional=True)
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to create (must not exist)")
-    parser.add_argument("--model", choices=MODELS, default="gcn",
+    parser.add_argument("--model", choices=gridgnn.config.choices.MODELS, default="gcn",
                         help="the model the folder is for: it stores that model's aggregation operator "
                              "(gcn: Â, sage: D⁻¹A, gin: A, gat: the pattern of A + I) (default: %(default)s)")
     parser.add_argument("--reorder", choices=REORDERS, default="none",

@@ -55,7 +55,7 @@ class Section:
         return cls(**{field.name: getattr(source, field.name) for field in fields(cls)})  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DataOptions(Section):
     """The graph a run trains on (`gridgnn.data`).
 
@@ -84,7 +84,7 @@ class DataOptions(Section):
                 raise ConfigError(f"{name} must name a file (--{name}), got {getattr(self, name)!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelOptions(Section):
     """The network (`gridgnn.nn`); defaults are Kipf & Welling's GCN (2 layers, hidden 16, dropout 0.5).
 
@@ -133,7 +133,7 @@ class ModelOptions(Section):
             raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {self.model}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainingOptions(Section):
     """How the network learns and how each split is scored (`gridgnn.train`); optimizer defaults are Kipf &
     Welling's (Adam, lr 0.01, weight decay 5e-4, 200 epochs).
@@ -193,7 +193,7 @@ class TrainingOptions(Section):
             check_float("lr_min", self.lr_min, low=0.0, high=self.lr, high_open=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExecutionOptions(Section):
     """How a run is laid out on processes and how it communicates: what changes where data moves, never what
     is computed (a reordered, sparse, cached, full-row or deferred run trains the plain run's numbers). The
@@ -281,7 +281,7 @@ class ExecutionOptions(Section):
         return settled
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OutputOptions(Section):
     """What a run reports while it trains and writes when it ends (`gridgnn.train.outputs.per_vertex`,
     `gridgnn.train.outputs.products`); every file is written through `gridgnn.safe_files`.
@@ -320,7 +320,7 @@ class OutputOptions(Section):
             raise ConfigError(f"log_csv must name a file, got {self.log_csv!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckpointOptions(Section):
     """Where a run's weights are kept and where they come from (`gridgnn.train.checkpoint.resume`,
     `gridgnn.train.checkpoint.store`).

@@ -44,7 +44,7 @@ were. A field added to a section later comes after these (in the order inheritan
 appended here."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig(DataOptions, ModelOptions, TrainingOptions, ExecutionOptions, OutputOptions, CheckpointOptions):
     """Everything that determines a training run: the fields of `DataOptions`, `ModelOptions`,
     `TrainingOptions`, `ExecutionOptions`, `OutputOptions` and `CheckpointOptions` (each documents its own),

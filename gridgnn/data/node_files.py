@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.data.readers._common import check_inflation, load_table, reading
+from gridgnn.data.splits import index_mask
 from gridgnn.errors import DataError
 
 SPLIT_PARTS = ("train", "valid", "test")
@@ -175,8 +176,6 @@ def read_split_dir(folder: Path | str, num_nodes: int) -> tuple[tuple[np.ndarray
         if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
             bad = int(ids.min() if ids.min() < 0 else ids.max())
             raise DataError(f"{path}: node id {bad} outside [0, {num_nodes})")
-        mask = np.zeros(num_nodes, dtype=bool)
-        mask[ids] = True
-        masks.append(mask)
+        masks.append(index_mask(num_nodes, ids))
         files[part] = path
     return (masks[0], masks[1], masks[2]), files

@@ -19,17 +19,12 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 from scipy.spatial import cKDTree
 
+from gridgnn.data.generators import _require
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import adjacency_from_edges
 from gridgnn.data.splits import random_split
 from gridgnn.data.targets import labelled_vertices
 from gridgnn.data.transforms import remove_self_loops, symmetrize
-from gridgnn.errors import DataError
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise DataError(message)
 
 
 def _hide(targets: np.ndarray, missing: float, rng: np.random.Generator) -> np.ndarray:

@@ -85,7 +85,8 @@ def _prepare_and_launch(config: TrainConfig, process: ProcessOptions, shape, gra
                 print(spec.config.task_reason, flush=True)  # what the run trains: its first line
             if spec.config.auto_reason is not None:
                 print(spec.config.auto_reason, flush=True)
-            from gridgnn.plan.execution import ExecutionOptions, metis_note
+            from gridgnn.config import ExecutionOptions
+            from gridgnn.plan.execution import metis_note
 
             if (note := metis_note(ExecutionOptions.of(config))) is not None:
                 print(note, flush=True)

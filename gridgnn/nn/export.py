@@ -9,7 +9,8 @@ types and tensors, so ``torch.load(FILE, weights_only=True)`` reads it without r
     config     the constructor arguments of that kind: in_channels, hidden_channels, out_channels, num_layers,
                order (per-layer orders follow from it), dropout, seed; and "gcn": bias; "sage": normalize;
                "gin": eps (the initial ε), train_eps; "gat": heads, output_heads, attn_dropout
-               (hidden_channels is then the width of one head)
+               (hidden_channels is then the width of one head); and every kind: task (absent: multiclass) and,
+               for a regression with standardized targets, target_shift and target_scale (one float per output)
     state      the ``state_dict``: "gcn": ``layers.{k}.weight`` (in, out), ``layers.{k}.bias`` (out,);
                "sage": ``layers.{k}.weight_neigh``, ``weight_root`` (in, out), ``bias`` (out,);
                "gin": ``layers.{k}.weight1`` (in, out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps`` (1,);
@@ -18,8 +19,10 @@ types and tensors, so ``torch.load(FILE, weights_only=True)`` reads it without r
     info       where the weights come from: epoch, weights ("best" or "last"), dataset name and sizes
 
 Mapping onto PyTorch Geometric (`to_pyg`): layer k of a "gcn" model is ``GCNConv(in, out)`` with
-``lin.weight = W_kᵀ`` and ``bias = b_k``; ReLU between layers, log-softmax after the last; the graph goes in as
-``edge_index = [src, dst]`` of the adjacency (``adj[dst, src] != 0``, `gridgnn.data.interop.graph_to_pyg`).
+``lin.weight = W_kᵀ`` and ``bias = b_k``; ReLU between layers, log-softmax after the last for a multiclass
+model (the outputs themselves for multilabel and regression, a standardized regression's mapped back); the
+graph goes in as ``edge_index = [src, dst]`` of the adjacency (``adj[dst, src] != 0``,
+`gridgnn.data.interop.graph_to_pyg`).
 GCNConv's normalization D^-1/2 (A + I) D^-1/2 with in-degrees is gridgnn's Â, so PyG reproduces the
 log-probabilities within 1e-5. A "sage" layer is ``SAGEConv(in, out, aggr="mean", root_weight=True,
 normalize=...)`` with ``lin_l.weight = W_neighᵀ``, ``lin_l.bias = b``, ``lin_r.weight = W_rootᵀ``; a "gin" layer
@@ -67,11 +70,14 @@ class PygStack(nn.Module):
     log-probabilities, or logits / values when ``output`` is ``identity`` (the model's
     `gridgnn.nn.stack.LayerStack.output`); eval mode: no dropout; ReLU between layers as gridgnn's models."""
 
-    def __init__(self, convs: list[nn.Module], output: str = "log_softmax"):
+    def __init__(self, convs: list[nn.Module], output: str = "log_softmax", shift: list[float] | None = None,
+                 scale: list[float] | None = None):
         super().__init__()
         self.convs = nn.ModuleList(convs)
         self.output = output
-        self.target_shift = self.target_scale = None  # a standardized regression's units (LayerStack's)
+        # a standardized regression's units (LayerStack's): buffers, so that they follow the module's device
+        self.register_buffer("target_shift", None if shift is None else torch.tensor(shift, dtype=torch.float64))
+        self.register_buffer("target_scale", None if scale is None else torch.tensor(scale, dtype=torch.float64))
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         for index, conv in enumerate(self.convs):
@@ -79,7 +85,7 @@ class PygStack(nn.Module):
         if self.output == "log_softmax":
             return torch.log_softmax(x, dim=1)
         if self.target_scale is not None:
-            x = x * torch.tensor(self.target_scale, dtype=x.dtype) + torch.tensor(self.target_shift, dtype=x.dtype)
+            x = x * self.target_scale.to(x.dtype) + self.target_shift.to(x.dtype)
         return x
 
 
@@ -214,8 +220,8 @@ def to_pyg(model: nn.Module) -> nn.Module:
     log-probabilities for a multiclass model, logits or values for a multilabel or regression one.
     """
     kind_of(model)
-    pyg = PygStack(model.pyg_convs()).eval()  # a kind without a PyG mapping refuses here (ConfigError)
-    pyg.output, pyg.target_shift, pyg.target_scale = model.output, model.target_shift, model.target_scale
+    # a kind without a PyG mapping refuses here (ConfigError)
+    pyg = PygStack(model.pyg_convs(), model.output, model.target_shift, model.target_scale).eval()
     return pyg
 
 

@@ -48,13 +48,12 @@ def masked_task_loss(output: Tensor, targets: Tensor, mask: Tensor, task: str, *
         return masked_cross_entropy(output, targets, mask, num_selected=num_selected)
     rows, wanted = output[mask], targets[mask]
     present = ~torch.isnan(wanted)
-    predicted, actual = rows[present], wanted[present]
     if task == "multilabel":
-        total = F.binary_cross_entropy_with_logits(predicted, actual, reduction="sum")
+        total = F.binary_cross_entropy_with_logits(rows[present], wanted[present], reduction="sum")
     else:
-        error = predicted - actual
+        error = rows - wanted  # NaN where a target is missing: those entries are left out below
         if scale is not None:
-            error = error / scale.to(error.dtype).expand_as(rows)[present]
-        total = (error ** 2).sum()
+            error = error / scale.to(error.dtype)  # broadcast over the rows, no per-step copy of the scale
+        total = (error[present] ** 2).sum()
     count = int(present.sum()) if num_selected is None else num_selected
     return total / max(count, 1)

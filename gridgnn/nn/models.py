@@ -59,9 +59,4 @@ def self_loops_of(model: str) -> bool:
 def build_model(config, num_features: int, num_classes: int, task: str = "multiclass") -> LayerStack:
     """The model ``config.model`` describes (a `gridgnn.config.TrainConfig` or anything with its fields),
     initialized from ``config.seed``, its output for ``task`` (`LayerStack.for_task`)."""
-    return _build(config, num_features, num_classes).for_task(task)
-
-
-def _build(config, num_features: int, num_classes: int) -> LayerStack:
-    kind = getattr(config, "model", "gcn")
-    return MODELS[kind].from_config(config, num_features, num_classes)
+    return MODELS[getattr(config, "model", "gcn")].from_config(config, num_features, num_classes).for_task(task)

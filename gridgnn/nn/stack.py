@@ -79,10 +79,10 @@ class LayerStack(nn.Module):
 
     target_shift: list[float] | None = None
     target_scale: list[float] | None = None
-    _affine_cache: tuple | None = None
     """Regression with standardized targets (``--standardize-targets``): the network learns each target in
     units of its training entries' standard deviation around their mean, and `forward` returns
     ``z * target_scale + target_shift`` (one value per output column), the targets' own units."""
+    _affine_cache: tuple | None = None
 
     def for_task(self, task: str, shift: list[float] | None = None, scale: list[float] | None = None) -> LayerStack:
         """Set `output` for ``task`` (`gridgnn.data.targets.TASKS`) and, for a regression, the standardization

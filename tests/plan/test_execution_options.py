@@ -16,11 +16,11 @@ import pytest
 import scipy.sparse as sp
 
 from gridgnn.cli.main import main
-from gridgnn.config import TrainConfig
+from gridgnn.config import ExecutionOptions, TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.errors import ConfigError
 from gridgnn.plan import execution
-from gridgnn.plan.execution import ExecutionOptions, choose_execution, orders_to_price
+from gridgnn.plan.execution import choose_execution, orders_to_price
 from gridgnn.plan.planner import NEAR_TIE
 from gridgnn.run_spec import RunSpec
 from gridgnn.train.run.resolve import resolve_run

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from gridgnn.grid.comm_records import PHASES
 
-RECORD_KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "time_s")
-"""The keys of a record written before tasks and metrics existed."""
 REQUIRED_KEYS = ("epoch", "loss", "time_s")
 SPLIT_KEY_SETS = (("train_acc", "val_acc", "test_acc"), ("train_metric", "val_metric", "test_metric"))
 """Each set is present whole or absent (a record has at least one); its values are numbers, or all null for an

@@ -3,9 +3,10 @@
 Construction and step are the `Trainer`'s: every rank builds the same model (same seed, so the same Glorot
 weights), computes its block of every activation, and after the backward pass the layout sums the weight
 gradients over the processes that hold distinct parts (`GridOps.reduce_gradients`), so every rank applies the
-same Adam update and the replicated weights stay identical. The loss is a mean over all training vertices of
-the graph: each rank divides its local sum by the global count. Accuracies are global counts over global mask
-sizes. What this class adds: the rank's rows of the node data, and each step's communication record.
+same Adam update and the replicated weights stay identical. The loss is a mean over the present target
+entries of all training vertices of the graph: each rank divides its local sum by the global count
+(`loss_entries`). Every split's metric is computed from global sums (`gridgnn.train.loop.task_metrics`).
+What this class adds: the rank's rows of the node data, and each step's communication record.
 """
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ def whole_graph(graph: Graph, device: torch.device | str = "cpu") -> LocalShard:
                       tuple(int(m.sum()) for m in arrays))
 
 
-def target_standardization(config: TrainConfig, graph: Graph, task: str) -> tuple[list[float], list[float]]:
+def target_standardization(graph: Graph, task: str) -> tuple[list[float], list[float]]:
     """``--standardize-targets``: the (shift, scale) of the graph's regression targets
     (`gridgnn.data.targets.standardization`, over the whole graph's training entries: alike on every rank);
     `ConfigError` for another task."""
@@ -237,7 +237,7 @@ class Trainer:
         self.model = build_model(config, graph.num_features, graph.num_classes, self.task).to(self.layout.device)
         self.loss_scale = None
         if config.standardize_targets:
-            shift, scale = target_standardization(config, graph, self.task)
+            shift, scale = target_standardization(graph, self.task)
             self.model.for_task(self.task, shift, scale)
             self.loss_scale = torch.tensor(scale, dtype=torch.float32, device=self.layout.device)
         self.optimizer = build_optimizer(self.model, config)
@@ -253,7 +253,7 @@ class Trainer:
 
     def train_step(self, epoch: int) -> float:
         """One forward/backward/gradient reduction/Adam step in training mode; returns the training loss,
-        a mean over every training vertex of the graph."""
+        the mean over the graph's present target entries of its training vertices (`loss_entries`)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         output = self.model(self.features, self.layout, epoch=epoch)
@@ -295,7 +295,7 @@ class Trainer:
         and the schedule's step (e.g. to save a checkpoint). With ``config.stop_on_nonfinite`` training ends
         after the first epoch whose loss is NaN or infinite (at once when ``start`` already holds one); with
         ``config.patience`` once the tracker's patience ran out (at once when it had in ``start``). The loss
-        and the accuracies are global, so every rank stops alike and steps the same schedule.
+        and the split metrics are global, so every rank stops alike and steps the same schedule.
         """
         result = start if start is not None else TrainResult(metric=self.metric)
         result.metric = self.metric

@@ -113,8 +113,9 @@ def prediction_records(output: Tensor, ids: np.ndarray, task: str = "multiclass"
         probs = values.exp().numpy()
         out["predicted"], out["probabilities"] = probs.argmax(axis=1), probs
     elif task == "multilabel":
-        probs = torch.sigmoid(values).numpy()
-        out["predicted"], out["probabilities"] = probs > 0.5, probs
+        # a label is predicted where its logit is positive: the rule micro-F1 scores (`task_metrics`), which
+        # sigmoid > 0.5 breaks in float32 for logits within rounding of 0
+        out["predicted"], out["probabilities"] = values.numpy() > 0, torch.sigmoid(values).numpy()
     else:
         out["predicted"] = values.numpy()
     return out

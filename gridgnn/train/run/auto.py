@@ -46,7 +46,8 @@ def settle_execution(config: TrainConfig, graph: Graph | PreparedGraph, world_si
     whose process group exists, a one-process ``1d`` grid), where nothing moves: dense, natural order, every
     switch off.
     """
-    from gridgnn.plan.execution import ExecutionOptions, choose_execution
+    from gridgnn.config import ExecutionOptions
+    from gridgnn.plan.execution import choose_execution
 
     options = ExecutionOptions.of(config)
     if world_size == 1:

@@ -44,7 +44,8 @@ def resolve_execution(config: TrainConfig, graph: Graph | PreparedGraph | None, 
     (passed to ``say``, with a note when pymetis would have let it price METIS orders); ``config`` itself
     when every option is pinned; and the graph in the chosen order as priced (None: the graph's own order,
     or nothing was priced)."""
-    from gridgnn.plan.execution import ExecutionOptions, metis_note
+    from gridgnn.config import ExecutionOptions
+    from gridgnn.plan.execution import metis_note
 
     options = ExecutionOptions.of(config)
     if not options.free:
