@@ -2,7 +2,8 @@
 
 ``--algo 2d`` without ``--nprocs`` is refused (it names a grid); the flags that only shape a grid
 (``--grid``, ``--replication``, ``--comm``, ``--overlap``, ``--cache-panels``, ``--full-feature-rows``,
-``--defer-weight-gather``, ``--reorder``, ``--profile``) do not change what one process computes, so they are
+``--defer-weight-gather``, ``--reorder``, ``--profile``, ``--comm-precision``: one process moves nothing) do
+not change what one process computes, so they are
 run without and named in a warning on stderr.
 """
 
@@ -15,7 +16,8 @@ from gridgnn.plan.execution import UNSET
 
 GRID_FLAGS = {"grid": "--grid", "replication": "--replication", "comm": "--comm", "overlap": "--no-overlap",
               "cache_panels": "--cache-panels", "full_feature_rows": "--full-feature-rows",
-              "defer_weight_gather": "--defer-weight-gather", "reorder": "--reorder", "profile": "--profile"}
+              "defer_weight_gather": "--defer-weight-gather", "reorder": "--reorder", "profile": "--profile",
+              "comm_precision": "--comm-precision"}
 """`TrainConfig` field -> the flag that sets it away from what ``gridgnn train`` leaves it at."""
 
 

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import add_model_arguments, model_flags, model_label
 from gridgnn.cli.node_file_flags import add_node_file_arguments
-from gridgnn.config import COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
+from gridgnn.config import COMM_PRECISIONS, COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
 from gridgnn.cost.process_baseline import baseline_note
 from gridgnn.cost.profile import profile_names
+from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS
 from gridgnn.limits import MAX_LAYERS, MAX_MEMORY_BYTES, MAX_PLAN_PROCS, check_plan_sizes, human_bytes
@@ -84,6 +85,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--comm", choices=COMMS, default="auto",
                       help="SpMM communication to price: dense, sparse, or auto = both, side by side "
                            "(default: %(default)s)")
+    grid.add_argument("--comm-precision", choices=COMM_PRECISIONS, default="fp32",
+                      help="wire precision of the activations the SpMMs and dense phases move, as gridgnn train "
+                           "--comm-precision (default: %(default)s, exact)")
     grid.add_argument("--cache-panels", action=argparse.BooleanOptionalAction, default=None,
                       help="price 2d and 3d with their Â panels received once, at set-up, and kept (as "
                            "gridgnn train --cache-panels; default: both, the planner decides)")
@@ -229,7 +233,7 @@ def _price_best(result, spec, stats, profile):
 
     best = result.best
     return predict_epoch(spec, stats, best.shape, profile=profile, comm=best.comm, cache_panels=best.cache_panels,
-                         device=profile.device)
+                         device=profile.device, comm_precision=best.comm_precision)
 
 
 def feature_rows_line(result, stats, profile) -> str | None:
@@ -346,7 +350,8 @@ def run_plan(args: argparse.Namespace) -> int:
     # the same pricing as gridgnn train's (gridgnn.plan.execution.choose_execution): each free option both ways
     results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
                     run_flags=flags, comms=comms, orders=orders, stats_for_order=by_order,
-                    reorder_s=reorder_seconds(stats), **options_to_price(options)) for p in args.nprocs]
+                    reorder_s=reorder_seconds(stats), sizes=SizeInfo(precision=args.comm_precision),
+                    **options_to_price(options)) for p in args.nprocs]
     if args.json:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0

@@ -18,6 +18,7 @@ from gridgnn.cli.node_file_flags import add_node_file_arguments
 from gridgnn.cli.output_flags import add_memory_arguments, add_output_arguments, output_config
 from gridgnn.config import (
     ALGOS,
+    COMM_PRECISIONS,
     COMMS,
     LOWER_IS_BETTER,
     LR_DEFAULTS,
@@ -102,6 +103,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="SpMM communication: dense moves whole blocks of X; sparse only the rows each "
                            "process's Â block touches (index sets exchanged once at set-up); auto the one the "
                            "planner prices lower" + _DEF)
+    grid.add_argument("--comm-precision", choices=COMM_PRECISIONS, default=_DEFAULTS.comm_precision,
+                      help="wire precision of the activations and their gradients that the SpMMs and dense phases "
+                           "move: fp32 (exact), bf16, fp16 (half the bytes), int8 (about a quarter: one "
+                           "power-of-two scale per row, seeded stochastic rounding); sums are formed in float32, "
+                           "weight gradients and the loss stay float32; changes results slightly, so the planner "
+                           "never lowers it on its own" + _DEF)
     _switch(grid, "--cache-panels", "2d and 3d: receive the Â panels of the process's grid row once, at set-up, "
                                     "and keep them (more graph memory: up to pc times on 2d, q on 3d), so each step "
                                     "moves only X; 1d and 1.5d never move Â and ignore it")
@@ -232,7 +239,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,
         quiet=args.quiet, progress=args.progress, nprocs=args.nprocs, replication=args.replication,
-        grid=args.grid, overlap=args.overlap, comm=args.comm, cache_panels=args.cache_panels,
+        grid=args.grid, overlap=args.overlap, comm=args.comm, comm_precision=args.comm_precision,
+        cache_panels=args.cache_panels,
         full_feature_rows=args.full_feature_rows, defer_weight_gather=args.defer_weight_gather,
         reorder=args.reorder, profile=args.profile, checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints, resume=args.resume,

@@ -11,6 +11,8 @@ share, are `gridgnn.config.choices`'.
 
 from gridgnn.config.choices import (
     ALGOS,
+    COMM_PRECISION_CHOICES,
+    COMM_PRECISIONS,
     COMMS,
     GRID_RE,
     LOWER_IS_BETTER,
@@ -45,7 +47,8 @@ from gridgnn.config.sections import (
 from gridgnn.config.train_config import FIELD_ORDER, TrainConfig
 
 __all__ = [
-    "ALGOS", "COMMS", "FIELD_ORDER", "GRID_RE", "LOWER_IS_BETTER", "LR_DEFAULTS", "LR_SCHEDULES", "MAX_HEADS",
+    "ALGOS", "COMM_PRECISIONS", "COMM_PRECISION_CHOICES", "COMMS", "FIELD_ORDER", "GRID_RE", "LOWER_IS_BETTER",
+    "LR_DEFAULTS", "LR_SCHEDULES", "MAX_HEADS",
     "MAX_SEED", "METRICS", "METRIC_CHOICES", "MODELS", "ORDERS", "REORDERS", "REORDER_CHOICES",
     "SCHEDULE_PARAMETERS", "SECTIONS", "SWITCHES", "TASKS", "TASK_CHOICES", "WEIGHTS", "CheckpointOptions",
     "DataOptions", "ExecutionOptions", "ModelOptions", "OutputOptions", "Section", "TrainConfig",

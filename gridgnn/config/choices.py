@@ -33,6 +33,16 @@ COMMS = ("dense", "sparse", "auto")
 """How the SpMMs move X: ``dense`` whole blocks (CAGNET), ``sparse`` only the rows each receiver's Â block
 touches (index sets exchanged once at set-up), ``auto`` whichever the cost model prices lower."""
 
+COMM_PRECISIONS = ("fp32", "bf16", "fp16", "int8")
+"""Wire precisions of the activations and activation gradients the SpMMs and dense phases move
+(`gridgnn.grid.wire`): ``fp32`` is exact (today's bytes, to the bit); ``bf16`` and ``fp16`` round to nearest
+(fp16 saturates at ±65504); ``int8`` rounds stochastically from a seeded generator with one power-of-two scale
+per row. Weight gradients, the loss and Â always travel as they are stored."""
+
+COMM_PRECISION_CHOICES = (*COMM_PRECISIONS, "auto")
+"""``--comm-precision``'s values: a precision of `COMM_PRECISIONS`, or ``auto``: the planner may pick a lower one
+(`gridgnn.plan.execution`)."""
+
 SWITCHES = ("cache_panels", "full_feature_rows", "defer_weight_gather")
 """The on/off execution options (`gridgnn.config.ExecutionOptions`): True, False, or unset (None): the planner
 decides (`gridgnn.plan.execution`)."""

@@ -19,6 +19,7 @@ from gridgnn.config import choices
 from gridgnn.config.checks import check_bool, check_choice, check_float, check_int, is_blank
 from gridgnn.config.choices import (
     ALGOS,
+    COMM_PRECISIONS,
     COMMS,
     GRID_RE,
     LR_SCHEDULES,
@@ -215,7 +216,10 @@ class ExecutionOptions(Section):
     leave the option to the planner; a settled config holds none of them. ``profile``: the machine profile
     the planner prices with (a name or a file; None: the one of the run's device). ``auto_reason`` records
     what the planner chose and why. ``memory_per_proc`` (bytes; default: what the machine has) and
-    ``memory_check`` drive the memory guard (`gridgnn.train.run.memory_guard`).
+    ``memory_check`` drive the memory guard (`gridgnn.train.run.memory_guard`). ``comm_precision``
+    (`COMM_PRECISIONS`) is the wire precision of the activations and activation gradients the SpMMs and dense
+    phases move (`gridgnn.grid.wire`); unlike the others it changes results (slightly: ``fp32``, the default,
+    is exact), so the planner never lowers it on its own.
 
     Defaults are the plain pinned values (``local``, dense, the graph's own order, every switch off) that a
     library caller who builds a config gets; ``gridgnn train`` leaves the options no flag names to the planner.
@@ -235,10 +239,12 @@ class ExecutionOptions(Section):
     auto_reason: str | None = None
     memory_per_proc: int | None = None
     memory_check: bool = True
+    comm_precision: str = "fp32"
 
     def validate(self) -> None:
         """Raise `ConfigError` (one line) on the first invalid execution field."""
         check_int("nprocs", self.nprocs, minimum=1)
+        check_choice("comm_precision", self.comm_precision, COMM_PRECISIONS)
         check_int("replication", self.replication, minimum=1)
         check_choice("algo", self.algo, ALGOS)
         check_choice("comm", self.comm, COMMS)

@@ -43,6 +43,7 @@ backward) and, for an output layer of several heads, the column exchange of thei
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +63,7 @@ from gridgnn.cost.rank_cost import (
 )
 from gridgnn.cost.sparse_cost import comm_spmm_terms, index_exchange_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.cost.terms import gather_term, scatter_sum_term, sum_terms
 from gridgnn.grid.comm_records import PHASES
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
@@ -224,7 +226,8 @@ class EpochPrediction:
 
 def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: MachineProfile | None = None,
                   sizes: SizeInfo = FLOAT32, blocks: ShapeBlocks | None = None,
-                  comm: str = "dense", cache_panels: bool = False, device: str = "cpu") -> EpochPrediction:
+                  comm: str = "dense", cache_panels: bool = False, device: str = "cpu",
+                  comm_precision: str | None = None) -> EpochPrediction:
     """Communication, memory and time of one training step on every rank of ``shape``.
 
     ``model``: a `ModelSpec` with its traced operations (`gridgnn.nn.trace.model_spec`: from a `TrainConfig`
@@ -234,13 +237,16 @@ def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: Machine
     (2D/3D receive their Â panels once, at set-up: in ``setup_terms``, not in the step). ``device``: the
     device type training runs on, which decides whether sparse input features stay sparse (memory and
     compute; `gridgnn.cost.memory_model.sparse_features`); the planner passes its profile's
-    (`MachineProfile.device`). Pure: no process group, any P.
+    (`MachineProfile.device`). ``comm_precision`` (``--comm-precision``; default ``sizes.precision``): the wire
+    precision of the activation phases (`gridgnn.cost.spmm_cost.wire_row_bytes`). Pure: no process group, any P.
     """
     from gridgnn.cost.profile import GPU_CLUSTER
 
     if not isinstance(model, ModelSpec):
         raise TypeError("predict_epoch prices a ModelSpec: build it with gridgnn.nn.trace.model_spec(config, graph)")
     spec = model
+    if comm_precision is not None:
+        sizes = dataclasses.replace(sizes, precision=comm_precision)
     ops = spec.traced
     stats = stats_for(spec, graph)
     blocks = shape_blocks(shape, stats) if blocks is None else blocks
@@ -299,17 +305,22 @@ def _col_size(shape: GridShape) -> int:
 
 
 def _column_term(blocks: ShapeBlocks, phase: str, op: str, width: int, sizes: SizeInfo) -> Term:
+    """An all-gather or reduce-scatter on ``col`` of the column blocks of a (local rows x ``width``) matrix,
+    carried transposed (`gridgnn.parallel.collectives`: a row of the wire is one column of the rank's rows)."""
     pcol, p = _col_size(blocks.shape), blocks.shape.world_size
-    chunk = int(feature_widths(width, pcol).max())
-    nbytes = (pcol - 1) * chunk * blocks.local_rows * sizes.value
-    return Term(phase, op, "col", pcol, np.ones(p, dtype=np.int64), nbytes.astype(np.int64))
+    widths = feature_widths(width, pcol)
+    chunk = int(widths.max())
+    rows = blocks.local_rows.astype(np.int64)
+    if op == "all_gather":
+        return gather_term(phase, "col", pcol, chunk, rows, sizes, 1, p)
+    return scatter_sum_term(phase, "col", pcol, chunk, widths[blocks.coords["col"]], rows, sizes, 1, p)
 
 
-def _row_all_reduces(blocks: ShapeBlocks, values_per_row: int, calls: int, sizes: SizeInfo) -> Term:
-    """``calls`` ``dense``-phase all-reduces on ``col`` of ``values_per_row`` values of each of the rank's rows."""
+def _row_all_reduces(blocks: ShapeBlocks, values_per_row: int, calls: int, sizes: SizeInfo) -> list[Term]:
+    """``calls`` ``dense``-phase all-reduces (sums) on ``col`` of ``values_per_row`` values of each of the rank's
+    rows."""
     pcol, p = _col_size(blocks.shape), blocks.shape.world_size
-    nbytes = 2 * blocks.local_rows.astype(np.int64) * values_per_row * sizes.value * (pcol - 1) // pcol
-    return Term("dense", "all_reduce", "col", pcol, np.full(p, calls, dtype=np.int64), calls * nbytes)
+    return sum_terms("dense", "col", pcol, blocks.local_rows, values_per_row, blocks.coords["col"], sizes, calls, p)
 
 
 def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes: SizeInfo) -> list[Term]:
@@ -334,9 +345,9 @@ def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes
                 terms += [_column_term(blocks, "dense", "reduce_scatter", op.f_out, sizes),
                           _column_term(blocks, "dense", "all_gather", op.f_out, sizes)]
         elif isinstance(op, HeadSum):
-            terms.append(_row_all_reduces(blocks, op.heads, 1 + op.backward, sizes))
+            terms += _row_all_reduces(blocks, op.heads, 1 + op.backward, sizes)
         elif isinstance(op, RowSum):
-            terms.append(_row_all_reduces(blocks, 1, 1 + op.backward, sizes))
+            terms += _row_all_reduces(blocks, 1, 1 + op.backward, sizes)
         elif isinstance(op, HeadMean):
             terms.append(_column_term(blocks, "dense", "all_gather", op.width, sizes))
             if op.backward:

@@ -118,7 +118,7 @@ def sparse_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeI
         fw = feature_widths(width, blocks.shape.col_blocks)[blocks.coords["col"]]
         stages = (len(layout.segments) - 1) // blocks.shape.depth  # each depth slice runs its own segments
         calls = np.where(fw > 0, stages, 0).astype(np.int64)
-    nbytes = np.where(calls > 0, rows * fw * sz.value, 0).astype(np.int64)
+    nbytes = np.where(calls > 0, rows * sz.row_bytes(fw), 0).astype(np.int64)
     return terms + [Term(phase, "all_to_all", "row", num_rows, calls, nbytes)]
 
 
@@ -132,7 +132,7 @@ def _depth_term(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -
     active = fw > 0
     phase = "spmm_backward" if backward else "spmm_forward"
     return Term(phase, "all_to_all", "depth", d, active.astype(np.int64),
-                np.where(active, rows * fw * sz.value, 0).astype(np.int64))
+                np.where(active, rows * sz.row_bytes(fw), 0).astype(np.int64))
 
 
 def depth_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ import numpy as np
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.stages import StageLayout
+from gridgnn.grid.comm_records import WIRE_PHASES
 from gridgnn.grid.shape import GridShape
 from gridgnn.partition import block_bounds
 
@@ -101,8 +102,48 @@ def term(phase, op, axis, size, calls, nbytes, num_ranks) -> Term:
 
 
 def dense_step(op, axis, root, stage, rows, width, me, sz: SizeInfo) -> Step:
-    """A broadcast or reduce of (rows x width) values: received by every process but the root."""
-    return Step(op, axis, root, stage, "dense", rows, width, 0, 0 if me == root else rows * width * sz.value)
+    """A broadcast or reduce of (rows x width) activation values (an SpMM phase: in the wire precision):
+    received by every process but the root."""
+    return Step(op, axis, root, stage, "dense", rows, width, 0, 0 if me == root else rows * sz.row_bytes(width))
+
+
+def row_bytes_in(phase: str, width, sz: SizeInfo):
+    """Bytes of one row of ``width`` float32 values (an int or an int64 array) as it travels in ``phase``: in the
+    wire precision in `WIRE_PHASES`, as stored elsewhere (`gridgnn.grid.comm`)."""
+    if phase in WIRE_PHASES:
+        return sz.row_bytes(width)
+    return np.asarray(width, dtype=np.int64) * sz.value if isinstance(width, np.ndarray) else width * sz.value
+
+
+def gather_term(phase, axis, size, chunk, width, sz: SizeInfo, calls, num_ranks) -> Term:
+    """An all-gather on ``axis`` (``size`` processes) of parts padded to ``chunk`` rows of ``width`` values."""
+    return term(phase, "all_gather", axis, size, calls, (size - 1) * chunk * row_bytes_in(phase, width, sz),
+                num_ranks)
+
+
+def scatter_sum_term(phase, axis, size, chunk, mine, width, sz: SizeInfo, calls, num_ranks) -> Term:
+    """A reduce-scatter on ``axis`` of parts padded to ``chunk`` rows of ``width`` values; in the wire precision
+    the all-to-all that carries it, unpadded: ``mine`` rows from each other process."""
+    if phase in WIRE_PHASES and not sz.exact:
+        return term(phase, "all_to_all", axis, size, calls, (size - 1) * mine * sz.row_bytes(width), num_ranks)
+    return term(phase, "reduce_scatter", axis, size, calls, (size - 1) * chunk * width * sz.value, num_ranks)
+
+
+def sum_terms(phase, axis, size, rows, width, coord, sz: SizeInfo, calls, num_ranks) -> list[Term]:
+    """``calls`` all-reduces (sum) on ``axis`` of ``rows`` (P,) rows of ``width`` values; in the wire precision
+    each is a reduce-scatter over balanced row chunks (an all-to-all) and an all-gather of the summed chunks,
+    ``coord`` (P,) being the rank's coordinate on ``axis`` (`gridgnn.grid.comm.Communicator.all_reduce`)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    calls = np.broadcast_to(np.asarray(calls, dtype=np.int64), (num_ranks,))
+    if phase not in WIRE_PHASES or sz.exact:
+        return [term(phase, "all_reduce", axis, size, calls, calls * (2 * rows * width * sz.value * (size - 1) // size),
+                     num_ranks)]
+    base, extra = np.divmod(rows, size)
+    mine = base + (np.asarray(coord) < extra)
+    largest = base + (extra > 0)
+    row = sz.row_bytes(width)
+    return [term(phase, "all_to_all", axis, size, calls, calls * (size - 1) * mine * row, num_ranks),
+            term(phase, "all_gather", axis, size, calls, calls * (size - 1) * largest * row, num_ranks)]
 
 
 def packed_bytes(rows, nnz, sz: SizeInfo) -> np.ndarray:

@@ -15,6 +15,22 @@ all-to-all        the bytes this process receives from the others (its own part 
 All-gather and reduce-scatter pad every part to the largest one (NCCL and gloo need equal parts), and the
 padding is counted: it is really sent. A collective on a group of one process is skipped and not recorded.
 
+Wire precision (``--comm-precision``, `gridgnn.grid.wire`). In the phases of `WIRE_PHASES`, a float32 payload
+of ``n`` rows of ``w`` values travels as ``n`` encoded rows of ``wire_row_bytes(precision, w)`` bytes (``m``
+below is then the encoded size); a sender keeps its own values exact and every received value is rounded
+once. Nothing is summed in low precision: the receiver decodes and adds in float32, so the sums are carried
+as other collectives:
+
+================  =========================================================================
+reduce (sum)      an all-to-all of the encoded parts to the root, summed there; recorded as ``reduce``, counted
+                  as above (``m`` to each non-root, 0 to the root)
+reduce-scatter    an all-to-all: part k of every other process to process k, unpadded; recorded as
+                  ``all_to_all``, ``(p - 1) * rows_k`` encoded rows to process k
+all-reduce (sum)  that reduce-scatter over ``p`` balanced row chunks (`gridgnn.partition.block_bounds`), then
+                  an all-gather of the summed chunks: two records, ``all_to_all`` and ``all_gather``
+all-reduce (max)  unchanged, in float32 (a softmax's shift: small, and exact in any precision)
+================  =========================================================================
+
 Records (`CommRecord`, `CommTotals`, `PHASES`) are `gridgnn.grid.comm_records`; the overlap scheduler
 (`Pending`, `InFlight`, `pipeline`), which issues these collectives asynchronously and waits for them behind
 the computation, is `gridgnn.grid.overlap`.
@@ -22,6 +38,7 @@ the computation, is `gridgnn.grid.overlap`.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -29,10 +46,14 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 
+from gridgnn.config.choices import COMM_PRECISIONS
+from gridgnn.cost.spmm_cost import wire_row_bytes
 from gridgnn.errors import CollectiveError
-from gridgnn.grid.comm_records import PHASES, CommRecord, CommTotals
+from gridgnn.grid.comm_records import PHASES, WIRE_PHASES, CommRecord, CommTotals
 from gridgnn.grid.overlap import InFlight, Pending, pipeline
 from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.grid.wire import decode, encode
+from gridgnn.partition import block_bounds
 from gridgnn.peer_errors import first_line, is_out_of_memory, peer_failure_text
 
 # torch 2.13 renamed the equal-part collectives; older releases (>= 2.4) only have the first names.
@@ -45,13 +66,23 @@ class Communicator:
     ``overlap`` (default on): `pipeline` issues the next stage's collectives before the caller computes
     with the current one, and `InFlight` keeps one collective running behind the computation. The same
     collectives run in the same order either way, so results and counts are identical.
+
+    ``precision`` (`COMM_PRECISIONS`, default ``fp32``: every collective as it is) is the wire precision of
+    float32 payloads in `WIRE_PHASES` (the module docstring says how each collective carries it); ``seed``
+    seeds int8's stochastic rounding (one generator per process, offset by its rank), so a run is
+    reproducible.
     """
 
-    def __init__(self, grid: ProcessGrid, overlap: bool = True):
+    def __init__(self, grid: ProcessGrid, overlap: bool = True, precision: str = "fp32", seed: int = 0):
+        if precision not in COMM_PRECISIONS:
+            raise ValueError(f"comm precision must be one of {', '.join(COMM_PRECISIONS)}; got {precision!r}")
         self.grid = grid
         self.overlap = overlap
+        self.precision = precision
+        self.seed = seed
         self.records: list[CommRecord] = []
         self._phase = "other"
+        self._generator: torch.Generator | None = None
 
     def pipeline(self, stages: Iterable, issue: Callable[[object], object]) -> Iterator[tuple]:
         """`gridgnn.grid.overlap.pipeline` with this communicator's ``overlap``: yields ``(stage, results)``,
@@ -62,6 +93,24 @@ class Communicator:
     def in_flight(self) -> InFlight:
         """An `InFlight` for collectives issued behind the computation (see there)."""
         return InFlight(self.overlap)
+
+    def encoded(self, tensor: torch.Tensor) -> bool:
+        """Whether ``tensor`` travels in the wire precision now: a float32 payload in a `WIRE_PHASES` phase of a
+        run whose precision is not fp32 (index sets, Â panels and other dtypes never are)."""
+        return (self.precision != "fp32" and self._phase in WIRE_PHASES and tensor.dtype == torch.float32
+                and tensor.dim() >= 1)
+
+    def _encode(self, tensor: torch.Tensor) -> torch.Tensor:
+        """(n, ...) float32 -> (n, bytes per row) uint8 in this run's precision (rows: the first dimension)."""
+        if self._generator is None and self.precision == "int8":
+            self._generator = torch.Generator(device=tensor.device)
+            self._generator.manual_seed(self.seed * 1_000_003 + self.grid.rank)
+        return encode(tensor.reshape(tensor.shape[0], _row_width(tensor)), self.precision, self._generator)
+
+    def _decode(self, data: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """`_encode`'s bytes back to float32 rows shaped as ``like`` (without its first dimension)."""
+        row_shape = tuple(like.shape[1:])
+        return decode(data, self.precision, math.prod(row_shape)).reshape((data.shape[0],) + row_shape)
 
     @property
     def current_phase(self) -> str:
@@ -91,15 +140,65 @@ class Communicator:
     def broadcast_async(self, tensor: torch.Tensor, axis: str, root: int,
                         then: Callable[[torch.Tensor], object] | None = None) -> Pending:
         """Asynchronous `broadcast`; the `Pending` delivers ``then(tensor)`` (default ``tensor``)."""
+        if self.encoded(tensor) and self.grid.size(axis) > 1:
+            return self._broadcast_encoded(tensor, axis, root, then)
         nbytes = 0 if self.grid.index(axis) == root else _nbytes(tensor)
         return self._issue("broadcast", axis, nbytes, tensor,
                            lambda g: dist.broadcast(tensor, group=g, group_src=root, async_op=True), then)
 
+    def _broadcast_encoded(self, tensor: torch.Tensor, axis: str, root: int,
+                           then: Callable[[torch.Tensor], object] | None) -> Pending:
+        """`broadcast_async` in the wire precision: the root sends its rows encoded and keeps them exact; the
+        others decode into ``tensor`` once the bytes arrived."""
+        is_root = self.grid.index(axis) == root
+        if is_root:
+            data = self._encode(tensor)
+        else:
+            width = _row_width(tensor)
+            data = torch.empty((tensor.shape[0], wire_row_bytes(self.precision, width)), dtype=torch.uint8,
+                               device=tensor.device)
+
+        def received(_data: torch.Tensor) -> object:
+            if not is_root:
+                tensor.copy_(self._decode(data, tensor))
+            return then(tensor) if then is not None else tensor
+
+        return self._issue("broadcast", axis, 0 if is_root else _nbytes(data), data,
+                           lambda g: dist.broadcast(data, group=g, group_src=root, async_op=True), received)
+
     def reduce_async(self, tensor: torch.Tensor, axis: str, root: int) -> Pending:
         """Asynchronous `reduce`: the sum lands in the root's ``tensor`` once waited for."""
+        if self.encoded(tensor) and self.grid.size(axis) > 1:
+            return self._reduce_encoded(tensor, axis, root)
         nbytes = 0 if self.grid.index(axis) == root else _nbytes(tensor)
         return self._issue("reduce", axis, nbytes, tensor,
                            lambda g: dist.reduce(tensor, group=g, group_dst=root, async_op=True))
+
+    def _reduce_encoded(self, tensor: torch.Tensor, axis: str, root: int) -> Pending:
+        """`reduce_async` in the wire precision: every non-root sends its encoded part to the root (an
+        all-to-all with one non-empty part), which adds the decoded parts to its own in float32, in group
+        order. Recorded as a ``reduce`` of the encoded bytes at each non-root."""
+        p, me = self.grid.size(axis), self.grid.index(axis)
+        rows = tensor.shape[0]
+        width = _row_width(tensor)
+        if me == root:
+            send = torch.empty((0, wire_row_bytes(self.precision, width)), dtype=torch.uint8, device=tensor.device)
+            send_rows, recv_rows = [0] * p, [0 if k == root else rows for k in range(p)]
+        else:
+            send = self._encode(tensor)
+            send_rows, recv_rows = [rows if k == root else 0 for k in range(p)], [0] * p
+        received = send.new_empty((sum(recv_rows), send.shape[1]))
+
+        def summed(_data: torch.Tensor) -> torch.Tensor:
+            if me == root:
+                for part in torch.split(received, [r for r in recv_rows if r]):
+                    tensor.add_(self._decode(part, tensor))
+            return tensor
+
+        nbytes = 0 if me == root else _nbytes(send)
+        return self._issue("reduce", axis, nbytes, received,
+                           lambda g: dist.all_to_all_single(received, send, recv_rows, send_rows, group=g,
+                                                            async_op=True), summed)
 
     def all_to_all_async(self, send: torch.Tensor, send_rows: list[int], recv_rows: list[int], axis: str,
                          then: Callable[[torch.Tensor], object] | None = None) -> Pending:
@@ -112,6 +211,12 @@ class Communicator:
         me = self.grid.index(axis)
         if send_rows[me] or recv_rows[me]:
             raise ValueError("all_to_all_async: a process does not send rows to itself")
+        if self.encoded(send) and self.grid.size(axis) > 1:
+            like = send
+            data = self._encode(send)
+            back = (lambda received: then(self._decode(received, like))) if then is not None else (
+                lambda received: self._decode(received, like))
+            return self.all_to_all_async(data, send_rows, recv_rows, axis, back)
         row_shape = tuple(send.shape[1:])
         received = send.new_empty((sum(recv_rows),) + row_shape)
         nbytes = _nbytes(received)
@@ -157,6 +262,8 @@ class Communicator:
 
     def broadcast(self, tensor: torch.Tensor, axis: str, root: int) -> torch.Tensor:
         """Collective on ``axis``: ``tensor`` of the process at coordinate ``root`` overwrites the others'."""
+        if self.encoded(tensor) and self.grid.size(axis) > 1:
+            return self._blocking(self._broadcast_encoded(tensor, axis, root, None))
         nbytes = 0 if self.grid.index(axis) == root else _nbytes(tensor)
         self._run("broadcast", axis, nbytes,
                   lambda g: dist.broadcast(tensor, group=g, group_src=root))
@@ -167,6 +274,8 @@ class Communicator:
 
         Non-root buffers are clobbered (gloo uses them as scratch): do not read them afterwards.
         """
+        if self.encoded(tensor) and self.grid.size(axis) > 1:
+            return self._blocking(self._reduce_encoded(tensor, axis, root))
         nbytes = 0 if self.grid.index(axis) == root else _nbytes(tensor)
         self._run("reduce", axis, nbytes, lambda g: dist.reduce(tensor, group=g, group_dst=root))
         return tensor
@@ -176,6 +285,11 @@ class Communicator:
         maximum) over the group."""
         p = self.grid.size(axis)
         reduce_op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op]
+        if op == "sum" and p > 1 and self.encoded(tensor):
+            chunks = block_sizes_of(tensor.shape[0], p)
+            mine = self.reduce_scatter_rows(tensor, axis, chunks)
+            tensor.copy_(self.all_gather_rows(mine, axis, chunks))
+            return tensor
         self._run("all_reduce", axis, 2 * _nbytes(tensor) * (p - 1) // p,
                   lambda g: dist.all_reduce(tensor, op=reduce_op, group=g))
         return tensor
@@ -189,6 +303,8 @@ class Communicator:
         if p == 1:
             return local
         chunk = max(row_counts)
+        if self.encoded(local):
+            return self._all_gather_encoded(local, axis, row_counts)
         padded = _pad_rows(local, chunk)
         out = local.new_empty((p * chunk,) + tuple(local.shape[1:]))
         self._run("all_gather", axis, (p - 1) * _nbytes(padded),
@@ -204,6 +320,8 @@ class Communicator:
         p = self.grid.size(axis)
         if p == 1:
             return full
+        if self.encoded(full):
+            return self._reduce_scatter_encoded(full, axis, row_counts)
         chunk = max(row_counts)
         blocks = torch.split(full, row_counts)
         stacked = torch.cat([_pad_rows(b, chunk) for b in blocks])
@@ -211,6 +329,49 @@ class Communicator:
         self._run("reduce_scatter", axis, (p - 1) * _nbytes(out),
                   lambda g: _reduce_scatter_single(out, stacked, group=g))
         return out[: row_counts[self.grid.index(axis)]]
+
+    def _all_gather_encoded(self, local: torch.Tensor, axis: str, row_counts: list[int]) -> torch.Tensor:
+        """`all_gather_rows` in the wire precision: encoded parts, padded to the largest; the own part stays
+        exact."""
+        p, me, chunk = self.grid.size(axis), self.grid.index(axis), max(row_counts)
+        padded = _pad_rows(self._encode(local), chunk)
+        out = padded.new_empty((p * chunk, padded.shape[1]))
+        self._run("all_gather", axis, (p - 1) * _nbytes(padded),
+                  lambda g: _all_gather_single(out, padded, group=g))
+        parts = [local if k == me else self._decode(out[k * chunk: k * chunk + rows], local)
+                 for k, rows in enumerate(row_counts)]
+        return torch.cat(parts)
+
+    def _reduce_scatter_encoded(self, full: torch.Tensor, axis: str, row_counts: list[int]) -> torch.Tensor:
+        """`reduce_scatter_rows` in the wire precision: part k of every process goes to process k encoded
+        (an all-to-all, unpadded), which adds the decoded parts to its own part in float32, in group order."""
+        p, me = self.grid.size(axis), self.grid.index(axis)
+        send_rows = [0 if k == me else rows for k, rows in enumerate(row_counts)]
+        recv_rows = [0 if k == me else row_counts[me] for k in range(p)]
+        others = torch.cat([block for k, block in enumerate(torch.split(full, row_counts)) if k != me])
+        received = self.all_to_all(others, send_rows, recv_rows, axis)
+        start = sum(row_counts[:me])
+        total = full[start:start + row_counts[me]].clone()
+        for part in torch.split(received, [r for r in recv_rows if r]):
+            total.add_(part)
+        return total
+
+    @staticmethod
+    def _blocking(pending: Pending) -> torch.Tensor:
+        """Wait for ``pending`` at once (a blocking collective issued through the asynchronous path)."""
+        return pending.wait()
+
+
+def block_sizes_of(rows: int, parts: int) -> list[int]:
+    """The rows of each of ``parts`` balanced chunks of ``rows`` (`gridgnn.partition.block_bounds`; empty
+    chunks allowed): how an all-reduce in the wire precision splits its rows."""
+    bounds = block_bounds(rows, parts, allow_empty=True, what="rows")
+    return [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _row_width(tensor: torch.Tensor) -> int:
+    """Values per row (the first dimension's) of ``tensor``."""
+    return math.prod(tensor.shape[1:])
 
 
 def _nbytes(tensor: torch.Tensor) -> int:

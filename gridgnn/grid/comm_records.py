@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 PHASES = ("spmm_forward", "spmm_backward", "dense", "weight_grad", "loss", "other")
 """The phase tags of a training step, in report order (`gridgnn.grid.comm.Communicator.phase`)."""
 
+WIRE_PHASES = ("spmm_forward", "spmm_backward", "dense")
+"""The phases whose float32 payloads (activations, activation gradients, attention scores) travel in the run's
+``--comm-precision`` (`gridgnn.grid.wire`); ``weight_grad``, ``loss`` and ``other`` (set-up, index sets, Â
+panels) always travel as they are."""
+
 
 @dataclass(frozen=True)
 class CommRecord:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from gridgnn.config import SWITCHES, ExecutionOptions, TrainConfig, model_comms
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import MachineProfile, default_profile, load_profile
+from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape, resolve_grid
 
@@ -190,7 +191,7 @@ def choose_execution(config: TrainConfig, graph, world_size: int, device_type: s
                   memory_per_proc=config.memory_per_proc, comms=model_comms(config.model, config.comm),
                   shapes=pinned_shapes(options, world_size), orders=orders_to_price(options, graph),
                   stats_for_order=base, reorder_s=reorder_seconds(stats),
-                  **options_to_price(options))
+                  sizes=SizeInfo(precision=options.comm_precision), **options_to_price(options))
     best = ranked.best
     ordered = base.graph(best.reorder, best.shape.sizes[0], best.shape.depth)
     return settle(config, best), ranked, (None if ordered is graph else ordered)

@@ -76,6 +76,8 @@ class PlanEntry:
     """The vertex order priced (``gridgnn train --reorder``): ``none``, or a reordering of the graph."""
     reorder_s: float = 0.0
     """The reordering's estimated set-up time (`gridgnn.plan.execution.reorder_seconds`), once per run."""
+    comm_precision: str = "fp32"
+    """The wire precision of the activation phases priced (``gridgnn train --comm-precision``)."""
 
     @property
     def tricks(self) -> int:
@@ -123,7 +125,7 @@ class PlanEntry:
             "algo": self.algo, "grid": self.grid, "replication": self.replication, "comm": self.comm,
             "cache_panels": self.cache_panels, "full_feature_rows": self.feature_rows,
             "defer_weight_gather": self.defer_weight_gather, "reorder": self.reorder,
-            "predicted_reorder_s": self.reorder_s,
+            "comm_precision": self.comm_precision, "predicted_reorder_s": self.reorder_s,
             "world_size": self.shape.world_size,
             "bytes_per_rank": int(pred.bytes.max()), "calls_per_rank": int(pred.calls.max()),
             "bytes_by_phase": {ph: int(v.max()) for ph, v in pred.bytes_by_phase.items()},
@@ -147,6 +149,8 @@ class PlanEntry:
         for name, on in (("cache-panels", self.cache_panels), ("full-feature-rows", self.feature_rows),
                          ("defer-weight-gather", self.defer_weight_gather)):
             flags.append(f"--{name}" if on else f"--no-{name}")
+        if self.comm_precision != "fp32":
+            flags += ["--comm-precision", self.comm_precision]
         return flags
 
 
@@ -288,7 +292,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
                     fits = limit is None or int(pred.memory_bytes.max()) + baseline <= limit
                     entries.append(PlanEntry(shape, pred, fits, run_flags=flags, comm=comm, cache_panels=cached,
                                              feature_rows=rows, defer_weight_gather=defer, reorder=order,
-                                             reorder_s=setup, baseline_bytes=baseline))
+                                             reorder_s=setup, baseline_bytes=baseline,
+                                             comm_precision=sizes.precision))
 
     def rank(e: PlanEntry) -> tuple:  # by time, those that fit first; when none fits, none is best
         # times equal to 12 digits are a tie (the same terms summed in another order differ in the last bits:

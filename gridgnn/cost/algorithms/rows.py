@@ -13,8 +13,9 @@ import numpy as np
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.stages import StageLayout
-from gridgnn.cost.terms import ShapeBlocks, Step, Term, dense_step, term
+from gridgnn.cost.terms import ShapeBlocks, Step, Term, dense_step, sum_terms, term
 from gridgnn.grid.shape import GridShape
+from gridgnn.partition import block_bounds
 
 DENSE_BUFFERS = 1
 """Dense (rows x width) receive buffers of a stage, beside the X panel (`gridgnn.cost.memory_model`)."""
@@ -52,17 +53,16 @@ def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached
     share_rows = np.bincount(share, weights=sizes, minlength=c).astype(np.int64)
     share_count = np.bincount(share, minlength=c).astype(np.int64)
     i, k = blocks.coords["row"], blocks.coords.get("rep", np.zeros(p, dtype=np.int64))
-    row_bytes = f * sz.value
+    row_bytes = sz.row_bytes(f)
     stage = (share_rows[k] - np.where(i % c == k, sizes[i], 0)) * row_bytes
     terms = []
     if num_rows > 1:
         terms.append(term(phase, "reduce" if backward else "broadcast", "row", num_rows, share_count[k], stage, p))
     if c > 1:
-        own = sizes[i] * row_bytes
         if backward:
-            terms.append(term(phase, "broadcast", "rep", c, 1, np.where(k != i % c, own, 0), p))
+            terms.append(term(phase, "broadcast", "rep", c, 1, np.where(k != i % c, sizes[i] * row_bytes, 0), p))
         else:
-            terms.append(term(phase, "all_reduce", "rep", c, 1, 2 * own * (c - 1) // c, p))
+            terms += sum_terms(phase, "rep", c, sizes[i], f, k, sz, 1, p)
     return terms
 
 
@@ -78,9 +78,13 @@ def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo
     def stages(f: int, phase: str) -> list[Term]:  # the row broadcasts of a forward SpMM, without its rep sum
         return [replace(t, phase=phase) for t in spmm(f, False) if t.axis == "row"]
 
-    def row_sums(phase: str) -> list[Term]:  # two all-reduces of m·K values over the replicas
-        return [replace(t, phase=phase, calls=2 * t.calls, bytes=2 * t.bytes) for t in spmm(heads, False)
-                if t.axis == "rep"]
+    def row_sums(phase: str) -> list[Term]:  # the maxima (kept in float32) and the sums of m·K values, on rep
+        if blocks.shape.replication == 1:
+            return []
+        p, c = blocks.shape.world_size, blocks.shape.replication
+        rows = np.diff(blocks.row_bounds).astype(np.int64)[blocks.coords["row"]]
+        maxima = term(phase, "all_reduce", "rep", c, 1, 2 * rows * heads * sizes.value * (c - 1) // c, p)
+        return [maxima] + sum_terms(phase, "rep", c, rows, heads, blocks.coords["rep"], sizes, 1, p)
 
     forward = stages(heads, "spmm_forward") + row_sums("spmm_forward") + spmm(width, False)
     backward = stages(width, "spmm_backward") + spmm(width, True) + row_sums("spmm_backward") + spmm(heads, True)
@@ -116,7 +120,14 @@ def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, width: int, 
                                 i, sz))
     if c > 1 and backward:
         steps.append(dense_step("broadcast", "rep", i % c, None, n_i, width, k, sz))
-    elif c > 1:
+    elif c > 1 and sz.exact:
         steps.append(Step("all_reduce", "rep", None, None, "dense", n_i, width, 0,
                           2 * n_i * width * sz.value * (c - 1) // c))
+    elif c > 1:  # in the wire precision: the all-to-all of the chunks, then the all-gather of their sums
+        chunks = np.diff(block_bounds(n_i, c, allow_empty=True, what="rows"))
+        row = sz.row_bytes(width)
+        steps += [Step("all_to_all", "rep", None, None, "dense", int(chunks[k]), width, 0,
+                       (c - 1) * int(chunks[k]) * row),
+                  Step("all_gather", "rep", None, None, "dense", int(chunks.max()), width, 0,
+                       (c - 1) * int(chunks.max()) * row)]
     return steps

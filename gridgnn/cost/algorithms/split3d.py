@@ -15,7 +15,16 @@ from gridgnn.cost.algorithms.summa import plan_steps
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.stages import StageLayout
-from gridgnn.cost.terms import ShapeBlocks, Term, feature_widths, packed_bytes, term
+from gridgnn.cost.terms import (
+    ShapeBlocks,
+    Term,
+    feature_widths,
+    gather_term,
+    packed_bytes,
+    scatter_sum_term,
+    sum_terms,
+    term,
+)
 from gridgnn.grid.shape import GridShape
 
 __all__ = ["DENSE_BUFFERS", "attention_terms", "blocks", "count_bounds", "graph_bytes", "panel_terms", "plan_steps",
@@ -78,17 +87,16 @@ def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached
     terms = []
     if d > 1 and backward:
         chunk = sub.max(axis=1)[i]
-        terms.append(term(phase, "all_gather", "depth", d, active.astype(np.int64),
-                           np.where(active, (d - 1) * chunk * fw * sz.value, 0), p))
+        terms.append(gather_term(phase, "depth", d, np.where(active, chunk, 0), fw, sz, active.astype(np.int64), p))
     if q > 1:
         terms += [] if cached else panel_terms(blocks, backward, sz)
-        dense = np.where(active, (sub[:, :].sum(axis=0)[m] - sub[i, m]) * fw * sz.value, 0)
+        dense = np.where(active, (sub[:, :].sum(axis=0)[m] - sub[i, m]) * sz.row_bytes(fw), 0)
         terms.append(term(phase, "reduce" if backward else "broadcast", "row", q,
                            np.where(active, q, 0), dense, p))
     if d > 1 and not backward:
         chunk = sub.max(axis=1)[i]
-        terms.append(term(phase, "reduce_scatter", "depth", d, active.astype(np.int64),
-                           np.where(active, (d - 1) * chunk * fw * sz.value, 0), p))
+        terms.append(scatter_sum_term(phase, "depth", d, np.where(active, chunk, 0), np.where(active, sub[i, m], 0),
+                                      fw, sz, active.astype(np.int64), p))
     return terms
 
 
@@ -104,21 +112,22 @@ def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo
     shape, p = blocks.shape, blocks.shape.world_size
     q, _, d = shape.sizes
     i, j, m = blocks.coords["row"], blocks.coords["col"], blocks.coords["depth"]
-    value = heads * sizes.value
+    value = sizes.row_bytes(heads)  # one row of scores, in the wire precision (every term here is an SpMM phase)
     heights = np.diff(blocks.row_bounds).astype(np.int64)[i]
     ones = np.ones(p, dtype=np.int64)
     forward = spmm_terms(blocks, width, False, sizes, cached)
     terms = forward + [replace(t, phase="spmm_backward") for t in forward if t.axis != "depth"]
     terms += [t for t in spmm_terms(blocks, width, True, sizes) if t.axis != "col"]
     if d > 1:
-        chunk = (d - 1) * blocks.sub.max(axis=1)[i] * value
-        terms += [Term("spmm_forward", "all_gather", "depth", d, ones, chunk),
-                  Term("spmm_backward", "reduce_scatter", "depth", d, ones, chunk)]
+        chunk = blocks.sub.max(axis=1)[i]
+        terms += [gather_term("spmm_forward", "depth", d, chunk, heads, sizes, ones, p),
+                  scatter_sum_term("spmm_backward", "depth", d, chunk, blocks.sub[i, m], heads, sizes, ones, p)]
     for axis, size in (("col", q), ("depth", d)):
         if size > 1:
-            nbytes = 2 * heights * value * (size - 1) // size
-            terms += [Term("spmm_forward", "all_reduce", axis, size, 2 * ones, 2 * nbytes),
-                      Term("spmm_backward", "all_reduce", axis, size, ones, nbytes)]
+            maxima = 2 * heights * heads * sizes.value * (size - 1) // size  # the row maxima stay float32
+            terms += [Term("spmm_forward", "all_reduce", axis, size, ones, maxima)]
+            terms += sum_terms("spmm_forward", axis, size, heights, heads, blocks.coords[axis], sizes, 1, p)
+            terms += sum_terms("spmm_backward", axis, size, heights, heads, blocks.coords[axis], sizes, 1, p)
     if q > 1:
         remote = np.where(i != j, blocks.sub[j, m] * value, 0).astype(np.int64)
         terms += [Term("spmm_forward", "broadcast", "row", q, ones, remote),

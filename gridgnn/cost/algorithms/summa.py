@@ -13,7 +13,16 @@ import numpy as np
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.stages import StageLayout
-from gridgnn.cost.terms import ShapeBlocks, Step, Term, dense_step, feature_widths, packed_bytes, term
+from gridgnn.cost.terms import (
+    ShapeBlocks,
+    Step,
+    Term,
+    dense_step,
+    feature_widths,
+    packed_bytes,
+    sum_terms,
+    term,
+)
 from gridgnn.grid.shape import GridShape
 from gridgnn.partition import block_bounds
 from gridgnn.sparse.layout import packed_nbytes
@@ -79,7 +88,7 @@ def spmm_terms(blocks: ShapeBlocks, f: int, backward: bool, sz: SizeInfo, cached
     terms = [] if cached else panel_terms(blocks, backward, sz)
     if pr > 1:
         active = fw > 0
-        dense = np.where(active, (blocks.n - heights[i]) * fw * sz.value, 0)
+        dense = np.where(active, (blocks.n - heights[i]) * sz.row_bytes(fw), 0)
         terms.append(term(phase, "reduce" if backward else "broadcast", "row", pr,
                            np.where(active, len(seg_rows), 0), dense, p))
     return terms
@@ -105,16 +114,18 @@ def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo
     owned = col_owner[None, :] == j[:, None]  # (P, stages)
     if pr > 1:
         remote = owned & (row_owner[None, :] != i[:, None])
-        calls, nbytes = owned.sum(axis=1), (remote * seg_rows[None, :]).sum(axis=1) * heads * sizes.value
+        calls, nbytes = owned.sum(axis=1), (remote * seg_rows[None, :]).sum(axis=1) * sizes.row_bytes(heads)
         terms += [Term(phase, op, "row", pr, calls.astype(np.int64), nbytes.astype(np.int64))
                   for phase, op in (("spmm_forward", "broadcast"), ("spmm_backward", "reduce"))]
     if pc > 1:
-        reduce_bytes = 2 * blocks.local_rows.astype(np.int64) * heads * sizes.value * (pc - 1) // pc
-        terms += [Term("spmm_forward", "all_reduce", "col", pc, np.full(p, 2, dtype=np.int64), 2 * reduce_bytes),
-                  Term("spmm_backward", "all_reduce", "col", pc, np.ones(p, dtype=np.int64), reduce_bytes)]
+        rows = blocks.local_rows.astype(np.int64)
+        maxima = 2 * rows * heads * sizes.value * (pc - 1) // pc  # the row maxima stay float32
+        terms += [Term("spmm_forward", "all_reduce", "col", pc, np.ones(p, dtype=np.int64), maxima)]
+        terms += sum_terms("spmm_forward", "col", pc, rows, heads, j, sizes, 1, p)
+        terms += sum_terms("spmm_backward", "col", pc, rows, heads, j, sizes, 1, p)
         nnz = blocks.nnz[i]  # (P, stages): entries of each panel of the rank's block row
         calls = (nnz > 0).sum(axis=1).astype(np.int64)
-        nbytes = (nnz * ~owned).sum(axis=1).astype(np.int64) * heads * sizes.value
+        nbytes = (nnz * ~owned).sum(axis=1).astype(np.int64) * sizes.row_bytes(heads)
         terms += [Term(phase, op, "col", pc, calls, nbytes) for phase, op in
                   (("spmm_forward", "broadcast"), ("spmm_backward", "broadcast"), ("spmm_backward", "reduce"))]
     return terms
@@ -151,7 +162,7 @@ def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, width: int, 
     steps = []
     if gathered and backward:
         steps.append(Step("all_gather", "depth", None, None, "dense", chunk, f_j, 0,
-                          (depth - 1) * chunk * f_j * sz.value))
+                          (depth - 1) * chunk * sz.row_bytes(f_j)))
     for s in mine:
         a, b = layout.segment(s)
         z = int(nnz[i, s])
@@ -163,7 +174,11 @@ def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, width: int, 
         if pr > 1 and f_j:
             steps.append(dense_step("reduce" if backward else "broadcast", "row", int(layout.root[s]), s, b - a, f_j,
                                 i, sz))
-    if gathered and not backward:
+    if gathered and not backward and sz.exact:
         steps.append(Step("reduce_scatter", "depth", None, None, "dense", chunk, f_j, 0,
                           (depth - 1) * chunk * f_j * sz.value))
+    elif gathered and not backward:  # in the wire precision: an all-to-all of the parts, unpadded
+        mine = layout.segments[i * depth + coords["depth"] + 1] - layout.segments[i * depth + coords["depth"]]
+        steps.append(Step("all_to_all", "depth", None, None, "dense", mine, f_j, 0,
+                          (depth - 1) * mine * sz.row_bytes(f_j)))
     return steps

@@ -77,7 +77,8 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
         return dataclasses.replace(config, comm="dense"), reason
     stats = graph_stats(graph, config.model)
     spec = model_spec(config, stats)
-    most = {mode: int(predict_epoch(spec, stats, shape, comm=mode, cache_panels=config.cache_panels).bytes.max())
+    most = {mode: int(predict_epoch(spec, stats, shape, comm=mode,
+                                    comm_precision=config.comm_precision, cache_panels=config.cache_panels).bytes.max())
             for mode in ("dense", "sparse")}
     choice = "sparse" if most["sparse"] < most["dense"] else "dense"
     reason = (f"--comm auto chose {choice}: busiest rank receives {most['sparse']:,} bytes per step sparse vs "
@@ -92,6 +93,7 @@ def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: Gri
     ``predicted_panel_cache_bytes`` / ``_calls``: the Â panels of ``--cache-panels``, 0 without)."""
     stats = graph_stats(graph, config.model)
     prediction = predict_epoch(model_spec(config, stats), stats, shape, comm=config.comm,
+                               comm_precision=config.comm_precision,
                                cache_panels=config.cache_panels)
     return prediction.comm_dict(), {
         "predicted_index_exchange_bytes": prediction.setup_sum("bytes", "all_to_all").tolist(),

@@ -75,7 +75,7 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
         raise ConfigError("train_on_grid trains a resolved run: settle it first with "
                           "gridgnn.train.run.resolve.resolve_run (its grid shape, comm and vertex order)")
     grid = ProcessGrid.create(shape, placement=place_ranks(config, graph, shape, hosts))
-    comm = Communicator(grid, overlap=config.overlap)
+    comm = Communicator(grid, overlap=config.overlap, precision=config.comm_precision, seed=config.seed)
     operator = model_operator(config, graph)  # the global operator (Â for GCN): every rank builds it alike
     if dist.is_initialized():
         with peer_failures_explained("the barrier before set-up"):

@@ -22,6 +22,7 @@ def place_ranks(config: TrainConfig, graph, shape: GridShape, hosts: HostMap | N
     stats = GraphStats.from_counts(graph.num_nodes, max(int(graph.num_edges), 0), graph.num_features,
                                    graph.num_classes)
     terms = predict_epoch(model_spec(config, stats), stats, shape, comm=config.comm,
+                          comm_precision=config.comm_precision,
                           cache_panels=config.cache_panels).terms
     return Placement(shape, host_axis_order(shape, axis_bytes(terms), per_host))
 

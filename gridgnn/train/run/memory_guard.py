@@ -80,7 +80,8 @@ def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridS
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
     comm = "sparse" if config.comm == "sparse" else "dense"  # resolved by now; sparse buffers differ
     device = run_device(config).type
-    return int(predict_epoch(model_spec(config, stats), stats, shape, comm=comm, cache_panels=config.cache_panels,
+    return int(predict_epoch(model_spec(config, stats), stats, shape, comm=comm,
+                             comm_precision=config.comm_precision, cache_panels=config.cache_panels,
                              device=device).memory_bytes.max()) + process_baseline(device)
 
 
