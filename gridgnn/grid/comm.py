@@ -17,9 +17,12 @@ padding is counted: it is really sent. A collective on a group of one process is
 
 Wire precision (``--comm-precision``, `gridgnn.grid.wire`). In the phases of `WIRE_PHASES`, a float32 payload
 of ``n`` rows of ``w`` values travels as ``n`` encoded rows of ``wire_row_bytes(precision, w)`` bytes (``m``
-below is then the encoded size); a sender keeps its own values exact and every received value is rounded
-once. Nothing is summed in low precision: the receiver decodes and adds in float32, so the sums are carried
-as other collectives:
+below is then the encoded size), and every received value is rounded once. Where a collective leaves the
+same tensor on every process (a blocking broadcast, an all-gather, an all-reduce), every process, the sender
+included, holds the decoded values, so replicas stay identical (1.5D's replicas compute the same weight
+gradients); an asynchronous broadcast (a stage of a pipeline, consumed by the receivers only) leaves the root
+its exact rows. Nothing is summed in low precision: the receiver decodes and adds in float32, so the sums are
+carried as other collectives:
 
 ================  =========================================================================
 reduce (sum)      an all-to-all of the encoded parts to the root, summed there; recorded as ``reduce``, counted
@@ -147,12 +150,15 @@ class Communicator:
                            lambda g: dist.broadcast(tensor, group=g, group_src=root, async_op=True), then)
 
     def _broadcast_encoded(self, tensor: torch.Tensor, axis: str, root: int,
-                           then: Callable[[torch.Tensor], object] | None) -> Pending:
-        """`broadcast_async` in the wire precision: the root sends its rows encoded and keeps them exact; the
-        others decode into ``tensor`` once the bytes arrived."""
+                           then: Callable[[torch.Tensor], object] | None, round_root: bool = False) -> Pending:
+        """`broadcast_async` in the wire precision: the root sends its rows encoded (``round_root``: and
+        replaces its ``tensor`` by what the others receive; else keeps it exact); the others decode into
+        ``tensor`` once the bytes arrived."""
         is_root = self.grid.index(axis) == root
         if is_root:
             data = self._encode(tensor)
+            if round_root:
+                tensor.copy_(self._decode(data, tensor))
         else:
             width = _row_width(tensor)
             data = torch.empty((tensor.shape[0], wire_row_bytes(self.precision, width)), dtype=torch.uint8,
@@ -263,7 +269,7 @@ class Communicator:
     def broadcast(self, tensor: torch.Tensor, axis: str, root: int) -> torch.Tensor:
         """Collective on ``axis``: ``tensor`` of the process at coordinate ``root`` overwrites the others'."""
         if self.encoded(tensor) and self.grid.size(axis) > 1:
-            return self._blocking(self._broadcast_encoded(tensor, axis, root, None))
+            return self._blocking(self._broadcast_encoded(tensor, axis, root, None, round_root=True))
         nbytes = 0 if self.grid.index(axis) == root else _nbytes(tensor)
         self._run("broadcast", axis, nbytes,
                   lambda g: dist.broadcast(tensor, group=g, group_src=root))
@@ -331,15 +337,14 @@ class Communicator:
         return out[: row_counts[self.grid.index(axis)]]
 
     def _all_gather_encoded(self, local: torch.Tensor, axis: str, row_counts: list[int]) -> torch.Tensor:
-        """`all_gather_rows` in the wire precision: encoded parts, padded to the largest; the own part stays
-        exact."""
-        p, me, chunk = self.grid.size(axis), self.grid.index(axis), max(row_counts)
+        """`all_gather_rows` in the wire precision: encoded parts, padded to the largest; every part is decoded,
+        the own one included, so every process holds the same rows."""
+        p, chunk = self.grid.size(axis), max(row_counts)
         padded = _pad_rows(self._encode(local), chunk)
         out = padded.new_empty((p * chunk, padded.shape[1]))
         self._run("all_gather", axis, (p - 1) * _nbytes(padded),
                   lambda g: _all_gather_single(out, padded, group=g))
-        parts = [local if k == me else self._decode(out[k * chunk: k * chunk + rows], local)
-                 for k, rows in enumerate(row_counts)]
+        parts = [self._decode(out[k * chunk: k * chunk + rows], local) for k, rows in enumerate(row_counts)]
         return torch.cat(parts)
 
     def _reduce_scatter_encoded(self, full: torch.Tensor, axis: str, row_counts: list[int]) -> torch.Tensor:

@@ -75,7 +75,8 @@ def decode(data: torch.Tensor, precision: str, width: int) -> torch.Tensor:
 def int8_exponents(x: torch.Tensor) -> torch.Tensor:
     """(n,) int32: per row of ``x`` (n, w), the smallest ``e`` in the stored range with ``max|x| <= 127 * 2**e``
     (0 for an all-zero row)."""
-    _, exponent = torch.frexp(x.abs().amax(dim=1) / INT8_LEVELS)  # max/127 = m * 2**exponent, m in [0.5, 1)
+    mantissa, exponent = torch.frexp(x.abs().amax(dim=1) / INT8_LEVELS)  # max/127 = m * 2**exponent, m in [0.5, 1)
+    exponent -= (mantissa == 0.5).to(exponent.dtype)  # max/127 a power of two: it fits one exponent lower
     return exponent.clamp_(*_EXPONENT_RANGE)
 
 

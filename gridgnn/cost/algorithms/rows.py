@@ -78,13 +78,15 @@ def attention_terms(blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo
     def stages(f: int, phase: str) -> list[Term]:  # the row broadcasts of a forward SpMM, without its rep sum
         return [replace(t, phase=phase) for t in spmm(f, False) if t.axis == "row"]
 
-    def row_sums(phase: str) -> list[Term]:  # the maxima (kept in float32) and the sums of m·K values, on rep
-        if blocks.shape.replication == 1:
+    def row_sums(phase: str) -> list[Term]:  # two all-reduces of m·K values on rep: forward the maxima (kept in
+        if blocks.shape.replication == 1:  # float32) and the sums; backward two sums
             return []
         p, c = blocks.shape.world_size, blocks.shape.replication
         rows = np.diff(blocks.row_bounds).astype(np.int64)[blocks.coords["row"]]
-        maxima = term(phase, "all_reduce", "rep", c, 1, 2 * rows * heads * sizes.value * (c - 1) // c, p)
-        return [maxima] + sum_terms(phase, "rep", c, rows, heads, blocks.coords["rep"], sizes, 1, p)
+        sums = sum_terms(phase, "rep", c, rows, heads, blocks.coords["rep"], sizes, 1, p)
+        if phase == "spmm_backward":
+            return sums + sums
+        return [term(phase, "all_reduce", "rep", c, 1, 2 * rows * heads * sizes.value * (c - 1) // c, p)] + sums
 
     forward = stages(heads, "spmm_forward") + row_sums("spmm_forward") + spmm(width, False)
     backward = stages(width, "spmm_backward") + spmm(width, True) + row_sums("spmm_backward") + spmm(heads, True)
