@@ -230,6 +230,11 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
                            "units")
 
 
+def _shown(value) -> str:
+    """A changed setting as the ``resumed`` line prints it (numbers compactly)."""
+    return f"{value:g}" if isinstance(value, int | float) else str(value)
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The `TrainConfig` the flags describe (validated; raises `ConfigError`)."""
     return TrainConfig(
@@ -270,7 +275,7 @@ def format_summary(config: TrainConfig, run: Run) -> str:
     lines += loop_lines(config, final)
     if "resumed_from" in run.metrics:
         point = run.metrics["resumed_from"]
-        changed = "".join(f", --{name.replace('_', '-')} {there:g} there, {here:g} now"
+        changed = "".join(f", --{name.replace('_', '-')} {_shown(there)} there, {_shown(here)} now"
                           for name, (there, here) in point.get("changed", {}).items())
         lines.append(f"resumed    from {point['checkpoint']} (epoch {point['epoch']}{changed})")
     elif config.init_from is not None:

@@ -105,3 +105,18 @@ def test_resume_still_refuses_another_model_and_says_what_may_change(tmp_path, c
     assert main([*BASE, "--epochs", "3", "--checkpoint-dir", str(ck), "--resume", "--dropout", "0.5"]) == 2
     err = capsys.readouterr().err
     assert "model dropout is 0.0 there and 0.5 here" in err and "--lr and --weight-decay may change" in err
+
+
+def test_resume_in_another_comm_precision_is_allowed_and_said(tmp_path, capfd):
+    """A run checkpointed with int8 activations resumes with bf16 ones: the precision changes rounding, not
+    the model, so the checkpoint fits; the metrics and the ``resumed`` line say what changed."""
+    ck, metrics = tmp_path / "ck", tmp_path / "m.json"
+    grid = ["--nprocs", "2", "--algo", "1d", "--comm", "dense", "--reorder", "none"]
+    assert main([*BASE, *grid, "--epochs", "2", "--checkpoint-dir", str(ck), "--comm-precision", "int8"]) == 0
+    capfd.readouterr()
+    assert main(["train", "--dataset", DATA, "--dropout", "0", *grid, "--epochs", "3", "--checkpoint-dir", str(ck),
+                 "--resume", "--comm-precision", "bf16", "--metrics-out", str(metrics)]) == 0
+    assert "(epoch 2, --comm-precision int8 there, bf16 now)" in capfd.readouterr().out
+    written = json.loads(metrics.read_text())
+    assert written["resumed_from"]["changed"] == {"comm_precision": ["int8", "bf16"]}
+    assert written["config"]["comm_precision"] == "bf16" and len(written["epochs"]) == 3

@@ -136,7 +136,15 @@ def restore(trainer: Trainer, config: TrainConfig, graph: Graph, path: Path) -> 
     result.best_state = read_best_weights(config.checkpoint_dir, result.best_epoch, manifest.get("best_weights"),
                                           path)
     return ResumePoint(path, manifest["epoch"], result, rng_state, comm if isinstance(comm, list) else None,
-                       changed_on_resume(manifest, current) or None)
+                       {**changed, **precision_change(manifest, config)} or None)
+
+
+def precision_change(manifest: dict, config: TrainConfig) -> dict[str, list]:
+    """``{"comm_precision": [there, here]}`` when the checkpoint's run moved activations in another
+    ``--comm-precision`` than this one (allowed: it changes rounding, not the model; a checkpoint written
+    before the option existed ran fp32); else empty."""
+    there = manifest.get("config", {}).get("comm_precision", "fp32")
+    return {} if there == config.comm_precision else {"comm_precision": [there, config.comm_precision]}
 
 
 def loop_state(trainer: Trainer) -> dict:
