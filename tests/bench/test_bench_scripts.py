@@ -4,6 +4,7 @@ scale_rmat.py (the real run is in results/scale/) included."""
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import sys
@@ -142,3 +143,21 @@ def test_scale_benchmark_tiny(tmp_path):
         assert min(run["peak_bytes"]) > 0 and run["median_epoch_s"] > 0
     assert json.loads((tmp_path / "out" / "scale.json").read_text())["num_nodes"] == 512
     assert "| 2d | 1x2 |" in (tmp_path / "out" / "scale.md").read_text()
+
+
+def test_spmm_precision_error_tiny(tmp_path):
+    """The SpMM error table: fp32 equals one process (checked inside), the lower precisions err within their
+    formats' bounds, and the activation bytes halve (bf16, fp16) or fall to about a quarter (int8)."""
+    bench = _load("spmm_precision_error")
+    assert bench.main(["--tiny", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "spmm_error.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(bench.GRIDS) * len(bench.PRECISIONS)
+    bound = {"fp32": 0.0, "bf16": 8e-3, "fp16": 1e-3, "int8": 4e-2}
+    for row in rows:
+        assert 0 <= float(row["forward_error"]) <= bound[row["precision"]], row
+        assert 0 <= float(row["backward_error"]) <= bound[row["precision"]], row
+        ratio = float(row["activation_ratio"])
+        assert {"fp32": ratio == 1, "bf16": ratio == 0.5, "fp16": ratio == 0.5,
+                "int8": 0.25 < ratio < 0.3}[row["precision"]], row
+    assert "| int8 |" in (tmp_path / "spmm_error.md").read_text()
