@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import add_model_arguments, model_flags, model_label
 from gridgnn.cli.node_file_flags import add_node_file_arguments
-from gridgnn.config import COMM_PRECISIONS, COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
+from gridgnn.config import COMM_PRECISION_CHOICES, COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
 from gridgnn.cost.process_baseline import baseline_note
 from gridgnn.cost.profile import profile_names
 from gridgnn.cost.spmm_cost import SizeInfo
@@ -85,9 +85,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--comm", choices=COMMS, default="auto",
                       help="SpMM communication to price: dense, sparse, or auto = both, side by side "
                            "(default: %(default)s)")
-    grid.add_argument("--comm-precision", choices=COMM_PRECISIONS, default="fp32",
+    grid.add_argument("--comm-precision", choices=COMM_PRECISION_CHOICES, default="fp32",
                       help="wire precision of the activations the SpMMs and dense phases move, as gridgnn train "
-                           "--comm-precision (default: %(default)s, exact)")
+                           "--comm-precision; auto: bf16 where the profile predicts it 5%% faster (default: "
+                           "%(default)s, exact)")
     grid.add_argument("--cache-panels", action=argparse.BooleanOptionalAction, default=None,
                       help="price 2d and 3d with their Â panels received once, at set-up, and kept (as "
                            "gridgnn train --cache-panels; default: both, the planner decides)")
@@ -310,6 +311,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from gridgnn.config import ExecutionOptions
     from gridgnn.plan.execution import (
         OrderedStats,
+        choose_precision,
         metis_note,
         options_to_price,
         orders_to_price,
@@ -348,10 +350,15 @@ def run_plan(args: argparse.Namespace) -> int:
                           "blocks); use --comm dense or auto")
     comms = model_comms(args.model, args.comm)
     # the same pricing as gridgnn train's (gridgnn.plan.execution.choose_execution): each free option both ways
-    results = [plan(spec, stats, p, profile=profile, memory_per_proc=args.memory_per_proc, algos=args.algo,
-                    run_flags=flags, comms=comms, orders=orders, stats_for_order=by_order,
-                    reorder_s=reorder_seconds(stats), sizes=SizeInfo(precision=args.comm_precision),
-                    **options_to_price(options)) for p in args.nprocs]
+    def plan_for(world_size: int):
+        def plan_in(precision: str):
+            return plan(spec, stats, world_size, profile=profile, memory_per_proc=args.memory_per_proc,
+                        algos=args.algo, run_flags=flags, comms=comms, orders=orders, stats_for_order=by_order,
+                        reorder_s=reorder_seconds(stats), sizes=SizeInfo(precision=precision),
+                        **options_to_price(options))
+        return choose_precision(args.comm_precision, plan_in)[0]
+
+    results = [plan_for(p) for p in args.nprocs]
     if args.json:
         print(json.dumps([entry for result in results for entry in result.to_json()], indent=1))
         return 0

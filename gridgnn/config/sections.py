@@ -19,7 +19,7 @@ from gridgnn.config import choices
 from gridgnn.config.checks import check_bool, check_choice, check_float, check_int, is_blank
 from gridgnn.config.choices import (
     ALGOS,
-    COMM_PRECISIONS,
+    COMM_PRECISION_CHOICES,
     COMMS,
     GRID_RE,
     LR_SCHEDULES,
@@ -217,9 +217,9 @@ class ExecutionOptions(Section):
     the planner prices with (a name or a file; None: the one of the run's device). ``auto_reason`` records
     what the planner chose and why. ``memory_per_proc`` (bytes; default: what the machine has) and
     ``memory_check`` drive the memory guard (`gridgnn.train.run.memory_guard`). ``comm_precision``
-    (`COMM_PRECISIONS`) is the wire precision of the activations and activation gradients the SpMMs and dense
-    phases move (`gridgnn.grid.wire`); unlike the others it changes results (slightly: ``fp32``, the default,
-    is exact), so the planner never lowers it on its own.
+    (`COMM_PRECISION_CHOICES`) is the wire precision of the activations and activation gradients the SpMMs and
+    dense phases move (`gridgnn.grid.wire`); unlike the others it changes results (slightly: ``fp32``, the
+    default, is exact), so the planner lowers it only when asked (``auto``: `gridgnn.plan.execution`).
 
     Defaults are the plain pinned values (``local``, dense, the graph's own order, every switch off) that a
     library caller who builds a config gets; ``gridgnn train`` leaves the options no flag names to the planner.
@@ -244,7 +244,7 @@ class ExecutionOptions(Section):
     def validate(self) -> None:
         """Raise `ConfigError` (one line) on the first invalid execution field."""
         check_int("nprocs", self.nprocs, minimum=1)
-        check_choice("comm_precision", self.comm_precision, COMM_PRECISIONS)
+        check_choice("comm_precision", self.comm_precision, COMM_PRECISION_CHOICES)
         check_int("replication", self.replication, minimum=1)
         check_choice("algo", self.algo, ALGOS)
         check_choice("comm", self.comm, COMMS)
@@ -275,7 +275,8 @@ class ExecutionOptions(Section):
         """The execution options left to the planner (``algo``, ``comm``, ``reorder`` and the unset switches),
         in that order."""
         named = [("algo", self.algo == "auto"), ("comm", self.comm == "auto"), ("reorder", self.reorder == "auto")]
-        return tuple(name for name, free in named if free) + tuple(s for s in SWITCHES if getattr(self, s) is None)
+        return (tuple(name for name, free in named if free) + tuple(s for s in SWITCHES if getattr(self, s) is None)
+                + (("comm_precision",) if self.comm_precision == "auto" else ()))
 
     def settled_locally(self) -> dict:
         """The fields that settle the free options of a one-process (``local``) run, where nothing moves:
@@ -284,6 +285,8 @@ class ExecutionOptions(Section):
         if self.reorder == "auto":
             settled["reorder"] = "none"
         settled.update({s: False for s in SWITCHES if getattr(self, s) is None})
+        if self.comm_precision == "auto":
+            settled["comm_precision"] = "fp32"
         return settled
 
 

@@ -16,6 +16,12 @@ A reordering's set-up time is estimated (`reorder_seconds`) and reported, not ra
 cluster profile bytes are what costs; on one CPU machine's loopback they are nearly free and computation
 decides.
 
+``--comm-precision auto`` is the one free option that changes results: the planner prices the step in fp32
+and in ``bf16`` (`AUTO_PRECISIONS`; the lowest precision whose accuracy the study in
+``results/comm_precision/accuracy.md`` found within reach of fp32's) and takes bf16 only when its best
+configuration is predicted at least `AUTO_PRECISION_GAIN` faster, saying so and naming the accuracy risk
+(`choose_precision`).
+
 Vertex orders priced when the order is free: the graph's own order, and ``metis-balanced`` when pymetis is
 installed and the graph can be reordered (not a prepared folder, which keeps the order it was made with).
 Not collective; deterministic (every torchrun worker reaches the same choice on the same graph).
@@ -187,11 +193,14 @@ def choose_execution(config: TrainConfig, graph, world_size: int, device_type: s
     options = ExecutionOptions.of(config)
     base = OrderedStats(graph, config.model, config.seed)
     stats = base("none", 1, 1)
-    ranked = plan(config, stats, world_size, profile=profile_of(options, device_type),
-                  memory_per_proc=config.memory_per_proc, comms=model_comms(config.model, config.comm),
-                  shapes=pinned_shapes(options, world_size), orders=orders_to_price(options, graph),
-                  stats_for_order=base, reorder_s=reorder_seconds(stats),
-                  sizes=SizeInfo(precision=options.comm_precision), **options_to_price(options))
+    def plan_in(precision: str):
+        return plan(config, stats, world_size, profile=profile_of(options, device_type),
+                    memory_per_proc=config.memory_per_proc, comms=model_comms(config.model, config.comm),
+                    shapes=pinned_shapes(options, world_size), orders=orders_to_price(options, graph),
+                    stats_for_order=base, reorder_s=reorder_seconds(stats),
+                    sizes=SizeInfo(precision=precision), **options_to_price(options))
+
+    ranked, _ = choose_precision(options.comm_precision, plan_in)
     best = ranked.best
     ordered = base.graph(best.reorder, best.shape.sizes[0], best.shape.depth)
     return settle(config, best), ranked, (None if ordered is graph else ordered)
@@ -209,4 +218,35 @@ def settle(config: TrainConfig, best) -> TrainConfig:
             fields[name] = value
     if options.algo == "auto":
         fields.update(algo=best.algo, **best.shape.config_fields())
+    if options.comm_precision == "auto":
+        fields["comm_precision"] = best.comm_precision
     return dataclasses.replace(config, **fields)
+
+
+AUTO_PRECISIONS = ("fp32", "bf16")
+"""What ``--comm-precision auto`` chooses between: exact, and bf16 (half the activation bytes; fp16 saves as
+much with a narrower range, int8 more with a larger accuracy risk: neither is chosen unasked)."""
+
+AUTO_PRECISION_GAIN = 0.05
+"""``--comm-precision auto`` takes bf16 only when its predicted step is at least this fraction faster than
+fp32's (a change of results for less is not worth it)."""
+
+
+def choose_precision(precision: str, plan_in: Callable[[str], object]) -> tuple[object, str | None]:
+    """The `gridgnn.plan.planner.Plan` to run for ``--comm-precision`` ``precision`` (``plan_in(p)`` plans in
+    precision p), and for ``auto`` one line saying which precision it chose and why (None when pinned)."""
+    if precision != "auto":
+        return plan_in(precision), None
+    exact, low = (plan_in(p) for p in AUTO_PRECISIONS)
+    fast, slow = low.best.prediction.epoch_s, exact.best.prediction.epoch_s
+    if low.best.fits and fast <= (1 - AUTO_PRECISION_GAIN) * slow:
+        return _noted(low, f"--comm-precision auto chose bf16: predicted {fast * 1e3:.3g} ms per step against "
+                     f"{slow * 1e3:.3g} ms in fp32; accuracy risk: activations rounded to 8 bits of mantissa "
+                     "(results/comm_precision/accuracy.md measures it; --comm-precision fp32 keeps the run exact)")
+    return _noted(exact, f"--comm-precision auto kept fp32: bf16 would be predicted {fast * 1e3:.3g} ms per "
+                  f"step against {slow * 1e3:.3g} ms, less than {AUTO_PRECISION_GAIN:.0%} faster")
+
+
+def _noted(ranked, line: str) -> tuple[object, str]:
+    """``ranked`` (a `Plan`) carrying ``line`` in its reason, and the line."""
+    return dataclasses.replace(ranked, precision_note=line), line

@@ -164,6 +164,8 @@ class Plan:
     profile: MachineProfile
     memory_limit: int | None
     comms: tuple[str, ...] = ("dense",)
+    precision_note: str | None = None
+    """With ``--comm-precision auto``: which precision was chosen and why (`gridgnn.plan.execution`)."""
 
     @property
     def best(self) -> PlanEntry:
@@ -191,7 +193,8 @@ class Plan:
             least = min(e.memory_needed for e in self.entries)
             text += f"; no configuration fits the memory per process (the least needs {_human(least)})"
         source = "exact block nnz" if self.stats.exact else "uniform-nnz estimate"
-        return text + f"; profile {self.profile.name}, {source}"
+        note = f"; {self.precision_note}" if self.precision_note else ""
+        return text + f"; profile {self.profile.name}, {source}{note}"
 
     def to_json(self) -> list[dict]:
         return [e.to_dict() for e in self.entries]
