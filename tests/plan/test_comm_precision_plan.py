@@ -84,3 +84,10 @@ def test_an_unknown_precision_is_one_line_and_status_2(capsys):
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1
     assert "--comm-precision: invalid choice: 'fp8'" in err
+
+
+def test_a_precision_on_one_process_is_accepted_and_said(capsys):
+    """Nothing moves on one process: the run goes on, and the warning about grid-only flags names it."""
+    assert main(["train", "--dataset", "csbm:nodes=60", "--epochs", "1", "--quiet", "--comm-precision", "int8"]) == 0
+    err = capsys.readouterr().err
+    assert "--comm-precision applies to a process grid" in err and "(--algo local) and ignores it" in err
