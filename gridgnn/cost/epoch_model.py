@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gridgnn.config.sections import ExecutionOptions
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import memory_per_rank, sparse_features
@@ -261,6 +262,16 @@ def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: Machine
     setup = (index_exchange_terms(blocks) if comm == "sparse" else []) + panels
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
                            comm_seconds(setup, shape, profile, placed_by=terms))
+
+
+def predict_run(model: ModelSpec, graph, shape: GridShape, options: ExecutionOptions, **overrides) -> EpochPrediction:
+    """`predict_epoch` of a run: its execution options read from ``options`` (an `ExecutionOptions`, or the
+    whole `TrainConfig`): ``comm`` (``sparse``, else dense), ``cache_panels`` and ``comm_precision``, so a new
+    option reaches every pricing of a run here. ``overrides`` replace any keyword of `predict_epoch` (another
+    ``comm`` to compare, a ``profile``, a ``device``)."""
+    keywords = {"comm": "sparse" if options.comm == "sparse" else "dense",
+                "cache_panels": bool(options.cache_panels), "comm_precision": options.comm_precision}
+    return predict_epoch(model, graph, shape, **{**keywords, **overrides})
 
 
 def step_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo, comm: str = "dense",

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.epoch_model import predict_run
 from gridgnn.nn.trace import model_spec
 from gridgnn.train.run.grid_train import train_on_grid
 from gridgnn.train.run.resolve import resolve_run
@@ -25,8 +25,7 @@ def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
         trained, model = train_on_grid(config, ordered, return_model=True, shape=shape)
         record = {"weights": [p.detach().cpu().numpy() for p in model.parameters()]}
         if rank == 0:
-            prediction = predict_epoch(model_spec(config, graph), graph, trained.shape, comm=config.comm,
-                                       cache_panels=config.cache_panels, comm_precision=config.comm_precision)
+            prediction = predict_run(model_spec(config, graph), graph, trained.shape, config)
             record.update(loss=[r.loss for r in trained.result.epochs],
                           acc=[(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
                           metric=[(r.train_metric, r.val_metric, r.test_metric) for r in trained.result.epochs],

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from gridgnn.config import TrainConfig, model_comms
-from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.epoch_model import predict_run
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
@@ -77,9 +77,7 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
         return dataclasses.replace(config, comm="dense"), reason
     stats = graph_stats(graph, config.model)
     spec = model_spec(config, stats)
-    most = {mode: int(predict_epoch(spec, stats, shape, comm=mode,
-                                    comm_precision=config.comm_precision, cache_panels=config.cache_panels).bytes.max())
-            for mode in ("dense", "sparse")}
+    most = {mode: int(predict_run(spec, stats, shape, config, comm=mode).bytes.max()) for mode in ("dense", "sparse")}
     choice = "sparse" if most["sparse"] < most["dense"] else "dense"
     reason = (f"--comm auto chose {choice}: busiest rank receives {most['sparse']:,} bytes per step sparse vs "
               f"{most['dense']:,} dense on {shape.algo} {shape.label()}")
@@ -92,9 +90,7 @@ def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: Gri
     the set-up (``predicted_index_exchange_bytes`` / ``_calls``: per-rank lists, 0 for dense;
     ``predicted_panel_cache_bytes`` / ``_calls``: the Â panels of ``--cache-panels``, 0 without)."""
     stats = graph_stats(graph, config.model)
-    prediction = predict_epoch(model_spec(config, stats), stats, shape, comm=config.comm,
-                               comm_precision=config.comm_precision,
-                               cache_panels=config.cache_panels)
+    prediction = predict_run(model_spec(config, stats), stats, shape, config)
     return prediction.comm_dict(), {
         "predicted_index_exchange_bytes": prediction.setup_sum("bytes", "all_to_all").tolist(),
         "predicted_index_exchange_calls": prediction.setup_sum("calls", "all_to_all").tolist(),

@@ -4,7 +4,7 @@ stayed within a host and what crossed hosts (the ``comm.by_axis_*`` keys and ``h
 from __future__ import annotations
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.epoch_model import predict_run
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.grid.hosts import HostMap
 from gridgnn.grid.placement import Placement, axis_bytes, host_axis_order
@@ -21,9 +21,7 @@ def place_ranks(config: TrainConfig, graph, shape: GridShape, hosts: HostMap | N
     per_host = max(len(hosts.ranks_on(label)) for label in hosts.hosts)
     stats = GraphStats.from_counts(graph.num_nodes, max(int(graph.num_edges), 0), graph.num_features,
                                    graph.num_classes)
-    terms = predict_epoch(model_spec(config, stats), stats, shape, comm=config.comm,
-                          comm_precision=config.comm_precision,
-                          cache_panels=config.cache_panels).terms
+    terms = predict_run(model_spec(config, stats), stats, shape, config).terms
     return Placement(shape, host_axis_order(shape, axis_bytes(terms), per_host))
 
 

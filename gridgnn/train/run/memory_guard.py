@@ -18,7 +18,7 @@ import os
 import torch
 
 from gridgnn.config import ExecutionOptions, TrainConfig
-from gridgnn.cost.epoch_model import predict_epoch
+from gridgnn.cost.epoch_model import predict_run
 from gridgnn.cost.process_baseline import process_baseline
 from gridgnn.cost.profile import default_profile
 from gridgnn.errors import ConfigError
@@ -78,11 +78,9 @@ def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridS
         shape = resolve_grid("1d", 1)
     elif shape is None:
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
-    comm = "sparse" if config.comm == "sparse" else "dense"  # resolved by now; sparse buffers differ
-    device = run_device(config).type
-    return int(predict_epoch(model_spec(config, stats), stats, shape, comm=comm,
-                             comm_precision=config.comm_precision, cache_panels=config.cache_panels,
-                             device=device).memory_bytes.max()) + process_baseline(device)
+    device = run_device(config).type  # comm is resolved by now (sparse buffers differ)
+    return int(predict_run(model_spec(config, stats), stats, shape, config, device=device).memory_bytes.max()) \
+        + process_baseline(device)
 
 
 def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int | None = None,
