@@ -6,7 +6,8 @@ bytes, and fp32 never encodes anything.
 One process group per world size trains every row (`model_workers.models_worker`): GCN, GraphSAGE, GIN and GAT
 on 1.5d 2x2 (row broadcasts and reduces, the replica all-reduce and broadcast) and 2d 1x4 with every switch
 on (the column all-gathers, reduce-scatters and head sums of the dense phase); sparse 1d and 2d 2x2 (the
-all-to-alls); 3d 2x2x2 at P = 8 (the depth all-gather and reduce-scatter, GAT's score sums on col and depth).
+all-to-alls); GIN on 1.5d without overlap; 3d 2x2x2 at P = 8 (the depth all-gather and reduce-scatter, GAT's
+score sums on col and depth).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ CASES = {  # world size: (model, grid keywords, precision); 2d and 3d cache thei
     4: [(m, g, pr) for m in MODELS for g in (dict(algo="1.5d", replication=2), dict(algo="2d", grid="1x4", **SWITCHES))
         for pr in THREE]
        + [("gcn", dict(algo="1d", comm="sparse"), pr) for pr in ("fp32", "fp16", "int8")]
-       + [("sage", dict(algo="2d", grid="2x2", comm="sparse", cache_panels=True), pr) for pr in THREE],
+       + [("sage", dict(algo="2d", grid="2x2", comm="sparse", cache_panels=True), pr) for pr in THREE]
+       + [("gin", dict(algo="1.5d", replication=2, overlap=False), pr) for pr in ("fp32", "int8")],
     8: [(m, dict(algo="3d", grid="2x2x2", cache_panels=True), pr) for m in ("gcn", "gat") for pr in THREE],
 }
 LOSS_TOLERANCE = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2, "int8": 3e-2}  # relative, against the local run
