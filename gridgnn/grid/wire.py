@@ -49,9 +49,9 @@ def encode(x: torch.Tensor, precision: str, generator: torch.Generator | None = 
     if width == 0:
         return out
     exponent = int8_exponents(x)
-    scaled = torch.ldexp(x, -exponent.to(x.dtype)[:, None])
-    noise = torch.rand(scaled.shape, generator=generator, device=x.device, dtype=x.dtype)
-    quantized = torch.floor(scaled + noise).clamp_(-INT8_LEVELS, INT8_LEVELS)
+    quantized = torch.ldexp(x, -exponent.to(x.dtype)[:, None])  # x / 2**e, exact (a power of two)
+    quantized += torch.rand(quantized.shape, generator=generator, device=x.device, dtype=x.dtype)
+    quantized.floor_().clamp_(-INT8_LEVELS, INT8_LEVELS)  # in place: two float32 temporaries of x's size
     out[:, :width] = quantized.to(torch.int8).view(torch.uint8)
     out[:, width] = exponent.to(torch.int8).view(torch.uint8)
     return out
