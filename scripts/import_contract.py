@@ -9,7 +9,7 @@ when one side of it only runs under a type checker.
 Layers, top to bottom; a module may import from its own layer and the layers above it (lower numbers):
 
     0  config, errors, files, safe_files, limits, c_output, gridgnn.__version__
-    1  partition, cost/, grid.shape, grid.placement, grid.comm_records, sparse.layout, sparse.cut,
+    1  partition, cost/, grid.shape, grid.placement, grid.comm_records, sparse.layout, sparse.cut, sparse.cover,
        sparse.adjacency, run_spec   (pure index math, the cost model, the records it shares with the
        collectives and the frozen run spec: no torch.distributed)
     2  grid/, peer_errors          the process grid and its counted collectives
@@ -39,6 +39,7 @@ LAYERS = {
     "gridgnn.partition": 1, "gridgnn.cost": 1, "gridgnn.grid.shape": 1, "gridgnn.grid.placement": 1,
     "gridgnn.grid.comm_records": 1,
     "gridgnn.sparse.layout": 1, "gridgnn.sparse.cut": 1, "gridgnn.sparse.adjacency": 1,
+    "gridgnn.sparse.cover": 1,
     "gridgnn.run_spec": 1,
     "gridgnn.grid": 2, "gridgnn.peer_errors": 2,
     "gridgnn.sparse": 3,

@@ -1,0 +1,90 @@
+"""The rows two 1D ranks must exchange, by minimum vertex cover (pre- and post-aggregation; pure index math,
+not collective).
+
+On a 1D grid rank q computes ``Y[R_q] = Σ_p Â[R_q, C_p] X[C_p]``, where rank p owns the rows ``C_p`` of X. For
+one ordered pair (p sends to q), the *cut* is the bipartite graph of the non-zeros ``(i, j)`` of
+``Â[R_q, C_p]``: receiver rows i, sender columns j. Each cut entry must be served one of two ways:
+
+- *post-aggregation*: p sends the row ``X[j]`` and q multiplies (what ``--comm sparse`` does for every j);
+- *pre-aggregation*: p, holding the entries, sends the partial sum ``Σ_j Â[i, j] X[j]`` of row i.
+
+A set of receiver rows and sender columns that touches every entry of the cut is a *vertex cover*; the rows
+the pair exchanges are its size. The smallest is as large as a maximum matching of the cut (König), and
+`pair_cover` builds it from one (`scipy.sparse.csgraph.maximum_bipartite_matching`): the rows not reachable
+from an unmatched row by alternating paths, and the columns that are. An entry whose column is in the cover
+goes to the receiver (post); the others have their row in the cover (pre).
+
+`cover_counts` gives, for a vertex partition, the rows every rank receives per forward SpMM under plain
+post-aggregation (the touched columns) and under the per-pair cover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import maximum_bipartite_matching
+
+
+@dataclass(frozen=True)
+class PairCover:
+    """The cover of one pair's cut: ``columns`` (sender-local column indices whose rows of X are sent) and
+    ``rows`` (receiver-local row indices whose partial sums are sent); ``post_rows`` is how many rows plain
+    post-aggregation sends (the touched columns)."""
+
+    columns: np.ndarray
+    rows: np.ndarray
+    post_rows: int
+
+    @property
+    def size(self) -> int:
+        """Rows the pair exchanges under the cover."""
+        return len(self.columns) + len(self.rows)
+
+
+def pair_cover(cut: sp.csr_matrix) -> PairCover:
+    """The minimum vertex cover of the bipartite graph of ``cut``'s non-zeros (rows x columns, CSR)."""
+    cut = sp.csr_matrix(cut)
+    cut.eliminate_zeros()
+    touched = np.unique(cut.indices)
+    if cut.nnz == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return PairCover(empty, empty, 0)
+    pattern = sp.csr_matrix((np.ones(cut.nnz, dtype=np.int8), cut.indices, cut.indptr), shape=cut.shape)
+    match_of_row = maximum_bipartite_matching(pattern, perm_type="column")  # row -> its column, or -1
+    match_of_col = np.full(cut.shape[1], -1, dtype=np.int64)
+    matched = match_of_row >= 0
+    match_of_col[match_of_row[matched]] = np.flatnonzero(matched)
+    has_entries = np.diff(cut.indptr) > 0
+    row_seen = (~matched) & has_entries  # alternating paths start at unmatched rows with entries
+    col_seen = np.zeros(cut.shape[1], dtype=bool)
+    frontier = np.flatnonzero(row_seen)
+    while frontier.size:
+        cols = np.unique(np.concatenate([cut.indices[cut.indptr[r]:cut.indptr[r + 1]] for r in frontier]))
+        cols = cols[~col_seen[cols]]
+        col_seen[cols] = True
+        rows = match_of_col[cols]  # every reached column is matched (else the matching would grow)
+        rows = rows[(rows >= 0) & ~row_seen[rows]]
+        row_seen[rows] = True
+        frontier = rows
+    cover_rows = np.flatnonzero(has_entries & ~row_seen)
+    cover_cols = np.flatnonzero(col_seen)
+    return PairCover(cover_cols.astype(np.int64), cover_rows.astype(np.int64), len(touched))
+
+
+def cover_counts(adj: sp.csr_matrix, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(post, cover): (P,) rows each rank receives in one forward SpMM of ``adj`` (n x n) on the 1D row blocks
+    ``bounds`` (P + 1 vertex boundaries), by post-aggregation and by the per-pair minimum cover."""
+    adj = sp.csr_matrix(adj)
+    parts = len(bounds) - 1
+    post, cover = np.zeros(parts, dtype=np.int64), np.zeros(parts, dtype=np.int64)
+    for q in range(parts):
+        block_row = adj[bounds[q]:bounds[q + 1]].tocsc()
+        for p in range(parts):
+            if p == q:
+                continue
+            found = pair_cover(block_row[:, bounds[p]:bounds[p + 1]].tocsr())
+            post[q] += found.post_rows
+            cover[q] += found.size
+    return post, cover
