@@ -345,9 +345,9 @@ def run_plan(args: argparse.Namespace) -> int:
                                 attn_dropout=args.attn_dropout, full_feature_rows=bool(args.full_feature_rows),
                                 defer_weight_gather=bool(args.defer_weight_gather)), stats)
     flags = dataset_flags(args)
-    if args.model == "gat" and args.comm == "sparse":
-        raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
-                          "blocks); use --comm dense or auto")
+    if args.model == "gat" and args.comm in ("sparse", "cover"):
+        raise ConfigError(f"--comm {args.comm} is not implemented for --model gat (its attention stages move "
+                          "whole blocks); use --comm dense or auto")
     comms = model_comms(args.model, args.comm)
     # the same pricing as gridgnn train's (gridgnn.plan.execution.choose_execution): each free option both ways
     def plan_for(world_size: int):

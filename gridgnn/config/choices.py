@@ -29,9 +29,14 @@ ALGOS = ("local", "1d", "1.5d", "2d", "3d", "auto")
 """Aggregation algorithms: ``local`` (one process), the four distributed SpMMs of `gridgnn.spmm`, and
 ``auto``: the configuration the planner ranks best (`gridgnn.train.run.auto`)."""
 
-COMMS = ("dense", "sparse", "auto")
+COMMS = ("dense", "sparse", "cover", "auto")
 """How the SpMMs move X: ``dense`` whole blocks (CAGNET), ``sparse`` only the rows each receiver's Â block
-touches (index sets exchanged once at set-up), ``auto`` whichever the cost model prices lower."""
+touches (index sets exchanged once at set-up), ``cover`` (1D and 1.5D) each pair's minimum vertex cover, some
+rows of X and some partial sums (`gridgnn.spmm.cover_15d`), ``auto`` whichever the cost model prices lower."""
+
+COVER_ALGOS = ("1d", "1.5d")
+"""The algorithms ``--comm cover`` runs on: on 2D and 3D a process holds a block of columns of a row's
+entries, so a partial sum of a row is itself a partial sum of a block row (the SUMMA reduction)."""
 
 COMM_PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 """Wire precisions of the activations and activation gradients the SpMMs and dense phases move
@@ -95,8 +100,10 @@ GRID_RE = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){0,2}$")
 
 
 def model_comms(model: str, comm: str) -> tuple[str, ...]:
-    """The SpMM communication variants ``comm`` (``dense``, ``sparse`` or ``auto``) allows for ``model``: GAT's
-    attention stages exist only dense, so ``auto`` means dense there."""
+    """The SpMM communication variants ``comm`` (``dense``, ``sparse``, ``cover`` or ``auto``) allows for
+    ``model``: GAT's attention stages exist only dense (its attention needs the source rows themselves, not
+    partial sums), so ``auto`` means dense there. ``cover`` applies on `COVER_ALGOS` only (the planner prices it
+    there)."""
     if comm != "auto":
         return (comm,)
-    return ("dense",) if model == "gat" else ("dense", "sparse")
+    return ("dense",) if model == "gat" else ("dense", "sparse", "cover")

@@ -52,7 +52,7 @@ class TrainConfig(DataOptions, ModelOptions, TrainingOptions, ExecutionOptions, 
 
     Validation runs every section's own checks, in the order of `SECTIONS`, then the rules that join two
     sections: a regression-only ``standardize_targets`` and the ``task``, ``embedding_layer`` and ``layers``,
-    a GAT ``model`` and ``comm="sparse"``.
+    a GAT ``model`` and ``comm="sparse"`` or ``"cover"``, ``comm="cover"`` and a 2D or 3D ``algo``.
     """
 
     def validate(self) -> None:
@@ -63,9 +63,12 @@ class TrainConfig(DataOptions, ModelOptions, TrainingOptions, ExecutionOptions, 
             raise ConfigError(f"--standardize-targets standardizes regression targets, not {self.task} ones")
         if self.embedding_layer is not None:
             check_int("embedding_layer", self.embedding_layer, minimum=1, maximum=self.layers)
-        if self.model == "gat" and self.comm == "sparse":
-            raise ConfigError("--comm sparse is not implemented for --model gat (its attention stages move whole "
-                              "blocks); use --comm dense or auto")
+        if self.model == "gat" and self.comm in ("sparse", "cover"):
+            raise ConfigError(f"--comm {self.comm} is not implemented for --model gat (its attention stages move "
+                              "whole blocks); use --comm dense or auto")
+        if self.comm == "cover" and self.algo in ("2d", "3d"):
+            raise ConfigError(f"--comm cover runs on --algo 1d and 1.5d, not {self.algo} (a 2D/3D process holds "
+                              "only a block of a row's entries); use --comm sparse, dense or auto")
 
     def section(self, name: str) -> Section:
         """The section ``name`` of `SECTIONS` (``data``, ``model``, ``training``, ``execution``, ``outputs``,

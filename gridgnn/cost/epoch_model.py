@@ -266,10 +266,10 @@ def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: Machine
 
 def predict_run(model: ModelSpec, graph, shape: GridShape, options: ExecutionOptions, **overrides) -> EpochPrediction:
     """`predict_epoch` of a run: its execution options read from ``options`` (an `ExecutionOptions`, or the
-    whole `TrainConfig`): ``comm`` (``sparse``, else dense), ``cache_panels`` and ``comm_precision``, so a new
-    option reaches every pricing of a run here. ``overrides`` replace any keyword of `predict_epoch` (another
+    whole `TrainConfig`): ``comm`` (``sparse``, ``cover``, else dense), ``cache_panels`` and ``comm_precision``,
+    so a new option reaches every pricing of a run here. ``overrides`` replace any keyword of `predict_epoch` (another
     ``comm`` to compare, a ``profile``, a ``device``)."""
-    keywords = {"comm": "sparse" if options.comm == "sparse" else "dense",
+    keywords = {"comm": options.comm if options.comm in ("sparse", "cover") else "dense",
                 "cache_panels": bool(options.cache_panels), "comm_precision": options.comm_precision}
     return predict_epoch(model, graph, shape, **{**keywords, **overrides})
 

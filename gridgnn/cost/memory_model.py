@@ -176,7 +176,8 @@ def _buffer_bytes(blocks: ShapeBlocks, ops: ModelOps, pcol: int, sz: SizeInfo, c
     heights = np.diff(blocks.row_bounds).astype(np.int64)
     width = max(_local(layer.spmm_width, pcol) for layer in ops.layers)
     i = blocks.coords["row"]
-    sparse = comm == "sparse" and blocks.shape.sizes[0] > 1  # one row block: nothing to exchange
+    sparse = comm in ("sparse", "cover") and blocks.shape.sizes[0] > 1  # one row block: nothing to exchange; a
+    # cover moves at most the touched rows, priced as sparse's (an upper bound)
     if not blocks.shape.splits_features:
         if sparse:
             return _sparse_row_bytes(blocks, width, sz)

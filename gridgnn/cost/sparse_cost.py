@@ -56,12 +56,38 @@ def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:
 def row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
     """(P,) rows each rank receives in forward and in backward, over the segments its group handles (cached)."""
     if "sparse_rows" not in blocks.cache:
-        blocks.cache["sparse_rows"] = _count_rows(blocks)
+        blocks.cache["sparse_rows"] = _count_rows(blocks, *touched_rows(blocks))
     return blocks.cache["sparse_rows"]
 
 
-def _count_rows(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
-    layout, u = touched_rows(blocks)
+COVER_EXACT_BLOCKS = 256
+"""Up to this many row blocks, ``--comm cover`` is priced by computing every pair's cover (R² matchings, each
+over one block of Â); beyond, and for statistics from counts, by the touched rows of ``--comm sparse`` (an
+upper bound: a cover is never larger)."""
+
+
+def cover_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) rows each rank receives in forward and in backward under ``--comm cover`` (1D and 1.5D: the module
+    table with U[i, j] the cover of the pair "block j sends to block i"; cached)."""
+    if "cover_rows" not in blocks.cache:
+        stats, layout = blocks.stats, blocks.layout
+        if stats is None or not stats.exact or blocks.shape.sizes[0] > COVER_EXACT_BLOCKS:
+            blocks.cache["cover_rows"] = row_counts(blocks)
+        else:
+            import scipy.sparse as sp
+
+            from gridgnn.sparse.cover import pair_matrices
+
+            n = stats.num_nodes
+            pattern = sp.csr_matrix((np.ones(len(stats.indices), dtype=np.int8), stats.indices, stats.indptr),
+                                    shape=(n, n))
+            _, cover = pair_matrices(pattern, layout.row_bounds)
+            blocks.cache["cover_rows"] = _count_rows(blocks, layout, cover)
+    return blocks.cache["cover_rows"]
+
+
+def _count_rows(blocks: ShapeBlocks, layout: StageLayout, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward rows per rank from U (R, S): rows block i needs of segment s."""
     coords = blocks.coords
     group_axis = layout.group_axis
     group = coords[group_axis] if group_axis else np.zeros(blocks.shape.world_size, dtype=np.int64)
@@ -154,10 +180,28 @@ def depth_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
     return blocks.cache["depth_rows"]
 
 
+def cover_spmm_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -> list[Term]:
+    """Terms of one ``--comm cover`` SpMM half (1D, 1.5D): the dense terms on ``rep`` as they are, and on ``row``
+    one all-to-all per rank carrying its pairs' covers (rows of X and partial sums, ``width`` wide)."""
+    p, num_rows = blocks.shape.world_size, blocks.shape.sizes[0]
+    terms = [t for t in spmm_terms(blocks, width, backward=backward, sizes=sz) if t.axis != "row"]
+    if num_rows == 1:
+        return terms
+    rows = cover_row_counts(blocks)[1 if backward else 0]
+    phase = "spmm_backward" if backward else "spmm_forward"
+    return terms + [Term(phase, "all_to_all", "row", num_rows, np.ones(p, dtype=np.int64),
+                         (rows * sz.row_bytes(width)).astype(np.int64))]
+
+
 def comm_spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32,
                     comm: str = "dense", cached: bool = False) -> list[Term]:
-    """Terms of one SpMM half in the variant ``comm`` (``dense``: `gridgnn.cost.rank_cost.spmm_terms`);
-    ``cached``: with ``--cache-panels`` (the Â panels were received at set-up)."""
+    """Terms of one SpMM half in the variant ``comm`` (``dense``: `gridgnn.cost.rank_cost.spmm_terms`;
+    ``sparse``; ``cover``, 1D and 1.5D); ``cached``: with ``--cache-panels`` (the Â panels were received at
+    set-up)."""
     if comm == "sparse":
         return sparse_spmm_terms(blocks, width, backward, sizes, cached)
+    if comm == "cover":
+        if blocks.shape.splits_features or blocks.shape.depth > 1:
+            raise ValueError(f"--comm cover runs on 1d and 1.5d, not {blocks.shape.algo}")
+        return cover_spmm_terms(blocks, width, backward, sizes)
     return spmm_terms(blocks, width, backward=backward, sizes=sizes, cached=cached)

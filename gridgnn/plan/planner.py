@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gridgnn.config.choices import COVER_ALGOS
 from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch, stats_for
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.profile import MachineProfile
@@ -28,6 +29,8 @@ from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.grid.shape import ALGORITHMS, GridShape
 
 ALGO_ORDER = {algo: k for k, algo in enumerate(ALGORITHMS)}
+COMM_ORDER = ("dense", "sparse", "cover")
+"""Ties between SpMM variants go to the plainer, in this order."""
 NEAR_TIE = 0.05
 """Fitting configurations whose predicted step is within this share of the fastest one count as tied, and
 the one whose busiest rank moves the fewest bytes is chosen: the model's times are not more accurate than a
@@ -96,7 +99,7 @@ class PlanEntry:
     @property
     def label(self) -> str:
         """``algo grid``, with `` sparse`` for a sparse variant, `` cached`` for cached panels and the order."""
-        return (f"{self.algo} {self.grid}" + (" sparse" if self.comm == "sparse" else "")
+        return (f"{self.algo} {self.grid}" + (f" {self.comm}" if self.comm != "dense" else "")
                 + (" cached" if self.cache_panels else "") + (f" {self.reorder}" if self.reorder != "none" else ""))
 
     @property
@@ -282,6 +285,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
             blocks = shape_blocks(shape, priced)  # shared by every variant of this shape
             seen = set()
             for comm in comms:
+                if comm == "cover" and shape.algo not in COVER_ALGOS:
+                    continue  # a 2D/3D process holds a block of each row's entries: no partial sum to send
                 for cache, variant in variants:
                     rows, defer = variant.keeps_feature_rows(shape), variant.defers_weight_gather(shape)
                     if (comm, cache and shape.algo in ("2d", "3d"), rows, defer) in seen:
@@ -302,7 +307,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
         # times equal to 12 digits are a tie (the same terms summed in another order differ in the last bits:
         # 3d q x q x 1 and 2d q x q), broken by bytes, then the plainer configuration
         return (not e.fits, float(f"{e.prediction.epoch_s:.12g}"), int(e.prediction.bytes.max()), e.tricks,
-                ALGO_ORDER[e.algo], e.shape.sizes, e.comm == "sparse", orders.index(e.reorder))
+                ALGO_ORDER[e.algo], e.shape.sizes, COMM_ORDER.index(e.comm), orders.index(e.reorder))
 
     entries.sort(key=rank)
     _prefer_fewer_bytes(entries)

@@ -73,18 +73,25 @@ def pair_cover(cut: sp.csr_matrix) -> PairCover:
     return PairCover(cover_cols.astype(np.int64), cover_rows.astype(np.int64), len(touched))
 
 
-def cover_counts(adj: sp.csr_matrix, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(post, cover): (P,) rows each rank receives in one forward SpMM of ``adj`` (n x n) on the 1D row blocks
-    ``bounds`` (P + 1 vertex boundaries), by post-aggregation and by the per-pair minimum cover."""
+def pair_matrices(adj: sp.csr_matrix, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(post, cover): (R, R) int64, entry [i, j] the rows the pair "block j sends to block i" exchanges in one
+    forward SpMM of ``adj`` (n x n) on the row blocks ``bounds`` (R + 1 vertex boundaries): its touched columns,
+    and its minimum cover (0 on the diagonal)."""
     adj = sp.csr_matrix(adj)
     parts = len(bounds) - 1
-    post, cover = np.zeros(parts, dtype=np.int64), np.zeros(parts, dtype=np.int64)
+    post, cover = np.zeros((parts, parts), dtype=np.int64), np.zeros((parts, parts), dtype=np.int64)
     for q in range(parts):
         block_row = adj[bounds[q]:bounds[q + 1]].tocsc()
         for p in range(parts):
             if p == q:
                 continue
             found = pair_cover(block_row[:, bounds[p]:bounds[p + 1]].tocsr())
-            post[q] += found.post_rows
-            cover[q] += found.size
+            post[q, p], cover[q, p] = found.post_rows, found.size
     return post, cover
+
+
+def cover_counts(adj: sp.csr_matrix, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(post, cover): (P,) rows each rank receives in one forward SpMM of ``adj`` (n x n) on the 1D row blocks
+    ``bounds`` (P + 1 vertex boundaries), by post-aggregation and by the per-pair minimum cover."""
+    post, cover = pair_matrices(adj, bounds)
+    return post.sum(axis=1), cover.sum(axis=1)

@@ -1,4 +1,5 @@
-"""Algorithm names -> SpMM classes: ``"1d"``, ``"1.5d"``, ``"2d"``, ``"3d"``, each dense or sparse (``--comm``)."""
+"""Algorithm names -> SpMM classes: ``"1d"``, ``"1.5d"``, ``"2d"``, ``"3d"``, each dense or sparse, and 1D and 1.5D
+by vertex cover (``--comm``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from gridgnn.data.prepared import RowBlockCSR
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.cover_15d import CoverSpMM15D
 from gridgnn.spmm.sparse_15d import SparseSpMM15D
 from gridgnn.spmm.sparse_summa import SparseSpMM2D, SparseSpMM3D
 from gridgnn.spmm.spmm_2d import SpMM2D
@@ -21,6 +23,9 @@ SPMM_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SpMM15D, "1.5d": SpMM15D
 SPARSE_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": SparseSpMM15D, "1.5d": SparseSpMM15D,
                                                     "2d": SparseSpMM2D, "3d": SparseSpMM3D}
 """``--comm sparse``: the variants that move only the rows of X each receiver's Â block touches."""
+COVER_CLASSES: dict[str, type[DistributedSpMM]] = {"1d": CoverSpMM15D, "1.5d": CoverSpMM15D}
+"""``--comm cover``: each pair of processes exchanges its cut's minimum vertex cover (rows of X and partial
+sums); 1D and 1.5D only (on 2D and 3D a partial sum would need the whole row of a block row)."""
 
 
 def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
@@ -41,9 +46,11 @@ def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
     """
     if not isinstance(adj, RowBlockCSR):
         adj = sp.csr_matrix(adj)
-    if comm_mode not in ("dense", "sparse"):
-        raise ValueError(f"comm_mode must be 'dense' or 'sparse' (resolve 'auto' first), got {comm_mode!r}")
-    classes = SPARSE_CLASSES if comm_mode == "sparse" else SPMM_CLASSES
+    classes = {"dense": SPMM_CLASSES, "sparse": SPARSE_CLASSES, "cover": COVER_CLASSES}.get(comm_mode)
+    if classes is None:
+        raise ValueError(f"comm_mode must be 'dense', 'sparse' or 'cover' (resolve 'auto' first), got {comm_mode!r}")
+    if grid.algo not in classes:
+        raise ValueError(f"--comm {comm_mode} runs on {' and '.join(classes)}, not {grid.algo}")
     cls = classes[grid.algo]
     if cls.moves_panels:
         return cls(grid, comm, adj, dtype=dtype, parts=parts, cache_panels=cache_panels)

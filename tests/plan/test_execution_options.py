@@ -88,7 +88,7 @@ def test_free_options_are_chosen_around_the_pinned_ones():
                        defer_weight_gather=None, nprocs=4, profile="gpu-cluster")
     chosen, ranked, ordered = choose_execution(free, graph, 4)
     assert ExecutionOptions.of(chosen).free == () and ranked.best.reorder == chosen.reorder
-    assert chosen.comm == "sparse" and chosen.reorder == "metis-balanced"  # locality: both pay on a cluster
+    assert chosen.comm == "cover" and chosen.reorder == "metis-balanced"  # locality: both pay on a cluster
     assert ordered is not None and ordered.meta["reorder"] == "metis-balanced"
     assert ordered.meta["reorder_parts"] == ranked.best.shape.sizes[0]
     # pins are kept, the rest is chosen around them
@@ -119,7 +119,7 @@ def test_the_new_default_moves_far_fewer_bytes_on_a_graph_with_locality(rgg_file
     assert (old["algo"], old["grid"], old["bytes_per_rank"]) == ("1.5d", "4x2", 866_054)
     assert cluster["bytes_per_rank"] * 10 <= old["bytes_per_rank"]
     assert local["bytes_per_rank"] < old["bytes_per_rank"] and local["profile"] == "cpu-local"
-    assert cluster["reorder"] == "metis-balanced" and cluster["comm"] == "sparse"
+    assert cluster["reorder"] == "metis-balanced" and cluster["comm"] == "cover"
 
 
 def test_without_pymetis_only_the_graphs_own_order_is_priced_and_a_line_says_why(monkeypatch, rgg_file, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -40,9 +41,12 @@ def test_auto_chooses_comm_with_a_reason_and_uniform_statistics_scale():
     graph = reorder_graph(csbm(nodes=400, classes=4, features=8, seed=1), "metis", 4)
     config = TrainConfig(algo="1d", comm="auto", nprocs=4)
     chosen, reason = choose_comm(config, graph, resolve_grid("1d", 4))
-    assert chosen.comm == "sparse" and reason.startswith("--comm auto chose sparse")
+    assert chosen.comm == "cover" and reason.startswith("--comm auto chose cover: busiest rank receives")
+    assert " dense, " in reason and " sparse on 1d 4" in reason  # the others' bytes, named
+    sparse_only, reason = choose_comm(dataclasses.replace(config, algo="2d"), graph, resolve_grid("2d", 4))
+    assert sparse_only.comm == "sparse" and "cover" not in reason  # no cover on 2D
     auto, why = choose_configuration(TrainConfig(algo="auto", comm="auto", nprocs=4), graph, 4)
-    assert auto.comm in ("dense", "sparse") and "communication" in why
+    assert auto.comm in ("dense", "sparse", "cover") and "communication" in why
     stats = GraphStats.from_counts(10_000, 200_000, 16, 4)
     gcn, shape = model_spec(TrainConfig(), stats), resolve_grid("1.5d", 64, replication=4)
     pred = predict_epoch(gcn, stats, shape, comm="sparse")
@@ -56,12 +60,14 @@ def test_plan_command_lists_both_and_prices_a_reordering(capsys):
     captured = capsys.readouterr()
     assert code == 0
     entries = json.loads(captured.out)  # the whole of stdout is JSON: the reordering's line goes to stderr
-    assert sorted(e["comm"] for e in entries) == ["dense", "sparse"]
+    assert sorted(e["comm"] for e in entries) == ["cover", "dense", "sparse"]
     assert captured.err.startswith("reorder    rcm into 4 parts")
     by_comm = {e["comm"]: e for e in entries}  # the set-up: sparse's index exchange, priced apart from a step
     assert by_comm["dense"]["setup_bytes_per_rank"] == 0 and by_comm["dense"]["predicted_setup_s"] == 0
     assert 0 < by_comm["sparse"]["setup_bytes_per_rank"] < by_comm["sparse"]["bytes_per_rank"]
     assert 0 < by_comm["sparse"]["predicted_setup_s"] < by_comm["sparse"]["predicted_epoch_s"]
+    assert by_comm["cover"]["setup_bytes_per_rank"] == 0  # both ends compute each cover: nothing exchanged
+    assert by_comm["cover"]["bytes_per_rank"] <= by_comm["sparse"]["bytes_per_rank"]
     code = main(["plan", "--num-nodes", "100", "--num-edges", "400", "--num-features", "3", "--num-classes", "2",
                  "--reorder", "metis"])
     assert code == 2
@@ -71,7 +77,7 @@ def test_plan_command_lists_both_and_prices_a_reordering(capsys):
 
 def test_gat_has_only_dense_communication_and_says_so(capsys):
     graph = reorder_graph(csbm(nodes=400, classes=4, features=8, seed=1), "metis", 4)
-    assert model_comms("gat", "auto") == ("dense",) and model_comms("gcn", "auto") == ("dense", "sparse")
+    assert model_comms("gat", "auto") == ("dense",) and model_comms("gcn", "auto") == ("dense", "sparse", "cover")
     chosen, reason = choose_comm(TrainConfig(algo="1d", comm="auto", nprocs=4, model="gat"), graph,
                                  resolve_grid("1d", 4))
     assert chosen.comm == "dense" and reason == "--comm auto chose dense: --model gat has no sparse variant"

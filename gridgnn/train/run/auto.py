@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from gridgnn.config import TrainConfig, model_comms
+from gridgnn.config.choices import COVER_ALGOS
 from gridgnn.cost.epoch_model import predict_run
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.data.graph import Graph
@@ -70,17 +71,20 @@ def settle_execution(config: TrainConfig, graph: Graph | PreparedGraph, world_si
 
 
 def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> tuple[TrainConfig, str]:
-    """Resolve ``comm="auto"`` on ``shape``: ``sparse`` when the cost model says its busiest rank receives
-    fewer bytes per training step than dense's, else ``dense``; and one line saying so. Deterministic."""
+    """Resolve ``comm="auto"`` on ``shape``: of ``dense``, ``sparse`` and (1D, 1.5D) ``cover``, the one whose
+    busiest rank the cost model says receives the fewest bytes per training step (ties to the plainer, in that
+    order); and one line saying so. Deterministic."""
     if model_comms(config.model, "auto") == ("dense",):
         reason = f"--comm auto chose dense: --model {config.model} has no sparse variant"
         return dataclasses.replace(config, comm="dense"), reason
     stats = graph_stats(graph, config.model)
     spec = model_spec(config, stats)
-    most = {mode: int(predict_run(spec, stats, shape, config, comm=mode).bytes.max()) for mode in ("dense", "sparse")}
-    choice = "sparse" if most["sparse"] < most["dense"] else "dense"
-    reason = (f"--comm auto chose {choice}: busiest rank receives {most['sparse']:,} bytes per step sparse vs "
-              f"{most['dense']:,} dense on {shape.algo} {shape.label()}")
+    modes = [mode for mode in model_comms(config.model, "auto") if mode != "cover" or shape.algo in COVER_ALGOS]
+    most = {mode: int(predict_run(spec, stats, shape, config, comm=mode).bytes.max()) for mode in modes}
+    choice = min(modes, key=lambda mode: most[mode])  # the first of the fewest: the plainest
+    others = ", ".join(f"{most[mode]:,} {mode}" for mode in modes if mode != choice)
+    reason = (f"--comm auto chose {choice}: busiest rank receives {most[choice]:,} bytes per step against "
+              f"{others} on {shape.algo} {shape.label()}")
     return dataclasses.replace(config, comm=choice), reason
 
 

@@ -1,0 +1,172 @@
+"""1D and 1.5D SpMM by per-pair vertex cover (``--comm cover``): each pair of processes exchanges the fewest
+rows its cut allows, some as rows of X (post-aggregation), some as partial sums (pre-aggregation).
+
+Same grid, layout and Â blocks as `gridgnn.spmm.spmm_15d` (read its table). For the pair "column block j
+sends to row block i" (j in replica k's share, j != i), the cut is Â[i, j]; its minimum vertex cover
+(`gridgnn.sparse.cover.pair_cover`) names the columns c of block j whose rows X[c] travel, and the rows r of
+block i whose partial sums ``Σ_c Â[r, c] X[c]`` over the remaining columns travel. Both ends compute the
+same cover from the global Â at set-up (no index exchange).
+
+=========  ====================================================================================================
+process    holds (beyond dense 1.5D's own block Â[i, i])
+=========  ====================================================================================================
+(i, k)     receiver: ``post`` = the entries of Â[i, j] whose column is in the pair's cover, for every remote j
+           of the share, columns side by side in group order; the local rows ``pre_targets`` its received
+           partial sums add into
+(j, k)     sender (j in replica k's share): ``pre`` = for every i != j, the rows of Â[i, j] in the pair's cover
+           restricted to the columns not in it, stacked in group order (rows: partial sums to send, columns:
+           block j's rows of X); ``post_index``: its local rows of X each receiver's cover names
+=========  ====================================================================================================
+
+Forward, one all-to-all on ``row`` (uneven parts): to each i, the rows X[cover columns] then the partial sums
+``pre X[j]`` of its cover rows; the receiver multiplies ``post`` by the rows and adds the sums into their rows;
+then the replica all-reduce on ``rep`` as in dense 1.5D. Backward (Âᵀ) the roles transpose: the receiver
+returns ``postᵀ G[i]`` (one row per received row of X) and the rows G[cover rows] of its gradient; the sender
+adds the first into dX[j] (``index_add``) and multiplies the second by ``preᵀ``; then the broadcast on ``rep``.
+Every entry of Â[i, j] is multiplied exactly once, on one side, so results equal the dense SpMM's up to the
+order of float32 additions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.sparse.cover import PairCover, pair_cover
+from gridgnn.sparse.csr import SparseBlock, index_dtype_for
+from gridgnn.sparse.cut import cut_panels
+from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.spmm_15d import SpMM15D
+
+
+def pair_cut(adj, bounds: list[int], receiver: int, sender: int) -> sp.csr_matrix:
+    """Â[receiver's rows, sender's columns] (local ids, CSR with sorted indices): the cut both ends cover."""
+    _, kept = cut_panels(adj, (bounds[receiver], bounds[receiver + 1]), [(bounds[sender], bounds[sender + 1])], [0])
+    cut = kept[0].tocsr()
+    cut.sum_duplicates()
+    cut.sort_indices()
+    return cut
+
+
+class CoverSpMM15D(SpMM15D):
+    """1.5D (and 1D) SpMM that moves each pair's minimum vertex cover. Built once from the global Â; not
+    collective at set-up (both ends compute every cover they take part in)."""
+
+    def __init__(self, grid: ProcessGrid, comm: Communicator, adj, *, dtype: torch.dtype = torch.float32,
+                 parts: Sequence[int] | None = None):
+        DistributedSpMM.__init__(self, grid, comm, adj.shape[0], parts)
+        self.replication = grid.shape.replication
+        layout = self.stage_layout()
+        self.bounds = layout.row_bounds
+        self.i = grid.index("row")
+        self.k = grid.index("rep") if self.replication > 1 else 0
+        self.share = layout.handled_by(self.k)
+        blocks = grid.size("row")
+        index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
+        make = lambda m: SparseBlock.from_scipy(sp.csr_matrix(m), index_dtype=index_dtype, dtype=dtype,  # noqa: E731
+                                                device=grid.device)
+        own = pair_cut(adj, self.bounds, self.i, self.i) if self.i in self.share else None
+        self.own = None if own is None else make(own)
+        self._receive(adj, blocks, make)
+        self._send(adj, blocks, make)
+        self.blocks = {}
+
+    def _receive(self, adj, blocks: int, make) -> None:
+        """The receiver's side: ``post`` (n_i x Σ cover columns), the received rows' layout, ``pre_targets``."""
+        n_i = self.bounds[self.i + 1] - self.bounds[self.i]
+        pieces, post_pos, pre_pos, targets, recv_rows, offset = [], [], [], [], [], 0
+        for j in range(blocks):
+            if j == self.i or j not in self.share:
+                recv_rows.append(0)
+                continue
+            cut = pair_cut(adj, self.bounds, self.i, j)
+            cover = pair_cover(cut)
+            pieces.append(cut[:, cover.columns])
+            post_pos.append(np.arange(offset, offset + len(cover.columns)))
+            pre_pos.append(np.arange(offset + len(cover.columns), offset + cover.size))
+            targets.append(cover.rows)
+            recv_rows.append(cover.size)
+            offset += cover.size
+        self.recv_rows = recv_rows
+        self.post = make(sp.hstack(pieces, format="csr")) if pieces and sum(p.shape[1] for p in pieces) else None
+        as_index = lambda parts: torch.from_numpy(  # noqa: E731
+            np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)).to(self.grid.device)
+        self.recv_post, self.recv_pre, self.pre_targets = as_index(post_pos), as_index(pre_pos), as_index(targets)
+        self.post_width = int(self.recv_post.numel())
+        self.n_i = n_i
+
+    def _send(self, adj, blocks: int, make) -> None:
+        """The sender's side: ``pre`` (Σ cover rows x n_j), ``post_index``, and the send buffer's layout."""
+        send_rows = [0] * blocks
+        post_index, pre_pieces, post_at, pre_at, offset = [], [], [], [], 0
+        if self.i in self.share:
+            for q in range(blocks):
+                if q == self.i:
+                    continue
+                cut = pair_cut(adj, self.bounds, q, self.i)
+                cover: PairCover = pair_cover(cut)
+                keep = np.ones(cut.shape[1], dtype=bool)
+                keep[cover.columns] = False  # entries of covered columns are the receiver's
+                pre = cut[cover.rows] @ sp.diags(keep.astype(cut.dtype))
+                pre.eliminate_zeros()
+                pre_pieces.append(pre)
+                post_index.append(cover.columns)
+                post_at.append(np.arange(offset, offset + len(cover.columns)))
+                pre_at.append(np.arange(offset + len(cover.columns), offset + cover.size))
+                send_rows[q] = cover.size
+                offset += cover.size
+        self.send_rows = send_rows
+        width = self.bounds[self.i + 1] - self.bounds[self.i]
+        stacked = sp.vstack(pre_pieces, format="csr") if pre_pieces else sp.csr_matrix((0, width))
+        self.pre = make(stacked) if stacked.shape[0] else None
+        as_index = lambda parts: torch.from_numpy(  # noqa: E731
+            np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)).to(self.grid.device)
+        self.post_index, self.send_post, self.send_pre = as_index(post_index), as_index(post_at), as_index(pre_at)
+        self.pre_rows = stacked.shape[0]
+
+    @property
+    def stored_nnz(self) -> int:
+        return sum(b.nnz for b in (self.own, self.post, self.pre) if b is not None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """X[i] (n_i x f) -> Y[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (all-reduce)."""
+        f = x.shape[1]
+        send = x.new_empty((sum(self.send_rows), f))
+        send[self.send_post] = x[self.post_index]
+        if self.pre is not None:
+            send[self.send_pre] = self.pre.matmul(x)
+        pending = self.comm.all_to_all_async(send, self.send_rows, self.recv_rows, "row")
+        if not self.comm.overlap:
+            pending.wait()
+        out = self.own.matmul(x) if self.own is not None else x.new_zeros((self.n_i, f))
+        received = pending.wait()
+        if self.post is not None:
+            self.post.matmul_add(received[self.recv_post], out)
+        out.index_add_(0, self.pre_targets, received[self.recv_pre])
+        if self.replication > 1:
+            self.comm.all_reduce(out, "rep")
+        return out
+
+    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
+        """G[i] (n_i x f) -> dX[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (broadcast)."""
+        f = grad_y.shape[1]
+        back = grad_y.new_empty((sum(self.recv_rows), f))
+        if self.post is not None:
+            back[self.recv_post] = self.post.t_matmul(grad_y)
+        back[self.recv_pre] = grad_y[self.pre_targets]
+        pending = self.comm.all_to_all_async(back, self.recv_rows, self.send_rows, "row")
+        if not self.comm.overlap:
+            pending.wait()
+        grad_x = self.own.t_matmul(grad_y) if self.own is not None else grad_y.new_zeros(grad_y.shape)
+        received = pending.wait()
+        grad_x.index_add_(0, self.post_index, received[self.send_post])
+        if self.pre is not None:
+            grad_x += self.pre.t_matmul(received[self.send_pre])
+        if self.replication > 1:
+            self.comm.broadcast(grad_x, "rep", root=self.i % self.replication)
+        return grad_x
