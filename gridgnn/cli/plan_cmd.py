@@ -83,8 +83,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     grid.add_argument("--algo", choices=ALGORITHMS, nargs="+", default=list(ALGORITHMS),
                       help="algorithms to consider (default: all)")
     grid.add_argument("--comm", choices=COMMS, default="auto",
-                      help="SpMM communication to price: dense, sparse, or auto = both, side by side "
-                           "(default: %(default)s)")
+                      help="SpMM communication to price: dense, sparse, cover (1d, 1.5d), or auto = all that "
+                           "apply, side by side (default: %(default)s)")
     grid.add_argument("--comm-precision", choices=COMM_PRECISION_CHOICES, default="fp32",
                       help="wire precision of the activations the SpMMs and dense phases move, as gridgnn train "
                            "--comm-precision; auto: bf16 where the profile predicts it 5%% faster (default: "

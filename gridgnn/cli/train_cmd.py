@@ -101,8 +101,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "(same numbers)", planned=False)
     grid.add_argument("--comm", choices=COMMS, default="auto",
                       help="SpMM communication: dense moves whole blocks of X; sparse only the rows each "
-                           "process's Â block touches (index sets exchanged once at set-up); auto the one the "
-                           "planner prices lower" + _DEF)
+                           "process's Â block touches (index sets exchanged once at set-up); cover (1d, 1.5d) each "
+                           "pair's minimum vertex cover, rows of X and partial sums; auto the one the planner "
+                           "prices lower" + _DEF)
     grid.add_argument("--comm-precision", choices=COMM_PRECISION_CHOICES, default=_DEFAULTS.comm_precision,
                       help="wire precision of the activations and their gradients that the SpMMs and dense phases "
                            "move: fp32 (exact), bf16, fp16 (half the bytes), int8 (about a quarter: one "
