@@ -65,7 +65,8 @@ from gridgnn.cost.rank_cost import (
 from gridgnn.cost.sparse_cost import comm_spmm_terms, index_exchange_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.terms import gather_term, scatter_sum_term, sum_terms
-from gridgnn.grid.comm_records import PHASES
+from gridgnn.cost.terms import term as make_term
+from gridgnn.grid.comm_records import PHASES, WIRE_PHASES
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
 
@@ -317,11 +318,18 @@ def _col_size(shape: GridShape) -> int:
 
 def _column_term(blocks: ShapeBlocks, phase: str, op: str, width: int, sizes: SizeInfo) -> Term:
     """An all-gather or reduce-scatter on ``col`` of the column blocks of a (local rows x ``width``) matrix,
-    carried transposed (`gridgnn.parallel.collectives`: a row of the wire is one column of the rank's rows)."""
+    carried transposed (`gridgnn.grid.comm.Communicator.all_gather_cols`: a row of the wire is one column of the
+    rank's rows); in the wire precision each vertex row of a block is encoded (bytes per row: its block's
+    `SizeInfo.row_bytes`), the all-gather padded to the largest block, the reduce-scatter an all-to-all."""
     pcol, p = _col_size(blocks.shape), blocks.shape.world_size
     widths = feature_widths(width, pcol)
     chunk = int(widths.max())
     rows = blocks.local_rows.astype(np.int64)
+    if phase in WIRE_PHASES and not sizes.exact:
+        per_row = sizes.row_bytes(widths)  # (pcol,) bytes of one vertex row of each column block
+        if op == "all_gather":
+            return make_term(phase, "all_gather", "col", pcol, 1, (pcol - 1) * int(per_row.max()) * rows, p)
+        return make_term(phase, "all_to_all", "col", pcol, 1, (pcol - 1) * per_row[blocks.coords["col"]] * rows, p)
     if op == "all_gather":
         return gather_term(phase, "col", pcol, chunk, rows, sizes, 1, p)
     return scatter_sum_term(phase, "col", pcol, chunk, widths[blocks.coords["col"]], rows, sizes, 1, p)

@@ -336,6 +336,45 @@ class Communicator:
                   lambda g: _reduce_scatter_single(out, stacked, group=g))
         return out[: row_counts[self.grid.index(axis)]]
 
+    def all_gather_cols(self, x: torch.Tensor, axis: str, col_counts: list[int]) -> torch.Tensor:
+        """Collective on ``axis``: (m, f_k) column blocks -> (m, Σ f) on every process (process k holds
+        ``col_counts[k]`` columns). Carried transposed as `all_gather_rows` of the (f_k, m) blocks; in the wire
+        precision each vertex row is encoded with its own scale and the encoded (bytes, m) blocks travel, padded
+        to the largest, so a column never shares one int8 scale across every vertex."""
+        if self.grid.size(axis) == 1:
+            return x
+        if not self.encoded(x):
+            return self.all_gather_rows(x.t().contiguous(), axis, col_counts).t().contiguous()
+        p, rows = self.grid.size(axis), x.shape[0]
+        widths = [wire_row_bytes(self.precision, f) for f in col_counts]
+        chunk = max(widths)
+        padded = _pad_rows(self._encode(x).t().contiguous(), chunk)  # (chunk, m) bytes
+        out = padded.new_empty((p * chunk, rows))
+        self._run("all_gather", axis, (p - 1) * _nbytes(padded), lambda g: _all_gather_single(out, padded, group=g))
+        parts = [decode(out[k * chunk: k * chunk + widths[k]].t().contiguous(), self.precision, f)
+                 for k, f in enumerate(col_counts)]
+        return torch.cat(parts, dim=1)
+
+    def reduce_scatter_cols(self, x: torch.Tensor, axis: str, col_counts: list[int]) -> torch.Tensor:
+        """Collective on ``axis``: partial sums (m, Σ f) on every process -> this process's columns (m, f_k) of
+        their sum. Carried transposed as `reduce_scatter_rows`; in the wire precision as an all-to-all of each
+        column block encoded per vertex row (transposed bytes), summed in float32 by the block's owner."""
+        if self.grid.size(axis) == 1:
+            return x
+        if not self.encoded(x):
+            return self.reduce_scatter_rows(x.t().contiguous(), axis, col_counts).t().contiguous()
+        p, me = self.grid.size(axis), self.grid.index(axis)
+        widths = [wire_row_bytes(self.precision, f) for f in col_counts]
+        blocks = torch.split(x, col_counts, dim=1)
+        send = torch.cat([self._encode(block.contiguous()).t() for k, block in enumerate(blocks) if k != me])
+        send_rows = [0 if k == me else widths[k] for k in range(p)]
+        recv_rows = [0 if k == me else widths[me] for k in range(p)]
+        received = self.all_to_all(send.contiguous(), send_rows, recv_rows, axis)
+        total = blocks[me].clone()
+        for part in torch.split(received, [widths[me]] * (p - 1)):
+            total += decode(part.t().contiguous(), self.precision, col_counts[me])
+        return total
+
     def _all_gather_encoded(self, local: torch.Tensor, axis: str, row_counts: list[int]) -> torch.Tensor:
         """`all_gather_rows` in the wire precision: encoded parts, padded to the largest; every part is decoded,
         the own one included, so every process holds the same rows."""

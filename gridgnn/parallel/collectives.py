@@ -13,13 +13,11 @@ from gridgnn.grid.comm import Communicator
 
 
 def _gather_cols(comm: Communicator, x: torch.Tensor, axis: str, col_counts: list[int]) -> torch.Tensor:
-    full_t = comm.all_gather_rows(x.t().contiguous(), axis, col_counts)
-    return full_t.t().contiguous()
+    return comm.all_gather_cols(x, axis, col_counts)
 
 
 def _reduce_scatter_cols(comm: Communicator, x: torch.Tensor, axis: str, col_counts: list[int]) -> torch.Tensor:
-    mine_t = comm.reduce_scatter_rows(x.t().contiguous(), axis, col_counts)
-    return mine_t.t().contiguous()
+    return comm.reduce_scatter_cols(x, axis, col_counts)
 
 
 def _own_cols(comm: Communicator, x: torch.Tensor, axis: str, col_counts: list[int]) -> torch.Tensor:

@@ -19,11 +19,18 @@ from gridgnn.launch.spawn import run_workers
 
 P, WIDTH = 3, 5
 ROWS = [4, 2, 3]  # uneven parts
+COLS = [2, 3, 1]  # uneven column blocks of a (6 x 6) matrix
 
 
 def _part(rank: int, rows: int, salt: int = 0) -> torch.Tensor:
     gen = torch.Generator().manual_seed(100 * rank + salt)
     return torch.randn(rows, WIDTH, generator=gen) * (rank + 1)
+
+
+def _wide(rank: int, salt: int) -> torch.Tensor:
+    """(6, 6) values whose rows span six orders of magnitude (1e-3 to 1e3)."""
+    gen = torch.Generator().manual_seed(100 * rank + salt)
+    return torch.randn(6, sum(COLS), generator=gen) * torch.logspace(-3, 3, 6)[:, None]
 
 
 def _worker(rank: int, world_size: int, precision: str) -> dict:
@@ -46,9 +53,15 @@ def _worker(rank: int, world_size: int, precision: str) -> dict:
         recv_rows = [0 if k == rank else rank + 1 for k in range(P)]
         out["all_to_all"] = comm.all_to_all(_part(rank, sum(send_rows), 3), send_rows, recv_rows, "row").numpy()
     forward = comm.reset()
+    with comm.phase("dense"):  # 2D's column collectives: column blocks of rows spanning six orders of magnitude
+        out["all_gather_cols"] = comm.all_gather_cols(_wide(rank, 4)[:, :COLS[rank]].contiguous(), "row",
+                                                      COLS).numpy()
+        out["reduce_scatter_cols"] = comm.reduce_scatter_cols(_wide(rank, 5), "row", COLS).numpy()
+    columns = comm.reset()
     with comm.phase("weight_grad"):
         out["weight_grad"] = comm.all_reduce(x.clone(), "row").numpy()
     out["records"] = [(r.op, r.bytes, r.phase) for r in forward + comm.reset()]
+    out["column_records"] = [(r.op, r.bytes) for r in columns]
     return out
 
 
@@ -115,6 +128,32 @@ def test_bf16_sums_decoded_parts_in_float32_and_counts_encoded_bytes(results):
             ("all_to_all", (P - 1) * ROWS[rank] * row, "spmm_forward"),
             ("all_to_all", 2 * (rank + 1) * row, "spmm_forward"),
             ("all_reduce", 2 * 6 * WIDTH * 4 * 2 // 3, "weight_grad")]
+
+
+def test_column_blocks_are_encoded_per_vertex_row(results):
+    """2D's column collectives (`Communicator.all_gather_cols`, `reduce_scatter_cols`): a vertex row keeps its
+    own scale, so a row a million times smaller than another is not rounded to zero by the column's largest
+    value; bytes: each vertex row of a block encoded, the all-gather padded to the largest block."""
+    starts = np.cumsum([0, *COLS])
+    gathered = np.concatenate([_wide(k, 4)[:, :COLS[k]].numpy() for k in range(P)], axis=1)
+    total = sum(_wide(k, 5).numpy() for k in range(P))
+    for precision in ("bf16", "int8"):
+        row = [wire_row_bytes(precision, c) for c in COLS]
+        for rank in range(P):
+            mine = results[precision][rank]
+            step = 2 / 127 * np.abs(gathered).max(axis=1, keepdims=True)
+            assert np.all(np.abs(mine["all_gather_cols"] - gathered) <= step), precision
+            assert np.array_equal(mine["all_gather_cols"], results[precision][0]["all_gather_cols"])
+            block = slice(starts[rank], starts[rank + 1])
+            parts = sum(np.abs(_wide(k, 5).numpy()[:, block]).max(axis=1, keepdims=True) for k in range(P))
+            assert np.all(np.abs(mine["reduce_scatter_cols"] - total[:, block]) <= 2 / 127 * parts), precision
+            assert mine["column_records"] == [("all_gather", (P - 1) * max(row) * 6),
+                                              ("all_to_all", (P - 1) * row[rank] * 6)]
+    fp32 = results["fp32"][1]
+    np.testing.assert_array_equal(fp32["all_gather_cols"], gathered)
+    np.testing.assert_allclose(fp32["reduce_scatter_cols"], total[:, starts[1]:starts[2]], rtol=1e-5, atol=1e-6)
+    assert fp32["column_records"] == [("all_gather", (P - 1) * max(COLS) * 6 * 4),
+                                      ("reduce_scatter", (P - 1) * max(COLS) * 6 * 4)]
 
 
 def test_int8_stays_within_one_step_of_each_rows_scale(results):
