@@ -152,7 +152,7 @@ def test_spmm_precision_error_tiny(tmp_path):
     assert bench.main(["--tiny", "--out", str(tmp_path)]) == 0
     with open(tmp_path / "spmm_error.csv") as handle:
         rows = list(csv.DictReader(handle))
-    assert len(rows) == len(bench.GRIDS) * len(bench.PRECISIONS)
+    assert len(rows) == len(bench.TINY_GRIDS) * len(bench.PRECISIONS)
     bound = {"fp32": 0.0, "bf16": 8e-3, "fp16": 1e-3, "int8": 4e-2}
     for row in rows:
         assert 0 <= float(row["forward_error"]) <= bound[row["precision"]], row
