@@ -103,3 +103,7 @@ def test_what_cover_cannot_serve_is_one_line(capsys):
     assert main(["train", "--dataset", "csbm:nodes=60", "--nprocs", "4", "--algo", "3d", "--comm", "cover"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and "--comm cover runs on --algo 1d and 1.5d" in err
+    assert main(["plan", "--dataset", "csbm:nodes=60", "--nprocs", "4", "--algo", "2d", "3d", "--comm", "cover"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip() == ("gridgnn: error: --comm cover runs on --algo 1d and 1.5d, not 2d 3d; use "
+                                         "--comm sparse, dense or auto")
