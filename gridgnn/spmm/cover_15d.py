@@ -67,16 +67,24 @@ class CoverSpMM15D(SpMM15D):
         self.k = grid.index("rep") if self.replication > 1 else 0
         self.share = layout.handled_by(self.k)
         blocks = grid.size("row")
-        index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
-        make = lambda m: SparseBlock.from_scipy(sp.csr_matrix(m), index_dtype=index_dtype, dtype=dtype,  # noqa: E731
-                                                device=grid.device)
+        self._index_dtype, self._dtype = index_dtype_for(self.num_nodes, adj.nnz), dtype
         own = pair_cut(adj, self.bounds, self.i, self.i) if self.i in self.share else None
-        self.own = None if own is None else make(own)
-        self._receive(adj, blocks, make)
-        self._send(adj, blocks, make)
+        self.own = None if own is None else self._block(own)
+        self._receive(adj, blocks)
+        self._send(adj, blocks)
         self.blocks = {}
 
-    def _receive(self, adj, blocks: int, make) -> None:
+    def _block(self, matrix) -> SparseBlock:
+        """A scipy matrix as a `SparseBlock` on this process's device."""
+        return SparseBlock.from_scipy(sp.csr_matrix(matrix), index_dtype=self._index_dtype, dtype=self._dtype,
+                                      device=self.grid.device)
+
+    def _index(self, parts: list[np.ndarray]) -> torch.Tensor:
+        """The concatenation of ``parts`` as an int64 index tensor on this process's device."""
+        flat = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+        return torch.from_numpy(flat).to(self.grid.device)
+
+    def _receive(self, adj, blocks: int) -> None:
         """The receiver's side: ``post`` (n_i x Σ cover columns), the received rows' layout, ``pre_targets``."""
         n_i = self.bounds[self.i + 1] - self.bounds[self.i]
         pieces, post_pos, pre_pos, targets, recv_rows, offset = [], [], [], [], [], 0
@@ -93,14 +101,12 @@ class CoverSpMM15D(SpMM15D):
             recv_rows.append(cover.size)
             offset += cover.size
         self.recv_rows = recv_rows
-        self.post = make(sp.hstack(pieces, format="csr")) if pieces and sum(p.shape[1] for p in pieces) else None
-        as_index = lambda parts: torch.from_numpy(  # noqa: E731
-            np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)).to(self.grid.device)
-        self.recv_post, self.recv_pre, self.pre_targets = as_index(post_pos), as_index(pre_pos), as_index(targets)
-        self.post_width = int(self.recv_post.numel())
+        self.post = self._block(sp.hstack(pieces, format="csr")) if sum(p.shape[1] for p in pieces) else None
+        self.recv_post, self.recv_pre, self.pre_targets = (self._index(post_pos), self._index(pre_pos),
+                                                           self._index(targets))
         self.n_i = n_i
 
-    def _send(self, adj, blocks: int, make) -> None:
+    def _send(self, adj, blocks: int) -> None:
         """The sender's side: ``pre`` (Σ cover rows x n_j), ``post_index``, and the send buffer's layout."""
         send_rows = [0] * blocks
         post_index, pre_pieces, post_at, pre_at, offset = [], [], [], [], 0
@@ -123,11 +129,9 @@ class CoverSpMM15D(SpMM15D):
         self.send_rows = send_rows
         width = self.bounds[self.i + 1] - self.bounds[self.i]
         stacked = sp.vstack(pre_pieces, format="csr") if pre_pieces else sp.csr_matrix((0, width))
-        self.pre = make(stacked) if stacked.shape[0] else None
-        as_index = lambda parts: torch.from_numpy(  # noqa: E731
-            np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)).to(self.grid.device)
-        self.post_index, self.send_post, self.send_pre = as_index(post_index), as_index(post_at), as_index(pre_at)
-        self.pre_rows = stacked.shape[0]
+        self.pre = self._block(stacked) if stacked.shape[0] else None
+        self.post_index, self.send_post, self.send_pre = (self._index(post_index), self._index(post_at),
+                                                          self._index(pre_at))
 
     @property
     def stored_nnz(self) -> int:
