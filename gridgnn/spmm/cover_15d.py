@@ -60,12 +60,7 @@ class CoverSpMM15D(SpMM15D):
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj, *, dtype: torch.dtype = torch.float32,
                  parts: Sequence[int] | None = None):
         DistributedSpMM.__init__(self, grid, comm, adj.shape[0], parts)
-        self.replication = grid.shape.replication
-        layout = self.stage_layout()
-        self.bounds = layout.row_bounds
-        self.i = grid.index("row")
-        self.k = grid.index("rep") if self.replication > 1 else 0
-        self.share = layout.handled_by(self.k)
+        self._place(grid)
         blocks = grid.size("row")
         self._index_dtype, self._dtype = index_dtype_for(self.num_nodes, adj.nnz), dtype
         own = pair_cut(adj, self.bounds, self.i, self.i) if self.i in self.share else None

@@ -39,12 +39,8 @@ class SparseSpMM15D(SpMM15D):
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
         DistributedSpMM.__init__(self, grid, comm, adj.shape[0], parts)
-        self.replication = grid.shape.replication
+        self._place(grid)
         layout = self.stage_layout()
-        self.bounds = layout.row_bounds
-        self.i = grid.index("row")
-        self.k = grid.index("rep") if self.replication > 1 else 0
-        self.share = layout.handled_by(self.k)
         remote = [j for j in self.share if j != self.i]
         touched = touched_columns(adj, self.row_range, layout.segments, remote)
         wanted = [touched.get(j, np.zeros(0, dtype=np.int64)) for j in range(grid.size("row"))]

@@ -44,12 +44,7 @@ class SpMM15D(DistributedSpMM):
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None):
         super().__init__(grid, comm, adj.shape[0], parts)
-        self.replication = grid.shape.replication
-        layout = self.stage_layout()
-        self.bounds = layout.row_bounds
-        self.i = grid.index("row")
-        self.k = grid.index("rep") if self.replication > 1 else 0
-        self.share = layout.handled_by(self.k)  # stage j: block j's X rows, rooted at row coordinate j
+        self._place(grid)
         index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
         column_blocks = list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
         _, kept = cut_panels(adj, self.row_range, column_blocks, self.share)
@@ -58,6 +53,17 @@ class SpMM15D(DistributedSpMM):
             for j in self.share
         }
         self._attention = None
+
+    def _place(self, grid: ProcessGrid) -> None:
+        """This rank's place on the ``R x c`` grid: ``replication`` c, the row blocks' ``bounds``, its row block
+        ``i``, its replica ``k`` and the column blocks replica k handles (``share``: stage j is block j's X rows,
+        rooted at row coordinate j). Not collective."""
+        self.replication = grid.shape.replication
+        layout = self.stage_layout()
+        self.bounds = layout.row_bounds
+        self.i = grid.index("row")
+        self.k = grid.index("rep") if self.replication > 1 else 0
+        self.share = layout.handled_by(self.k)
 
     @property
     def stored_nnz(self) -> int:
