@@ -161,3 +161,16 @@ def test_spmm_precision_error_tiny(tmp_path):
         assert {"fp32": ratio == 1, "bf16": ratio == 0.5, "fp16": ratio == 0.5,
                 "int8": 0.25 < ratio < 0.3}[row["precision"]], row
     assert "| int8 |" in (tmp_path / "spmm_error.md").read_text()
+
+
+def test_partition_objective_tiny(tmp_path):
+    """Both METIS objectives priced on one graph: cover never above sparse, sparse never above dense, and the
+    table carries every row."""
+    pytest.importorskip("pymetis")
+    bench = _load("partition_objective")
+    out = tmp_path / "objective.md"
+    rows = bench.main(["--graphs", "csbm:nodes=400,classes=4,features=8", "--parts", "4", "--out", str(out)])
+    assert [r["objective"] for r in rows] == ["cut", "vol"]
+    for row in rows:
+        assert row["cover"] <= row["sparse"] <= row["dense"] and row["volume_rows"] > 0 and row["cut_entries"] > 0
+        assert f"| {row['objective']} |" in out.read_text() and f"{row['cover']:,}" in out.read_text()
