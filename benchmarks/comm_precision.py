@@ -364,12 +364,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--timing", action="store_true", help="the step-time mode (timing.json, timing.md)")
     parser.add_argument("--rounds", type=int, default=3, help="--timing: rounds of the alternating runs")
     parser.add_argument("--report", action="store_true", help="only redraw accuracy.md/.png from accuracy.json")
+    parser.add_argument("--note", action="append", default=[],
+                        help="--report: a paragraph for the end of accuracy.md (kept in accuracy.json's notes)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/comm_precision.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     if args.report:
         document = json.loads((out / "accuracy.json").read_text())
+        if args.note:
+            document["notes"] = [line for note in args.note for line in (note, "")]
         write_accuracy(document, out)
         return document
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -61,6 +61,18 @@ def test_report_deltas_flags_and_ratios(bench, tmp_path):
     assert table[("1d", "bf16")][8] == "" and table[("1d", "bf16")][11] == "0.500"
     assert "1 of 2 runs gave the same test accuracy" in text  # seed 1: 81.0 on 1d, 81.1 in one process
     assert "status 1: `c`: RuntimeError: boom" in text
+    (tmp_path / "accuracy.json").write_text(json.dumps(document))
+    bench.main(["--report", "--out", str(tmp_path), "--note", "Not run: the rest."])
+    assert (tmp_path / "accuracy.md").read_text().endswith("Not run: the rest.\n\n")
+
+
+def test_plot_draws_the_deltas(bench, tmp_path):
+    pytest.importorskip("matplotlib")
+    records = [_record("fp32", 0, 0.80, 1000, 1400), _record("int8", 0, 0.79, 270, 670),
+               _record("fp32", 0, 0.80, 1000, 1400, grid="2d"), _record("bf16", 0, 0.805, 500, 900, grid="2d")]
+    drawn = bench.plot({"records": records}, tmp_path / "a.png")
+    assert drawn == {"bf16 2d": [pytest.approx(0.5)], "int8 1d": [pytest.approx(-1.0)]}
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_tiny_study_writes_what_it_measured(bench, tmp_path):
