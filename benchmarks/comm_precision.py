@@ -165,7 +165,8 @@ def _points(values: list[float]) -> list[float]:
 
 def summarize(records: list[dict]) -> list[dict]:
     """One row per (model, dataset, grid, precision) of the successful records: accuracy over seeds in
-    points (mean, sample sd, min, max), ``delta`` to the same grid's fp32 mean (None for fp32 and local),
+    points (mean, sample sd, min, max), ``delta``: the mean minus the same grid's fp32 mean, both over the seeds
+    both ran (None for fp32 and local),
     ``flagged`` (more than `LIMITS` below), ``adaqp`` ('within' or 'above' the 0.30-point bound, for a
     lower precision), and the byte ratios to the fp32 run of the same seed (median over seeds)."""
     ok = [r for r in records if r.get("status") == 0]
@@ -187,8 +188,9 @@ def summarize(records: list[dict]) -> list[dict]:
             if pairs:
                 row["wire_ratio"] = statistics.median(r["wire_bytes"] / b["wire_bytes"] for r, b in pairs)
                 row["all_ratio"] = statistics.median(r["all_bytes"] / b["all_bytes"] for r, b in pairs)
-            if precision != "fp32" and base:
-                row["delta"] = row["mean"] - statistics.mean(_points([b["test_acc"] for b in base.values()]))
+            if precision != "fp32" and pairs:  # fp32's mean over the same seeds
+                row["delta"] = (statistics.mean(_points([r["test_acc"] for r, _ in pairs]))
+                                - statistics.mean(_points([b["test_acc"] for _, b in pairs])))
                 row["flagged"] = row["delta"] < -LIMITS[precision]
                 row["adaqp"] = "above" if row["delta"] < -ADAQP_POINTS else "within"
         rows.append(row)
@@ -213,8 +215,9 @@ def markdown(document: dict) -> str:
     lines += ["", "Each run is the `gridgnn train` command in `accuracy.json` (`records[].command`). Test accuracy "
               "(%) at the best validation-accuracy epoch (`final.test_acc_at_best_val` of the run's metrics); "
               "mean ± sample standard deviation over seeds, then min-max. Δ: the mean minus the same grid's fp32 "
-              f"mean, in points; **flag**: bf16/fp16 more than {LIMITS['bf16']} points below it, int8 more than "
-              f"{LIMITS['int8']}. AdaQP: 'within' when the loss is at most its {ADAQP_POINTS:.2f}-point bound "
+              "mean over the same seeds, in points; **flag**: bf16/fp16 more than "
+              f"{LIMITS['bf16']} points below it, int8 more than {LIMITS['int8']}. AdaQP: 'within' when the loss "
+              f"is at most its {ADAQP_POINTS:.2f}-point bound "
               "(a gain counts as within), 'above' when larger. Bytes: per rank per training step, max over ranks, "
               "median over epochs; wire = the SpMM and dense phases (the rows `--comm-precision` encodes), all = "
               "every phase (weight gradients and loss stay float32). Ratios: to the fp32 run of the same seed "

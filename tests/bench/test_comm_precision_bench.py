@@ -41,6 +41,7 @@ def _table_rows(text: str) -> dict[tuple[str, str], list[str]]:
 
 def test_report_deltas_flags_and_ratios(bench, tmp_path):
     records = [_record("fp32", 0, 0.800, 1000, 1400), _record("fp32", 1, 0.810, 1000, 1400),
+               _record("fp32", 2, 0.900, 1000, 1400),  # a seed the others lack: not in their Δ
                _record("bf16", 0, 0.798, 500, 900), _record("bf16", 1, 0.808, 500, 900),  # -0.2 points
                _record("int8", 0, 0.790, 270, 670), _record("int8", 1, 0.806, 280, 680),  # -0.7 points
                _record("fp32", 0, 0.800, 0, 0, grid="local"), _record("fp32", 1, 0.811, 0, 0, grid="local"),
