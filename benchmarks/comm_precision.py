@@ -33,7 +33,7 @@ and attention dropout 0.6, lr 0.005), all for ``--epochs`` (200) epochs. Example
         --out results/comm_precision
     nice -n 10 python benchmarks/comm_precision.py --data-root ../shared/datasets --timing --datasets cora \\
         --epochs 30 --rounds 3 --out results/comm_precision
-    python benchmarks/comm_precision.py --report results/comm_precision   # the .md and .png from the .json
+    python benchmarks/comm_precision.py --report --out results/comm_precision   # the .md and .png from the .json
 """
 
 from __future__ import annotations
@@ -366,18 +366,23 @@ def main(argv: list[str] | None = None) -> dict:
                         help="add to the out folder's accuracy.json (a later invocation: its command is listed)")
     parser.add_argument("--timing", action="store_true", help="the step-time mode (timing.json, timing.md)")
     parser.add_argument("--rounds", type=int, default=3, help="--timing: rounds of the alternating runs")
-    parser.add_argument("--report", action="store_true", help="only redraw accuracy.md/.png from accuracy.json")
+    parser.add_argument("--report", action="store_true",
+                        help="only redraw accuracy.md/.png from accuracy.json (with --timing: timing.md)")
     parser.add_argument("--note", action="append", default=[],
                         help="--report: a paragraph for the end of accuracy.md (kept in accuracy.json's notes)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/comm_precision.py " + shlex.join(argv if argv is not None else sys.argv[1:])
-    if args.report:
-        document = json.loads((out / "accuracy.json").read_text())
+    if args.report:  # with --timing: timing.md from timing.json
+        document = json.loads((out / ("timing.json" if args.timing else "accuracy.json")).read_text())
         if args.note:
             document["notes"] = [line for note in args.note for line in (note, "")]
-        write_accuracy(document, out)
+        if args.timing:
+            _write(out / "timing.json", json.dumps(document, indent=1) + "\n")
+            _write(out / "timing.md", timing_markdown(document))
+        else:
+            write_accuracy(document, out)
         return document
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{os.cpu_count()} CPU cores, torch gloo, {args.nprocs} workers of 1 thread"

@@ -93,10 +93,14 @@ def test_tiny_study_writes_what_it_measured(bench, tmp_path):
     assert re.search(rf"^    {re.escape(saved['commands'][0])}$", (tmp_path / "accuracy.md").read_text(), re.M)
 
 
-def test_timing_table_is_the_median_over_rounds(bench):
+def test_timing_table_is_the_median_over_rounds(bench, tmp_path):
     records = [{**_record(p, 0, 0.8, w, w, grid="1d"), "step_s": s, "round": k}
                for k, (p, w, s) in enumerate([("fp32", 1000, 0.010), ("int8", 270, 0.030), ("fp32", 1000, 0.020),
                                               ("int8", 270, 0.010), ("fp32", 1000, 0.040), ("int8", 270, 0.015)])]
-    text = bench.timing_markdown({"commands": ["c"], "date": "d", "machine": "m", "records": records})
+    (tmp_path / "timing.json").write_text(json.dumps({"commands": ["c"], "date": "d", "machine": "m",
+                                                      "records": records}))
+    bench.main(["--report", "--timing", "--out", str(tmp_path), "--note", "Loopback."])
+    text = (tmp_path / "timing.md").read_text()
+    assert text.endswith("Loopback.\n\n")
     assert "| cora | gcn | 1d | fp32 | 3 | 20.0 | 1.00 | 1000 |" in text
     assert "| cora | gcn | 1d | int8 | 3 | 15.0 | 0.75 | 270 |" in text
