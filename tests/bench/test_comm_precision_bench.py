@@ -76,6 +76,7 @@ def test_plot_draws_the_deltas(bench, tmp_path):
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # two real gridgnn train subprocesses (15-60 s); the report's logic is tested above
 def test_tiny_study_writes_what_it_measured(bench, tmp_path):
     document = bench.main(["--models", "gcn", "--datasets", TINY, "--seeds", "0", "--precisions", "fp32", "bf16",
                            "--grids", "1d", "--nprocs", "2", "--epochs", "2", "--no-local", "--out", str(tmp_path)])
