@@ -56,7 +56,7 @@ from gridgnn.grid.comm_records import PHASES, WIRE_PHASES, CommRecord, CommTotal
 from gridgnn.grid.overlap import InFlight, Pending, pipeline
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.wire import decode, encode
-from gridgnn.partition import block_bounds
+from gridgnn.partition import block_bounds, block_sizes
 from gridgnn.peer_errors import first_line, is_out_of_memory, peer_failure_text
 
 # torch 2.13 renamed the equal-part collectives; older releases (>= 2.4) only have the first names.
@@ -292,7 +292,7 @@ class Communicator:
         p = self.grid.size(axis)
         reduce_op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op]
         if op == "sum" and p > 1 and self.encoded(tensor):
-            chunks = block_sizes_of(tensor.shape[0], p)
+            chunks = block_sizes(block_bounds(tensor.shape[0], p, allow_empty=True, what="rows"))
             mine = self.reduce_scatter_rows(tensor, axis, chunks)
             tensor.copy_(self.all_gather_rows(mine, axis, chunks))
             return tensor
@@ -404,13 +404,6 @@ class Communicator:
     def _blocking(pending: Pending) -> torch.Tensor:
         """Wait for ``pending`` at once (a blocking collective issued through the asynchronous path)."""
         return pending.wait()
-
-
-def block_sizes_of(rows: int, parts: int) -> list[int]:
-    """The rows of each of ``parts`` balanced chunks of ``rows`` (`gridgnn.partition.block_bounds`; empty
-    chunks allowed): how an all-reduce in the wire precision splits its rows."""
-    bounds = block_bounds(rows, parts, allow_empty=True, what="rows")
-    return [b - a for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _row_width(tensor: torch.Tensor) -> int:

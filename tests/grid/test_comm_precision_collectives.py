@@ -11,11 +11,12 @@ import torch
 
 import gridgnn.grid.comm as comm_module
 from gridgnn.cost.spmm_cost import wire_row_bytes
-from gridgnn.grid.comm import Communicator, block_sizes_of
+from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.grid.wire import round_trip
 from gridgnn.launch.spawn import run_workers
+from gridgnn.partition import block_bounds, block_sizes
 
 P, WIDTH = 3, 5
 ROWS = [4, 2, 3]  # uneven parts
@@ -103,7 +104,7 @@ def test_bf16_sums_decoded_parts_in_float32_and_counts_encoded_bytes(results):
         np.testing.assert_array_equal(mine["broadcast"], sent[1].numpy())
         if rank == 2:  # the root adds the others' decoded parts to its exact own, in group order
             np.testing.assert_array_equal(mine["reduce"], _in_order(parts[2], [sent[0], sent[1]]).numpy())
-        chunks = block_sizes_of(6, P)
+        chunks = block_sizes(block_bounds(6, P))
         # all-reduce: each chunk summed by its owner from exact own + decoded others, then gathered encoded
         cut = [slice(sum(chunks[:k]), sum(chunks[:k + 1])) for k in range(P)]
         expected = torch.cat([round_trip(_in_order(parts[k][cut[k]], [sent[o][cut[k]] for o in range(P) if o != k]),
