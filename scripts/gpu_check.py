@@ -13,6 +13,11 @@ Sections (each a key of the JSON document; a section that needs CUDA and finds n
   against the single-process run on that device, same tolerances; each rank's model must sit on ``cuda``.
   gloo moves CUDA tensors through the host: this checks device placement, not speed. Also 2d 2x2 with
   ``--comm-precision bf16`` and 1.5d 2x2 with ``int8`` (encoded rows as bytes), losses within `PRECISION_RTOL`.
+- ``cli_train``: ``gridgnn train`` as a user types it (one process, no ``--algo``: the single-process layout)
+  for every model, with ``--save-model`` and ``--predictions-out``, once as is (on the GPU where CUDA is
+  present: the metrics file's ``device`` must say so) and once with ``CUDA_VISIBLE_DEVICES=`` (the CPU);
+  losses and accuracies as in ``models_cuda_vs_cpu``, the model file loaded on the CPU must predict what the
+  predictions file holds.
 - ``nccl``: with two or more GPUs, the distributed SpMM tests on NCCL (one GPU per rank).
 - ``pyg_timing``: single-process training-step time of GCN, SAGE and GAT against PyG's ``GCNConv``,
   ``SAGEConv`` and ``GATConv`` on the same GPU and graph, epochs alternating, medians and their ratio (one run).
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import math
 import os
 import platform
@@ -78,9 +84,12 @@ def sizes(tiny: bool) -> dict:
             "timing_epochs": 30}
 
 
-def one_line(error: BaseException) -> str:
+def one_line(error: BaseException, limit: int = 1200) -> str:
+    """``error`` on one line; past ``limit`` characters its start and its end (a worker's error carries the
+    worker's traceback, whose last line names what failed)."""
     lines = [line for line in traceback.format_exception_only(type(error), error)[-1].splitlines() if line]
-    return " ".join(" ".join(lines).split())[:500]
+    text = " ".join(" ".join(lines).split())
+    return text if len(text) <= limit else f"{text[:200]} ... {text[-(limit - 205):]}"
 
 
 def environment() -> dict:
@@ -132,6 +141,63 @@ def models_section(device: str, size: dict, models: tuple[str, ...] = MODELS) ->
             found[model] = {"cpu": cpu, "device": other, **agreement(cpu, other)}
         except Exception as error:  # noqa: BLE001 - one model's failure is a finding, not the end of the check
             found[model] = {"error": one_line(error), "pass": False}
+    return found
+
+
+def cli_run(model: str, size: dict, folder: Path, hide_cuda: bool) -> dict:
+    """``gridgnn train`` of ``model`` in a subprocess writing its metrics, model file and predictions into
+    ``folder``; ``hide_cuda``: with ``CUDA_VISIBLE_DEVICES=`` (the CPU). Its device, losses, accuracies."""
+    side = "cpu" if hide_cuda else "as-is"
+    paths = {name: folder / f"{model}-{side}.{suffix}" for name, suffix in
+             (("metrics", "json"), ("model", "pt"), ("predictions", "csv"))}
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    if hide_cuda:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    command = [sys.executable, "-m", "gridgnn", "train", "--dataset", size["dataset"], "--model", model,
+               "--epochs", str(size["epochs"]), "--quiet", "--metrics-out", str(paths["metrics"]),
+               "--save-model", str(paths["model"]), "--predictions-out", str(paths["predictions"])]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=GRID_TIMEOUT_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1][:300]}")
+    metrics = json.loads(paths["metrics"].read_text())
+    last = metrics["epochs"][-1]
+    return {"device": metrics.get("device"), "loss": [e["loss"] for e in metrics["epochs"]],
+            "accuracy": {"train": last["train_acc"], "val": last["val_acc"], "test": last["test_acc"]},
+            **{f"{name}_file": str(path) for name, path in paths.items()}}
+
+
+def file_predictions_agree(kind: str, run: dict, size: dict) -> bool:
+    """Whether the model file of ``run`` (a ``kind`` model), loaded on the CPU, predicts every vertex's class
+    as the run's predictions file says (the file trained on the GPU, read back where no GPU is)."""
+    from gridgnn.nn.export import load_model
+    from gridgnn.train.outputs.per_vertex import infer
+    from gridgnn.train.run.inference import local_inputs
+
+    model, _ = load_model(run["model_file"])
+    features, layout = local_inputs(load_graph(TrainConfig(dataset=size["dataset"])), operator_of(kind))
+    with torch.no_grad():
+        predicted = infer(model, features, layout)[0].argmax(dim=1).numpy()
+    written = np.loadtxt(run["predictions_file"], delimiter=",", skiprows=1, usecols=1, dtype=np.int64)
+    return bool(np.array_equal(predicted, written))
+
+
+def cli_section(device: str, size: dict, models: tuple[str, ...] = MODELS) -> dict:
+    """Every model through ``gridgnn train``, as is (expected on ``device``) and on the CPU."""
+    import tempfile
+
+    found = {}
+    with tempfile.TemporaryDirectory(prefix="gpu-check-cli-") as folder:
+        for model in models:
+            try:
+                cpu, other = (cli_run(model, size, Path(folder), hide) for hide in (True, False))
+                where = {"cpu_run": cpu["device"], "run": other["device"], "expected": device}
+                agree = agreement(cpu, other)
+                loads = file_predictions_agree(model, other, size)
+                found[model] = {"devices": where, "loss": other["loss"], **agree, "model_file_predicts": loads,
+                                "pass": agree["pass"] and loads and cpu["device"] == "cpu"
+                                and other["device"] == device}
+            except Exception as error:  # noqa: BLE001 - one model's failure is a finding, not the end
+                found[model] = {"error": one_line(error), "pass": False}
     return found
 
 
@@ -293,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                         help="where the CUDA sections run: auto = cuda when present, else they are skipped; cpu = "
                              "a dry run of the script on the CPU")
-    parser.add_argument("--sections", default="models,grid,nccl,timing",
+    parser.add_argument("--sections", default="models,grid,cli,nccl,timing",
                         help="comma-separated sections to run (default: %(default)s)")
     parser.add_argument("--algos", default=None, help="comma-separated algorithms of the grid section (default: all)")
     parser.add_argument("--budget-s", type=float, default=260.0,
@@ -320,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                 "grid_gloo_cuda": ("grid", lambda: grid_section(device, size, args.tiny,
                                                                 args.algos.split(",") if args.algos else None,
                                                                 deadline=started + args.budget_s)),
+                "cli_train": ("cli", lambda: cli_section(device, size, models or MODELS)),
                 "nccl": ("nccl", nccl_section),
                 "pyg_timing": ("timing", lambda: timing_section(
                     device, size, tuple(m for m in models if m in TIMED_MODELS) if models else TIMED_MODELS))}
@@ -368,7 +435,8 @@ def _out_of_time(section: dict) -> bool:
 def _passed(document: dict) -> bool:
     """Every checked entry of every section passed and none ran out of time (sections skipped for want of
     CUDA or of a second GPU pass; timings are not judged)."""
-    judged = [document[key] for key in ("models_cuda_vs_cpu", "grid_gloo_cuda", "nccl") if key in document]
+    judged = [document[key] for key in ("models_cuda_vs_cpu", "grid_gloo_cuda", "cli_train", "nccl")
+              if key in document]
     timed = [document["pyg_timing"]] if "pyg_timing" in document else []
     return all(entry["pass"] for section in judged for entry in _entries(section)) and \
         not any(_out_of_time(section) for section in judged + timed)

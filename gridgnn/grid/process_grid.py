@@ -49,6 +49,11 @@ class ProcessGrid:
             raise ConfigError(
                 f"{shape.algo} grid {shape.label()} needs {shape.world_size} processes, got {world}"
             )
+        if device.type == "cuda":
+            # DeviceMesh otherwise selects GPU LOCAL_RANK itself, which does not exist where several ranks
+            # share a GPU (the GPU check's gloo runs); `default_device` already chose one that does
+            torch.cuda.set_device(device)
+            torch.cuda.init()
         if placement is None or placement.is_default:
             mesh = init_device_mesh(device.type, shape.sizes, mesh_dim_names=shape.axes)
         else:

@@ -26,7 +26,7 @@ def test_default_train_reaches_090_and_writes_metrics(tmp_path, capsys):
     assert printed.err == "" and all(b - a >= 10 for a, b in zip([0, *logged], logged, strict=False)), logged
     assert "best val" in printed.out and str(out) in printed.out
     metrics = json.loads(out.read_text())
-    assert set(metrics) == {"config", "dataset", "epochs", "final"}
+    assert set(metrics) == {"config", "device", "dataset", "epochs", "final"} and metrics["device"] == "cpu"
     assert metrics["config"]["dataset"] == "csbm" and metrics["config"]["epochs"] == 200
     assert {"name", "num_nodes", "num_edges", "num_features", "num_classes"} <= set(metrics["dataset"])
     assert len(metrics["epochs"]) == 200 and all(EPOCH_KEYS <= set(e) for e in metrics["epochs"])

@@ -16,7 +16,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.train.loop.trainer import Trainer
 
-SECTIONS = ("models_cuda_vs_cpu", "grid_gloo_cuda", "nccl", "pyg_timing")
+SECTIONS = ("models_cuda_vs_cpu", "grid_gloo_cuda", "cli_train", "nccl", "pyg_timing")
 
 
 def _script():
@@ -67,6 +67,29 @@ def test_a_dry_run_on_the_cpu_runs_the_models_grid_and_timing_sections(tmp_path,
         assert row["ratio_gridgnn_over_pyg"] == pytest.approx(row["gridgnn_median_step_s"] / row["pyg_median_step_s"])
     assert found["nccl"]["status"] == "not asked for (--sections)"
     capsys.readouterr()
+
+
+def test_the_cli_section_trains_through_gridgnn_train_and_reads_the_model_file_back(tmp_path, capsys):
+    """The dry run of ``cli_train``: ``gridgnn train`` as is and with CUDA hidden (both the CPU here), the
+    metrics file's ``device`` checked, and the model file's predictions equal to the predictions file's."""
+    out = tmp_path / "gpu.json"
+    assert _script().main(["--tiny", "--device", "cpu", "--models", "gcn", "--sections", "cli",
+                           "--out", str(out)]) == 0
+    row = json.loads(out.read_text())["cli_train"]["gcn"]
+    assert row["pass"] and row["model_file_predicts"] is True
+    assert row["devices"] == {"cpu_run": "cpu", "run": "cpu", "expected": "cpu"}
+    assert row["max_loss_rel_diff"] == 0.0 and len(row["loss"]) == 3
+    capsys.readouterr()
+
+
+def test_a_run_whose_device_is_not_the_expected_one_fails(tmp_path, monkeypatch):
+    script = _script()
+    run = {"device": "cpu", "loss": [1.0], "accuracy": {"train": 1.0, "val": 1.0, "test": 1.0}}
+    monkeypatch.setattr(script, "cli_run", lambda *args: dict(run))
+    monkeypatch.setattr(script, "file_predictions_agree", lambda *args: True)
+    found = script.cli_section("cuda", script.sizes(True), ("gcn",))
+    assert found["gcn"]["devices"]["run"] == "cpu" and found["gcn"]["pass"] is False
+    assert script.cli_section("cpu", script.sizes(True), ("gcn",))["gcn"]["pass"] is True
 
 
 def test_sections_past_the_time_budget_are_named_and_fail_the_check(tmp_path, capsys):

@@ -75,4 +75,4 @@ def test_distributed_algorithms_on_one_process_equal_local():
         run = run_training(TrainConfig(epochs=3, algo=algo), graph=graph)
         assert [r.loss for r in run.result.epochs] == pytest.approx([r.loss for r in local.result.epochs],
                                                                      rel=1e-5)
-        assert run.metrics["config"]["grid_shape"] in ("1", "1x1", "1x1x1")
+        assert run.metrics["config"]["grid_shape"] in ("1", "1x1", "1x1x1") and run.metrics["device"] == "cpu"

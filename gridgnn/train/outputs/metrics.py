@@ -57,11 +57,13 @@ def dataset_summary(graph: Graph) -> dict:
     }
 
 
-def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resumed_from=None) -> dict:
-    """The whole metrics document as a JSON-ready dict; ``resumed_from`` (a `ResumePoint`) adds
-    ``resumed_from: {"checkpoint", "epoch"}``."""
+def build_metrics(config: TrainConfig, graph: Graph, result: TrainResult, resumed_from=None,
+                  device: str = "cpu") -> dict:
+    """The whole metrics document as a JSON-ready dict; ``device``: the device type rank 0 computed on
+    (``"cpu"``, ``"cuda"``); ``resumed_from`` (a `ResumePoint`) adds ``resumed_from: {"checkpoint", "epoch"}``."""
     metrics = {
         "config": config.to_dict(),
+        "device": device,
         "dataset": dataset_summary(graph),
         "epochs": [record.to_dict() for record in result.epochs],
         "final": result.final(since=resumed_from.epoch if resumed_from is not None else 0),

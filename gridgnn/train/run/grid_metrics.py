@@ -11,6 +11,7 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.reorder import reorder_info
 from gridgnn.grid.hosts import HostMap
 from gridgnn.grid.placement import Placement
+from gridgnn.grid.process_grid import default_device
 from gridgnn.run_spec import RunSpec
 from gridgnn.train.outputs.metrics import build_metrics
 from gridgnn.train.run.auto import predicted_comm
@@ -28,7 +29,8 @@ def grid_metrics(spec: RunSpec, graph: Graph, trained: TrainedGrid, hosts: HostM
     """The metrics document of the grid run ``spec`` on rank 0 (``graph``: the graph as loaded, before any
     reordering; ``trained``: rank 0's `TrainedGrid`)."""
     config, shape = spec.config, trained.shape
-    metrics = build_metrics(config, graph, trained.result, resumed_from=trained.resumed_from)
+    metrics = build_metrics(config, graph, trained.result, resumed_from=trained.resumed_from,
+                            device=default_device().type)
     metrics["config"].update(world_size=shape.world_size, grid_shape=shape.label(), grid_axes=list(shape.axes))
     metrics["setup"] = {"peak_memory_bytes": trained.setup_peak_memory_bytes,
                         "launcher_peak_memory_bytes": spec.launcher_peak_memory_bytes,

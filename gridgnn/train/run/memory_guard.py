@@ -49,9 +49,9 @@ def host_available_bytes() -> int | None:
 
 def run_device(execution: ExecutionOptions) -> torch.device:
     """Where a run with these execution options (its section, or its whole `TrainConfig`) holds its tensors:
-    the CPU for ``--algo local`` (its model and features stay there), else this process's `default_device` (a
-    grid's device). Not collective."""
-    return torch.device("cpu") if execution.algo == "local" else default_device()
+    this process's `default_device`, for ``--algo local`` as for a grid (CUDA device ``LOCAL_RANK`` where
+    CUDA is present, else the CPU; ``CUDA_VISIBLE_DEVICES=`` keeps a run on the CPU). Not collective."""
+    return default_device()
 
 
 def available_per_proc(execution: ExecutionOptions, local_procs: int) -> tuple[int | None, str]:

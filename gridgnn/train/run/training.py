@@ -22,16 +22,17 @@ from gridgnn.train.outputs.metrics import build_metrics, check_writable, write_m
 from gridgnn.train.outputs.products import check_products, write_products
 from gridgnn.train.outputs.tensorboard_log import TensorBoardLog, check_tensorboard
 from gridgnn.train.run.base import Run, load_graph
-from gridgnn.train.run.memory_guard import check_memory
+from gridgnn.train.run.memory_guard import check_memory, run_device
 
 
 def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
     """The single-process layout of ``config.model``: ``x -> M x`` with M its operator of the global graph
-    (`gridgnn.data.operators`; Â = D^-1/2 (A + I) D^-1/2 for GCN)."""
+    (`gridgnn.data.operators`; Â = D^-1/2 (A + I) D^-1/2 for GCN), on `run_device` (the GPU where CUDA is
+    present, so that the model and features follow it; else the CPU)."""
     if config.algo != "local":
         raise ConfigError(f"algorithm {config.algo!r} is not available in a single process; use --algo local")
     operator = operator_of(config.model)
-    return LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj)), operator)
+    return LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj), device=run_device(config)), operator)
 
 
 def run_training(config: TrainConfig, *, graph: Graph | None = None,
@@ -97,7 +98,7 @@ def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     result, point = fit_resumable(trainer, config, graph, on_epoch, grid={"algo": "local", "world_size": 1},
                                   on_start=say)
     write_products(config, trainer, graph, result)
-    metrics = build_metrics(config, graph, result, resumed_from=point)
+    metrics = build_metrics(config, graph, result, resumed_from=point, device=trainer.layout.device.type)
     if config.log_csv is not None:
         write_epoch_csv(config.log_csv, metrics)
     if config.metrics_out is not None:
