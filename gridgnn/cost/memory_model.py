@@ -33,6 +33,10 @@ receive_buffers        the largest transient receive buffers of a stage (a dense
                        stage's touched rows, sent (the root: every receiver's) or received with the
                        dense panel they fill, in place of the broadcast panel. ``--cache-panels``: no
                        Â panel in flight (they are in ``graph``)
+wire_buffers           ``--comm-precision`` other than fp32 (`gridgnn.grid.wire`): the encoded copies of
+                       the activation rows in flight (sent and received, `wire_row_bytes` per row) and the
+                       float32 temporaries of encoding and decoding them (`WIRE_TEMPORARIES` blocks of
+                       the rows one side holds); 0 for fp32
 =====================  ==========================================================================
 
 This counts the algorithm's working set. It does not count the interpreter and library code (the planner and
@@ -48,7 +52,7 @@ from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.operations import Attend, ModelOps
 from gridgnn.cost.sparse_cost import INDEX_BYTES, row_counts, touched_rows
-from gridgnn.cost.spmm_cost import SizeInfo
+from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.terms import ShapeBlocks, feature_widths
 
 SPARSE_FEATURE_BYTES = 40
@@ -58,6 +62,10 @@ PANELS_IN_FLIGHT = 2.5
 """Received Â panels alive at once on 2D/3D: the current one, the previous one (freed after the next
 arrives), and half a panel on average for the transport's staging of messages that arrive early."""
 SPARSE_DENSITY_LIMIT = 0.25  # as gridgnn.nn.features: denser sparse features become a dense tensor
+WIRE_TEMPORARIES = {"fp32": 0, "bf16": 0, "fp16": 1, "int8": 2}
+"""Float32 temporaries of a row block's size that `gridgnn.grid.wire` allocates while encoding or decoding it,
+the larger side counted: fp16 clamps into a copy before rounding; int8 scales into a copy and adds a tensor
+of uniform noise (encode), and widens the int8 values before scaling them (decode); bf16 casts directly."""
 
 
 def memory_per_rank(blocks: ShapeBlocks, ops: ModelOps, feature_rows: bool, stats: GraphStats, sizes: SizeInfo,
@@ -80,6 +88,7 @@ def memory_per_rank(blocks: ShapeBlocks, ops: ModelOps, feature_rows: bool, stat
         "activations": _activation_bytes(m, ops, feature_rows, pcol, sizes, sparse_features(stats, device)),
         "receive_buffers": _buffer_bytes(blocks, ops, pcol, sizes, comm, np.asarray(kept) > 0),
         "attention": _attention_bytes(blocks, ops, sizes),
+        "wire_buffers": _wire_bytes(blocks, ops, pcol, sizes, comm),
     }
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
 
@@ -189,6 +198,25 @@ def _buffer_bytes(blocks: ShapeBlocks, ops: ModelOps, pcol: int, sz: SizeInfo, c
     dense = costs_of(blocks.shape.algo).DENSE_BUFFERS * heights[i] * width * sz.value
     x_panel = _sparse_row_bytes(blocks, width, sz) if sparse else heights.max() * width * sz.value
     return (panel + dense + x_panel).astype(np.int64)
+
+
+def _wire_bytes(blocks: ShapeBlocks, ops: ModelOps, pcol: int, sz: SizeInfo, comm: str = "dense") -> np.ndarray:
+    """(P,) the ``wire_buffers`` component (the module table): of the widest SpMM's activation rows in flight
+    in float32, ``both`` (P,) bytes sent and received at once (dense: the root's block and a received one, on
+    any grid the largest block row; sparse and cover: the one all-to-all's, or a stage's, touched rows), the
+    encoded copy of both and `WIRE_TEMPORARIES` float32 copies of one side."""
+    zero = np.zeros(blocks.shape.world_size, dtype=np.int64)
+    if sz.exact:
+        return zero
+    width = max(_local(layer.spmm_width, pcol) for layer in ops.layers)
+    if width == 0:
+        return zero
+    if comm in ("sparse", "cover") and blocks.shape.sizes[0] > 1:
+        both = _sparse_row_bytes(blocks, width, FLOAT32)
+    else:
+        both = zero + 2 * int(np.diff(blocks.row_bounds).max()) * width * FLOAT32.value
+    encoded = both * int(sz.row_bytes(width)) // (width * FLOAT32.value)
+    return (encoded + WIRE_TEMPORARIES[sz.precision] * both // 2).astype(np.int64)
 
 
 def _sparse_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo) -> np.ndarray:

@@ -83,7 +83,8 @@ def memory_worker(rank: int, world_size: int, config_kwargs: dict, graph, steps:
     _libc_release_freed_memory()
     baseline = _status_kib("VmRSS")
     comm_mode = "sparse" if config.comm == "sparse" else "dense"
-    ops = GridOps(grid, Communicator(grid), adj, operator=operator, comm_mode=comm_mode,
+    ops = GridOps(grid, Communicator(grid, precision=config.comm_precision, seed=config.seed), adj, operator=operator,
+                  comm_mode=comm_mode,
                   parts=graph.meta.get("reorder_bounds"))
     trainer = DistributedTrainer(config, graph, ops)
     _libc_release_freed_memory()
