@@ -22,6 +22,7 @@ from gridgnn.cli.model_args import add_model_arguments, model_flags, model_label
 from gridgnn.cli.node_file_flags import add_node_file_arguments
 from gridgnn.config import COMM_PRECISION_CHOICES, COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
 from gridgnn.config.choices import COVER_ALGOS
+from gridgnn.cost.memory_model import sparse_features
 from gridgnn.cost.process_baseline import baseline_note
 from gridgnn.cost.profile import profile_names
 from gridgnn.cost.spmm_cost import SizeInfo
@@ -265,12 +266,14 @@ def weight_gather_line(result, stats, profile) -> str | None:
 
     best, pred = result.best, result.best.prediction
     spec = dataclasses.replace(pred.spec, defer_weight_gather=True)
-    if not spec.defers_weight_gather(best.shape):
+    if not spec.defers_weight_gather(best.shape, sparse_features(stats, profile.device)):
         return None
     busiest = int(pred.bytes.argmax())
     saved = int(pred.bytes[busiest]) - int(_price_best(result, spec, stats, profile).bytes[busiest])
+    what = ("the col all-gather of its weight gradients" if best.shape.splits_features else
+            "the all-reduce of its feature weights' gradients, moved by rows instead")
     return (f"weights    --defer-weight-gather would save {_human(saved)} of the {_human(int(pred.bytes[busiest]))} "
-            f"{best.label} moves per rank per step: the col all-gather of its weight gradients; whole weights "
+            f"{best.label} moves per rank per step: {what}; whole weights "
             "are then gathered only when read (gridgnn plan --defer-weight-gather prices it)")
 
 

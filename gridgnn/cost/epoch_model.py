@@ -24,7 +24,12 @@ weight_grad     1D/1.5D (and 2D/3D with one column block): one all-reduce of eve
                 column block (2D: all-reduce on ``row``; 3D: reduce-scatter on ``row``, all-reduce on
                 ``depth``, all-gather on ``row``) and all-gathered on ``col`` (not with
                 ``--defer-weight-gather``: each process updates only its blocks); the parameters read whole
-                (GAT's attention vectors, GIN's trained ε) are all-reduced on ``world``
+                (GAT's attention vectors, GIN's trained ε) are all-reduced on ``world``. 1D/1.5D with
+                ``--defer-weight-gather`` on sparse features: the weights only the features' products read
+                (`ModelOps.feature_weights`) are not all-reduced but moved by rows
+                (`gridgnn.parallel.feature_weight_rows`): an all-to-all of the gradient rows each block
+                row touches to their owners, and after the step an all-to-all of the updated rows back,
+                from `GraphStats.feature_touch_counts`; the other parameters all-reduced on ``row``
 loss            2D/3D: all-gather of the class columns on ``col`` (forward only); then the all-reduce of
                 the float64 loss on ``world`` (`GridOps.global_sum`)
 other           nothing in the training step
@@ -134,10 +139,17 @@ class ModelSpec:
         """Whether ``--full-feature-rows`` takes effect on ``shape`` (`ModelOps.keeps_feature_rows`)."""
         return self.full_feature_rows and self.traced.keeps_feature_rows(shape.col_blocks)
 
-    def defers_weight_gather(self, shape: GridShape) -> bool:
+    def defers_weight_gather(self, shape: GridShape, sparse_features: bool = False) -> bool:
         """Whether ``--defer-weight-gather`` takes effect on ``shape``: a grid that splits feature columns over
-        more than one column block (elsewhere no weight is read by blocks)."""
-        return self.defer_weight_gather and shape.splits_features and shape.col_blocks > 1
+        more than one column block (each process reads column blocks of the weights), or 1D/1.5D with more
+        than one block row where the input features stay sparse (``sparse_features``,
+        `gridgnn.cost.memory_model.sparse_features`) and some weight is read only by the features' products
+        (its rows reduced by rows: `gridgnn.parallel.feature_weight_rows`)."""
+        if not self.defer_weight_gather:
+            return False
+        if shape.splits_features:
+            return shape.col_blocks > 1
+        return sparse_features and shape.sizes[0] > 1 and bool(self.traced.feature_weights)
 
     def num_parameters(self) -> int:
         """Trained values (every parameter of the model that requires a gradient)."""
@@ -253,7 +265,7 @@ def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: Machine
     stats = stats_for(spec, graph)
     blocks = shape_blocks(shape, stats) if blocks is None else blocks
     feature_rows = spec.keeps_feature_rows(shape)
-    terms = step_terms(blocks, spec, sizes, comm, cache_panels)
+    terms = step_terms(blocks, spec, sizes, comm, cache_panels, sparse_features(stats, device))
     profile = GPU_CLUSTER if profile is None else profile
     comm_s = comm_seconds(terms, shape, profile)
     compute_s = compute_seconds(blocks, ops, feature_rows, stats, profile, device)
@@ -276,18 +288,18 @@ def predict_run(model: ModelSpec, graph, shape: GridShape, options: ExecutionOpt
 
 
 def step_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo, comm: str = "dense",
-               cached: bool = False) -> list[Term]:
+               cached: bool = False, sparse_features: bool = False) -> list[Term]:
     """Every collective of the training step: each of the model's layout operations
     (`gridgnn.cost.operations`) lowered onto ``blocks``' algorithm, layer by layer (its aggregation first, then
     its dense operations in call order), then the weight-gradient reduction and the loss (see the module
-    table)."""
+    table). ``sparse_features``: the input features stay sparse in training (`ModelSpec.defers_weight_gather`)."""
     ops = spec.traced
     feature_rows = spec.keeps_feature_rows(blocks.shape)
     terms: list[Term] = []
     for layer in ops.layers:
         terms += _aggregation_terms(blocks, layer, sizes, comm, cached)
         terms += _dense_terms(blocks, layer, feature_rows, sizes)
-    terms += _weight_grad_terms(blocks, spec, feature_rows, sizes)
+    terms += _weight_grad_terms(blocks, spec, feature_rows, sizes, sparse_features)
     terms += _loss_terms(blocks, ops, sizes)
     return [t for t in terms if t.calls.any()]
 
@@ -374,7 +386,8 @@ def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes
     return terms
 
 
-def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, feature_rows: bool, sizes: SizeInfo) -> list[Term]:
+def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, feature_rows: bool, sizes: SizeInfo,
+                       sparse_features: bool = False) -> list[Term]:
     """1D/1.5D: one all-reduce of every gradient on ``row``. 2D/3D with several column blocks: the parameters
     read whole all-reduced on ``world``; each rank's column blocks of the others
     (`gridgnn.cost.operations.ModelOps.parameter_slices`), packed, summed over the processes of its column
@@ -382,6 +395,11 @@ def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, feature_rows: bool,
     ``spec.defer_weight_gather``); a collective with nothing to move is skipped, as `GridOps` skips it."""
     shape = blocks.shape
     p = shape.world_size
+    if not shape.splits_features and spec.defers_weight_gather(shape, sparse_features):
+        counts = blocks.stats.feature_touch_counts(blocks.row_bounds, shape.sizes[0]) \
+            if blocks.stats is not None else None
+        if counts is not None:
+            return _feature_row_terms(blocks, spec, counts, sizes)
     if not shape.splits_features or shape.col_blocks == 1:
         axis, size = ("world", p) if shape.splits_features else ("row", shape.sizes[0])
         return [] if size == 1 else [_all_reduce_term(axis, size, np.full(p, spec.num_parameters(), np.int64), sizes)]
@@ -398,6 +416,27 @@ def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, feature_rows: bool,
         return terms
     terms.append(Term("weight_grad", "all_gather", "col", pcol, np.ones(p, dtype=np.int64),
                       np.full(p, (pcol - 1) * int(per_block.max()) * sizes.value, dtype=np.int64)))
+    return terms
+
+
+def _feature_row_terms(blocks: ShapeBlocks, spec: ModelSpec, counts: np.ndarray, sizes: SizeInfo) -> list[Term]:
+    """1D/1.5D, ``--defer-weight-gather`` on sparse features (`gridgnn.parallel.feature_weight_rows`): the
+    parameters other than the feature weights all-reduced on ``row`` (when there are any), then two
+    all-to-alls on ``row`` of rows as wide as the feature weights together: block row i receives
+    ``counts[r, i]`` gradient rows from every other block row r (the reduce), then ``counts[i, q]`` updated
+    rows from every other owner q (the refresh after the step). ``counts``: (R, R)
+    `GraphStats.feature_touch_counts`."""
+    ops, shape = spec.traced, blocks.shape
+    p, size = shape.world_size, shape.sizes[0]
+    weights = ops.feature_weights
+    width = sum(ops.parameters[k][1] for k in weights)
+    rest = spec.num_parameters() - sum(int(np.prod(ops.parameters[k])) for k in weights)
+    i = blocks.coords["row"]
+    others = counts - np.diag(np.diag(counts))  # a block row keeps its own rows
+    ones = np.ones(p, dtype=np.int64)
+    terms = [_all_reduce_term("row", size, np.full(p, rest, np.int64), sizes)] if rest else []
+    for rows in (others.sum(axis=0)[i], others.sum(axis=1)[i]):  # reduce, then refresh
+        terms.append(Term("weight_grad", "all_to_all", "row", size, ones, rows * width * sizes.value))
     return terms
 
 

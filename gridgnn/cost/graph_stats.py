@@ -41,7 +41,9 @@ class GraphStats:
     stay on disk), so exact statistics cost no copy of the graph; `grouped_nnz` reads ``indices`` in chunks.
     ``feature_nnz``: stored non-zeros of the input features when they are sparse, else None (dense).
     ``parts``: the vertex partition of a METIS-reordered graph (``meta["reorder_bounds"]``), which a grid's row
-    blocks follow (`gridgnn.cost.stages.row_blocks`); None: balanced blocks.
+    blocks follow (`gridgnn.cost.stages.row_blocks`); None: balanced blocks. ``feature_indptr`` and
+    ``feature_indices``: the CSR structure of sparse input features (exact statistics of a graph with sparse
+    features; else None), for `feature_touch_counts`.
     """
 
     name: str
@@ -53,10 +55,13 @@ class GraphStats:
     indptr: np.ndarray | None = field(default=None, repr=False)
     indices: np.ndarray | None = field(default=None, repr=False)
     parts: tuple[int, ...] | None = None
+    feature_indptr: np.ndarray | None = field(default=None, repr=False)
+    feature_indices: np.ndarray | None = field(default=None, repr=False)
     # (row bounds, column bounds, counts) of the last `count_once`, or None
     _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                       compare=False)
     _columns: ColumnMajor | None = field(default=None, init=False, repr=False, compare=False)
+    _touch: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # feature_touch_counts
 
     @property
     def exact(self) -> bool:
@@ -80,8 +85,13 @@ class GraphStats:
         # scipy sparse, or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (it has nnz too)
         feature_nnz = int(features.nnz) if sp.issparse(features) or hasattr(features, "nnz") else None
         parts = getattr(graph, "meta", {}).get("reorder_bounds")
+        if sp.issparse(features) and features.format != "csr":
+            features = sp.csr_matrix(features)  # rows are read by their pointers
+        by_rows = feature_nnz is not None and hasattr(features, "indptr")  # scipy CSR or a RowBlockCSR
+        pattern = (features.indptr, features.indices) if by_rows else (None, None)
         return cls(graph.name, int(adj.shape[0]), int(adj.nnz), int(graph.num_features), int(graph.num_classes),
-                   feature_nnz, adj.indptr, adj.indices, None if parts is None else tuple(int(b) for b in parts))
+                   feature_nnz, adj.indptr, adj.indices, None if parts is None else tuple(int(b) for b in parts),
+                   *pattern)
 
     @classmethod
     def from_counts(cls, num_nodes: int, num_edges: int, num_features: int, num_classes: int, *,
@@ -96,6 +106,29 @@ class GraphStats:
             feature_nnz = int(round(feature_density * num_nodes * num_features))
         nnz = int(num_edges) + (int(num_nodes) if self_loops else 0)
         return cls(name, int(num_nodes), nnz, int(num_features), int(num_classes), feature_nnz)
+
+    def feature_touch_counts(self, row_bounds: list[int], owners: int) -> np.ndarray | None:
+        """(R, owners) int64: for each block of rows ``row_bounds[r]:row_bounds[r + 1]`` (R blocks), how many of
+        the feature columns its vertices have fall in each of ``owners`` balanced blocks of the ``num_features``
+        columns (`gridgnn.partition.block_bounds`): the rows of a first-layer weight gradient block row r
+        holds, by the process owning them (`gridgnn.parallel.feature_weight_rows`). None without the structure of
+        sparse features. Cached per (row bounds, owners)."""
+        if self.feature_indices is None:
+            return None
+        from gridgnn.partition import block_bounds
+
+        key = (tuple(int(b) for b in row_bounds), int(owners))
+        cache = self._touch
+        if key not in cache:
+            owner_bounds = np.asarray(block_bounds(self.num_features, owners, allow_empty=True,
+                                                   what="feature columns"))
+            counts = np.zeros((len(row_bounds) - 1, owners), dtype=np.int64)
+            for r, (a, b) in enumerate(zip(row_bounds[:-1], row_bounds[1:], strict=True)):
+                columns = np.unique(np.asarray(self.feature_indices[int(self.feature_indptr[a]):
+                                                                   int(self.feature_indptr[b])]))
+                counts[r] = np.diff(np.searchsorted(columns, owner_bounds))
+            cache[key] = counts
+        return cache[key]
 
     def column_major(self) -> ColumnMajor:
         """Â's entries in column order (`gridgnn.cost.sparse_stages.ColumnMajor`), built on first use and kept:

@@ -204,6 +204,18 @@ class ModelOps:
         one, an input at least 2 wide (so that no column block holds all of it), and `transforms_features`."""
         return col_blocks > 1 and self.widths[0] > 1 and self.transforms_features
 
+    @property
+    def feature_weights(self) -> tuple[int, ...]:
+        """The numbers of the weights read only by products of the input features (a first layer's ``X W``):
+        on sparse features a process's gradient of such a weight is zero outside the rows of the feature
+        columns its vertices have, which 1D and 1.5D reduce sparsely with ``--defer-weight-gather``
+        (`gridgnn.parallel.feature_weight_rows`). In parameter order."""
+        readers: dict[int, bool] = {}
+        for layer in self.layers:
+            for op in layer.products:
+                readers[op.weight] = readers.get(op.weight, True) and op.reads_features
+        return tuple(sorted(number for number, only_features in readers.items() if only_features))
+
     def parameter_slices(self, feature_rows: bool) -> list[tuple[tuple[int, ...], int | None]]:
         """(shape, dim) of every parameter as a grid that splits feature columns reads it: ``dim`` is the axis
         of which each process reads only its column block (a weight's columns when its product gathers the

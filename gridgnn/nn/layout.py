@@ -25,8 +25,10 @@ in `Layout` gives its shapes and the axis it communicates on:
                           per-head weighted aggregation (`gridgnn.spmm.attention.attention`), with autograd
 ``reduce_gradients(ps)``  the trainer's gradient reduction: replicated parameters' gradients summed over the
                           processes holding distinct parts
-``gather_parameters(ps)`` whole parameters again where steps updated only each rank's column blocks
-                          (``--defer-weight-gather``): before anything reads a parameter whole
+``after_step(ps)``        after the optimizer step: the rows of the feature weights a rank reads, from the
+                          ranks that updated them (1D/1.5D, ``--defer-weight-gather``, sparse features)
+``gather_parameters(ps)`` whole parameters again where steps updated only each rank's column blocks (or row
+                          blocks, above; ``--defer-weight-gather``): before anything reads a parameter whole
 ``global_sum(v)``         a per-row quantity (the loss, correct counts) summed over every row of the graph
 ``set_vertex_order(o)``   the trainer's set-up: rows of a reordered graph keep their original ids
 =======================  =================================================================================
@@ -153,6 +155,13 @@ class Layout(Protocol):
         identity."""
         ...
 
+    def after_step(self, params: list[nn.Parameter]) -> None:
+        """The trainer calls it after each optimizer step: on 1D/1.5D with ``--defer-weight-gather`` and sparse
+        features, each rank fetches the rows of the feature weights it reads from the ranks that updated them
+        (collective on ``row``, phase ``weight_grad``: `gridgnn.parallel.feature_weight_rows`); else not collective,
+        nothing to do."""
+        ...
+
     def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
                           copies: list[Tensor] | None = None) -> None:
         """Make every parameter (and with ``optimizer`` its state of the parameter's shape) whole where steps
@@ -246,6 +255,9 @@ class LocalLayout:
 
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Nothing to reduce: one process holds every part."""
+
+    def after_step(self, params: list[nn.Parameter]) -> None:
+        """Nothing to fetch: every parameter is whole."""
 
     def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
                           copies: list[Tensor] | None = None) -> None:

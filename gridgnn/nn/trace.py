@@ -136,6 +136,9 @@ class RecordingLayout:
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Recorded by the cost model from the parameters' reads, not here."""
 
+    def after_step(self, params) -> None:
+        """Recorded by the cost model from the parameters' reads, not here."""
+
     def gather_parameters(self, params, optimizer=None, copies=None) -> None:
         """Nothing to gather."""
 

@@ -28,7 +28,10 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     With ``defer_weight_gather`` (2D/3D, as ``gridgnn train --defer-weight-gather``) that reduction leaves
     the other column blocks stale: call ``agg.gather_parameters(params, optimizer)`` on every rank before
     reading a weight whole (saving it, or using it outside ``agg``), and ``agg.gather_parameters(params,
-    copies=...)`` on a copy of the weights taken between steps.
+    copies=...)`` on a copy of the weights taken between steps. On 1D/1.5D it takes effect after
+    ``agg.set_feature_pattern(indptr, indices, num_features)`` (the global sparse features' CSR structure):
+    the feature weights then move by rows, and ``agg.after_step(params)`` must follow every optimizer step
+    (`gridgnn.parallel.feature_weight_rows`).
     """
     import torch.distributed as dist
 

@@ -27,6 +27,11 @@ elsewhere, so Adam updates its own block exactly as before and the other blocks 
 again, on ``col``, where something reads a parameter whole: a checkpoint (with Adam's moments), the end of
 training; a copy of the best weights, taken as it is, is gathered the same way then (``copies``). Per step that
 saves the ``col`` all-gather: (pc - 1) / pc of the sliced parameters' values per rank.
+
+On 1D and 1.5D, ``defer_weight_gather`` takes effect where the input features are sparse
+(`set_feature_pattern`): the weights read only by products of the features (``X W``) are reduced by rows,
+each rank updating the rows it owns and fetching, after the step, the rows it reads (`after_step`):
+`gridgnn.parallel.feature_weight_rows`. Every other parameter is all-reduced as before.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from gridgnn.cost.rank_cost import cached_orientations
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
+from gridgnn.parallel.feature_weight_rows import FeatureWeightRows, touched_columns
 from gridgnn.partition import block_bounds, block_sizes
 from gridgnn.sparse.attention import head_segments
 from gridgnn.sparse.csr import SparseBlock
@@ -76,6 +82,13 @@ class GridOps:
         # left stale since the last `gather_parameters` ("params", "state"): alike on every rank
         self.defer_gather = defer_weight_gather and self._splits_params
         self._stale: set[str] = set()
+        # 1D/1.5D with sparse features (`set_feature_pattern`): the feature weights' row exchange, and the
+        # weights `linear` saw read by sparse features (id -> parameter) or by anything else (ids)
+        self._defer_rows = defer_weight_gather and self.col_axis is None and grid.size("row") > 1
+        self._feature_rows: FeatureWeightRows | None = None
+        self._sparse_reads: dict[int, torch.Tensor] = {}
+        self._other_reads: set[int] = set()
+        self._refresh_due = False
 
     @property
     def device(self) -> torch.device:
@@ -104,6 +117,18 @@ class GridOps:
         if self._row_ids is not None:
             return self._row_ids.to(device)
         return torch.arange(*self.row_range, device=device)
+
+    def set_feature_pattern(self, indptr: np.ndarray, indices: np.ndarray, num_features: int) -> None:
+        """The trainer's set-up where the input features are sparse (a CSR structure of every row of the graph,
+        as trained on): with ``defer_weight_gather`` on 1D/1.5D, the feature weights are reduced by rows from
+        here on (`gridgnn.parallel.feature_weight_rows`; `defer_gather` becomes True). Not collective (every rank
+        computes every block row's feature columns alike); elsewhere nothing."""
+        if not self._defer_rows:
+            return
+        touched = touched_columns(indptr, indices, self.spmm.bounds)
+        self._feature_rows = FeatureWeightRows(self.comm, touched, num_features, self.grid.index("row"),
+                                                self.device)
+        self.defer_gather = True
 
     def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
         """Name this rank's rows ``order[r0:r1]`` in `row_ids` (``order``: a reordered graph's original id of
@@ -170,7 +195,11 @@ class GridOps:
         collective, h times W's columns of this rank.
         """
         if self.col_axis is None:
-            return sparse_linear(h, weight) if isinstance(h, SparseBlock) else h @ weight
+            if isinstance(h, SparseBlock):
+                self._sparse_reads[id(weight)] = weight
+                return sparse_linear(h, weight)
+            self._other_reads.add(id(weight))
+            return h @ weight
         f_in, f_out = weight.shape
         if f_in == self.feature_rows and h.shape[1] == f_in:  # no column block of f_in is f_in wide
             c0, c1 = self._note_slice(weight, 1, f_out)
@@ -215,6 +244,9 @@ class GridOps:
         summed over the processes of its column block (`_sum_over_block`: ``row`` and ``depth``) and
         all-gathered on ``col`` (with ``defer_gather``: not gathered, zeros in the other blocks). A parameter
         without a gradient counts as zeros; afterwards every ``grad`` is a view into one fresh buffer."""
+        if self._feature_rows is not None:
+            self._reduce_by_rows(params)
+            return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params) if self._noted(p)}
         if not sliced:  # one all-reduce of everything, in place in the new buffer
@@ -237,6 +269,42 @@ class GridOps:
         for p, view in zip(params, views, strict=True):
             p.grad = view  # views into one fresh buffer
 
+    def _feature_weights(self, params: list[torch.nn.Parameter]) -> list[int]:
+        """Indices into ``params`` of the weights reduced by rows: read by `linear` of sparse features only."""
+        return [k for k, p in enumerate(params)
+                if self._sparse_reads.get(id(p)) is p and id(p) not in self._other_reads]
+
+    def _reduce_by_rows(self, params: list[torch.nn.Parameter]) -> None:
+        """`reduce_gradients` with `set_feature_pattern`: the feature weights' own rows summed on ``row`` (zero
+        elsewhere), every other gradient all-reduced on ``row`` packed; the next `after_step` refreshes."""
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        by_rows = self._feature_weights(params)
+        rest = [k for k in range(len(params)) if k not in by_rows]
+        outs = [torch.zeros_like(grads[k]) for k in by_rows]
+        with self.comm.phase("weight_grad"):
+            if rest:
+                flat = torch.cat([grads[k].reshape(-1) for k in rest])
+                self.comm.all_reduce(flat, self.grad_axis)
+                _unpack(flat, [grads[k] for k in rest])
+            if by_rows:
+                self._feature_rows.reduce([grads[k] for k in by_rows], outs)
+                self._stale = {"params", "state"}
+                self._refresh_due = True
+        for k, out in zip(by_rows, outs, strict=True):
+            params[k].grad = out
+        for k in rest:
+            params[k].grad = grads[k]
+
+    def after_step(self, params: list[torch.nn.Parameter]) -> None:
+        """After the optimizer step of a `reduce_gradients` that reduced feature weights by rows: fetch the rows
+        of them this rank reads from their owners (phase ``weight_grad``). Collective on ``row`` then; else
+        nothing (not collective)."""
+        if not self._refresh_due:
+            return
+        with torch.no_grad(), self.comm.phase("weight_grad"):
+            self._feature_rows.refresh([params[k] for k in self._feature_weights(params)])
+        self._refresh_due = False
+
     def gather_parameters(self, params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
                           copies: list[torch.Tensor] | None = None) -> None:
         """Make the parameters whole again after deferred steps (``defer_gather``): each rank's column block of
@@ -245,7 +313,11 @@ class GridOps:
         alike on every rank before reading a parameter whole; where no deferred step ran since the last call
         it does nothing (not collective). ``copies`` (one per parameter, of its shape, on this device): a copy
         of the parameters taken between steps, whose blocks are gathered in place instead (collective on
-        ``col`` whenever ``defer_gather``)."""
+        ``col`` whenever ``defer_gather``). On 1D/1.5D with `set_feature_pattern` the same for the feature weights'
+        row blocks, on ``row`` (`gridgnn.parallel.feature_weight_rows`)."""
+        if self._feature_rows is not None:
+            self._gather_rows(params, optimizer, copies)
+            return
         if copies is not None:
             if self.defer_gather:
                 blocks = [(c, *self._slices[id(p)][1:]) for p, c in zip(params, copies, strict=True) if self._noted(p)]
@@ -267,6 +339,27 @@ class GridOps:
             blocks += [(t, dim, width) for t in tensors]
         with torch.no_grad(), self.comm.phase("weight_grad"):
             self._gather_blocks(self._block_views(blocks))
+        self._stale -= todo
+
+    def _gather_rows(self, params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer | None,
+                     copies: list[torch.Tensor] | None) -> None:
+        """`gather_parameters` of the feature weights' row blocks (1D/1.5D with `set_feature_pattern`)."""
+        by_rows = self._feature_weights(params)
+        if copies is not None:
+            with torch.no_grad(), self.comm.phase("weight_grad"):
+                self._feature_rows.gather([copies[k] for k in by_rows])
+            return
+        todo = self._stale & ({"params", "state"} if optimizer is not None else {"params"})
+        if not todo:
+            return
+        tensors = []
+        for k in by_rows:
+            p = params[k]
+            state = optimizer.state.get(p, {}) if "state" in todo else {}
+            tensors += ([p] if "params" in todo else []) + [
+                t for t in state.values() if torch.is_tensor(t) and t.shape == p.shape]
+        with torch.no_grad(), self.comm.phase("weight_grad"):
+            self._feature_rows.gather(tensors)
         self._stale -= todo
 
     def _noted(self, param: torch.Tensor) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from gridgnn.config.choices import COVER_ALGOS
 from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch, stats_for
 from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.memory_model import sparse_features
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import nnz_bounds, shape_blocks
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
@@ -288,7 +289,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
                 if comm == "cover" and shape.algo not in COVER_ALGOS:
                     continue  # a 2D/3D process holds a block of each row's entries: no partial sum to send
                 for cache, variant in variants:
-                    rows, defer = variant.keeps_feature_rows(shape), variant.defers_weight_gather(shape)
+                    rows = variant.keeps_feature_rows(shape)
+                    defer = variant.defers_weight_gather(shape, sparse_features(priced, profile.device))
                     if (comm, cache and shape.algo in ("2d", "3d"), rows, defer) in seen:
                         continue  # a switch without effect here (Â never moves on 1d and 1.5d): priced already
                     pred = predict_epoch(variant, priced, shape, profile=profile, sizes=sizes, blocks=blocks,

@@ -60,9 +60,12 @@ def test_plan_command_lists_both_and_prices_a_reordering(capsys):
     captured = capsys.readouterr()
     assert code == 0
     entries = json.loads(captured.out)  # the whole of stdout is JSON: the reordering's line goes to stderr
-    assert sorted(e["comm"] for e in entries) == ["cover", "dense", "sparse"]
+    # each comm plain and with --defer-weight-gather (Cora's sparse features: feature weights moved by rows)
+    assert sorted((e["comm"], e["defer_weight_gather"]) for e in entries) == [
+        (comm, defer) for comm in ("cover", "dense", "sparse") for defer in (False, True)]
     assert captured.err.startswith("reorder    rcm into 4 parts")
-    by_comm = {e["comm"]: e for e in entries}  # the set-up: sparse's index exchange, priced apart from a step
+    by_comm = {e["comm"]: e for e in entries if not e["defer_weight_gather"]}  # the set-up: sparse's index
+    # exchange, priced apart from a step
     assert by_comm["dense"]["setup_bytes_per_rank"] == 0 and by_comm["dense"]["predicted_setup_s"] == 0
     assert 0 < by_comm["sparse"]["setup_bytes_per_rank"] < by_comm["sparse"]["bytes_per_rank"]
     assert 0 < by_comm["sparse"]["predicted_setup_s"] < by_comm["sparse"]["predicted_epoch_s"]
@@ -95,4 +98,6 @@ def test_gat_has_only_dense_communication_and_says_so(capsys):
                  "--algo", "1d", "--json"]) == 0
     out = capsys.readouterr().out
     entries = json.loads(out[out.index("["):])
-    assert {e["comm"] for e in entries} == {"dense"} and len(entries) == len({e["reorder"] for e in entries})
+    assert {e["comm"] for e in entries} == {"dense"}  # one entry per order, plain and with the feature weights
+    assert sorted((e["reorder"], e["defer_weight_gather"]) for e in entries) == [  # moved by rows
+        (order, defer) for order in sorted({e["reorder"] for e in entries}) for defer in (False, True)]

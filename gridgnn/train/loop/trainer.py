@@ -260,8 +260,10 @@ class Trainer:
         loss = masked_task_loss(output, self.labels, self.masks[0], self.task, num_selected=self.loss_count,
                                 scale=self.loss_scale)
         loss.backward()
-        self.layout.reduce_gradients(list(self.model.parameters()))
+        params = list(self.model.parameters())
+        self.layout.reduce_gradients(params)
         self.optimizer.step()
+        self.layout.after_step(params)
         return float(self.layout.global_sum(loss.detach().double().reshape(1))[0])
 
     @torch.no_grad()

@@ -1,0 +1,113 @@
+"""Sparse reduction of the weights that read sparse input features, on 1D and 1.5D (``--defer-weight-gather``).
+
+A weight W (F, w) that only products of the input features read (a first layer's ``X W``:
+`gridgnn.cost.operations.ModelOps.feature_weights`) gets, on the processes holding block row i of X, a
+gradient that is zero outside the rows T_i: the feature columns its vertices have (on bag-of-words features a
+block row has a fraction of them). 1D and 1.5D all-reduce every gradient on ``row``; for these weights
+`FeatureWeightRows` moves only the rows that are not zero, and each process updates only the rows it owns,
+balanced blocks of the F rows over the R processes of ``row`` (`gridgnn.partition.block_bounds`):
+
+=========  ============================  =============================================================
+step       collective on ``row``          process i receives
+=========  ============================  =============================================================
+reduce     all-to-all (phase              from every r != i the gradient rows T_r ∩ own_i, which it adds
+           ``weight_grad``)               to its own rows: the whole gradient of the rows it owns
+refresh    all-to-all, after the          from every owner q != i the updated rows T_i ∩ own_q of W: the
+           optimizer step                 rows its next product reads
+gather     all-gather, padded             every owner's block of W (and of Adam's moments), where something
+           (`gather_parameters`)          reads the weight whole: a checkpoint, the end of training
+=========  ============================  =============================================================
+
+Adam is element-wise, so each process's update of its own rows equals the single-process update; the other
+rows go stale (rows of T_i are refreshed before they are read, the rest are never read: they multiply feature
+columns this process's vertices lack). Per step a process receives the rows others touch in its block plus its
+touched rows owned by others, where the all-reduce moves about twice the whole weight; the cost model counts
+the same rows (`gridgnn.cost.epoch_model`, from `gridgnn.cost.graph_stats.GraphStats.feature_touch_counts`).
+Every process computes every T_r from the global feature structure it loaded (no index exchange).
+The 1.5D replicas of block row i hold the same rows and do the same, each on its own ``row`` group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from gridgnn.grid.comm import Communicator
+from gridgnn.partition import block_bounds, block_sizes
+
+AXIS = "row"
+
+
+def touched_columns(indptr: np.ndarray, indices: np.ndarray, row_bounds: Sequence[int]) -> list[np.ndarray]:
+    """For each block of rows ``row_bounds[r]:row_bounds[r + 1]`` of a CSR structure, the sorted distinct
+    column ids (int64) its rows hold. Not collective."""
+    return [np.unique(np.asarray(indices[int(indptr[a]):int(indptr[b])], dtype=np.int64))
+            for a, b in zip(row_bounds[:-1], row_bounds[1:], strict=True)]
+
+
+class FeatureWeightRows:
+    """The reduce, refresh and gather of the feature weights of the process at index ``me`` of ``row``.
+
+    ``touched[r]``: T_r, the sorted feature ids block row r holds (every r, alike on every process);
+    ``num_features``: F. Index tensors on ``device``."""
+
+    def __init__(self, comm: Communicator, touched: Sequence[np.ndarray], num_features: int, me: int,
+                 device: torch.device):
+        self.comm, self.me = comm, me
+        parts = len(touched)
+        self.owner_bounds = block_bounds(num_features, parts, allow_empty=True, what="feature columns")
+        lo, hi = self.owner_bounds[me], self.owner_bounds[me + 1]
+        self.own = (lo, hi)
+
+        def within(ids: np.ndarray, q: int) -> np.ndarray:
+            a, b = np.searchsorted(ids, [self.owner_bounds[q], self.owner_bounds[q + 1]])
+            return ids[a:b]
+
+        mine = [within(touched[me], q) if q != me else np.empty(0, np.int64) for q in range(parts)]
+        theirs = [within(touched[r], me) if r != me else np.empty(0, np.int64) for r in range(parts)]
+        # reduce: send my rows owned by q, to q; receive the rows r holds in my block. refresh: the reverse.
+        self.mine_rows = [len(ids) for ids in mine]
+        self.their_rows = [len(ids) for ids in theirs]
+        self.mine_ids = torch.from_numpy(np.concatenate(mine)).to(device)
+        self.their_ids = torch.from_numpy(np.concatenate(theirs) - lo).to(device)  # rows of my block
+
+    def reduce(self, grads: list[torch.Tensor], outs: list[torch.Tensor]) -> None:
+        """Sum the gradients ``grads`` (each (F, w_k), this process's partial sums) over ``row`` into the own
+        rows of ``outs`` (same shapes; zero elsewhere is the caller's). Collective on ``row``."""
+        lo, hi = self.own
+        packed = torch.cat(grads, dim=1)  # (F, sum of w_k): one row set for every feature weight
+        received = self.comm.all_to_all(packed.index_select(0, self.mine_ids), self.mine_rows, self.their_rows,
+                                        AXIS)
+        own = packed[lo:hi].clone()
+        own.index_add_(0, self.their_ids, received)
+        offset = 0
+        for out in outs:
+            out[lo:hi].copy_(own[:, offset:offset + out.shape[1]])
+            offset += out.shape[1]
+
+    def refresh(self, weights: list[torch.Tensor]) -> None:
+        """Fetch the rows of ``weights`` this process reads and others own (updated by their owners), in
+        place. Collective on ``row``."""
+        lo, _ = self.own
+        packed = torch.cat([w.detach() for w in weights], dim=1)
+        received = self.comm.all_to_all(packed.index_select(0, self.their_ids + lo), self.their_rows,
+                                        self.mine_rows, AXIS)
+        offset = 0
+        for w in weights:
+            w.detach().index_copy_(0, self.mine_ids, received[:, offset:offset + w.shape[1]])
+            offset += w.shape[1]
+
+    def gather(self, tensors: list[torch.Tensor]) -> None:
+        """Every owner's rows of each tensor (each (F, w_k)) into place: one all-gather on ``row`` of the
+        packed own blocks (padded to the largest). Collective on ``row``."""
+        if not tensors:
+            return
+        lo, hi = self.own
+        own = torch.cat([t.detach()[lo:hi] for t in tensors], dim=1)
+        every = self.comm.all_gather_rows(own, AXIS, block_sizes(self.owner_bounds))
+        offset = 0
+        for t in tensors:
+            t.detach().copy_(every[:, offset:offset + t.shape[1]])
+            offset += t.shape[1]
