@@ -15,7 +15,7 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.grid.shape import GridShape
 from gridgnn.nn.models import self_loops_of
-from gridgnn.nn.trace import model_spec
+from gridgnn.plan.op_templates import spec_for
 
 
 def graph_stats(graph: Graph | PreparedGraph, model: str = "gcn") -> GraphStats:
@@ -78,7 +78,7 @@ def choose_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridSh
         reason = f"--comm auto chose dense: --model {config.model} has no sparse variant"
         return dataclasses.replace(config, comm="dense"), reason
     stats = graph_stats(graph, config.model)
-    spec = model_spec(config, stats)
+    spec = spec_for(config, stats)
     modes = [mode for mode in model_comms(config.model, "auto") if mode != "cover" or shape.algo in COVER_ALGOS]
     most = {mode: int(predict_run(spec, stats, shape, config, comm=mode).bytes.max()) for mode in modes}
     choice = min(modes, key=lambda mode: most[mode])  # the first of the fewest: the plainest
@@ -94,7 +94,7 @@ def predicted_comm(config: TrainConfig, graph: Graph | PreparedGraph, shape: Gri
     the set-up (``predicted_index_exchange_bytes`` / ``_calls``: per-rank lists, 0 for dense;
     ``predicted_panel_cache_bytes`` / ``_calls``: the Â panels of ``--cache-panels``, 0 without)."""
     stats = graph_stats(graph, config.model)
-    prediction = predict_run(model_spec(config, stats), stats, shape, config)
+    prediction = predict_run(spec_for(config, stats), stats, shape, config)
     return prediction.comm_dict(), {
         "predicted_index_exchange_bytes": prediction.setup_sum("bytes", "all_to_all").tolist(),
         "predicted_index_exchange_calls": prediction.setup_sum("calls", "all_to_all").tolist(),

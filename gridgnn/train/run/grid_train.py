@@ -27,8 +27,8 @@ from gridgnn.grid.placement import Placement
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import GridShape
 from gridgnn.nn.models import operator_of
-from gridgnn.nn.trace import model_spec
 from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.plan.op_templates import spec_for
 from gridgnn.train.checkpoint.resume import ResumePoint, fit_resumable
 from gridgnn.train.loop.distributed import DistributedTrainer, peak_memory_bytes, reset_peak_memory
 from gridgnn.train.loop.trainer import EpochRecord, TrainResult
@@ -129,7 +129,7 @@ def kept_feature_rows(config: TrainConfig, graph: Graph | PreparedGraph, shape: 
     """The width of the input features every rank keeps in full rows: the graph's feature count when
     ``--full-feature-rows`` takes effect on ``shape`` (`gridgnn.cost.epoch_model.ModelSpec.keeps_feature_rows`
     of the traced model, alike on every rank), else None. Not collective."""
-    return graph.num_features if model_spec(config, graph).keeps_feature_rows(shape) else None
+    return graph.num_features if spec_for(config, graph).keeps_feature_rows(shape) else None
 
 
 def spmm_setup_record(execution: ExecutionOptions, records: list, seconds: float, feature_rows: bool = False,

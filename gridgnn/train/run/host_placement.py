@@ -9,7 +9,7 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.grid.hosts import HostMap
 from gridgnn.grid.placement import Placement, axis_bytes, host_axis_order
 from gridgnn.grid.shape import GridShape
-from gridgnn.nn.trace import model_spec
+from gridgnn.plan.op_templates import spec_for
 
 
 def place_ranks(config: TrainConfig, graph, shape: GridShape, hosts: HostMap | None) -> Placement | None:
@@ -21,7 +21,7 @@ def place_ranks(config: TrainConfig, graph, shape: GridShape, hosts: HostMap | N
     per_host = max(len(hosts.ranks_on(label)) for label in hosts.hosts)
     stats = GraphStats.from_counts(graph.num_nodes, max(int(graph.num_edges), 0), graph.num_features,
                                    graph.num_classes)
-    terms = predict_run(model_spec(config, stats), stats, shape, config).terms
+    terms = predict_run(spec_for(config, stats), stats, shape, config).terms
     return Placement(shape, host_axis_order(shape, axis_bytes(terms), per_host))
 
 

@@ -26,8 +26,8 @@ from gridgnn.grid.process_grid import default_device
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.limits import oversized_product
 from gridgnn.nn.stack import check_model_size
-from gridgnn.nn.trace import model_spec
 from gridgnn.plan import plan
+from gridgnn.plan.op_templates import spec_for
 from gridgnn.plan.planner import _human
 
 MEMINFO = "/proc/meminfo"
@@ -79,7 +79,7 @@ def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridS
     elif shape is None:
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
     device = run_device(config).type  # comm is resolved by now (sparse buffers differ)
-    return int(predict_run(model_spec(config, stats), stats, shape, config, device=device).memory_bytes.max()) \
+    return int(predict_run(spec_for(config, stats), stats, shape, config, device=device).memory_bytes.max()) \
         + process_baseline(device)
 
 
