@@ -46,11 +46,20 @@ from gridgnn.spmm.spmm_15d import SpMM15D
 
 def pair_cut(adj, bounds: list[int], receiver: int, sender: int) -> sp.csr_matrix:
     """Â[receiver's rows, sender's columns] (local ids, CSR with sorted indices): the cut both ends cover."""
-    _, kept = cut_panels(adj, (bounds[receiver], bounds[receiver + 1]), [(bounds[sender], bounds[sender + 1])], [0])
-    cut = kept[0].tocsr()
-    cut.sum_duplicates()
-    cut.sort_indices()
-    return cut
+    return receiver_cuts(adj, bounds, receiver, [sender])[sender]
+
+
+def receiver_cuts(adj, bounds: list[int], receiver: int, senders: Sequence[int]) -> dict[int, sp.csr_matrix]:
+    """`pair_cut` of ``receiver`` with every block of ``senders``, from one pass over the receiver's rows."""
+    panels = [(bounds[j], bounds[j + 1]) for j in range(len(bounds) - 1)]
+    _, kept = cut_panels(adj, (bounds[receiver], bounds[receiver + 1]), panels, list(senders))
+    cuts = {}
+    for j in senders:
+        cut = kept[j].tocsr()
+        cut.sum_duplicates()
+        cut.sort_indices()
+        cuts[j] = cut
+    return cuts
 
 
 class CoverSpMM15D(SpMM15D):
@@ -63,10 +72,12 @@ class CoverSpMM15D(SpMM15D):
         self._place(grid)
         blocks = grid.size("row")
         self._index_dtype, self._dtype = index_dtype_for(self.num_nodes, adj.nnz), dtype
-        own = pair_cut(adj, self.bounds, self.i, self.i) if self.i in self.share else None
-        self.own = None if own is None else self._block(own)
+        wanted = [j for j in range(blocks) if j in self.share]  # this rank's cuts as receiver (and its own block)
+        self._cuts = receiver_cuts(adj, self.bounds, self.i, wanted)
+        self.own = self._block(self._cuts[self.i]) if self.i in self.share else None
         self._receive(adj, blocks)
         self._send(adj, blocks)
+        self._cuts = {}
         self.blocks = {}
 
     def _block(self, matrix) -> SparseBlock:
@@ -87,7 +98,7 @@ class CoverSpMM15D(SpMM15D):
             if j == self.i or j not in self.share:
                 recv_rows.append(0)
                 continue
-            cut = pair_cut(adj, self.bounds, self.i, j)
+            cut = self._cuts.pop(j)
             cover = pair_cover(cut)
             pieces.append(cut[:, cover.columns])
             post_pos.append(np.arange(offset, offset + len(cover.columns)))
