@@ -112,3 +112,34 @@ def test_a_checkpoint_holds_whole_weights_and_moments(tmp_path):
     assert resumed["acc"] == whole["acc"]
     for name, value in resumed["final"].items():
         np.testing.assert_allclose(value, whole["final"][name], rtol=1e-4, atol=1e-6)
+
+
+def test_a_prepared_graph_moves_its_feature_weights_by_rows_as_priced(tmp_path):
+    """The workers of a prepared folder read the features' structure from the memory-mapped CSR: the run takes
+    effect (``setup.defer_weight_gather``), its bytes equal the prediction on every rank, and it trains as one
+    process."""
+    import json
+    import subprocess
+    import sys
+
+    from gridgnn.cli.main import main
+
+    root = str(shared_datasets())
+    folder = tmp_path / "cora"
+    assert main(["prepare", "cora", "--data-root", root, "--out", str(folder)]) == 0
+    out = tmp_path / "m.json"
+    done = subprocess.run([sys.executable, "-m", "gridgnn", "train", "--dataset", str(folder), "--algo", "1d",
+                           "--nprocs", "2", "--epochs", "3", "--defer-weight-gather", "--comm", "dense",
+                           "--reorder", "none", "--quiet", "--metrics-out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    metrics = json.loads(out.read_text())
+    assert metrics["setup"]["prepared_graph"] and metrics["setup"]["defer_weight_gather"] is True
+    for epoch in metrics["epochs"]:
+        assert epoch["comm"]["by_phase"] == epoch["comm"]["predicted_by_phase"]
+        assert epoch["comm"]["calls_by_phase"] == epoch["comm"]["predicted_calls_by_phase"]
+    local = TrainConfig(dataset="cora", data_root=root, epochs=3)
+    graph = load_graph(local)
+    reference = Trainer(local, graph, build_aggregation(local, graph)).fit()
+    np.testing.assert_allclose([e["loss"] for e in metrics["epochs"]], [r.loss for r in reference.epochs],
+                               rtol=1e-4)
