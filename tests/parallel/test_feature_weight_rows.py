@@ -31,7 +31,11 @@ def _cases(root: str) -> list[dict]:
     return [dict(base, algo="1d"),
             dict(base, algo="1d", model="sage", comm="sparse", reorder="metis-balanced"),
             dict(base, algo="1.5d", replication=2, model="gat", heads=2, hidden=4),
-            dict(base, algo="1d", model="gin", comm="cover", reorder="metis-balanced")]
+            dict(base, algo="1d", model="gin", comm="cover", reorder="metis-balanced"),
+            dict(base, algo="1d", order="aggregate-first")]  # (Â X) W: no weight reads the features themselves
+
+
+TAKES_EFFECT = [True, True, True, True, False]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +50,8 @@ def test_training_equals_local_and_the_plain_run(trained):
     for index, kwargs in enumerate(cases):
         plain = [rank[2 * index] for rank in ranks]
         deferred = [rank[2 * index + 1] for rank in ranks]
-        assert deferred[0]["setup"][0]["defer_weight_gather"] is True and plain[0]["setup"][0][
-            "defer_weight_gather"] is False, kwargs
+        assert deferred[0]["setup"][0]["defer_weight_gather"] is TAKES_EFFECT[index], kwargs
+        assert plain[0]["setup"][0]["defer_weight_gather"] is False, kwargs
         local = dataclasses.replace(TrainConfig(**kwargs), algo="local", nprocs=1, replication=1, comm="dense",
                                     reorder="none")
         graph = load_graph(local)
@@ -71,14 +75,14 @@ def test_each_step_is_the_model_and_moves_fewer_weight_gradient_bytes(trained):
         ordered = reordered_for_grid(run, load_graph(run), shape)
         predicted = predict_epoch(model_spec(run, ordered), ordered, shape, comm=run.comm)
         rows = [t for t in predicted.terms if t.phase == "weight_grad" and t.op == "all_to_all"]
-        assert len(rows) == 2, kwargs  # the reduce and the refresh
+        assert len(rows) == (2 if TAKES_EFFECT[index] else 0), kwargs  # the reduce and the refresh
         for epoch in deferred:
             for phase, values in epoch["by_phase"].items():
                 assert values == predicted.bytes_by_phase[phase].tolist(), (kwargs, phase)
                 assert epoch["calls_by_phase"][phase] == predicted.calls_by_phase[phase].tolist(), (kwargs, phase)
         for before, after in zip(plain, deferred, strict=True):
             less = np.array(after["by_phase"]["weight_grad"]) < np.array(before["by_phase"]["weight_grad"])
-            assert less.all(), kwargs
+            assert less.all() if TAKES_EFFECT[index] else after["by_phase"] == before["by_phase"], kwargs
             assert after["by_phase"]["spmm_forward"] == before["by_phase"]["spmm_forward"], kwargs
 
 

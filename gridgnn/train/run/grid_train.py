@@ -88,7 +88,9 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start, feature_rows is not None,
                               ops.defer_gather)
     trainer = DistributedTrainer(config, graph, ops)
-    setup["defer_weight_gather"] = ops.defer_gather  # 1D/1.5D: decided by the trainer's features (sparse or not)
+    # 1D/1.5D: by the trainer's features (sparse or not) and the model (a weight only the features' products read)
+    setup["defer_weight_gather"] = ops.defer_gather and (shape.splits_features or bool(
+        spec_for(config, graph).traced.feature_weights))
     setup_peak = peak_memory_bytes(grid.device)
     if isinstance(graph, PreparedGraph):
         graph.release_pages()  # the rows this rank cut are copied out: their file pages leave its resident set
