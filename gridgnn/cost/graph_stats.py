@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from gridgnn.cost.sparse_stages import ColumnMajor, column_major
 from gridgnn.sparse.adjacency import add_self_loops
-from gridgnn.sparse.cut import CHUNK_ENTRIES, checked_column_ids
+from gridgnn.sparse.cut import CHUNK_ENTRIES, block_row_columns, checked_column_ids, csr_structure
 
 TABLE_CELLS = 1 << 22
 """Largest `GraphStats.count_once` table (rows x columns of the common refinement): 32 MiB of counts. Grids
@@ -85,10 +85,7 @@ class GraphStats:
         # scipy sparse, or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (it has nnz too)
         feature_nnz = int(features.nnz) if sp.issparse(features) or hasattr(features, "nnz") else None
         parts = getattr(graph, "meta", {}).get("reorder_bounds")
-        if sp.issparse(features) and features.format != "csr":
-            features = sp.csr_matrix(features)  # rows are read by their pointers
-        by_rows = feature_nnz is not None and hasattr(features, "indptr")  # scipy CSR or a RowBlockCSR
-        pattern = (features.indptr, features.indices) if by_rows else (None, None)
+        pattern = (csr_structure(features) if feature_nnz is not None else None) or (None, None)
         return cls(graph.name, int(adj.shape[0]), int(adj.nnz), int(graph.num_features), int(graph.num_classes),
                    feature_nnz, adj.indptr, adj.indices, None if parts is None else tuple(int(b) for b in parts),
                    *pattern)
@@ -118,17 +115,13 @@ class GraphStats:
         from gridgnn.partition import block_bounds
 
         key = (tuple(int(b) for b in row_bounds), int(owners))
-        cache = self._touch
-        if key not in cache:
+        if key not in self._touch:
             owner_bounds = np.asarray(block_bounds(self.num_features, owners, allow_empty=True,
                                                    what="feature columns"))
-            counts = np.zeros((len(row_bounds) - 1, owners), dtype=np.int64)
-            for r, (a, b) in enumerate(zip(row_bounds[:-1], row_bounds[1:], strict=True)):
-                columns = np.unique(np.asarray(self.feature_indices[int(self.feature_indptr[a]):
-                                                                   int(self.feature_indptr[b])]))
-                counts[r] = np.diff(np.searchsorted(columns, owner_bounds))
-            cache[key] = counts
-        return cache[key]
+            self._touch[key] = np.array([np.diff(np.searchsorted(columns, owner_bounds)) for columns in
+                                         block_row_columns(self.feature_indptr, self.feature_indices, row_bounds)],
+                                        dtype=np.int64).reshape(len(row_bounds) - 1, owners)
+        return self._touch[key]
 
     def column_major(self) -> ColumnMajor:
         """Â's entries in column order (`gridgnn.cost.sparse_stages.ColumnMajor`), built on first use and kept:

@@ -40,13 +40,6 @@ from gridgnn.partition import block_bounds, block_sizes
 AXIS = "row"
 
 
-def touched_columns(indptr: np.ndarray, indices: np.ndarray, row_bounds: Sequence[int]) -> list[np.ndarray]:
-    """For each block of rows ``row_bounds[r]:row_bounds[r + 1]`` of a CSR structure, the sorted distinct
-    column ids (int64) its rows hold. Not collective."""
-    return [np.unique(np.asarray(indices[int(indptr[a]):int(indptr[b])], dtype=np.int64))
-            for a, b in zip(row_bounds[:-1], row_bounds[1:], strict=True)]
-
-
 class FeatureWeightRows:
     """The reduce, refresh and gather of the feature weights of the process at index ``me`` of ``row``.
 
@@ -77,10 +70,9 @@ class FeatureWeightRows:
         """Sum the gradients ``grads`` (each (F, w_k), this process's partial sums) over ``row`` into the own
         rows of ``outs`` (same shapes; zero elsewhere is the caller's). Collective on ``row``."""
         lo, hi = self.own
-        packed = torch.cat(grads, dim=1)  # (F, sum of w_k): one row set for every feature weight
-        received = self.comm.all_to_all(packed.index_select(0, self.mine_ids), self.mine_rows, self.their_rows,
-                                        AXIS)
-        own = packed[lo:hi].clone()
+        send = torch.cat([g.index_select(0, self.mine_ids) for g in grads], dim=1)  # one row set for all weights
+        received = self.comm.all_to_all(send, self.mine_rows, self.their_rows, AXIS)
+        own = torch.cat([g[lo:hi] for g in grads], dim=1)  # a new tensor: the sum is formed in it
         own.index_add_(0, self.their_ids, received)
         offset = 0
         for out in outs:
@@ -90,10 +82,9 @@ class FeatureWeightRows:
     def refresh(self, weights: list[torch.Tensor]) -> None:
         """Fetch the rows of ``weights`` this process reads and others own (updated by their owners), in
         place. Collective on ``row``."""
-        lo, _ = self.own
-        packed = torch.cat([w.detach() for w in weights], dim=1)
-        received = self.comm.all_to_all(packed.index_select(0, self.their_ids + lo), self.their_rows,
-                                        self.mine_rows, AXIS)
+        rows = self.their_ids + self.own[0]
+        send = torch.cat([w.detach().index_select(0, rows) for w in weights], dim=1)
+        received = self.comm.all_to_all(send, self.their_rows, self.mine_rows, AXIS)
         offset = 0
         for w in weights:
             w.detach().index_copy_(0, self.mine_ids, received[:, offset:offset + w.shape[1]])

@@ -46,10 +46,11 @@ from gridgnn.cost.rank_cost import cached_orientations
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
-from gridgnn.parallel.feature_weight_rows import FeatureWeightRows, touched_columns
+from gridgnn.parallel.feature_weight_rows import FeatureWeightRows
 from gridgnn.partition import block_bounds, block_sizes
 from gridgnn.sparse.attention import head_segments
 from gridgnn.sparse.csr import SparseBlock
+from gridgnn.sparse.cut import block_row_columns
 from gridgnn.sparse.linear import sparse_linear
 from gridgnn.spmm.attention import DropFn, attention, drop_by_original_ids
 from gridgnn.spmm.registry import build_spmm
@@ -125,7 +126,7 @@ class GridOps:
         computes every block row's feature columns alike); elsewhere nothing."""
         if not self._defer_rows:
             return
-        touched = touched_columns(indptr, indices, self.spmm.bounds)
+        touched = block_row_columns(indptr, indices, self.spmm.bounds)
         self._feature_rows = FeatureWeightRows(self.comm, touched, num_features, self.grid.index("row"),
                                                 self.device)
         self.defer_gather = True

@@ -118,3 +118,21 @@ def _row_chunks(indptr: np.ndarray, budget: int) -> list[tuple[int, int]]:
     if cuts[0] != 0:
         cuts = np.concatenate([[0], cuts])
     return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+
+def csr_structure(matrix) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(indptr, indices)`` of a sparse matrix read by rows: a scipy sparse matrix (converted to CSR when it is
+    not) or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (as it is); None for a dense array."""
+    if sp.issparse(matrix):
+        matrix = matrix if matrix.format == "csr" else sp.csr_matrix(matrix)
+        return matrix.indptr, matrix.indices
+    if hasattr(matrix, "indptr") and hasattr(matrix, "indices"):
+        return matrix.indptr, matrix.indices
+    return None
+
+
+def block_row_columns(indptr, indices, row_bounds: Sequence[int]) -> list[np.ndarray]:
+    """For each block of rows ``row_bounds[r]:row_bounds[r + 1]`` of a CSR structure, the sorted distinct
+    column ids (int64) its rows hold. Not collective."""
+    return [np.unique(np.asarray(indices[int(indptr[a]):int(indptr[b])], dtype=np.int64))
+            for a, b in zip(row_bounds[:-1], row_bounds[1:], strict=True)]

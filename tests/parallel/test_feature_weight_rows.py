@@ -20,7 +20,7 @@ from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
-from gridgnn.parallel.feature_weight_rows import touched_columns
+from gridgnn.sparse.cut import block_row_columns
 from gridgnn.train.loop.trainer import Trainer
 from gridgnn.train.run.resolve import reordered_for_grid
 from gridgnn.train.run.training import build_aggregation, load_graph
@@ -87,7 +87,7 @@ def test_each_step_is_the_model_and_moves_fewer_weight_gradient_bytes(trained):
 
 
 def test_the_touch_counts_are_the_executors_rows():
-    """`GraphStats.feature_touch_counts` (the model's) counts the rows `touched_columns` (the executor's)
+    """`GraphStats.feature_touch_counts` (the model's) counts the rows `block_row_columns` (the executor's)
     finds, by owner block."""
     from gridgnn.cost.graph_stats import GraphStats
     from gridgnn.partition import block_bounds
@@ -97,7 +97,7 @@ def test_the_touch_counts_are_the_executors_rows():
     bounds = block_bounds(graph.num_nodes, 3)
     counts = stats.feature_touch_counts(bounds, 3)
     owners = block_bounds(graph.num_features, 3)
-    for r, ids in enumerate(touched_columns(graph.features.indptr, graph.features.indices, bounds)):
+    for r, ids in enumerate(block_row_columns(graph.features.indptr, graph.features.indices, bounds)):
         assert counts[r].tolist() == np.histogram(ids, bins=owners)[0].tolist()
     assert 0 < counts.sum(axis=1).max() < graph.num_features  # a block row touches part of the features
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import resource
 import time
 
-import scipy.sparse as sp
 import torch
 
 from gridgnn.config import TrainConfig
@@ -23,6 +22,7 @@ from gridgnn.data.shard import LocalShard, shard_node_data
 from gridgnn.grid.comm import CommTotals
 from gridgnn.nn.features import SparseFeatures
 from gridgnn.parallel.grid_ops import GridOps
+from gridgnn.sparse.cut import csr_structure
 from gridgnn.train.loop.trainer import Trainer
 
 
@@ -35,10 +35,7 @@ class DistributedTrainer(Trainer):
         super().__init__(config, graph, ops)
         self.epoch_comm: list[dict] = []
         if isinstance(self.features, SparseFeatures):  # 1D/1.5D --defer-weight-gather reduces feature weights by rows
-            by_rows = graph.features.format == "csr" if sp.issparse(graph.features) else hasattr(graph.features,
-                                                                                                   "indptr")
-            structure = graph.features if by_rows else sp.csr_matrix(graph.features)  # a prepared RowBlockCSR
-            ops.set_feature_pattern(structure.indptr, structure.indices, graph.num_features)
+            ops.set_feature_pattern(*csr_structure(graph.features), graph.num_features)
 
     def node_data(self, graph: Graph) -> LocalShard:
         """This rank's block of the node data (rows `GridOps.row_range`, feature columns ``input_range``)."""
