@@ -47,19 +47,12 @@ def host_available_bytes() -> int | None:
     return None
 
 
-def run_device(execution: ExecutionOptions) -> torch.device:
-    """Where a run with these execution options (its section, or its whole `TrainConfig`) holds its tensors:
-    this process's `default_device`, for ``--algo local`` as for a grid (CUDA device ``LOCAL_RANK`` where
-    CUDA is present, else the CPU; ``CUDA_VISIBLE_DEVICES=`` keeps a run on the CPU). Not collective."""
-    return default_device()
-
-
 def available_per_proc(execution: ExecutionOptions, local_procs: int) -> tuple[int | None, str]:
     """Bytes each of ``local_procs`` processes on this machine may use under ``execution`` (its
     ``memory_per_proc`` when given), and where the figure comes from (None: unknown, no check)."""
     if execution.memory_per_proc is not None:
         return execution.memory_per_proc, "--memory-per-proc"
-    device = run_device(execution)
+    device = default_device()  # where the run holds its tensors, one process included
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(int(os.environ.get("LOCAL_RANK", "0")))
         return int(free), "free device memory"
@@ -78,7 +71,7 @@ def predicted_per_proc(config: TrainConfig, stats, world_size: int, shape: GridS
         shape = resolve_grid("1d", 1)
     elif shape is None:
         shape = resolve_grid(config.algo, world_size, replication=config.replication, grid=config.grid)
-    device = run_device(config).type  # comm is resolved by now (sparse buffers differ)
+    device = default_device().type  # comm is resolved by now (sparse buffers differ)
     return int(predict_run(spec_for(config, stats), stats, shape, config, device=device).memory_bytes.max()) \
         + process_baseline(device)
 
@@ -93,7 +86,7 @@ def memory_refusal(config: TrainConfig, graph, world_size: int, local_procs: int
     available, source = available_per_proc(config, local_procs or world_size)
     if available is None:
         return None
-    baseline = process_baseline(run_device(config).type)
+    baseline = process_baseline(default_device().type)
     if started and source != "--memory-per-proc":
         available += baseline  # measured with this process's own interpreter and torch already resident
     from gridgnn.train.run.auto import graph_stats

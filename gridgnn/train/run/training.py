@@ -9,6 +9,7 @@ from gridgnn.config import TrainConfig
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
 from gridgnn.errors import ConfigError
+from gridgnn.grid.process_grid import default_device
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import operator_of
 from gridgnn.run_spec import ProcessOptions, RunSpec
@@ -22,17 +23,17 @@ from gridgnn.train.outputs.metrics import build_metrics, check_writable, write_m
 from gridgnn.train.outputs.products import check_products, write_products
 from gridgnn.train.outputs.tensorboard_log import TensorBoardLog, check_tensorboard
 from gridgnn.train.run.base import Run, load_graph
-from gridgnn.train.run.memory_guard import check_memory, run_device
+from gridgnn.train.run.memory_guard import check_memory
 
 
 def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
     """The single-process layout of ``config.model``: ``x -> M x`` with M its operator of the global graph
-    (`gridgnn.data.operators`; Â = D^-1/2 (A + I) D^-1/2 for GCN), on `run_device` (the GPU where CUDA is
-    present, so that the model and features follow it; else the CPU)."""
+    (`gridgnn.data.operators`; Â = D^-1/2 (A + I) D^-1/2 for GCN), on the GPU where CUDA is
+    present (so that the model and features follow it), else the CPU (`default_device`)."""
     if config.algo != "local":
         raise ConfigError(f"algorithm {config.algo!r} is not available in a single process; use --algo local")
     operator = operator_of(config.model)
-    return LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj), device=run_device(config)), operator)
+    return LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj), device=default_device()), operator)
 
 
 def run_training(config: TrainConfig, *, graph: Graph | None = None,
