@@ -94,7 +94,7 @@ def as_graph(data, **options) -> Graph:
         return load_graph(TrainConfig(dataset=str(data), **options))
     from gridgnn.data.attach import NodeFiles, attach_node_data
 
-    files = NodeFiles(*(options.pop(name, None) for name in ("features", "labels", "split")))
+    files = NodeFiles(*(options.pop(name, None) for name in ("features", "labels", "split", "edge_features")))
     if isinstance(data, Graph):
         return attach_node_data(data, files, seed=options.get("seed", 0))
     if hasattr(data, "edge_index"):

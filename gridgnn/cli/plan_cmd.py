@@ -171,9 +171,9 @@ def dataset_flags(args: argparse.Namespace) -> list[str]:
         flags += ["--data-root", str(resolve_data_root(args.data_root).resolve())]
     if args.directed:
         flags.append("--directed")
-    for name in ("features", "labels", "split"):
+    for name in ("features", "labels", "split", "edge_features"):
         if getattr(args, name, None):
-            flags += [f"--{name}", getattr(args, name)]
+            flags += [f"--{name.replace('_', '-')}", getattr(args, name)]
     if args.seed != _DEFAULTS.seed:
         flags += ["--seed", str(args.seed)]
     return flags
@@ -340,8 +340,8 @@ def run_plan(args: argparse.Namespace) -> int:
     profile = profile_of(options, this_device_type())  # as gridgnn train prices: the device's by default
     if args.sage_normalize and args.model != "sage":
         raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
-    if args.gin_train_eps and args.model != "gin":
-        raise ConfigError(f"--gin-train-eps applies to --model gin, not {args.model}")
+    if args.gin_train_eps and args.model not in ("gin", "gine"):
+        raise ConfigError(f"--gin-train-eps applies to --model gin and gine, not {args.model}")
     check_attention_flags(args)
     spec = spec_for(ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
                                 model=args.model, sage_normalize=args.sage_normalize,

@@ -57,7 +57,7 @@ def predict_config(args: argparse.Namespace, kind: str, model_config: dict) -> T
     return TrainConfig(
         model=kind, **MODELS[kind].options_from_file(model_config),
         dataset=args.dataset, data_root=args.data_root, directed=args.directed,
-        features=args.features, labels=args.labels, split=args.split,
+        features=args.features, labels=args.labels, split=args.split, edge_features=args.edge_features,
         normalize_features=args.normalize_features, layers=int(model_config["num_layers"]),
         hidden=int(model_config["hidden_channels"]), order=str(model_config["order"]), epochs=1,
         seed=args.seed, algo=args.algo, nprocs=args.nprocs, replication=args.replication, grid=args.grid,

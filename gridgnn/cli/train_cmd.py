@@ -241,7 +241,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The `TrainConfig` the flags describe (validated; raises `ConfigError`)."""
     return TrainConfig(
         dataset=args.dataset, data_root=args.data_root, directed=args.directed,
-        features=args.features, labels=args.labels, split=args.split,
+        features=args.features, labels=args.labels, split=args.split, edge_features=args.edge_features,
         normalize_features=args.normalize_features, layers=args.layers, hidden=args.hidden,
         dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
         seed=args.seed, algo=args.algo, order=args.order, metrics_out=args.metrics_out,

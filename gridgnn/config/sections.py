@@ -63,7 +63,8 @@ class DataOptions(Section):
     ``dataset``: a dataset name, a generator spec (``csbm:nodes=300``) or a path (a graph file or a prepared
     folder); ``data_root``: where named datasets are kept; ``directed``: keep the edges' direction instead of
     symmetrizing. ``features``, ``labels`` (files) and ``split`` (a folder of index files) attach node data to
-    the dataset (``--features``, ``--labels``, ``--split``; `gridgnn.data.attach`). ``normalize_features``:
+    the dataset (``--features``, ``--labels``, ``--split``; `gridgnn.data.attach`); ``edge_features`` (a
+    ``.npy`` of (E, d)) its edge features (``--edge-features``). ``normalize_features``:
     row-normalize the features; None lets the dataset decide (row-normalized bag-of-words features for the real
     datasets).
     """
@@ -75,14 +76,16 @@ class DataOptions(Section):
     labels: str | None = None
     split: str | None = None
     normalize_features: bool | None = None
+    edge_features: str | None = None
 
     def validate(self) -> None:
         """Raise `ConfigError` (one line) on the first invalid data field."""
         if not isinstance(self.dataset, str) or not self.dataset.strip():
             raise ConfigError("dataset must be a non-empty name, generator spec or path")
-        for name in ("features", "labels", "split"):
+        for name in ("features", "labels", "split", "edge_features"):
             if is_blank(getattr(self, name)):
-                raise ConfigError(f"{name} must name a file (--{name}), got {getattr(self, name)!r}")
+                flag = name.replace("_", "-")
+                raise ConfigError(f"{name} must name a file (--{flag}), got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,8 +128,8 @@ class ModelOptions(Section):
         if self.sage_normalize and self.model != "sage":
             raise ConfigError(f"--sage-normalize applies to --model sage, not {self.model}")
         check_float("gin_eps", self.gin_eps, low=-math.inf, high=math.inf)  # any finite number
-        if (self.gin_eps != 0.0 or self.gin_train_eps) and self.model != "gin":
-            raise ConfigError(f"--gin-eps and --gin-train-eps apply to --model gin, not {self.model}")
+        if (self.gin_eps != 0.0 or self.gin_train_eps) and self.model not in ("gin", "gine"):
+            raise ConfigError(f"--gin-eps and --gin-train-eps apply to --model gin and gine, not {self.model}")
         check_int("heads", self.heads, minimum=1, maximum=MAX_HEADS)
         check_int("output_heads", self.output_heads, minimum=1, maximum=MAX_HEADS)
         check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)

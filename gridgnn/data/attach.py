@@ -6,6 +6,10 @@ i-th smallest id of the file; `gridgnn.data.readers.edgelist`). The rules:
 - ``features`` replace the source's features (placeholders for structure-only formats);
 - ``labels`` replace its targets, laid out by `gridgnn.data.targets.canonical_targets` with the task inferred
   (NaN or -1: unlabelled; several 0/1 columns: multilabel; real values: regression);
+- ``edge_features`` (a ``.npy`` of (E, d), or (E,) for one feature) replace the source's edge features: row e
+  is the source's e-th edge in its own order (an edge list's e-th line, OGB's e-th edge row, PyG's e-th
+  ``edge_index`` column: `Graph.edge_order`), else its e-th stored edge in CSR order (by target, then source);
+  an edge given twice gets the mean of its rows;
 - ``split`` (a folder of train/valid/test index files) replaces its split. Without it, a split the source
   *drew* (``random-...``, ``per-class-...``: structure-only formats, gnn-benchmark, generators) is drawn again
   when labels are attached: a seeded 60/20/20 random split among the labelled vertices; a split the source
@@ -25,37 +29,45 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from gridgnn.data.edge_features import check_edge_rows, collapse_rows
 from gridgnn.data.file_digest import file_digest
 from gridgnn.data.graph import Graph
 from gridgnn.data.node_files import read_features_file, read_labels_file, read_split_dir
+from gridgnn.data.readers._common import reading
 from gridgnn.data.splits import random_split
 from gridgnn.data.targets import canonical_targets, labelled_vertices
 from gridgnn.errors import ConfigError, DataError
 
-NODE_DATA_KEYS = ("features_sha256", "labels_sha256", "split_sha256")
+NODE_DATA_KEYS = ("features_sha256", "labels_sha256", "split_sha256", "edge_features_sha256")
 """The ``meta`` entries that identify attached node data (read by the checkpoint fingerprint)."""
 
 
 @dataclass(frozen=True)
 class NodeFiles:
-    """The files named by ``--features FILE``, ``--labels FILE`` and ``--split DIR`` (None: not given)."""
+    """The files named by ``--features FILE``, ``--labels FILE``, ``--split DIR`` and ``--edge-features FILE``
+    (None: not given)."""
 
     features: str | None = None
     labels: str | None = None
     split: str | None = None
+    edge_features: str | None = None
 
     def __bool__(self) -> bool:
-        return any((self.features, self.labels, self.split))
+        return any((self.features, self.labels, self.split, self.edge_features))
 
     @classmethod
     def of(cls, config: object) -> NodeFiles:
         """The files a `gridgnn.config.TrainConfig` (or any object with ``features``, ``labels``, ``split``)
         names."""
-        return cls(getattr(config, "features", None), getattr(config, "labels", None), getattr(config, "split", None))
+        return cls(getattr(config, "features", None), getattr(config, "labels", None), getattr(config, "split", None),
+                   getattr(config, "edge_features", None))
 
     def flags(self) -> list[str]:
         """The command-line flags that name these files (for messages and hints)."""
-        return [f"--{name}" for name in ("features", "labels", "split") if getattr(self, name)]
+        return [f"--{name.replace('_', '-')}" for name in ("features", "labels", "split", "edge_features")
+                if getattr(self, name)]
 
 
 def refuse_on_prepared(dataset: str, files: NodeFiles) -> None:
@@ -78,6 +90,23 @@ def _numbering(graph: Graph) -> str:
 def _drawn(split: object) -> bool:
     """Whether a source's split was drawn at random (not read from its files)."""
     return isinstance(split, str) and split.startswith(("random-", "per-class-"))
+
+
+def read_edge_features_file(path: Path, graph: Graph) -> np.ndarray:
+    """The (E, d) float32 edge features of ``graph``'s stored edges from the ``.npy`` at ``path`` (rows in the
+    source's edge order, `Graph.edge_order`, else CSR order); `DataError` (one line) on another suffix, row
+    count, a non-numeric dtype or NaN/inf."""
+    if not path.is_file():
+        raise DataError(f"{path}: edge features file not found")
+    if not path.name.lower().endswith(".npy"):
+        raise DataError(f"{path}: edge features must be a .npy file of shape (E, d)")
+    with reading(path, "edge features"):
+        rows = np.load(path, allow_pickle=False, mmap_mode="r")
+    order = graph.edge_order
+    if order is None:
+        return check_edge_rows(rows, graph.num_edges, str(path))
+    rows = check_edge_rows(rows, len(order), f"{path} (one row per edge of the source, in its order)")
+    return collapse_rows(rows, order, graph.num_edges, str(path))
 
 
 def attach_node_data(graph: Graph, files: NodeFiles, seed: int = 0) -> Graph:
@@ -126,6 +155,10 @@ def attach_node_data(graph: Graph, files: NodeFiles, seed: int = 0) -> Graph:
     else:
         masks = (graph.train_mask, graph.val_mask, graph.test_mask)
     changes.update(train_mask=masks[0], val_mask=masks[1], test_mask=masks[2], meta=meta)
+    if files.edge_features:
+        path = Path(files.edge_features).expanduser()
+        changes["edge_attr"] = read_edge_features_file(path, graph)
+        meta.update(edge_features="file", edge_features_file=str(path), edge_features_sha256=file_digest(path))
     try:
         return dataclasses.replace(graph, **changes)
     except DataError as exc:

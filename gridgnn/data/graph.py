@@ -28,6 +28,11 @@ class Graph:
         name: a short name used in logs and metrics.
         directed: False when ``adj`` is known to be symmetric.
         task: ``multiclass``, ``multilabel`` or ``regression`` (`gridgnn.data.targets.TASKS`).
+        edge_attr: edge features, (E, d) float32 with row e those of ``adj``'s e-th stored entry in CSR order
+            (`gridgnn.data.edge_features`; ``adj`` is then canonical), or None.
+        edge_order: for ``--edge-features FILE``: the CSR entry of each edge of the source in the source's own
+            order (an edge list's lines, OGB's edge rows, PyG's ``edge_index`` columns), set by the readers
+            that read such a list (None: the file's rows follow the CSR order). Dropped by every transform.
     """
 
     adj: sp.csr_matrix
@@ -41,6 +46,8 @@ class Graph:
     directed: bool = False
     meta: dict = field(default_factory=dict)
     task: str = "multiclass"
+    edge_attr: np.ndarray | None = None
+    edge_order: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -53,6 +60,11 @@ class Graph:
     def num_edges(self) -> int:
         """Stored non-zeros of the adjacency (an undirected edge counts twice)."""
         return int(self.adj.nnz)
+
+    @property
+    def num_edge_features(self) -> int:
+        """d of `edge_attr` (0 without edge features)."""
+        return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
 
     @property
     def num_features(self) -> int:
@@ -84,6 +96,20 @@ class Graph:
         if not np.all(np.isfinite(self.adj.data)):
             raise DataError(f"{where}: edge weights contain NaN or inf")
         self._validate_labels(where, n)
+        if self.edge_attr is not None:
+            self._validate_edge_attr(where)
+
+    def _validate_edge_attr(self, where: str) -> None:
+        attr = self.edge_attr
+        if not isinstance(attr, np.ndarray) or attr.ndim != 2 or attr.dtype != np.float32:
+            raise DataError(f"{where}: edge features must be a float32 array of shape (E, d)")
+        if attr.shape[0] != self.adj.nnz:
+            raise DataError(f"{where}: {attr.shape[0]} edge-feature rows for the {self.adj.nnz} stored edges")
+        if not self.adj.has_canonical_format:
+            raise DataError(f"{where}: a graph with edge features needs a canonical adjacency (sorted, no "
+                            "duplicate entries)")
+        if not np.isfinite(attr).all():
+            raise DataError(f"{where}: edge features contain NaN or inf")
 
     def _validate_labels(self, where: str, n: int) -> None:
         masks = {}

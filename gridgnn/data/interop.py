@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.data import registry
+from gridgnn.data.edge_features import collapse_rows, edge_positions
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import adjacency_from_edges, build_graph, is_symmetric
 from gridgnn.data.splits import random_split
@@ -36,7 +37,9 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, 
     adjacency is symmetric).
 
     ``edge_index`` (2, E) gives edges src -> dst (``adj[dst, src] = 1``; edge weights are ignored, the
-    adjacency is binary and duplicates collapse). ``x`` (n, f) becomes dense float32 (placeholder features
+    adjacency is binary and duplicates collapse). ``edge_attr`` (E, d) or (E,), when present, becomes the
+    graph's edge features (`gridgnn.data.edge_features`: a duplicate edge gets the mean of its rows).
+    ``x`` (n, f) becomes dense float32 (placeholder features
     when absent); ``y`` gives the targets of ``task`` (`gridgnn.data.targets`; ``auto``: inferred): (n,)
     classes with -1 or NaN for an unlabelled vertex, (n, T) 0/1 multilabel targets or real values with NaN for a
     missing entry (all class 0 when absent); masks (which must name labelled vertices only) of shape
@@ -46,6 +49,9 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, 
     num_nodes = int(data.num_nodes) if data.num_nodes is not None else 0
     edge_index = edge_ids(_numpy(data.edge_index), where)
     adj = adjacency_from_edges(edge_index[0], edge_index[1], num_nodes, where)
+    order = edge_positions(edge_index[0], edge_index[1], num_nodes)
+    raw_attr = getattr(data, "edge_attr", None)
+    edge_attr = None if raw_attr is None else collapse_rows(_numpy(raw_attr), order, adj.nnz, f"{where} edge_attr")
     x = getattr(data, "x", None)
     features = placeholder_features(adj, seed=seed) if x is None else _numpy(x).astype(np.float32)
     y = getattr(data, "y", None)
@@ -63,6 +69,8 @@ def graph_from_pyg(data: Any, name: str = "pyg", split: int = 0, seed: int = 0, 
         name=name,
         directed=not is_symmetric(adj),
         meta={"format": "pyg", **({"labels": "none"} if y is None else {})},
+        edge_attr=edge_attr,
+        edge_order=order,
     )
     return registry.preprocess(graph, directed, normalize_features) if preprocess else graph
 
@@ -101,7 +109,8 @@ def _masks(data: Any, num_nodes: int, split: int, seed: int, where: str,
 
 def graph_to_pyg(graph: Graph) -> Any:
     """A torch_geometric ``Data`` with ``edge_index`` (2, nnz) src -> dst, ``edge_weight`` (nnz,) holding
-    the adjacency values, dense ``x`` (n, f) float32, ``y`` (n,) int64 and the three masks."""
+    the adjacency values, ``edge_attr`` (nnz, d) when the graph has edge features, dense ``x`` (n, f) float32,
+    ``y`` (n,) int64 and the three masks."""
     import torch
     from torch_geometric.data import Data
 
@@ -111,6 +120,7 @@ def graph_to_pyg(graph: Graph) -> Any:
         x=torch.from_numpy(graph.dense_features()),
         edge_index=edge_index,
         edge_weight=torch.from_numpy(coo.data.astype(np.float32)),
+        **({} if graph.edge_attr is None else {"edge_attr": torch.from_numpy(np.asarray(graph.edge_attr))}),
         y=torch.from_numpy(graph.labels),
         num_nodes=graph.num_nodes,
         **{mask: torch.from_numpy(getattr(graph, mask)) for mask in _MASKS},

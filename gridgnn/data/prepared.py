@@ -31,7 +31,8 @@ import scipy.sparse as sp
 
 from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
-from gridgnn.data.operators import OPERATORS, operator_matrix
+from gridgnn.data.edge_features import carry_rows
+from gridgnn.data.operators import OPERATORS, has_self_loops, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
 from gridgnn.data.targets import TASKS, check_graph_targets, target_block
 from gridgnn.errors import DataError
@@ -118,6 +119,13 @@ class PreparedGraph:
     meta: dict = field(default_factory=dict)
     operator: str = "gcn"
     task: str = "multiclass"
+    edge_attr: np.ndarray | None = None
+    """(nnz of ``norm_adj``, d) float32 memory map: the edge features of the operator's stored entries (an
+    operator without self-loops: ``sum``, ``mean``), or None."""
+
+    @property
+    def num_edge_features(self) -> int:
+        return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
 
     def release_pages(self) -> None:
         """Drop this process's resident pages of every memory-mapped array (``madvise(MADV_DONTNEED)``).
@@ -157,6 +165,10 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
     _save(target, "adj_indices", norm.indices.astype(np.int32, copy=False))
     _save(target, "adj_data", norm.data.astype(np.float32, copy=False))
     norm_nnz = int(norm.nnz)
+    num_edge_features = 0
+    if graph.edge_attr is not None and not has_self_loops(operator):  # the operator's entries are A's edges
+        _save(target, "edge_attr", carry_rows(graph.adj, graph.edge_attr, norm))
+        num_edge_features = graph.num_edge_features
     del norm
     sparse_features = sp.issparse(graph.features)
     if sparse_features:
@@ -179,7 +191,8 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
     manifest = {"format": FORMAT, "name": graph.name, "num_nodes": graph.num_nodes,
                 "num_edges": graph.num_edges, "norm_nnz": norm_nnz, "num_features": graph.num_features,
                 "num_classes": graph.num_classes, "directed": graph.directed, "digest": graph_digest(graph),
-                "sparse_features": sparse_features, "meta": meta, "operator": operator, "task": graph.task}
+                "sparse_features": sparse_features, "meta": meta, "operator": operator, "task": graph.task,
+                "num_edge_features": num_edge_features}
     manifest["files"] = describe_files(target, [p.name for p in target.glob("*.npy")])
     with os.fdopen(create_new(target / MANIFEST), "w", encoding="utf-8") as stream:
         stream.write(json.dumps(manifest, indent=1) + "\n")
@@ -253,13 +266,17 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
                             "(0 first, then increasing to the vertex count); prepare the folder again")
         meta["reorder_bounds"] = [int(b) for b in bounds]
     masks = {name: load(name, np.bool_, (n,)) for name in ("train_mask", "val_mask", "test_mask")}
+    edge_features = manifest.get("num_edge_features", 0)
+    if isinstance(edge_features, bool) or not isinstance(edge_features, int) or edge_features < 0:
+        raise DataError(f"{where}: num_edge_features in {MANIFEST} must be a count, got {edge_features!r}")
+    edge_attr = load("edge_attr", np.float32, (norm_nnz, edge_features)) if edge_features else None
     check_graph_targets(labels, task, classes, n, masks, where)
     return PreparedGraph(
         folder=root, name=str(manifest.get("name", root.name)), num_nodes=n,
         num_edges=int(manifest.get("num_edges", 0)), num_features=f, num_classes=classes,
         directed=bool(manifest.get("directed", False)), digest=str(manifest.get("digest", "")),
         norm_adj=norm_adj, features=features, labels=labels,
-        **masks, meta=meta, operator=operator, task=task)
+        **masks, meta=meta, operator=operator, task=task, edge_attr=edge_attr)
 
 
 def _present(path: Path) -> bool:
@@ -316,6 +333,6 @@ def graph_of_prepared(prepared: PreparedGraph) -> Graph:
     return Graph(adj=pattern, features=features, labels=np.array(prepared.labels),
                  train_mask=np.array(prepared.train_mask), val_mask=np.array(prepared.val_mask),
                  test_mask=np.array(prepared.test_mask), num_classes=prepared.num_classes, name=prepared.name,
-                 task=prepared.task,
+                 task=prepared.task, edge_attr=None if prepared.edge_attr is None else np.array(prepared.edge_attr),
                  directed=prepared.directed, meta={**prepared.meta, "prepared_folder": str(prepared.folder)})
 

@@ -1,7 +1,8 @@
 """One entry point from a dataset spec (known name, generator spec or path) to a ready `Graph`.
 
 Preprocessing in `load_dataset`, in this order: symmetrize (unless ``directed``), drop duplicate edges
-(0/1 adjacency), remove self-loops (the GCN normalization adds them back), row-normalize features.
+(0/1 adjacency), remove self-loops (the GCN normalization adds them back), row-normalize features. Edge
+features follow their edges (`gridgnn.data.edge_features`: an added reverse edge copies its forward edge's).
 Feature normalization defaults to L1 rows for Planetoid data (Kipf & Welling and PyG's Planetoid examples
 use ``NormalizeFeatures``) and to L2 rows for the gnn-benchmark datasets: with their raw binary
 bag-of-words (about 260 active words per node on Amazon Photo, as Shchur et al.'s code feeds them), Adam's
@@ -22,16 +23,17 @@ from pathlib import Path
 from types import MappingProxyType
 
 from gridgnn.data.attach import NodeFiles, attach_node_data
+from gridgnn.data.edge_features import carry_rows
 from gridgnn.data.formats import read_path
 from gridgnn.data.generators import csbm, rmat
 from gridgnn.data.graph import Graph
-from gridgnn.data.task_generators import heat, multilabel
+from gridgnn.data.task_generators import heat, mesh, multilabel
 from gridgnn.data.transforms import drop_duplicate_edges, remove_self_loops, row_normalize_features, symmetrize
 from gridgnn.errors import ConfigError, DataError
 
 KNOWN_DATASETS = ("cora", "citeseer", "amazon-photo", "amazon-computers", "coauthor-cs", "coauthor-physics")
 GENERATORS: Mapping[str, Callable[..., Graph]] = MappingProxyType(
-    {"csbm": csbm, "rmat": rmat, "multilabel": multilabel, "heat": heat})
+    {"csbm": csbm, "rmat": rmat, "multilabel": multilabel, "heat": heat, "mesh": mesh})
 DATA_ROOT_ENV = "GRIDGNN_DATA_ROOT"
 _DEFAULT_FEATURE_NORM = MappingProxyType({"planetoid": "l1", "gnn-benchmark": "l2"})
 
@@ -100,6 +102,9 @@ def preprocess(graph: Graph, directed: bool = False, normalize_features: bool | 
     """
     adj = graph.adj if directed else symmetrize(graph.adj)
     adj = remove_self_loops(drop_duplicate_edges(adj))
+    edge_attr = None  # each stored direction keeps its own rows; an added reverse edge copies its forward edge's
+    if graph.edge_attr is not None:
+        edge_attr = carry_rows(graph.adj, graph.edge_attr, adj, reverse=not directed)
     default_norm = _DEFAULT_FEATURE_NORM.get(graph.meta.get("format"))
     if normalize_features is None:
         norm = default_norm
@@ -111,7 +116,8 @@ def preprocess(graph: Graph, directed: bool = False, normalize_features: bool | 
         "symmetrized": not directed,
         "feature_normalization": f"{norm}-row" if norm else "none",
     }
-    return dataclasses.replace(graph, adj=adj, features=features, directed=directed, meta=meta)
+    return dataclasses.replace(graph, adj=adj, features=features, directed=directed, meta=meta, edge_attr=edge_attr,
+                               edge_order=None)
 
 
 def _read_known(name: str, data_root: str | None, seed: int) -> Graph:

@@ -46,6 +46,7 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from gridgnn.config import REORDERS
 from gridgnn.data import metis
+from gridgnn.data.edge_features import carry_rows
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import graph_digest
 from gridgnn.errors import ConfigError
@@ -154,11 +155,12 @@ def row_imbalance(n: int, parts: int, bounds: list[int] | None = None) -> float:
 
 
 def permute(graph: Graph, order: np.ndarray) -> Graph:
-    """``graph`` with its vertices in ``order`` (adjacency, features, labels, masks); meta unchanged."""
+    """``graph`` with its vertices in ``order`` (adjacency, features, labels, masks, edge features); meta unchanged."""
     adj = sp.csr_matrix(graph.adj)[order][:, order].tocsr()
     adj.sort_indices()
     features = graph.features[order]
-    return dataclasses.replace(graph, adj=adj, features=features, labels=graph.labels[order],
+    edge_attr = None if graph.edge_attr is None else carry_rows(graph.adj, graph.edge_attr, adj, order=order)
+    return dataclasses.replace(graph, adj=adj, features=features, labels=graph.labels[order], edge_attr=edge_attr,
                                train_mask=graph.train_mask[order], val_mask=graph.val_mask[order],
                                test_mask=graph.test_mask[order], meta=dict(graph.meta))
 

@@ -15,7 +15,8 @@ def graph_statistics(graph: Graph) -> dict:
     directed), self_loops, features, classes, directed, density (nnz / n²), in_degree_min/mean/max
     (stored entries per row, i.e. per target), out_degree_max, isolated_nodes (no entry in its row or
     column, self-loops aside), train/val/test/in_no_split node counts, features_sparse, feature_density
-    (non-zero share of the n x f feature matrix) and feature_sparsity (1 - feature_density).
+    (non-zero share of the n x f feature matrix) and feature_sparsity (1 - feature_density); for a graph with
+    edge features also edge_features (d, per stored edge) and edge_feature_bytes (their float32 bytes).
     """
     adj = graph.adj
     n = graph.num_nodes
@@ -51,4 +52,7 @@ def graph_statistics(graph: Graph) -> dict:
     }
     if graph.directed:
         del stats["undirected_edges"]
+    if getattr(graph, "edge_attr", None) is not None:
+        stats["edge_features"] = graph.num_edge_features
+        stats["edge_feature_bytes"] = int(graph.edge_attr.nbytes)
     return stats

@@ -6,10 +6,13 @@ neighbourhoods, so that a GNN beats a model of each vertex's own features.
 - `heat`: a random geometric graph in the unit square (a mesh-like graph); the target is the steady
   temperature of a plate with heat sources, losing heat to its surroundings and held at 0 on its edge (a
   screened Poisson problem on the graph Laplacian); the features are noisy local information.
+- `mesh`: the same physics on a Delaunay triangulation whose plate conducts better along x, with edge
+  features (the source's relative position and the distance): the target depends on the edges' directions.
 
 Both are seeded (``numpy.random.default_rng(seed)``), vectorized, hide a share of their target entries (NaN)
 and split the labelled vertices 60/20/20 at random (`gridgnn.data.splits.random_split`). Registered as
-``--dataset multilabel:key=value,...`` and ``heat:key=value,...`` (`gridgnn.data.registry.GENERATORS`).
+``--dataset multilabel:key=value,...``, ``heat:key=value,...`` and ``mesh:key=value,...``
+(`gridgnn.data.registry.GENERATORS`).
 """
 
 from __future__ import annotations
@@ -135,7 +138,8 @@ def heat(
 
 def _steady_temperature(adj: sp.csr_matrix, source: np.ndarray, edge: np.ndarray, loss: float) -> np.ndarray:
     """u (n,) float64: 0 where ``edge`` (bool (n,)), else the solution of ``((D - A) + loss I) u = source``
-    restricted to the other vertices (their neighbours on the edge enter with u = 0)."""
+    restricted to the other vertices (their neighbours on the edge enter with u = 0); A may be weighted (each
+    entry an edge's conductance, D its row sums)."""
     inside = np.flatnonzero(~edge)
     temperature = np.zeros(adj.shape[0])
     if inside.size:
@@ -143,3 +147,63 @@ def _steady_temperature(adj: sp.csr_matrix, source: np.ndarray, edge: np.ndarray
         system = sp.diags(degree[inside] + loss) - adj[inside][:, inside]
         temperature[inside] = spsolve(sp.csc_matrix(system), source[inside])
     return temperature
+
+
+def mesh(
+    nodes: int = 2000,
+    sources: int = 6,
+    width: float = 0.08,
+    loss: float = 0.5,
+    anisotropy: float = 4.0,
+    noise: float = 0.5,
+    missing: float = 0.05,
+    seed: int = 0,
+    directed: bool = False,
+) -> Graph:
+    """A regression graph with edge features: anisotropic heat conduction on a triangulated plate.
+
+    Vertices: ``nodes`` points uniform in the unit square; edges: their Delaunay triangulation (scipy's
+    ``Delaunay``), both directions. Edge src -> dst has features (3,) float32: the source's position relative to
+    the destination, ``(dx, dy) / h``, and the distance ``d / h`` (h: the mean edge length). It conducts
+    ``w = (h / d)² (1 + anisotropy (dx / d)²)``: short edges conduct more (as a finite-volume stencil) and the
+    plate conducts ``1 + anisotropy`` times better along x than along y, so the target depends on the edges'
+    directions, which only their features say. Heat source, loss, the edge held at 0 (the triangulation's hull)
+    and the target as `heat` (``(L_w + loss I) u = f`` with L_w the weighted Laplacian; u scaled to unit
+    standard deviation, NaN for a ``missing`` share); features (nodes, 4): x, y, the noisy source, 1 on the
+    hull. The graph is symmetric; `directed` only keeps it from being symmetrized again.
+    """
+    from scipy.spatial import Delaunay
+
+    _require(nodes >= 4, f"mesh: nodes must be >= 4, got {nodes}")
+    _require(sources >= 1, f"mesh: sources must be >= 1, got {sources}")
+    _require(width > 0 and loss > 0, f"mesh: width and loss must be > 0, got {width}, {loss}")
+    _require(anisotropy >= 0 and noise >= 0, f"mesh: anisotropy and noise must be >= 0, got {anisotropy}, {noise}")
+    _require(0 <= missing < 1, f"mesh: missing must lie in [0, 1), got {missing}")
+    rng = np.random.default_rng(seed)
+    position = rng.random((nodes, 2))
+    triangles = Delaunay(position).simplices
+    pairs = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
+    src, dst = np.concatenate([pairs[:, 0], pairs[:, 1]]), np.concatenate([pairs[:, 1], pairs[:, 0]])
+    adj = adjacency_from_edges(src, dst, nodes, "mesh")  # canonical: rows are destinations
+    rows = np.repeat(np.arange(nodes), np.diff(adj.indptr))
+    offset = position[adj.indices] - position[rows]  # source relative to destination, one per stored edge
+    distance = np.linalg.norm(offset, axis=1)
+    h = float(distance.mean())
+    conduct = (h / distance) ** 2 * (1 + anisotropy * (offset[:, 0] / distance) ** 2)
+    weighted = sp.csr_matrix((conduct, adj.indices, adj.indptr), shape=adj.shape)
+    centres = 0.1 + 0.8 * rng.random((sources, 2))
+    heights = rng.uniform(0.5, 1.5, sources)
+    squared = ((position[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+    source = (heights * np.exp(-squared / (2 * width**2))).sum(axis=1)
+    hull = np.zeros(nodes, dtype=bool)
+    hull[np.unique(Delaunay(position).convex_hull)] = True
+    temperature = _steady_temperature(weighted, source, hull, loss)
+    values = (temperature / max(float(temperature.std()), 1e-12)).astype(np.float32)[:, None]
+    f = source / max(float(source.std()), 1e-12) + noise * rng.standard_normal(nodes)
+    x = np.stack([position[:, 0], position[:, 1], f, hull.astype(np.float64)], axis=1).astype(np.float32)
+    edge_attr = (np.column_stack([offset, distance]) / h).astype(np.float32)
+    graph = _task_graph(adj, x, _hide(values, missing, rng), "regression", "mesh", seed, directed,
+                        {"mean_edge_length": h, "loss": loss, "anisotropy": anisotropy, "noise": noise})
+    graph.edge_attr = edge_attr
+    graph.validate()
+    return graph

@@ -17,6 +17,7 @@ from typing import IO
 
 import numpy as np
 
+from gridgnn.data.edge_features import edge_positions
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import adjacency_from_edges, is_symmetric, load_table, reading, require_file
 from gridgnn.data.synthetic import structure_only_graph
@@ -64,9 +65,11 @@ def read_edge_array(path: Path | str) -> np.ndarray:
     return edges
 
 
-def read_edgelist_adjacency(path: Path | str, id_base: int | None = None, *, with_ids: bool = False):
+def read_edgelist_adjacency(path: Path | str, id_base: int | None = None, *, with_ids: bool = False,
+                            with_order: bool = False):
     """Binary CSR float32 adjacency (n, n) with ``adj[v, u] = 1`` for each line ``u v``; with ``with_ids``
-    also the file's id of each row (int64 (n,), sorted) when ids were renumbered (``id_base=None``), else None."""
+    also the file's id of each row (int64 (n,), sorted) when ids were renumbered (``id_base=None``), else None;
+    with ``with_order`` also the CSR entry of each line (`gridgnn.data.edge_features.edge_positions`)."""
     edges = read_edge_array(path)
     if edges.min() < 0:
         raise DataError(f"{path}: negative vertex id {int(edges.min())}")
@@ -83,14 +86,18 @@ def read_edgelist_adjacency(path: Path | str, id_base: int | None = None, *, wit
             raise DataError(f"{path}: vertex id {int(edges.min()) + id_base} is below the id base {id_base}")
         num_nodes = int(edges.max()) + 1
     adj = adjacency_from_edges(edges[:, 0], edges[:, 1], num_nodes, path)
-    return (adj, ids) if with_ids else adj
+    out = (adj,) + ((ids,) if with_ids else ()) + \
+        ((edge_positions(edges[:, 0], edges[:, 1], num_nodes),) if with_order else ())
+    return out if len(out) > 1 else adj
 
 
 def read_edgelist(path: Path | str, seed: int = 0, id_base: int | None = None) -> Graph:
     """Read an edge list into a `Graph` with placeholder features, one class and a 60/20/20 split."""
-    adj, ids = read_edgelist_adjacency(path, id_base=id_base, with_ids=True)
+    adj, ids, order = read_edgelist_adjacency(path, id_base=id_base, with_ids=True, with_order=True)
     meta = {"source": str(path), "format": "edge-list", "id_base": "compact" if id_base is None else id_base}
     if ids is not None:
         meta["vertex_ids"] = ids.astype(np.int64)  # the file's id of each row, for per-vertex outputs
     name = Path(path).name.split(".")[0]
-    return structure_only_graph(adj, path, name, seed=seed, meta=meta, directed=not is_symmetric(adj))
+    graph = structure_only_graph(adj, path, name, seed=seed, meta=meta, directed=not is_symmetric(adj))
+    graph.edge_order = order  # --edge-features rows follow the file's lines
+    return graph

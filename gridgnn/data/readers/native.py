@@ -4,7 +4,8 @@ Keys: ``gridgnn_format`` = "gridgnn-graph" (the marker) and ``format_version`` =
 ``num_classes``, ``task`` (`gridgnn.data.targets`; absent in older files: multiclass), ``meta_json`` (the
 `Graph.meta` dict as JSON); ``adj_{data,indices,indptr,shape}``;
 either ``features`` (dense) or ``features_{data,indices,indptr,shape}`` (CSR); ``labels`` and the three
-masks. Arrays keep their dtypes (index arrays included).
+masks; ``edge_attr`` (E, d) float32, optional: the edge features, aligned with the adjacency's CSR entries
+(`gridgnn.data.edge_features`). Arrays keep their dtypes (index arrays included).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def save_graph(graph: Graph, path: Path | str) -> Path:
         arrays.update(_csr_arrays("features", sp.csr_matrix(graph.features)))
     else:
         arrays["features"] = np.asarray(graph.features)
+    if graph.edge_attr is not None:
+        arrays["edge_attr"] = np.asarray(graph.edge_attr, dtype=np.float32)
     try:  # a hidden partial renamed into place, never through a link; a failure leaves nothing
         with atomic_write(path, "graph file") as file:
             np.savez(file, **arrays)
@@ -89,7 +92,7 @@ def load_native(path: Path | str) -> Graph:
 
 def _used(key: str) -> bool:
     """True for the members this format reads (any other member stays unread, however large)."""
-    return (key in _SCALARS or key in ("labels", "features", "vertex_ids", *_MASKS)
+    return (key in _SCALARS or key in ("labels", "features", "vertex_ids", "edge_attr", *_MASKS)
             or key.startswith(("adj_", "features_")))
 
 
@@ -122,7 +125,18 @@ def graph_from_native(arrays: Mapping[str, np.ndarray], where: Path | str) -> Gr
         directed=_scalar(arrays, "directed", where, "b"),
         meta=meta,
         task=_scalar(arrays, "task", where, "U") if "task" in arrays else "multiclass",  # older files: classes
+        edge_attr=_edge_attr(arrays, where),
     )
+
+
+def _edge_attr(arrays: Mapping[str, np.ndarray], where: Path | str) -> np.ndarray | None:
+    """The optional ``edge_attr`` array (checked by the graph's own validation), as float32."""
+    if "edge_attr" not in arrays:
+        return None
+    attr = arrays["edge_attr"]
+    if attr.dtype.kind not in "biuf":
+        raise DataError(f"{where}: 'edge_attr' must be numbers, got dtype {attr.dtype}")
+    return np.asarray(attr, dtype=np.float32)
 
 
 def _get(arrays: Mapping[str, np.ndarray], key: str, where: Path | str) -> np.ndarray:

@@ -2,9 +2,11 @@
 
 CSV layout: ``raw/edge.csv.gz`` (one ``src,dst`` line per edge, 0-based), ``raw/node-feat.csv.gz`` (n rows
 of f floats, optional: placeholders otherwise), ``raw/node-label.csv.gz`` (n rows of T values, NaN for
-missing, optional: all 0 otherwise), ``raw/num-node-list.csv.gz`` (optional, the node count). Binary layout
-(ogbn-papers100M): ``raw/data.npz`` and ``raw/node-label.npz`` (`gridgnn.data.readers.ogb_binary`), read into
-the same tables, so both layouts of one dataset give the same `Graph` and meta (but ``source``). Both:
+missing, optional: all 0 otherwise), ``raw/num-node-list.csv.gz`` (optional, the node count),
+``raw/edge-feat.csv.gz`` (E rows of d floats in ``edge.csv.gz``'s order, optional: the edge features, as
+ogbn-proteins ships them). Binary layout (ogbn-papers100M): ``raw/data.npz`` and ``raw/node-label.npz``
+(`gridgnn.data.readers.ogb_binary`), read into the same tables, so both layouts of one dataset give the same
+`Graph` and meta (but ``source``). Both:
 ``split/<kind>/{train,valid,test}.csv.gz`` (node ids; ``.csv`` and ``.npy`` too; without a split folder a
 seeded 60/20/20 random split of the labelled vertices is used). With several split kinds the alphabetically
 first is taken. Uncompressed ``.csv`` files are accepted too. Edges keep their direction (src -> dst).
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gridgnn.data.edge_features import collapse_rows, edge_positions
 from gridgnn.data.graph import Graph
 from gridgnn.data.node_files import read_split_dir
 from gridgnn.data.readers._common import (
@@ -25,7 +28,7 @@ from gridgnn.data.readers._common import (
     is_symmetric,
     load_table,
 )
-from gridgnn.data.readers.ogb_binary import is_binary_raw, read_binary_raw
+from gridgnn.data.readers.ogb_binary import is_binary_raw, read_binary_edge_features, read_binary_raw
 from gridgnn.data.splits import random_split
 from gridgnn.data.synthetic import placeholder_features
 from gridgnn.data.targets import canonical_targets, labelled_vertices
@@ -71,6 +74,9 @@ def read_ogb(folder: Path | str, seed: int = 0) -> Graph:
         tables = {stem: _optional_table(raw, stem) for stem in ("node-feat", "node-label")}
         num_nodes = _num_nodes(raw, edges, tables)
     adj = adjacency_from_edges(edges[:, 0], edges[:, 1], num_nodes, edge_path)
+    order = edge_positions(edges[:, 0], edges[:, 1], num_nodes)
+    edge_table, edge_feat_path = _edge_features(raw)
+    edge_attr = None if edge_table is None else collapse_rows(edge_table, order, adj.nnz, str(edge_feat_path))
     features, feat_path = tables["node-feat"]
     if features is None:
         features = placeholder_features(adj, seed=seed)
@@ -92,7 +98,18 @@ def read_ogb(folder: Path | str, seed: int = 0) -> Graph:
         name=folder.name,
         directed=not is_symmetric(adj),
         meta={"source": str(folder), "format": "ogb", "split": split},
+        edge_attr=edge_attr,
+        edge_order=order,
     )
+
+
+def _edge_features(raw: Path) -> tuple[np.ndarray | None, Path]:
+    """(edge features (E, d) in the edge file's row order, or None; their file): ``raw/edge-feat.csv(.gz)``, or
+    ``edge_feat`` of the binary ``raw/data.npz``."""
+    if is_binary_raw(raw):
+        return read_binary_edge_features(raw), raw / "data.npz"
+    path = csv_file(raw, "edge-feat")
+    return (None, raw / "edge-feat.csv.gz") if path is None else (_load_csv(path, np.float32, "edge features"), path)
 
 
 def _optional_table(raw: Path, stem: str) -> tuple[np.ndarray | None, Path]:

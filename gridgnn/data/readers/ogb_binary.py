@@ -1,7 +1,8 @@
 """OGB's binary raw layout (as ogbn-papers100M ships it), read into the same tables as its CSV layout.
 
 ``raw/data.npz``: ``edge_index`` int (2, E) of (source, target) rows, ``num_nodes_list`` (one entry, the node
-count; ``num_nodes`` accepted too), ``num_edges_list`` (ignored), ``node_feat`` (n, f) optional;
+count; ``num_nodes`` accepted too), ``num_edges_list`` (ignored), ``node_feat`` (n, f) optional, ``edge_feat``
+(E, d) optional (the edge features, in ``edge_index``'s order);
 ``raw/node-label.npz`` (optional): ``node_label`` (n,) or (n, T), NaN for an unlabelled vertex. Only a
 single-graph file is a node-property dataset; several entries in ``num_nodes_list`` are refused. Not
 collective.
@@ -59,6 +60,13 @@ def read_binary_raw(raw: Path) -> tuple[np.ndarray, np.ndarray | None, np.ndarra
             raise DataError(f"{label_path}: node_label must be numbers, got dtype {labels.dtype}")
         labels = labels.astype(np.float64, copy=False)
     return edge_index.T.astype(np.int64), features, labels, num_nodes
+
+
+def read_binary_edge_features(raw: Path) -> np.ndarray | None:
+    """``edge_feat`` (E, d) of ``raw/data.npz`` (rows in ``edge_index``'s order), or None when absent."""
+    path = raw / DATA_FILE
+    with reading(path, "OGB binary graph"), np.load(path, allow_pickle=False) as arrays:
+        return np.asarray(arrays["edge_feat"]) if "edge_feat" in arrays else None
 
 
 def _node_count(path: Path, counts: object, edge_index: np.ndarray) -> int:
