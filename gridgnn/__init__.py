@@ -15,7 +15,8 @@ _EXPORTS = {
     "graph_from_arrays": "gridgnn.api",
     # building blocks of a custom loop
     "grid_aggregation": "gridgnn.parallel.custom_loop", "local_block": "gridgnn.parallel.custom_loop",
-    "GCN": "gridgnn.nn.gcn", "Graph": "gridgnn.data.graph", "load_dataset": "gridgnn.data.registry",
+    "GCN": "gridgnn.nn.gcn", "MessagePassing": "gridgnn.nn.message_passing", "GINE": "gridgnn.nn.gine",
+    "Graph": "gridgnn.data.graph", "load_dataset": "gridgnn.data.registry",
     "TrainConfig": "gridgnn.config", "GridOps": "gridgnn.parallel.grid_ops",
     "ProcessGrid": "gridgnn.grid.process_grid", "resolve_grid": "gridgnn.grid.shape",
     "masked_cross_entropy": "gridgnn.nn.loss", "normalize_adjacency": "gridgnn.sparse.adjacency:gcn_normalize",

@@ -56,6 +56,7 @@ import numpy as np
 from gridgnn.config.sections import ExecutionOptions
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.halo_cost import halo_setup_terms, halo_terms
 from gridgnn.cost.memory_model import memory_per_rank, sparse_features
 from gridgnn.cost.operations import Attend, FullRows, HeadMean, HeadSum, LayerOps, ModelOps, Product, RowSum
 from gridgnn.cost.profile import MachineProfile
@@ -103,11 +104,13 @@ class ModelSpec:
     full_feature_rows: bool = False
     defer_weight_gather: bool = False
     ops: ModelOps | None = None
+    edge_features: int = 0
 
     @classmethod
-    def describe(cls, model, num_features: int, num_classes: int) -> ModelSpec:
+    def describe(cls, model, num_features: int, num_classes: int, edge_features: int = 0) -> ModelSpec:
         """The untraced `ModelSpec` of ``model`` (a `TrainConfig` or anything with its model fields; absent
-        ones at their defaults) for ``num_features`` inputs and ``num_classes`` outputs."""
+        ones at their defaults) for ``num_features`` inputs, ``num_classes`` outputs and ``edge_features`` features
+        per edge (a kind that reads none is described with 0)."""
         return cls(int(num_features), int(num_classes), int(model.layers), int(model.hidden),
                    str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
                    sage_normalize=bool(getattr(model, "sage_normalize", False)),
@@ -115,7 +118,8 @@ class ModelSpec:
                    heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
                    attn_dropout=float(getattr(model, "attn_dropout", 0.0)),
                    full_feature_rows=bool(getattr(model, "full_feature_rows", False)),
-                   defer_weight_gather=bool(getattr(model, "defer_weight_gather", False)))
+                   defer_weight_gather=bool(getattr(model, "defer_weight_gather", False)),
+                   edge_features=int(edge_features))
 
     @property
     def traced(self) -> ModelOps:
@@ -273,6 +277,8 @@ def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: Machine
     kept = sum((t.bytes for t in panels), np.zeros(shape.world_size, dtype=np.int64))  # received once, kept
     memory = memory_per_rank(blocks, ops, feature_rows, stats, sizes, comm, kept, device)
     setup = (index_exchange_terms(blocks) if comm == "sparse" else []) + panels
+    if ops.passes_messages:
+        setup += halo_setup_terms(blocks)
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
                            comm_seconds(setup, shape, profile, placed_by=terms))
 
@@ -298,6 +304,10 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo, comm: str 
     terms: list[Term] = []
     for layer in ops.layers:
         terms += _aggregation_terms(blocks, layer, sizes, comm, cached)
+        for halo in layer.halos:  # message passing (`gridgnn.cost.halo_cost`)
+            terms += halo_terms(blocks, halo.width, False, sizes)
+            if halo.backward:
+                terms += halo_terms(blocks, halo.width, True, sizes)
         terms += _dense_terms(blocks, layer, feature_rows, sizes)
     terms += _weight_grad_terms(blocks, spec, feature_rows, sizes, sparse_features)
     terms += _loss_terms(blocks, ops, sizes)

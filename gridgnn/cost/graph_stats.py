@@ -43,7 +43,8 @@ class GraphStats:
     ``parts``: the vertex partition of a METIS-reordered graph (``meta["reorder_bounds"]``), which a grid's row
     blocks follow (`gridgnn.cost.stages.row_blocks`); None: balanced blocks. ``feature_indptr`` and
     ``feature_indices``: the CSR structure of sparse input features (exact statistics of a graph with sparse
-    features; else None), for `feature_touch_counts`.
+    features; else None), for `feature_touch_counts`. ``num_edge_features``: the d features of every edge (0:
+    none; the width a message-passing model's edge weights take).
     """
 
     name: str
@@ -57,6 +58,7 @@ class GraphStats:
     parts: tuple[int, ...] | None = None
     feature_indptr: np.ndarray | None = field(default=None, repr=False)
     feature_indices: np.ndarray | None = field(default=None, repr=False)
+    num_edge_features: int = 0
     # (row bounds, column bounds, counts) of the last `count_once`, or None
     _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                       compare=False)
@@ -88,7 +90,7 @@ class GraphStats:
         pattern = (csr_structure(features) if feature_nnz is not None else None) or (None, None)
         return cls(graph.name, int(adj.shape[0]), int(adj.nnz), int(graph.num_features), int(graph.num_classes),
                    feature_nnz, adj.indptr, adj.indices, None if parts is None else tuple(int(b) for b in parts),
-                   *pattern)
+                   *pattern, num_edge_features=int(getattr(graph, "num_edge_features", 0) or 0))
 
     @classmethod
     def from_counts(cls, num_nodes: int, num_edges: int, num_features: int, num_classes: int, *,

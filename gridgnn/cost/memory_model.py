@@ -37,6 +37,9 @@ wire_buffers           ``--comm-precision`` other than fp32 (`gridgnn.grid.wire`
                        the activation rows in flight (sent and received, `wire_row_bytes` per row) and the
                        float32 temporaries of encoding and decoding them (`WIRE_TEMPORARIES` blocks of
                        the rows one side holds); 0 for fp32
+messages               message-passing models only (`gridgnn.cost.halo_cost.halo_memory_bytes`): the
+                       block row's edge lists and edge features, the source rows with their halo and
+                       the per-edge arrays autograd keeps
 =====================  ==========================================================================
 
 This counts the algorithm's working set. It does not count the interpreter and library code (the planner and
@@ -50,6 +53,7 @@ import numpy as np
 
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
+from gridgnn.cost.halo_cost import halo_memory_bytes
 from gridgnn.cost.operations import Attend, ModelOps
 from gridgnn.cost.sparse_cost import INDEX_BYTES, row_counts, touched_rows
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
@@ -90,6 +94,8 @@ def memory_per_rank(blocks: ShapeBlocks, ops: ModelOps, feature_rows: bool, stat
         "attention": _attention_bytes(blocks, ops, sizes),
         "wire_buffers": _wire_bytes(blocks, ops, pcol, sizes, comm),
     }
+    if ops.passes_messages:
+        out["messages"] = halo_memory_bytes(blocks, ops, sizes)
     return {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
 
 

@@ -20,6 +20,8 @@ record              the layout call it stands for (`gridgnn.nn.layout.Layout`)
 `HeadMean`          ``head_mean(x, K, w)``: the mean of the K heads
 `RowSum`            ``row_sum(x)``: each row's sum over its ``width`` columns
 `FullRows`          ``full_rows(z, w)``: every column of the rows (the class-column gather)
+`SourceRows`        ``source_rows(x)``: the rows a message-passing layer's edges read (its halo), x of global
+                    width ``width`` (`gridgnn.nn.message_passing`)
 ==================  =======================================================================================
 
 ``backward`` is True when the operation's input needs a gradient, so autograd runs its transpose (the
@@ -108,11 +110,23 @@ class FullRows:
     width: int
 
 
-Operation = Aggregate | Attend | Product | Bias | HeadSum | HeadMean | RowSum | FullRows
+@dataclass(frozen=True)
+class SourceRows:
+    """``source_rows(x)`` of global width ``width``: the halo rows a message-passing layer's edges read move in
+    (1D/1.5D: `gridgnn.parallel.edge_halo`); ``backward``: x needs a gradient (their gradients move back);
+    ``edge_features``: the d features each edge carries (0: none)."""
+
+    width: int
+    backward: bool
+    reads_features: bool = False
+    edge_features: int = 0
+
+
+Operation = Aggregate | Attend | Product | Bias | HeadSum | HeadMean | RowSum | FullRows | SourceRows
 """One recorded layout call."""
 
 RECORDS: dict[str, type] = {cls.__name__: cls for cls in (Aggregate, Attend, Product, Bias, HeadSum, HeadMean, RowSum,
-                                                          FullRows)}
+                                                          FullRows, SourceRows)}
 """Record name -> record class (the committed trace templates name records, `gridgnn.plan.op_templates`)."""
 
 
@@ -146,6 +160,11 @@ class LayerOps:
         first_product = kinds.index(Product) if Product in kinds else len(kinds)
         agg = self.aggregation
         return agg is not None and self.ops.index(agg) < first_product
+
+    @property
+    def halos(self) -> tuple[SourceRows, ...]:
+        """The layer's message-passing halo exchanges, in call order."""
+        return tuple(op for op in self.ops if isinstance(op, SourceRows))
 
     @property
     def spmm_width(self) -> int:
@@ -191,6 +210,11 @@ class ModelOps:
     def attends(self) -> bool:
         """Some layer runs attention (per-edge arrays in memory)."""
         return any(isinstance(op, Attend) for layer in self.layers for op in layer.aggregations)
+
+    @property
+    def passes_messages(self) -> bool:
+        """Some layer passes messages over the edges (`SourceRows`): it runs on 1D and 1.5D only."""
+        return any(layer.halos for layer in self.layers)
 
     @property
     def transforms_features(self) -> bool:

@@ -4,16 +4,18 @@ A model file (``gridgnn train --save-model FILE``, `save_model`) is one ``torch.
 types and tensors, so ``torch.load(FILE, weights_only=True)`` reads it without running code::
 
     format     "gridgnn-model/1"
-    model      the model kind: "gcn", "sage", "gin" or "gat" (a kind of `gridgnn.nn.models.MODELS`, as
+    model      the model kind: "gcn", "sage", "gin", "gat" or "gine" (a kind of `gridgnn.nn.models.MODELS`, as
                ``--model``, whose class has a model-file layout: `file_kinds`)
     config     the constructor arguments of that kind: in_channels, hidden_channels, out_channels, num_layers,
                order (per-layer orders follow from it), dropout, seed; and "gcn": bias; "sage": normalize;
-               "gin": eps (the initial ε), train_eps; "gat": heads, output_heads, attn_dropout
+               "gin": eps (the initial ε), train_eps; "gat": heads, output_heads, attn_dropout; "gine": eps,
+               train_eps, edge_dim
                (hidden_channels is then the width of one head); and every kind: task (absent: multiclass) and,
                for a regression with standardized targets, target_shift and target_scale (one float per output)
     state      the ``state_dict``: "gcn": ``layers.{k}.weight`` (in, out), ``layers.{k}.bias`` (out,);
                "sage": ``layers.{k}.weight_neigh``, ``weight_root`` (in, out), ``bias`` (out,);
                "gin": ``layers.{k}.weight1`` (in, out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps`` (1,);
+               "gine": as "gin" and ``layers.{k}.edge_weight`` (edge_dim, in), ``edge_bias`` (in,);
                "gat": ``layers.{k}.weight`` (in, K·C), ``att_src``, ``att_dst`` (K, C), ``bias`` (K·C, or C
                on the output layer)
     info       where the weights come from: epoch, weights ("best" or "last"), dataset name and sizes
@@ -26,7 +28,9 @@ graph goes in as ``edge_index = [src, dst]`` of the adjacency (``adj[dst, src] !
 GCNConv's normalization D^-1/2 (A + I) D^-1/2 with in-degrees is gridgnn's Â, so PyG reproduces the
 log-probabilities within 1e-5. A "sage" layer is ``SAGEConv(in, out, aggr="mean", root_weight=True,
 normalize=...)`` with ``lin_l.weight = W_neighᵀ``, ``lin_l.bias = b``, ``lin_r.weight = W_rootᵀ``; a "gin" layer
-is ``GINConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps)``; a "gat" layer is
+is ``GINConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps)``; a "gine" layer is
+``GINEConv`` of the same MLP with ``edge_dim`` (``lin.weight = W_eᵀ``, ``lin.bias = b_e``; the PyG model then
+takes ``(x, edge_index, edge_attr)``); a "gat" layer is
 ``GATConv(in, C, heads=K, concat=...)`` with ``lin.weight = Wᵀ``, ``att_src``/``att_dst`` of shape (1, K, C),
 ``bias = b``.
 
@@ -79,9 +83,11 @@ class PygStack(nn.Module):
         self.register_buffer("target_shift", None if shift is None else torch.tensor(shift, dtype=torch.float64))
         self.register_buffer("target_scale", None if scale is None else torch.tensor(scale, dtype=torch.float64))
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor | None = None) -> torch.Tensor:
+        """``edge_attr`` (E, d): the edges' features, in ``edge_index``'s order, for a kind that reads them."""
+        extra = () if edge_attr is None else (edge_attr,)
         for index, conv in enumerate(self.convs):
-            x = conv(x if index == 0 else torch.relu(x), edge_index)
+            x = conv(x if index == 0 else torch.relu(x), edge_index, *extra)
         if self.output == "log_softmax":
             return torch.log_softmax(x, dim=1)
         if self.target_scale is not None:

@@ -23,6 +23,9 @@ in `Layout` gives its shapes and the axis it communicates on:
 ``head_mean(x, K, w)``    (m, block of w / K columns): the mean of the K heads of a ``w``-wide matrix
 ``attend(x, ...)``        graph attention on the ``gat`` pattern: edge softmax of the score terms, then the
                           per-head weighted aggregation (`gridgnn.spmm.attention.attention`), with autograd
+``edges()``               the `gridgnn.nn.message_passing.EdgeSet` of the process: every edge into its rows
+                          (the operator's pattern), with their features (`MessagePassing`)
+``source_rows(x)``        its rows of x, then the rows of other processes' vertices its edges read (the halo)
 ``reduce_gradients(ps)``  the trainer's gradient reduction: replicated parameters' gradients summed over the
                           processes holding distinct parts
 ``after_step(ps)``        after the optimizer step: the rows of the feature weights a rank reads, from the
@@ -52,6 +55,7 @@ import torch
 from torch import Tensor, nn
 
 from gridgnn.nn.features import sparse_linear
+from gridgnn.nn.message_passing import EdgeSet, local_edge_set
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.spmm.attention import DropFn, LocalStages, attention, drop_by_original_ids
@@ -147,6 +151,17 @@ class Layout(Protocol):
         Collective on the SpMM's axes (as `aggregate`)."""
         ...
 
+    def edges(self) -> EdgeSet:
+        """The edges into this process's rows, with their features (`gridgnn.nn.message_passing.EdgeSet`);
+        `gridgnn.errors.ConfigError` where the layout runs no general message (2D/3D). Not collective."""
+        ...
+
+    def source_rows(self, x: Tensor) -> Tensor:
+        """(m, w) -> (m + h, w): this process's rows of x, then the h rows of other processes' vertices its
+        edges read, numbered as `edges` numbers sources; autograd returns their gradients. Collective on
+        ``row`` on 1D/1.5D grids (phase ``spmm_forward``, backward ``spmm_backward``); one process: x."""
+        ...
+
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Sum each replicated parameter's ``grad`` (partial after backward) over the processes holding
         distinct parts, in place. Collective on ``row`` (1D/1.5D); on 2D/3D on ``row`` and ``depth`` for the
@@ -192,6 +207,14 @@ class LocalLayout:
         self._row_ids: Tensor | None = None
         self._order: Tensor | None = None  # a reordered graph's original id of each row
         self._stages: LocalStages | None = None
+        self._edge_attr: Tensor | None = None
+        self._edges: EdgeSet | None = None
+
+    def set_edge_features(self, edge_attr) -> None:
+        """The graph's edge features, (nnz, d) aligned with the aggregation matrix's stored entries (CSR order;
+        `gridgnn.data.edge_features`), for `edges`; None: none. Not collective."""
+        self._edge_attr = None if edge_attr is None else torch.as_tensor(np.asarray(edge_attr, dtype=np.float32))
+        self._edges = None
 
     @property
     def device(self) -> torch.device:
@@ -252,6 +275,23 @@ class LocalLayout:
             self._stages = LocalStages(EdgeBlock.from_csr(self.aggregation.block.csr))
         return attention(x, s_dst, s_src, self._stages, heads=heads, width=width, negative_slope=negative_slope,
                          drop=drop_by_original_ids(drop, self._order))
+
+    def edges(self) -> EdgeSet:
+        """Every stored entry of the aggregation's matrix (a `LocalSpMM`) as an edge, with the features of
+        `set_edge_features`; built on first use."""
+        if self._edges is None:
+            if not isinstance(self.aggregation, LocalSpMM):
+                raise TypeError("message passing needs a LocalSpMM aggregation (its matrix gives the edges)")
+            csr = self.aggregation.block.csr
+            attr = None if self._edge_attr is None else self._edge_attr.to(csr.device)
+            if attr is not None and attr.shape[0] != csr.values().shape[0]:
+                raise ValueError(f"{attr.shape[0]} edge-feature rows for the {csr.values().shape[0]} edges of the "
+                                 "aggregation's matrix")
+            self._edges = local_edge_set(csr, attr)
+        return self._edges
+
+    def source_rows(self, x: Tensor) -> Tensor:
+        return x
 
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Nothing to reduce: one process holds every part."""

@@ -13,19 +13,24 @@ sage   mean      H W_neigh (or mean(H) W_neigh), H     W_neigh, W_root, b (``row
 gin    sum (A)   H W1 (or ((1+ε)H + A H) W1), Z W2     W1, b1, W2, b2, and ε when trained
 gat    gat       H W (then ``head_sum`` for the score     W, a_src, a_dst, b
        (A + I)   terms and ``attend``)
+gine   sum (A)   messages ReLU(x_j + W_e e_ij + b_e) on     W_e, b_e, W1, b1, W2, b2, and ε when trained
+                 the edges (``source_rows``), then Z W1,
+                 Z W2
 =====  ========  ====================================  ==================================================
 """
 
 from __future__ import annotations
 
 from gridgnn.data.operators import has_self_loops
+from gridgnn.errors import ConfigError
 from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
+from gridgnn.nn.gine import GINE
 from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
 
-MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT}
+MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT, "gine": GINE}
 """The registry of model kinds: ``--model`` name -> model class, and the one place that knows them all.
 Everything else asks the class: its ``operator`` (`gridgnn.data.operators`: the matrix it aggregates with, and
 so its self-loop rule, `self_loops_of`), how it builds itself from a configuration (`LayerStack.from_config`),
@@ -56,7 +61,25 @@ def self_loops_of(model: str) -> bool:
     return has_self_loops(operator_of(model))
 
 
-def build_model(config, num_features: int, num_classes: int, task: str = "multiclass") -> LayerStack:
+def build_model(config, num_features: int, num_classes: int, task: str = "multiclass",
+                num_edge_features: int = 0) -> LayerStack:
     """The model ``config.model`` describes (a `gridgnn.config.TrainConfig` or anything with its fields),
-    initialized from ``config.seed``, its output for ``task`` (`LayerStack.for_task`)."""
-    return MODELS[getattr(config, "model", "gcn")].from_config(config, num_features, num_classes).for_task(task)
+    initialized from ``config.seed``, its output for ``task`` (`LayerStack.for_task`); a kind that reads edge
+    features (``edge_inputs``) gets ``num_edge_features`` of them."""
+    cls = MODELS[getattr(config, "model", "gcn")]
+    if cls.edge_inputs:
+        return cls.from_config(config, num_features, num_classes, num_edge_features).for_task(task)
+    return cls.from_config(config, num_features, num_classes).for_task(task)
+
+
+def check_edge_inputs(model: str, num_edge_features: int, edge_file: str | None = None) -> None:
+    """Raise `ConfigError` (one line, before any collective) when the model kind ``model`` reads edge features
+    the graph lacks, or edge features were given by file (``edge_file``, ``--edge-features``) to a kind that
+    reads none."""
+    cls = MODELS[model]
+    if cls.edge_inputs and num_edge_features < 1:
+        raise ConfigError(f"--model {model} needs edge features: the graph has none (give --edge-features "
+                          "FILE.npy, or a dataset with edge features)")
+    if not cls.edge_inputs and edge_file:
+        raise ConfigError(f"--edge-features {edge_file} was given, but --model {model} reads no edge features "
+                          f"(models that do: {', '.join(k for k, c in MODELS.items() if c.edge_inputs)})")

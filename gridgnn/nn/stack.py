@@ -111,6 +111,10 @@ class LayerStack(nn.Module):
 
     # --- what a kind says about itself beyond its forward: its name in summaries, its model file, PyG -------
 
+    edge_inputs = False
+    """Whether the kind reads the graph's edge features (its ``from_config`` then takes their count:
+    `gridgnn.nn.models.build_model`)."""
+
     label = ""
     """How ``gridgnn plan`` and ``train`` name this kind on their model line (`gridgnn.nn.models.label_of`);
     empty: the kind name itself."""

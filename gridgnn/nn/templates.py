@@ -75,6 +75,8 @@ def layer_templates() -> dict:
     (``kind|options|position|order`` -> the layer's template with its parameter shapes)."""
     kinds, layers = {}, {}
     for kind, cls in sorted(MODELS.items()):  # the registry's kinds (one registered later is traced live)
+        if cls.edge_inputs:  # its parameters' shapes name the edge features' width: traced live
+            continue
         base = ModelSpec(F_IN, CLASSES, 3, CHANNELS, model=kind)
         read = [name for name, values in OPTIONS.items()
                 if _trace_layers(dataclasses.replace(base, **{name: values[1]})) != _trace_layers(base)]

@@ -33,12 +33,16 @@ from gridgnn.cost.operations import (
     Operation,
     Product,
     RowSum,
+    SourceRows,
 )
 from gridgnn.data.operators import has_self_loops
+from gridgnn.nn.message_passing import EdgeSet
 from gridgnn.nn.stack import LayerStack
 
 TRACE_ROWS = 4
 """Rows of the meta activations (any count: only widths and gradient flags are recorded)."""
+TRACE_EDGES = 6
+"""Edges of the meta `gridgnn.nn.message_passing.EdgeSet` (two halo rows beyond the rows)."""
 
 
 class RecordingLayout:
@@ -46,8 +50,9 @@ class RecordingLayout:
     `gridgnn.cost.operations`). ``parameters``: the model's parameters in order (products and biases name
     them by number). The current layer is set by `trace_model` (forward pre-hooks)."""
 
-    def __init__(self, operator: str, parameters: Sequence[nn.Parameter], rows: int = TRACE_ROWS):
-        self.operator, self.rows = operator, rows
+    def __init__(self, operator: str, parameters: Sequence[nn.Parameter], rows: int = TRACE_ROWS,
+                 edge_features: int = 0):
+        self.operator, self.rows, self.edge_features = operator, rows, edge_features
         self.defer_gather = False
         self.numbers = {id(p): k for k, p in enumerate(parameters)}
         self.layers: list[list[Operation]] = []
@@ -133,6 +138,17 @@ class RecordingLayout:
         self.current.append(Attend(int(width), int(heads), grad, drop is not None, self._reads_features(x)))
         return self._result(tuple(x.shape), x, s_dst, s_src)
 
+    def edges(self) -> EdgeSet:
+        meta = torch.device("meta")
+        attr = torch.empty((TRACE_EDGES, self.edge_features), device=meta) if self.edge_features else None
+        index = torch.empty(TRACE_EDGES, dtype=torch.int64, device=meta)
+        return EdgeSet(index, index, attr, self.rows, self.rows + 2)
+
+    def source_rows(self, x: Tensor) -> Tensor:
+        self.current.append(SourceRows(int(x.shape[1]), x.requires_grad, self._reads_features(x),
+                                       self.edge_features))
+        return self._result((self.rows + 2, int(x.shape[1])), x)
+
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
         """Recorded by the cost model from the parameters' reads, not here."""
 
@@ -146,12 +162,12 @@ class RecordingLayout:
         return values
 
 
-def trace_model(model: LayerStack) -> ModelOps:
+def trace_model(model: LayerStack, edge_features: int = 0) -> ModelOps:
     """The layout operations of one training forward of ``model`` (built on the ``meta`` device: run on meta
     inputs in training mode, so dropout and attention dropout are on as in a training step; the model's own
-    mode is left as it was)."""
+    mode is left as it was); its edges carry ``edge_features`` features each."""
     parameters = [p for p in model.parameters() if p.requires_grad]
-    layout = RecordingLayout(model.operator, parameters)
+    layout = RecordingLayout(model.operator, parameters, edge_features=edge_features)
     hooks = [layer.register_forward_pre_hook(lambda _m, args: layout.start_layer(args[0]))
              for layer in model.layers]
     hooks += [layer.register_forward_hook(lambda _m, _a, _o: layout.end_layer()) for layer in model.layers]
@@ -173,8 +189,8 @@ def model_spec(model, graph) -> ModelSpec:
     """The `ModelSpec` of ``model`` (a `TrainConfig`, anything with its model fields, or a `ModelSpec`) for a
     graph of ``graph.num_features`` inputs and ``graph.num_classes`` outputs (a `Graph`, `PreparedGraph` or
     `GraphStats`; ignored for a `ModelSpec`), its `ModelSpec.ops` traced. Not collective."""
-    spec = model if isinstance(model, ModelSpec) else ModelSpec.describe(model, graph.num_features,
-                                                                        graph.num_classes)
+    spec = model if isinstance(model, ModelSpec) else ModelSpec.describe(
+        model, graph.num_features, graph.num_classes, edge_features_of(model, graph))
     if spec.ops is None:
         spec = dataclasses.replace(spec, ops=_ops_of(dataclasses.replace(spec, full_feature_rows=False,
                                                                          defer_weight_gather=False)))
@@ -188,8 +204,18 @@ def _ops_of(spec: ModelSpec) -> ModelOps:
     from gridgnn.nn.models import build_model
 
     with torch.device("meta"):
-        model = build_model(_ModelFields(spec), spec.num_features, spec.num_classes)
-    return trace_model(model)
+        model = build_model(_ModelFields(spec), spec.num_features, spec.num_classes,
+                            num_edge_features=spec.edge_features)
+    return trace_model(model, spec.edge_features)
+
+
+def edge_features_of(model, graph) -> int:
+    """The edge features ``model``'s kind reads of ``graph`` (a `Graph`, `GraphStats`, ...): the graph's count
+    for a kind that reads them (`gridgnn.nn.stack.LayerStack.edge_inputs`), else 0."""
+    from gridgnn.nn.models import MODELS
+
+    cls = MODELS.get(str(getattr(model, "model", "gcn")))
+    return int(getattr(graph, "num_edge_features", 0) or 0) if cls is not None and cls.edge_inputs else 0
 
 
 @dataclasses.dataclass(frozen=True)

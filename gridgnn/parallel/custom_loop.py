@@ -9,12 +9,15 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from gridgnn.errors import DataError
+from gridgnn.data.edge_features import check_edge_rows
+from gridgnn.errors import ConfigError, DataError
+from gridgnn.nn.message_passing import check_message_grid
 from gridgnn.parallel.grid_ops import GridOps
 
 
 def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: int = 1,
-                     grid: str | None = None, normalize: bool = True, defer_weight_gather: bool = False) -> GridOps:
+                     grid: str | None = None, normalize: bool = True, defer_weight_gather: bool = False,
+                     messages: bool = False, edge_features=None) -> GridOps:
     """The aggregation ``x -> Â x`` on this rank's block, with autograd (backward: Âᵀ), as a `GridOps`.
 
     ``adjacency``: the global (n, n) scipy matrix (``adj[dst, src] != 0``), normalized to
@@ -32,6 +35,11 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     ``agg.set_feature_pattern(indptr, indices, num_features)`` (the global sparse features' CSR structure):
     the feature weights then move by rows, and ``agg.after_step(params)`` must follow every optimizer step
     (`gridgnn.parallel.feature_weight_rows`).
+
+    ``messages`` (or ``edge_features``, (nnz, d) aligned with the adjacency's stored entries in CSR order):
+    the layout of a message-passing layer (`gridgnn.nn.message_passing.MessagePassing`): its edges are the
+    stored entries of ``adjacency`` itself (canonical CSR; ``normalize`` must be False), on 1D or 1.5D
+    (`ConfigError` for another ``algo``); ``agg.edges()`` and ``agg.source_rows(x)`` serve the layer.
     """
     import torch.distributed as dist
 
@@ -40,11 +48,22 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     from gridgnn.grid.process_grid import ProcessGrid
     from gridgnn.grid.shape import resolve_grid
 
+    messages = messages or edge_features is not None
+    if messages:
+        check_message_grid(algo)
+        if normalize:
+            raise ConfigError("a message-passing layout's edges are the adjacency's own entries: pass "
+                              "normalize=False")
     world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
     shape = resolve_grid(algo, world, replication=replication, grid=grid)
     process_grid = ProcessGrid.create(shape)
     adj = operator_matrix("gcn", adjacency) if normalize else sp.csr_matrix(adjacency)
-    return GridOps(process_grid, Communicator(process_grid), adj, defer_weight_gather=defer_weight_gather)
+    if messages:
+        adj.sum_duplicates()  # canonical: one entry per edge, in the order edge features are given
+        if edge_features is not None:
+            edge_features = check_edge_rows(edge_features, adj.nnz, "edge_features")
+    return GridOps(process_grid, Communicator(process_grid), adj, defer_weight_gather=defer_weight_gather,
+                   operator="sum" if messages else "gcn", messages=messages, edge_attr=edge_features)
 
 
 def local_block(array, agg) -> Tensor:

@@ -32,6 +32,9 @@ On 1D and 1.5D, ``defer_weight_gather`` takes effect where the input features ar
 (`set_feature_pattern`): the weights read only by products of the features (``X W``) are reduced by rows,
 each rank updating the rows it owns and fetching, after the step, the rows it reads (`after_step`):
 `gridgnn.parallel.feature_weight_rows`. Every other parameter is all-reduced as before.
+
+A model that passes messages (`gridgnn.nn.message_passing`: ``messages``) gets the edges of its block row and
+their halo exchange (`edges`, `source_rows`: `gridgnn.parallel.edge_halo`), on 1D and 1.5D only.
 """
 
 from __future__ import annotations
@@ -43,9 +46,12 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.cost.rank_cost import cached_orientations
+from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
+from gridgnn.nn.message_passing import EdgeSet, check_message_grid
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
+from gridgnn.parallel.edge_halo import EdgeHalo
 from gridgnn.parallel.feature_weight_rows import FeatureWeightRows
 from gridgnn.partition import block_bounds, block_sizes
 from gridgnn.sparse.attention import head_segments
@@ -62,7 +68,7 @@ class GridOps:
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense",
                  parts: Sequence[int] | None = None, cache_panels: bool = False, feature_rows: int | None = None,
-                 defer_weight_gather: bool = False):
+                 defer_weight_gather: bool = False, messages: bool = False, edge_attr=None):
         self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode, parts=parts,
                                cache_panels=cached_orientations(operator) if cache_panels else ())
@@ -90,6 +96,12 @@ class GridOps:
         self._sparse_reads: dict[int, torch.Tensor] = {}
         self._other_reads: set[int] = set()
         self._refresh_due = False
+        # message passing (`gridgnn.nn.message_passing`): the block row's edges and their halo exchange
+        self.halo: EdgeHalo | None = None
+        if messages:
+            if self.col_axis is not None:
+                check_message_grid(grid.algo)
+            self.halo = EdgeHalo(comm, adj, self.spmm.bounds, edge_attr)
 
     @property
     def device(self) -> torch.device:
@@ -182,6 +194,18 @@ class GridOps:
         on the SpMM's axes (phases ``spmm_forward`` and ``spmm_backward``)."""
         return attention(x, s_dst, s_src, self.spmm.attention_stages(), heads=heads, width=width,
                          negative_slope=negative_slope, drop=drop_by_original_ids(drop, self._order))
+
+    def edges(self) -> EdgeSet:
+        """The edges into this rank's rows (`gridgnn.parallel.edge_halo`), built at set-up when the model passes
+        messages (``messages``); `ConfigError` otherwise. Not collective."""
+        if self.halo is None:
+            raise ConfigError("this layout was built without message passing: build GridOps with messages=True "
+                              "(gridgnn.grid_aggregation(..., messages=True))")
+        return self.halo.edges
+
+    def source_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """(m, w) -> (m + halo, w) (`gridgnn.parallel.edge_halo.EdgeHalo.source_rows`). Collective on ``row``."""
+        return self.halo.source_rows(x)
 
     def _counts(self, width: int) -> list[int]:
         return block_sizes(block_bounds(width, self.grid.size(self.col_axis), allow_empty=True,

@@ -234,7 +234,8 @@ class Trainer:
         self.split_rows = (SplitRows.of(graph.labels, [graph.train_mask, graph.val_mask, graph.test_mask],
                                         self.layout.row_range, self.layout.device)
                            if self.metric == "rocauc" else None)
-        self.model = build_model(config, graph.num_features, graph.num_classes, self.task).to(self.layout.device)
+        self.model = build_model(config, graph.num_features, graph.num_classes, self.task,
+                                 num_edge_features=getattr(graph, "num_edge_features", 0)).to(self.layout.device)
         self.loss_scale = None
         if config.standardize_targets:
             shift, scale = target_standardization(graph, self.task)

@@ -84,7 +84,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     feature_rows = kept_feature_rows(config, graph, shape)
     ops = GridOps(grid, comm, operator, operator=operator_of(config.model), comm_mode=config.comm,
                   parts=graph.meta.get("reorder_bounds"), cache_panels=config.cache_panels,  # blocks follow METIS parts
-                  feature_rows=feature_rows, defer_weight_gather=config.defer_weight_gather)
+                  feature_rows=feature_rows, defer_weight_gather=config.defer_weight_gather,
+                  messages=spec_for(config, graph).traced.passes_messages, edge_attr=getattr(graph, "edge_attr", None))
     setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start, feature_rows is not None,
                               ops.defer_gather)
     trainer = DistributedTrainer(config, graph, ops)

@@ -16,6 +16,8 @@ from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape, resolve_grid
+from gridgnn.nn.message_passing import check_message_grid
+from gridgnn.nn.models import MODELS, check_edge_inputs
 from gridgnn.train.loop.task_choice import settle_task
 from gridgnn.train.run.auto import choose_comm, settle_execution
 
@@ -84,6 +86,9 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
     reordering); the vertex order (the graph as priced, else `reordered_for_grid`);
     a ``--comm auto`` still open (none after `resolve_auto`) on the reordered graph. Deterministic. Not
     collective."""
+    check_edge_inputs(config.model, getattr(graph, "num_edge_features", 0), config.edge_features)
+    if MODELS[config.model].edge_inputs:  # before the planner prices the grids it can run
+        check_message_grid(config.algo, f"--model {config.model}")
     settled = settle_task(config, graph)
     if say is not None and settled is not config:
         say(settled.task_reason)
@@ -91,6 +96,8 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
                                         say=say)
     if shape is None:
         shape = grid_shape_for(config, world_size)
+    if MODELS[config.model].edge_inputs:  # --algo auto chose among 1d and 1.5d only
+        check_message_grid(shape.algo, f"--model {config.model}")
     if check is not None:
         check(config, shape)
     graph = ordered if ordered is not None else reordered_for_grid(config, graph, shape)

@@ -33,7 +33,9 @@ def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
     if config.algo != "local":
         raise ConfigError(f"algorithm {config.algo!r} is not available in a single process; use --algo local")
     operator = operator_of(config.model)
-    return LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj), device=default_device()), operator)
+    layout = LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj), device=default_device()), operator)
+    layout.set_edge_features(getattr(graph, "edge_attr", None))  # for a model that passes messages
+    return layout
 
 
 def run_training(config: TrainConfig, *, graph: Graph | None = None,

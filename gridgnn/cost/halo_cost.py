@@ -1,0 +1,93 @@
+"""The price of message passing's halo exchange (`gridgnn.parallel.edge_halo`) on 1D and 1.5D (pure).
+
+Process (i, k) holds block row i of A's pattern (every edge into its rows) and needs, of every other block j,
+the U[i, j] rows its edges touch (`gridgnn.cost.sparse_stages.touched_counts` over the row blocks; for
+statistics without the graph, `expected_touched`). Per `SourceRows` record of width w, in the byte convention
+of `gridgnn.grid.comm` (bytes a rank receives):
+
+=============  ===============================================================================
+when           collectives on ``row`` (none when R = 1)
+=============  ===============================================================================
+set-up         two all-to-alls (phase ``other``): 8 (R - 1) bytes of counts, 8 bytes per id its
+               holders ask of it (Σ_{i≠j} U[i, j] for holder j)
+forward        one all-to-all: Σ_{j≠i} U[i, j] rows of w values (``spmm_forward``)
+backward       when x needs a gradient, one all-to-all: Σ_{i≠j} U[i, j] rows back to holder j
+               (``spmm_backward``)
+=============  ===============================================================================
+
+Each 1.5D replica runs its own group, as 1D. 2D and 3D run no message (`halo_terms` raises `ConfigError`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gridgnn.cost.sparse_cost import INDEX_BYTES
+from gridgnn.cost.sparse_stages import expected_touched, touched_counts
+from gridgnn.cost.spmm_cost import SizeInfo
+from gridgnn.cost.terms import ShapeBlocks, Term
+from gridgnn.errors import ConfigError
+
+
+def halo_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) rows each rank receives in a forward halo exchange and in a backward one (cached per shape)."""
+    if "halo_rows" not in blocks.cache:
+        bounds = list(blocks.row_bounds)
+        stats = blocks.stats
+        if stats is not None and stats.exact:
+            u = touched_counts(stats.column_major(), bounds, bounds)
+        else:
+            u = expected_touched(stats.grouped_nnz(bounds, bounds), bounds)
+        own = np.diag(u)
+        i = blocks.coords["row"]
+        blocks.cache["halo_rows"] = ((u.sum(axis=1) - own)[i], (u.sum(axis=0) - own)[i])
+    return blocks.cache["halo_rows"]
+
+
+def check_halo_shape(blocks: ShapeBlocks) -> None:
+    """`ConfigError` (one line) for a grid that splits feature columns (2D, 3D): no general message runs there."""
+    if blocks.shape.splits_features:
+        raise ConfigError(f"a message-passing model runs on the 1d and 1.5d grids; {blocks.shape.algo} splits "
+                          "feature columns: use --algo 1d or 1.5d")
+
+
+def halo_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -> list[Term]:
+    """One halo exchange of width ``width`` (forward, or its backward): one all-to-all on ``row``."""
+    check_halo_shape(blocks)
+    num_rows, p = blocks.shape.sizes[0], blocks.shape.world_size
+    if num_rows == 1:
+        return []
+    rows = halo_row_counts(blocks)[1 if backward else 0]
+    phase = "spmm_backward" if backward else "spmm_forward"
+    return [Term(phase, "all_to_all", "row", num_rows, np.ones(p, dtype=np.int64), rows * sz.row_bytes(width))]
+
+
+def halo_setup_terms(blocks: ShapeBlocks) -> list[Term]:
+    """The halo's index exchange at set-up (the module table): two all-to-alls on ``row``; none when R = 1."""
+    check_halo_shape(blocks)
+    num_rows, p = blocks.shape.sizes[0], blocks.shape.world_size
+    if num_rows == 1:
+        return []
+    asked = halo_row_counts(blocks)[1]
+    once = np.ones(p, dtype=np.int64)
+    return [Term("other", "all_to_all", "row", num_rows, once, np.full(p, INDEX_BYTES * (num_rows - 1))),
+            Term("other", "all_to_all", "row", num_rows, once, INDEX_BYTES * asked)]
+
+
+def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:
+    """(P,) bytes of message passing on each rank: the block row's edge lists (destination and source, int64)
+    and edge features (float32), and per halo exchange of width w the source rows (m + halo) and about three
+    per-edge arrays of w values autograd keeps (the gathered source rows, the message before and after its
+    non-linearity)."""
+    halos = [op for layer in ops.layers for op in layer.halos]
+    p = blocks.shape.world_size
+    if not halos:
+        return np.zeros(p, dtype=np.int64)
+    edges = blocks.stats.grouped_nnz(list(blocks.row_bounds), [0, blocks.n])[blocks.coords["row"], 0]
+    m = np.diff(np.asarray(blocks.row_bounds))[blocks.coords["row"]]
+    halo = halo_row_counts(blocks)[0]
+    edge_features = max(op.edge_features for op in halos)
+    total = edges * (16 + 4 * edge_features)
+    for op in halos:
+        total = total + (m + halo) * op.width * sz.value + 3 * edges * op.width * sz.value
+    return total.astype(np.int64)

@@ -1,0 +1,141 @@
+"""GINE, as PyG's ``GINEConv`` with edge features: ``out_i = MLP((1 + ε) x_i + Σ_{j ∈ N(i)} ReLU(x_j + W_e e_ij
++ b_e))``.
+
+``MLP(z) = ReLU(z W1 + b1) W2 + b2`` with W1 (in, out) and W2 (out, out), as `gridgnn.nn.gin`; W_e (d, in) and
+b_e (in,) map the d edge features onto the layer's input width (PyG's ``GINEConv(..., edge_dim=d)`` lin). The
+message is not linear, so it runs where the edges live (`gridgnn.nn.message_passing.MessagePassing`: 1D and
+1.5D grids, the halo rows moved by one all-to-all), at the layer's input width; the order is aggregate-first.
+A graph without edge features cannot train it (`gridgnn.nn.models.check_edge_inputs`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from gridgnn.nn.layout import Layout, as_layout
+from gridgnn.nn.message_passing import MessagePassing
+from gridgnn.nn.model_config import finite_field, flag_field
+from gridgnn.nn.stack import LayerStack, as_dense, glorot
+from gridgnn.sparse.csr import SparseBlock
+
+
+class GINELayer(MessagePassing):
+    """One GINE layer over ``edge_dim`` edge features; ``eps`` the initial ε, trainable with ``train_eps``."""
+
+    order = "aggregate-first"
+
+    def __init__(self, in_channels: int, out_channels: int, *, edge_dim: int, eps: float = 0.0,
+                 train_eps: bool = False, generator: torch.Generator | None = None):
+        super().__init__(aggr="sum")
+        self.in_channels, self.out_channels, self.edge_dim = in_channels, out_channels, edge_dim
+        self.edge_weight = glorot(edge_dim, in_channels, generator)
+        self.edge_bias = nn.Parameter(torch.zeros(in_channels))
+        self.weight1 = glorot(in_channels, out_channels, generator)
+        self.bias1 = nn.Parameter(torch.zeros(out_channels))
+        self.weight2 = glorot(out_channels, out_channels, generator)
+        self.bias2 = nn.Parameter(torch.zeros(out_channels))
+        if train_eps:
+            self.eps = nn.Parameter(torch.tensor([float(eps)]))
+        else:
+            self.register_buffer("eps", torch.tensor([float(eps)]))
+
+    def message(self, x_i: Tensor, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
+        if edge_attr is None:
+            raise ValueError("GINE needs edge features: the layout's edges carry none")
+        return torch.relu(x_j + edge_attr @ self.edge_weight + self.edge_bias)
+
+    def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
+        """h: (m, in_channels) dense or a sparse feature block; returns (m, out_channels)."""
+        x = as_dense(h)
+        layout = as_layout(layout, self.operator, x.shape[0])
+        z = layout.linear(self.propagate(x, layout) + (1 + self.eps) * x, self.weight1)
+        hidden = torch.relu(layout.add_bias(z, self.bias1))
+        return layout.add_bias(layout.linear(hidden, self.weight2), self.bias2)
+
+    def extra_repr(self) -> str:
+        trainable = isinstance(self.eps, nn.Parameter)
+        return f"{self.in_channels}, {self.out_channels}, edge_dim={self.edge_dim}, train_eps={trainable}"
+
+
+class GINE(LayerStack):
+    """GINE of ``num_layers`` `GINELayer`s over ``edge_dim`` edge features (dropout and output:
+    `gridgnn.nn.stack.LayerStack`).
+
+    Model file: the shared fields, ``eps``, ``train_eps`` and ``edge_dim``; state ``layers.{k}.edge_weight``
+    (d, in), ``edge_bias`` (in,), ``weight1`` (in, out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps``
+    (1,). PyG: ``GINEConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps, edge_dim=d)``
+    with ``lin.weight = W_eᵀ``, ``lin.bias = b_e``."""
+
+    operator = "sum"
+    kind = "gine"
+    label = "GINE"
+    edge_inputs = True
+    file_fields = ("eps", "train_eps", "edge_dim")
+
+    def file_config(self) -> dict:
+        first = self.layers[0]
+        return {**self.stack_config(), "eps": float(first.eps.detach()[0]),
+                "train_eps": isinstance(first.eps, nn.Parameter), "edge_dim": int(first.edge_dim)}
+
+    @classmethod
+    def check_file_config(cls, config: dict) -> int:
+        flag_field(config, "train_eps")
+        finite_field(config, "eps")
+        edge_dim = config.get("edge_dim")
+        if isinstance(edge_dim, bool) or not isinstance(edge_dim, int) or edge_dim < 1:
+            raise ValueError(f"'edge_dim' must be a positive integer, got {edge_dim!r}")
+        return 1
+
+    @classmethod
+    def from_file_config(cls, config: dict) -> GINE:
+        args, kwargs = cls.stack_arguments(config)
+        return cls(*args, edge_dim=int(config["edge_dim"]), eps=float(config["eps"]),
+                   train_eps=bool(config["train_eps"]), **kwargs)
+
+    @staticmethod
+    def file_options(options) -> dict:
+        return {"eps": float(options.gin_eps), "train_eps": bool(options.gin_train_eps)}
+
+    @staticmethod
+    def options_from_file(config: dict) -> dict:
+        return {"gin_eps": float(config["eps"]), "gin_train_eps": bool(config["train_eps"])}
+
+    def pyg_convs(self) -> list[nn.Module]:
+        from torch_geometric.nn import GINEConv
+
+        convs = []
+        for layer in self.layers:
+            mlp = nn.Sequential(nn.Linear(layer.in_channels, layer.out_channels), nn.ReLU(),
+                                nn.Linear(layer.out_channels, layer.out_channels))
+            conv = GINEConv(mlp, eps=float(layer.eps.detach()[0]), train_eps=isinstance(layer.eps, nn.Parameter),
+                            edge_dim=layer.edge_dim)
+            with torch.no_grad():
+                mlp[0].weight.copy_(layer.weight1.detach().T)
+                mlp[0].bias.copy_(layer.bias1.detach())
+                mlp[2].weight.copy_(layer.weight2.detach().T)
+                mlp[2].bias.copy_(layer.bias2.detach())
+                conv.lin.weight.copy_(layer.edge_weight.detach().T)
+                conv.lin.bias.copy_(layer.edge_bias.detach())
+            convs.append(conv)
+        return convs
+
+    @classmethod
+    def from_config(cls, config, in_channels: int, out_channels: int, edge_dim: int = 0) -> GINE:
+        return cls(in_channels, config.hidden, out_channels, edge_dim=edge_dim, eps=config.gin_eps,
+                   train_eps=config.gin_train_eps, **cls.common_options(config))
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, edge_dim: int,
+                 num_layers: int = 2, dropout: float = 0.5, order: str = "auto", seed: int = 0, eps: float = 0.0,
+                 train_eps: bool = False):
+        if edge_dim < 1:
+            from gridgnn.errors import ConfigError
+
+            raise ConfigError("--model gine needs edge features: the graph has none (give --edge-features "
+                              "FILE.npy, or a dataset with edge features)")
+        super().__init__(in_channels, hidden_channels, out_channels, num_layers=num_layers, dropout=dropout,
+                         order=order, seed=seed, edge_dim=edge_dim, eps=eps, train_eps=train_eps)
+
+    def make_layer(self, in_channels, out_channels, *, order, generator, edge_dim=1, eps=0.0, train_eps=False):
+        return GINELayer(in_channels, out_channels, edge_dim=edge_dim, eps=eps, train_eps=train_eps,
+                         generator=generator)

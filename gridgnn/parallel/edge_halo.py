@@ -1,0 +1,98 @@
+"""The edges of one rank's block row, and the rows of their source vertices: message passing on 1D and 1.5D.
+
+A general message ``message(x_i, x_j, e_ij)`` (`gridgnn.nn.message_passing`) is not a product with a matrix, so
+it runs where the edges live. On 1D and 1.5D grids process (i, k) holds the rows of block i (its destination
+vertices) and every edge into them (all of block row i of the operator's pattern), with their edge features.
+Its edges read the rows of their source vertices: its own, and the *halo*, the rows of other blocks its
+block row touches (the same index sets as sparse communication, `gridgnn.cost.sparse_stages.touched_columns`).
+
+=========  ============================================================================================
+when       what moves (collective on ``row``; the replicas of 1.5D each run their own group)
+=========  ============================================================================================
+set-up     the ids each process needs, told to their holders (`gridgnn.spmm.row_exchange.exchange_wanted`,
+           phase ``other``: two all-to-alls of int64)
+forward    one all-to-all of the halo rows (phase ``spmm_forward``), then every message is local
+backward   the halo rows' gradients back to their holders (one all-to-all, phase ``spmm_backward``), added
+           into their rows' gradient (``index_add``); none when the input needs no gradient
+=========  ============================================================================================
+
+Every replica of a 1.5D block row runs all of the block row's edges (it does not split them by share as the
+SpMM does): a message with parameters then leaves equal gradients on every replica, which the trainer's
+reduction on ``row`` expects, and ``max`` sees every edge of a row. The cost is 1D's exchange in each replica
+group (`gridgnn.cost.halo_cost`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from gridgnn.cost.sparse_stages import touched_columns
+from gridgnn.data.edge_features import block_rows
+from gridgnn.grid.comm import Communicator
+from gridgnn.nn.message_passing import EdgeSet
+from gridgnn.spmm.row_exchange import exchange_wanted, gather_index
+
+
+class EdgeHalo:
+    """Block row i of the operator's pattern as an `EdgeSet`, and its halo exchange. Built once per run:
+    collective on ``row`` (the index exchange, phase ``other``).
+
+    ``adj``: the global operator (CSR-like, n x n; memory-mapped allowed), ``bounds``: the row blocks' bounds
+    (R + 1,), ``edge_attr``: (nnz, d) aligned with ``adj``'s entries (memory-mapped allowed) or None."""
+
+    def __init__(self, comm: Communicator, adj, bounds: list[int], edge_attr=None):
+        self.comm, self.bounds = comm, list(bounds)
+        grid = comm.grid
+        i = grid.index("row")
+        self.row_range = r0, r1 = bounds[i], bounds[i + 1]
+        m = r1 - r0
+        remote = [j for j in range(len(bounds) - 1) if j != i]
+        touched = touched_columns(adj, self.row_range, self.bounds, remote)
+        wanted = [touched.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(bounds) - 1)]
+        self.recv_rows = [len(w) for w in wanted]
+        with comm.phase("other"):
+            asked = exchange_wanted(comm, "row", wanted)
+        self.send_rows = [len(a) for a in asked]
+        self.send_index = gather_index(asked, r0, grid.device)
+        block = sp.csr_matrix(adj[r0:r1]) if not sp.issparse(adj) else adj[r0:r1].tocsr()
+        cols = block.indices.astype(np.int64)
+        halo_ids = np.concatenate(wanted) if wanted else np.zeros(0, dtype=np.int64)  # ascending: blocks in order
+        own = (cols >= r0) & (cols < r1)
+        src = np.where(own, cols - r0, m + np.searchsorted(halo_ids, cols))
+        dst = np.repeat(np.arange(m, dtype=np.int64), np.diff(block.indptr))
+        attr = None if edge_attr is None else torch.from_numpy(block_rows(edge_attr, adj.indptr, self.row_range))
+        device = grid.device
+        self.edges = EdgeSet(torch.from_numpy(dst).to(device), torch.from_numpy(src).to(device),
+                             None if attr is None else attr.to(device), m, m + len(halo_ids))
+
+    @property
+    def halo_rows(self) -> int:
+        """Rows this process receives in each forward exchange (its halo)."""
+        return sum(self.recv_rows)
+
+    def source_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """(m, w) -> (m + halo, w): this process's rows, then the halo rows in `EdgeSet.src`'s numbering, with
+        autograd. Collective on ``row`` (phases ``spmm_forward`` and, in backward, ``spmm_backward``)."""
+        return _HaloFunction.apply(x, self)
+
+
+class _HaloFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, halo: EdgeHalo) -> torch.Tensor:
+        ctx.halo = halo
+        comm = halo.comm
+        with comm.phase("spmm_forward"):
+            received = comm.all_to_all(x[halo.send_index].contiguous(), halo.send_rows, halo.recv_rows, "row")
+        return torch.cat([x, received])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        halo = ctx.halo
+        m = halo.row_range[1] - halo.row_range[0]
+        grad_x = grad[:m].clone()
+        with halo.comm.phase("spmm_backward"):
+            back = halo.comm.all_to_all(grad[m:].contiguous(), halo.recv_rows, halo.send_rows, "row")
+        grad_x.index_add_(0, halo.send_index, back)
+        return grad_x, None
