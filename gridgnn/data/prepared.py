@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.data.edge_features import carry_rows
 from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
-from gridgnn.data.edge_features import carry_rows
 from gridgnn.data.operators import OPERATORS, has_self_loops, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
 from gridgnn.data.targets import TASKS, check_graph_targets, target_block

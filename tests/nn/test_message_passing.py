@@ -1,8 +1,8 @@
 """Your own message-passing layer (`gridgnn.nn.message_passing`): the same layer written on PyG's base and on
 gridgnn's gives equal outputs and gradients (within 1e-5), in one process and on 1D and 1.5D grids, for ``sum``,
 ``mean`` and ``max`` (with ties: integer rows whose messages tie at a row's maximum, the gradient split evenly
-among them, as torch's ``scatter_reduce`` and so PyG do); a message of the wrong shape and a grid that splits feature columns are
-refused with one clear line."""
+among them, as torch's ``scatter_reduce`` and so PyG do); a message of the wrong shape and a grid that splits
+feature columns are refused with one clear line."""
 
 from __future__ import annotations
 
