@@ -25,7 +25,7 @@ def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
         trained, model = train_on_grid(config, ordered, return_model=True, shape=shape)
         record = {"weights": [p.detach().cpu().numpy() for p in model.parameters()]}
         if rank == 0:
-            prediction = predict_run(model_spec(config, graph), graph, trained.shape, config)
+            prediction = predict_run(model_spec(config, ordered), ordered, trained.shape, config)  # as it trained
             record.update(loss=[r.loss for r in trained.result.epochs],
                           acc=[(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
                           metric=[(r.train_metric, r.val_metric, r.test_metric) for r in trained.result.epochs],

@@ -11,7 +11,7 @@ from gridgnn.data.operators import operator_matrix
 from gridgnn.errors import ConfigError
 from gridgnn.grid.process_grid import default_device
 from gridgnn.nn.layout import LocalLayout
-from gridgnn.nn.models import operator_of
+from gridgnn.nn.models import check_edge_inputs, operator_of
 from gridgnn.run_spec import ProcessOptions, RunSpec
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint.lock import hold_checkpoint_dir
@@ -94,6 +94,7 @@ def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     check_products(config)
     if graph is None:
         graph = load_graph(config)
+    check_edge_inputs(config.model, graph.num_edge_features, config.edge_features)
     config = settle_task(config, graph)
     check_memory(config, graph, 1)
     trainer = Trainer(config, graph, build_aggregation(config, graph))

@@ -1,0 +1,132 @@
+"""GINE (`gridgnn.nn.gine`): PyG's ``GINEConv`` with edge features, on one process and on the 1D and 1.5D grids.
+
+- Grids (`CASES`, one process group of 4): 1d with dense and sparse communication, 1.5d 2x2, on the mesh
+  generator (regression, 3 edge features) and on a directed csbm graph whose 4 edge features come from
+  ``--edge-features`` in the file's edge order, reordered by METIS (the rows follow their edges): losses within
+  1e-4 of the local run's, identical metrics, replicated weights identical on every rank, and every rank's
+  measured communication (halo rows forward and back, the gradient all-reduce) equal to the cost model's per
+  phase, calls included, every epoch; the set-up's index exchange equal to its model too.
+- PyG: a trained model's file loads back into the same predictions and `gridgnn.to_pyg` maps it onto
+  ``GINEConv`` (called with ``edge_attr``) with the same probabilities (within 1e-5).
+- Refusals: GINE on a graph without edge features, on a 2D grid, and edge features given to a model that reads
+  none, each one line (exit 2) before any worker starts.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import model_workers as mw
+import numpy as np
+import pytest
+import torch
+
+import gridgnn
+from gridgnn.cli.main import main
+from gridgnn.config import TrainConfig
+from gridgnn.cost.epoch_model import PHASES, predict_run
+from gridgnn.data.interop import graph_to_pyg
+from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.trace import model_spec
+from gridgnn.train.loop.trainer import Trainer
+from gridgnn.train.run.training import build_aggregation, load_graph
+
+MESH = dict(dataset="mesh:nodes=150", model="gine", epochs=3, hidden=8, dropout=0.5)
+CSBM = dict(dataset="csbm:nodes=97,classes=3,features=6", directed=True, model="gine", epochs=3, hidden=8,
+            gin_train_eps=True, gin_eps=0.2)
+GRIDS = [dict(algo="1d"), dict(algo="1d", comm="sparse"), dict(algo="1.5d", replication=2)]
+
+
+@functools.cache
+def _edge_file(folder: str) -> str:
+    """A (E, 4) .npy of edge features for CSBM's edges in the generator's CSR order, one run per folder."""
+    graph = load_graph(TrainConfig(**CSBM))
+    rng = np.random.default_rng(3)
+    path = f"{folder}/edges.npy"
+    np.save(path, rng.standard_normal((graph.num_edges, 4)).astype(np.float32))
+    return path
+
+
+@pytest.fixture(scope="module")
+def csbm(tmp_path_factory) -> dict:
+    return dict(CSBM, edge_features=_edge_file(str(tmp_path_factory.mktemp("gine"))))
+
+
+def _local(config: dict) -> list:
+    cfg = TrainConfig(**config)
+    graph = load_graph(cfg)
+    epochs = Trainer(cfg, graph, build_aggregation(cfg, graph)).fit().epochs
+    return [(r.loss, r.train_metric, r.val_metric) for r in epochs]
+
+
+@functools.cache
+def _trained(csbm_path: str) -> tuple[list[dict], list[list[dict]]]:
+    cases = [dict(MESH, **grid, nprocs=4) for grid in GRIDS]
+    cases.append(dict(CSBM, edge_features=csbm_path, algo="1d", nprocs=4, reorder="metis"))
+    return cases, run_workers(mw.models_worker, 4, cases, timeout_s=300)
+
+
+def test_gine_on_1d_and_1_5d_equals_one_process_and_the_cost_model(csbm):
+    cases, per_rank = _trained(csbm["edge_features"])
+    for index, case in enumerate(cases):
+        local = dict(case, algo="local", nprocs=1, comm="auto", replication=1, reorder="none")
+        reference = _local({k: v for k, v in local.items() if k not in ("nprocs", "comm", "replication")})
+        out, where = per_rank[0][index], f"{case['dataset']} {case['algo']} {case.get('comm', '')}"
+        np.testing.assert_allclose(out["loss"], [r[0] for r in reference], rtol=1e-4, atol=1e-6, err_msg=where)
+        np.testing.assert_allclose([m[0] for m in out["metric"]], [r[1] for r in reference], rtol=1e-4,
+                                   err_msg=where)
+        for other in per_rank[1:]:
+            for mine, theirs in zip(out["weights"], other[index]["weights"], strict=True):
+                np.testing.assert_array_equal(mine, theirs, err_msg=where)
+        assert max(out["comm"][0]["by_phase"]["spmm_forward"]) > 0, where  # halo rows move
+        for epoch in out["comm"]:
+            for phase in PHASES:
+                assert epoch["by_phase"][phase] == out["predicted"]["bytes"][phase].tolist(), (where, phase)
+                assert epoch["calls_by_phase"][phase] == out["predicted"]["calls"][phase].tolist(), (where, phase)
+
+
+def test_the_halo_index_exchange_is_priced_at_set_up(csbm):
+    config = TrainConfig(**MESH, algo="1d", nprocs=4)
+    graph = load_graph(config)
+    from gridgnn.grid.shape import resolve_grid
+
+    prediction = predict_run(model_spec(config, graph), graph, resolve_grid("1d", 4), config)
+    setup = prediction.setup_sum("bytes", "all_to_all")
+    assert (setup > 8 * 3).all()  # counts, then the ids each holder is asked for
+    assert prediction.memory["messages"].min() > 0
+
+
+def test_a_gine_model_file_maps_onto_pyg_gineconv(tmp_path, csbm):
+    graph = gridgnn.as_graph(csbm["dataset"], directed=True, edge_features=csbm["edge_features"])
+    assert graph.num_edge_features == 4
+    result = gridgnn.fit(graph, epochs=3, layers=2, model="gine", hidden=6, gin_eps=0.2, gin_train_eps=True)
+    path = result.save(tmp_path / "gine.pt")
+    document = torch.load(path, weights_only=True)
+    assert document["model"] == "gine" and document["config"]["edge_dim"] == 4
+    assert document["state"]["layers.0.edge_weight"].shape == (4, 6)
+    loaded = gridgnn.load_model(path)
+    expected = result.predict()
+    assert torch.equal(gridgnn.predict(loaded, graph).probabilities, expected.probabilities)
+    converted = gridgnn.to_pyg(loaded)
+    assert {type(conv).__name__ for conv in converted.convs} == {"GINEConv"}
+    data = graph_to_pyg(graph)
+    probabilities = converted(data.x, data.edge_index, data.edge_attr).exp()
+    assert (probabilities - expected.probabilities).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--dataset", "csbm:nodes=60", "--model", "gine"], "--model gine needs edge features: the graph has none"),
+    (["--dataset", "mesh:nodes=60", "--model", "gine", "--algo", "2d", "--nprocs", "4"],
+     "--model gine runs on the 1d and 1.5d grids"),
+])
+def test_gine_refusals_are_one_line_and_exit_2(flags, message, capsys):
+    assert main(["train", *flags, "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_edge_features_for_a_model_that_reads_none_are_refused(tmp_path, capsys, csbm):
+    assert main(["train", "--dataset", csbm["dataset"], "--directed", "--edge-features", csbm["edge_features"],
+                 "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "reads no edge features (models that do: gine)" in err
