@@ -86,9 +86,9 @@ SCHEDULE_PARAMETERS = {"lr_step_size": ("--lr-step-size", ("step",)), "lr_gamma"
 LR_DEFAULTS = {"lr_step_size": 30, "lr_gamma": 0.1, "lr_min": 0.0, "lr_plateau_patience": 10}
 """What a schedule parameter left unset (None) means."""
 
-MODELS = ("gcn", "sage", "gin", "gat", "gine")
-"""Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN, GAT, GINE (GIN with edge features;
-`gridgnn.nn.models`)."""
+MODELS = ("gcn", "sage", "gin", "gat", "gine", "meshgraphnet")
+"""Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN, GAT, GINE (GIN with edge features),
+MeshGraphNet (edge features updated per layer; `gridgnn.nn.models`)."""
 
 MAX_HEADS = 1024
 """The most attention heads of a GAT layer (``--heads``, ``--output-heads``)."""

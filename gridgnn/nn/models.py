@@ -16,6 +16,9 @@ gat    gat       H W (then ``head_sum`` for the score     W, a_src, a_dst, b
 gine   sum (A)   messages ReLU(x_j + W_e e_ij + b_e) on     W_e, b_e, W1, b1, W2, b2, and ε when trained
                  the edges (``source_rows``), then Z W1,
                  Z W2
+mesh-  sum (A)   edge MLP of [e, x_i, x_j] on the edges    each layer's edge and vertex MLPs (torch
+graph-           (``source_rows``), vertex MLP of          ``Linear``, read directly: 1D/1.5D only)
+net              [x, Σ e']
 =====  ========  ====================================  ==================================================
 """
 
@@ -27,10 +30,12 @@ from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
 from gridgnn.nn.gine import GINE
+from gridgnn.nn.meshgraphnet import MeshGraphNet
 from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
 
-MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT, "gine": GINE}
+MODELS: dict[str, type[LayerStack]] = {"gcn": GCN, "sage": SAGE, "gin": GIN, "gat": GAT, "gine": GINE,
+                                       "meshgraphnet": MeshGraphNet}
 """The registry of model kinds: ``--model`` name -> model class, and the one place that knows them all.
 Everything else asks the class: its ``operator`` (`gridgnn.data.operators`: the matrix it aggregates with, and
 so its self-loop rule, `self_loops_of`), how it builds itself from a configuration (`LayerStack.from_config`),

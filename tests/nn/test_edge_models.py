@@ -1,13 +1,16 @@
-"""GINE (`gridgnn.nn.gine`): PyG's ``GINEConv`` with edge features, on one process and on the 1D and 1.5D grids.
+"""The models that read edge features, on one process and on the 1D and 1.5D grids: GINE (`gridgnn.nn.gine`, PyG's
+``GINEConv``) and MeshGraphNet (`gridgnn.nn.meshgraphnet`, edge features updated per layer).
 
-- Grids (`CASES`, one process group of 4): 1d with dense and sparse communication, 1.5d 2x2, on the mesh
+- Grids (one process group of 4): GINE on 1d with dense and sparse communication and 1.5d 2x2, on the mesh
   generator (regression, 3 edge features) and on a directed csbm graph whose 4 edge features come from
-  ``--edge-features`` in the file's edge order, reordered by METIS (the rows follow their edges): losses within
+  ``--edge-features`` in the file's edge order, reordered by METIS (the rows follow their edges); MeshGraphNet
+  (3 layers: the edge state changes width, then keeps it with its residual) on 1d sparse and 1.5d: losses within
   1e-4 of the local run's, identical metrics, replicated weights identical on every rank, and every rank's
   measured communication (halo rows forward and back, the gradient all-reduce) equal to the cost model's per
   phase, calls included, every epoch; the set-up's index exchange equal to its model too.
-- PyG: a trained model's file loads back into the same predictions and `gridgnn.to_pyg` maps it onto
-  ``GINEConv`` (called with ``edge_attr``) with the same probabilities (within 1e-5).
+- PyG: a trained GINE model's file loads back into the same predictions and `gridgnn.to_pyg` maps it onto
+  ``GINEConv`` (called with ``edge_attr``) with the same probabilities (within 1e-5); a MeshGraphNet file
+  loads back into the same values, and `to_pyg` refuses it with one line (no PyG layer is the same).
 - Refusals: GINE on a graph without edge features, on a 2D grid, and edge features given to a model that reads
   none, each one line (exit 2) before any worker starts.
 """
@@ -26,6 +29,7 @@ from gridgnn.cli.main import main
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import PHASES, predict_run
 from gridgnn.data.interop import graph_to_pyg
+from gridgnn.errors import ConfigError
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
 from gridgnn.train.loop.trainer import Trainer
@@ -35,6 +39,7 @@ MESH = dict(dataset="mesh:nodes=150", model="gine", epochs=3, hidden=8, dropout=
 CSBM = dict(dataset="csbm:nodes=97,classes=3,features=6", directed=True, model="gine", epochs=3, hidden=8,
             gin_train_eps=True, gin_eps=0.2)
 GRIDS = [dict(algo="1d"), dict(algo="1d", comm="sparse"), dict(algo="1.5d", replication=2)]
+MGN = dict(dataset="mesh:nodes=130", model="meshgraphnet", layers=3, epochs=3, hidden=6, dropout=0.2)
 
 
 @functools.cache
@@ -63,10 +68,11 @@ def _local(config: dict) -> list:
 def _trained(csbm_path: str) -> tuple[list[dict], list[list[dict]]]:
     cases = [dict(MESH, **grid, nprocs=4) for grid in GRIDS]
     cases.append(dict(CSBM, edge_features=csbm_path, algo="1d", nprocs=4, reorder="metis"))
+    cases += [dict(MGN, algo="1d", comm="sparse", nprocs=4), dict(MGN, algo="1.5d", replication=2, nprocs=4)]
     return cases, run_workers(mw.models_worker, 4, cases, timeout_s=300)
 
 
-def test_gine_on_1d_and_1_5d_equals_one_process_and_the_cost_model(csbm):
+def test_gine_and_meshgraphnet_on_1d_and_1_5d_equal_one_process_and_the_cost_model(csbm):
     cases, per_rank = _trained(csbm["edge_features"])
     for index, case in enumerate(cases):
         local = dict(case, algo="local", nprocs=1, comm="auto", replication=1, reorder="none")
@@ -129,4 +135,17 @@ def test_edge_features_for_a_model_that_reads_none_are_refused(tmp_path, capsys,
     assert main(["train", "--dataset", csbm["dataset"], "--directed", "--edge-features", csbm["edge_features"],
                  "--epochs", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "reads no edge features (models that do: gine)" in err
+    assert err.count("\n") == 1 and "reads no edge features (models that do: gine, meshgraphnet)" in err
+
+
+def test_a_meshgraphnet_model_file_round_trips_and_to_pyg_refuses_it(tmp_path):
+    graph = gridgnn.as_graph(MGN["dataset"])
+    result = gridgnn.fit(graph, epochs=2, model="meshgraphnet", layers=3, hidden=6, dropout=0.0)
+    path = result.save(tmp_path / "mgn.pt")
+    document = torch.load(path, weights_only=True)
+    assert document["model"] == "meshgraphnet" and document["config"]["edge_dim"] == 3
+    assert document["state"]["layers.0.edge_mlp.0.weight"].shape == (6, 3 + 2 * 4)  # [e, x_i, x_j] -> hidden
+    loaded = gridgnn.load_model(path)
+    assert torch.equal(gridgnn.predict(loaded, graph).predicted, result.predict().predicted)
+    with pytest.raises(ConfigError, match="cannot be converted to PyG"):
+        gridgnn.to_pyg(loaded)
