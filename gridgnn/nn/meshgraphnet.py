@@ -5,7 +5,8 @@ Layer k holds an edge state e (one row per edge, where the edge lives) and the v
     e'_ji = MLP_e([e_ji, x_i, x_j])        (+ e_ji when the widths agree)
     x'_i  = MLP_x([x_i, Σ_{j → i} e'_ji])  (+ x_i when the widths agree)
 
-with ``MLP(z) = ReLU(z W1 + b1) W2 + b2``. The first layer's edge state is the graph's edge features (d wide);
+with ``MLP(z) = LayerNorm(ReLU(z W1 + b1) W2 + b2)``, ``hidden`` units wide inside (no LayerNorm on the last
+layer's vertex MLP, which outputs the targets). The first layer's edge state is the graph's edge features (d wide);
 each layer's new edge state is ``hidden`` wide and goes to the next layer (`MeshGraphNet.apply_layer`); the
 last layer's vertex MLP outputs the targets. Every product is local to the rows or edges of a process
 (`gridgnn.nn.message_passing`: 1D and 1.5D grids; the halo rows of x_j move by one all-to-all per layer).
@@ -23,9 +24,14 @@ from gridgnn.nn.stack import LayerStack, as_dense
 from gridgnn.sparse.csr import SparseBlock
 
 
-def _mlp(in_channels: int, out_channels: int, generator: torch.Generator | None) -> nn.Sequential:
-    """Linear-ReLU-Linear, Glorot-initialized from ``generator`` (every process alike), zero biases."""
-    mlp = nn.Sequential(nn.Linear(in_channels, out_channels), nn.ReLU(), nn.Linear(out_channels, out_channels))
+def _mlp(in_channels: int, hidden: int, out_channels: int, generator: torch.Generator | None,
+         norm: bool = True) -> nn.Sequential:
+    """Linear(in, hidden)-ReLU-Linear(hidden, out) (then LayerNorm with ``norm``, as MeshGraphNet's MLPs but its
+    decoder's), Glorot-initialized from ``generator`` (every process alike), zero biases. The hidden width is the
+    model's, never the output's: a 1-wide ReLU before a regression's one output would die and leave a
+    constant."""
+    layers = [nn.Linear(in_channels, hidden), nn.ReLU(), nn.Linear(hidden, out_channels)]
+    mlp = nn.Sequential(*layers, *([nn.LayerNorm(out_channels)] if norm else []))
     for linear in (mlp[0], mlp[2]):
         nn.init.xavier_uniform_(linear.weight, generator=generator)
         nn.init.zeros_(linear.bias)
@@ -39,11 +45,11 @@ class EdgeUpdateLayer(MessagePassing):
     order = "aggregate-first"
 
     def __init__(self, in_channels: int, out_channels: int, *, edge_in: int, edge_out: int,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, last: bool = False):
         super().__init__(aggr="sum")
         self.in_channels, self.out_channels, self.edge_in, self.edge_out = in_channels, out_channels, edge_in, edge_out
-        self.edge_mlp = _mlp(edge_in + 2 * in_channels, edge_out, generator)
-        self.node_mlp = _mlp(in_channels + edge_out, out_channels, generator)
+        self.edge_mlp = _mlp(edge_in + 2 * in_channels, edge_out, edge_out, generator)
+        self.node_mlp = _mlp(in_channels + edge_out, edge_out, out_channels, generator, norm=not last)
 
     def forward(self, h: Tensor | SparseBlock, layout: Layout, edge_state: Tensor | None = None) -> tuple:
         """h: (m, in_channels); edge_state: (E, edge_in) (None: the layout's edge features). Returns the new
@@ -58,7 +64,7 @@ class EdgeUpdateLayer(MessagePassing):
         new_e = self.edge_mlp(torch.cat([e, x[edges.dst], sources[edges.src]], dim=1))
         if self.edge_in == self.edge_out:
             new_e = new_e + e
-        summed = aggregate_messages(new_e, edges.dst, edges.num_rows, "sum")
+        summed = aggregate_messages(new_e, edges.dst, edges.num_rows, self.aggr)
         new_x = self.node_mlp(torch.cat([x, summed], dim=1))
         if self.in_channels == self.out_channels:
             new_x = new_x + x
@@ -108,14 +114,15 @@ class MeshGraphNet(LayerStack):
             raise ConfigError("--model meshgraphnet needs edge features: the graph has none (give --edge-features "
                               "FILE.npy, or a dataset with edge features)")
         self._edge_widths = iter([edge_dim] + [hidden_channels] * num_layers)
-        self._hidden = hidden_channels
+        self._hidden, self._remaining = hidden_channels, num_layers
         super().__init__(in_channels, hidden_channels, out_channels, num_layers=num_layers, dropout=dropout,
                          order=order, seed=seed)
-        del self._edge_widths
+        del self._edge_widths, self._remaining
 
     def make_layer(self, in_channels, out_channels, *, order, generator):
+        self._remaining -= 1
         return EdgeUpdateLayer(in_channels, out_channels, edge_in=next(self._edge_widths), edge_out=self._hidden,
-                               generator=generator)
+                               generator=generator, last=self._remaining == 0)
 
     def apply_layer(self, index: int, layer: nn.Module, h, layout: Layout, stream: dict) -> Tensor:
         """The layer with the edge state the previous one left (the edge features first); the last layer's is
