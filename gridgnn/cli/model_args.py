@@ -24,7 +24,8 @@ def model_flags(spec) -> list[str]:
         ["--gin-train-eps"] if spec.gin_train_eps else []) + (
         ["--heads", str(heads[0])] if heads[0] != 1 else []) + (
         ["--output-heads", str(heads[1])] if heads[1] != 1 else []) + (
-        ["--attn-dropout", str(spec.attn_dropout)] if getattr(spec, "attn_dropout", 0.0) else [])
+        ["--attn-dropout", str(spec.attn_dropout)] if getattr(spec, "attn_dropout", 0.0) else []) + (
+        ["--edge-dim", str(spec.edge_features)] if spec.model == "gat" and getattr(spec, "edge_features", 0) else [])
 
 
 def add_model_arguments(group, *, eps_value: bool = True) -> None:
@@ -32,7 +33,8 @@ def add_model_arguments(group, *, eps_value: bool = True) -> None:
     ``--heads``, ``--output-heads``, ``--attn-dropout`` to the argument group ``group``."""
     group.add_argument("--model", choices=gridgnn.config.choices.MODELS, default=_DEFAULTS.model,
                        help="gcn: Â H W; sage: GraphSAGE-mean with root weight; gin: MLP((1+ε) h + Σ neighbours); "
-                            "gat: graph attention (PyG's GATConv) "
+                            "gat: graph attention (PyG's GATConv); gine: GIN with edge features (PyG's GINEConv); "
+                            "meshgraphnet: edge features updated per layer "
                             "(default: %(default)s)")
     group.add_argument("--sage-normalize", action="store_true",
                        help="L2-normalize the rows of every SAGE layer's output (PyG's normalize=True)")
@@ -47,3 +49,6 @@ def add_model_arguments(group, *, eps_value: bool = True) -> None:
                        help="GAT: attention heads of the output layer, averaged (default: %(default)s)")
     group.add_argument("--attn-dropout", type=float, default=_DEFAULTS.attn_dropout, metavar="P",
                        help="GAT: dropout of the attention coefficients (default: %(default)s)")
+    group.add_argument("--edge-dim", type=int, default=_DEFAULTS.edge_dim, metavar="D",
+                       help="GAT: the graph's D edge features enter every head's score (PyG's GATConv(edge_dim=D)); "
+                            "1d and 1.5d grids (default: none)")

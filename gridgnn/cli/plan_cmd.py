@@ -16,6 +16,7 @@ import re
 import shlex
 import sys
 from functools import partial
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from gridgnn.cli.model_args import add_model_arguments, model_flags, model_label
@@ -199,6 +200,17 @@ def format_plan(result: Plan) -> str:
     return "\n".join(lines)
 
 
+def edge_features_for(args, stats) -> int:
+    """The edge features the planned model reads of the graph (0: none); `ConfigError` as ``gridgnn train``
+    refuses (`gridgnn.nn.models.check_edge_inputs`)."""
+    from gridgnn.nn.models import check_edge_inputs, reads_edges
+
+    config = SimpleNamespace(model=args.model, edge_dim=getattr(args, "edge_dim", 0),
+                             edge_features=getattr(args, "edge_features", None))
+    check_edge_inputs(config, stats.num_edge_features)
+    return stats.num_edge_features if reads_edges(config) else 0
+
+
 def check_attention_flags(args) -> None:
     """`ConfigError` for GAT's flags without ``--model gat`` or out of range."""
     for name, value in (("heads", args.heads), ("output-heads", args.output_heads)):
@@ -347,6 +359,7 @@ def run_plan(args: argparse.Namespace) -> int:
                                 model=args.model, sage_normalize=args.sage_normalize,
                                 gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
                                 attn_dropout=args.attn_dropout, full_feature_rows=bool(args.full_feature_rows),
+                                edge_features=edge_features_for(args, stats),
                                 defer_weight_gather=bool(args.defer_weight_gather)), stats)
     flags = dataset_flags(args)
     if args.model == "gat" and args.comm in ("sparse", "cover"):

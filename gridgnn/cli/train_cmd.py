@@ -256,7 +256,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         **output_config(args), **loop_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
         gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
-        attn_dropout=args.attn_dropout, task=args.task, metric=args.metric,
+        attn_dropout=args.attn_dropout, edge_dim=args.edge_dim, task=args.task, metric=args.metric,
         standardize_targets=args.standardize_targets,
     )
 

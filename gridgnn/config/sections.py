@@ -100,7 +100,8 @@ class ModelOptions(Section):
     L2-normalizes every SAGE layer's output rows; ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps``
     makes it trainable). GAT: ``heads`` attention heads of ``hidden`` channels on every hidden layer
     (concatenated), ``output_heads`` on the output layer (averaged), ``attn_dropout`` the dropout of the
-    attention coefficients. An option of one kind needs that kind.
+    attention coefficients, ``edge_dim`` (0: none) the graph's edge features entering every head's score (PyG's
+    ``GATConv(edge_dim=...)``; message passing on 1D/1.5D). An option of one kind needs that kind.
     """
 
     layers: int = 2
@@ -115,6 +116,7 @@ class ModelOptions(Section):
     heads: int = 1
     output_heads: int = 1
     attn_dropout: float = 0.0
+    edge_dim: int = 0
 
     def validate(self) -> None:
         """Raise `ConfigError` (one line) on the first invalid model field."""
@@ -135,6 +137,13 @@ class ModelOptions(Section):
         check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)
         if (self.heads != 1 or self.output_heads != 1 or self.attn_dropout != 0.0) and self.model != "gat":
             raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {self.model}")
+        check_int("edge_dim", self.edge_dim, minimum=0, maximum=1 << 20)
+        if self.edge_dim and self.model != "gat":
+            raise ConfigError(f"--edge-dim applies to --model gat (gine and meshgraphnet read edge features "
+                              f"always), not {self.model}")
+        if self.edge_dim and self.attn_dropout:
+            raise ConfigError("--attn-dropout is not available with --edge-dim (the edge-feature attention runs "
+                              "as message passing, which draws no attention masks yet)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,9 @@ exactly one row. What each step of loading does to them (documented in docs/edge
   ``reverse=True``);
 - duplicate and self-loop removal: a removed self-loop's features are dropped;
 - reordering (`gridgnn.data.reorder.permute`): the rows follow their edges (`carry_rows` with ``order``);
-- sharding: a process keeps the rows of its block rows' edges only (`block_rows`).
+- sharding: a process keeps the rows of its block rows' edges only (`block_rows`);
+- an operator with self-loops (GAT's A + I): a loop gets the mean of its vertex's incoming edges' rows
+  (`operator_rows`).
 
 Not collective.
 """
@@ -114,3 +116,29 @@ def block_rows(edge_attr, indptr, rows: tuple[int, int]) -> np.ndarray:
     aligned with): a copy, so that a memory-mapped array's pages can leave. Not collective."""
     r0, r1 = rows
     return np.array(edge_attr[int(indptr[r0]):int(indptr[r1])], dtype=np.float32)
+
+
+def operator_rows(adj: sp.csr_matrix, edge_attr: np.ndarray | None, operator: sp.csr_matrix) -> np.ndarray | None:
+    """The edge-feature rows of the stored entries of ``operator`` (an operator matrix of ``adj``,
+    `gridgnn.data.operators`): an edge's own row; a diagonal entry ``adj`` lacks (the self-loop of ``gat``'s A + I)
+    gets the **mean** of its vertex's incoming edges' rows (zeros without any), as PyG's ``add_self_loops(...,
+    fill_value="mean")`` in ``GATConv(edge_dim=...)``. None for a graph without edge features. Not collective."""
+    if edge_attr is None:
+        return None
+    n = adj.shape[0]
+    keys = entry_keys(adj)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(operator.indptr))
+    cols = operator.indices.astype(np.int64)
+    at = _find(keys, rows * n + cols)
+    loops = at < 0
+    if (loops & (rows != cols)).any():
+        raise ValueError("an off-diagonal entry of the operator is no edge of the adjacency")
+    out = np.empty((len(at), edge_attr.shape[1]), dtype=np.float32)
+    out[~loops] = edge_attr[at[~loops]]
+    if loops.any():
+        counts = np.diff(adj.indptr)
+        sums = np.zeros((n, edge_attr.shape[1]), dtype=np.float64)
+        np.add.at(sums, np.repeat(np.arange(n), counts), edge_attr)
+        means = (sums / np.maximum(counts, 1)[:, None]).astype(np.float32)
+        out[loops] = means[rows[loops]]
+    return out

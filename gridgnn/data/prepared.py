@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.data.edge_features import carry_rows
+from gridgnn.data.edge_features import operator_rows
 from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
-from gridgnn.data.operators import OPERATORS, has_self_loops, operator_matrix
+from gridgnn.data.operators import OPERATORS, operator_matrix
 from gridgnn.data.schemas import check_prepared_manifest
 from gridgnn.data.targets import TASKS, check_graph_targets, target_block
 from gridgnn.errors import DataError
@@ -120,8 +120,8 @@ class PreparedGraph:
     operator: str = "gcn"
     task: str = "multiclass"
     edge_attr: np.ndarray | None = None
-    """(nnz of ``norm_adj``, d) float32 memory map: the edge features of the operator's stored entries (an
-    operator without self-loops: ``sum``, ``mean``), or None."""
+    """(nnz of ``norm_adj``, d) float32 memory map: the edge features of the operator's stored entries
+    (`gridgnn.data.edge_features.operator_rows`), or None."""
 
     @property
     def num_edge_features(self) -> int:
@@ -166,8 +166,8 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
     _save(target, "adj_data", norm.data.astype(np.float32, copy=False))
     norm_nnz = int(norm.nnz)
     num_edge_features = 0
-    if graph.edge_attr is not None and not has_self_loops(operator):  # the operator's entries are A's edges
-        _save(target, "edge_attr", carry_rows(graph.adj, graph.edge_attr, norm))
+    if graph.edge_attr is not None:  # one row per entry of the operator (a self-loop: its in-edges' mean)
+        _save(target, "edge_attr", operator_rows(graph.adj, graph.edge_attr, norm))
         num_edge_features = graph.num_edge_features
     del norm
     sparse_features = sp.issparse(graph.features)
@@ -315,6 +315,16 @@ def _distinct(ids: np.ndarray, path: Path) -> np.ndarray:
     return ids
 
 
+def _graph_edge_rows(prepared: PreparedGraph) -> np.ndarray | None:
+    """The edge features of the graph's own edges (the operator's entries but its diagonal) from the prepared
+    rows."""
+    if prepared.edge_attr is None:
+        return None
+    norm = prepared.norm_adj[0:prepared.num_nodes]
+    diagonal = np.repeat(np.arange(prepared.num_nodes), np.diff(norm.indptr)) == norm.indices
+    return np.array(prepared.edge_attr[np.flatnonzero(~diagonal)], dtype=np.float32)
+
+
 def graph_of_prepared(prepared: PreparedGraph) -> Graph:
     """The preprocessed `Graph` a prepared folder was written from, read back whole (for ``gridgnn info`` and
     ``gridgnn plan``, which take a prepared folder as ``train`` does).
@@ -333,6 +343,6 @@ def graph_of_prepared(prepared: PreparedGraph) -> Graph:
     return Graph(adj=pattern, features=features, labels=np.array(prepared.labels),
                  train_mask=np.array(prepared.train_mask), val_mask=np.array(prepared.val_mask),
                  test_mask=np.array(prepared.test_mask), num_classes=prepared.num_classes, name=prepared.name,
-                 task=prepared.task, edge_attr=None if prepared.edge_attr is None else np.array(prepared.edge_attr),
+                 task=prepared.task, edge_attr=_graph_edge_rows(prepared),
                  directed=prepared.directed, meta={**prepared.meta, "prepared_folder": str(prepared.folder)})
 

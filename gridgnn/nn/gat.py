@@ -8,6 +8,13 @@ layers concatenate the K heads (width K·C), the output layer averages its heads
 
 Attention dropout is layout-invariant: edge (global row i, global column j) of head h in layer k is kept
 by the counter-based hash of stream ``ATTENTION_STREAM + k · MAX_HEADS + h`` (`gridgnn.nn.dropout.stored_keep`).
+
+With edge features (``edge_dim`` = d, ``--edge-dim``; PyG's ``GATConv(edge_dim=d)``) each head's score has an edge
+term, ``e_ij = LeakyReLU(s_dst[i] + s_src[j] + (e_ji W_e)_h · a_edge_h)`` (W_e (d, K·C), a_edge (K, C)); the
+self-loop's features are the mean of the vertex's incoming edges' (PyG's ``fill_value="mean"``,
+`gridgnn.data.edge_features.operator_rows`). The layer then runs as message passing
+(`gridgnn.nn.message_passing`: the edge softmax where the edges live, the source rows from the halo), on 1D
+and 1.5D grids only, without attention dropout.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from gridgnn.config import MAX_HEADS
 from gridgnn.errors import ConfigError
 from gridgnn.nn.dropout import stored_keep
 from gridgnn.nn.layout import Layout, as_layout
+from gridgnn.nn.message_passing import aggregate_messages
 from gridgnn.nn.model_config import fraction_field, integer_field
 from gridgnn.nn.stack import LayerStack, glorot
 from gridgnn.sparse.csr import SparseBlock
@@ -51,7 +59,7 @@ class GATLayer(nn.Module):
     order = "transform-first"
 
     def __init__(self, in_channels: int, out_channels: int, *, heads: int = 1, concat: bool = True,
-                 attn_dropout: float = 0.0, generator: torch.Generator | None = None):
+                 attn_dropout: float = 0.0, generator: torch.Generator | None = None, edge_dim: int = 0):
         super().__init__()
         self.in_channels, self.channels, self.heads = in_channels, out_channels, check_heads(heads)
         self.concat, self.attn_dropout = concat, attn_dropout
@@ -61,6 +69,10 @@ class GATLayer(nn.Module):
         self.att_src = _uniform((heads, out_channels), bound, generator)
         self.att_dst = _uniform((heads, out_channels), bound, generator)
         self.bias = nn.Parameter(torch.zeros(self.out_channels))
+        self.edge_dim = edge_dim
+        if edge_dim:  # the edge term of the scores (module docstring)
+            self.edge_weight = glorot(edge_dim, heads * out_channels, generator)
+            self.att_edge = _uniform((heads, out_channels), bound, generator)
         self.stream: dict | None = None
 
     def _drop(self):
@@ -84,6 +96,11 @@ class GATLayer(nn.Module):
         width = self.heads * self.channels
         c0, c1 = layout.col_range(width)
         x = layout.linear(h, self.weight)
+        if self.edge_dim:
+            out = self._attend_edges(x, layout)
+            if not self.concat and self.heads > 1:
+                out = layout.head_mean(out, self.heads, width)
+            return layout.add_bias(out, self.bias)
         s_src = layout.head_sum(x * self.att_src.reshape(-1)[c0:c1], self.heads, width)
         s_dst = layout.head_sum(x * self.att_dst.reshape(-1)[c0:c1], self.heads, width)
         out = layout.attend(x, s_dst, s_src, heads=self.heads, width=width, negative_slope=NEGATIVE_SLOPE,
@@ -92,9 +109,31 @@ class GATLayer(nn.Module):
             out = layout.head_mean(out, self.heads, width)
         return layout.add_bias(out, self.bias)
 
+    def _attend_edges(self, x: Tensor, layout: Layout) -> Tensor:
+        """Attention with the edge term, as message passing over ``layout.edges()`` (the ``gat`` pattern's
+        entries, self-loops included, with their features): x (m, K·C) whole rows -> (m, K·C). Collective as
+        ``layout.source_rows`` (``row`` on 1D/1.5D)."""
+        heads, channels = self.heads, self.channels
+        edges = layout.edges()
+        if edges.attr is None:
+            raise ValueError("GAT with edge_dim needs edge features: the layout's edges carry none")
+        sources = layout.source_rows(x).view(-1, heads, channels)
+        s_src = (sources * self.att_src).sum(dim=-1)  # (m + halo, K)
+        s_dst = (x.view(-1, heads, channels) * self.att_dst).sum(dim=-1)  # (m, K)
+        s_edge = ((edges.attr @ self.edge_weight).view(-1, heads, channels) * self.att_edge).sum(dim=-1)  # (E, K)
+        score = torch.nn.functional.leaky_relu(s_src[edges.src] + s_dst[edges.dst] + s_edge, NEGATIVE_SLOPE)
+        # the softmax over each row's edges, shifted by the row's maximum (held fixed, as PyG's softmax)
+        peak = score.detach().new_full((edges.num_rows, heads), -torch.inf).scatter_reduce(
+            0, edges.dst.view(-1, 1).expand(-1, heads), score.detach(), "amax", include_self=True)
+        weight = torch.exp(score - peak[edges.dst])
+        total = aggregate_messages(weight, edges.dst, edges.num_rows, "sum")
+        alpha = weight / total[edges.dst]
+        messages = (alpha.unsqueeze(-1) * sources[edges.src]).reshape(-1, heads * channels)
+        return aggregate_messages(messages, edges.dst, edges.num_rows, "sum")
+
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.channels}, heads={self.heads}, concat={self.concat}, "
-                f"attn_dropout={self.attn_dropout}")
+                f"attn_dropout={self.attn_dropout}" + (f", edge_dim={self.edge_dim}" if self.edge_dim else ""))
 
 
 class GAT(LayerStack):
@@ -103,18 +142,24 @@ class GAT(LayerStack):
     ``out_channels`` (averaged). Dropout, ReLU and output: `gridgnn.nn.stack.LayerStack`.
 
     Model file: the shared fields (``hidden_channels`` the width of one head), ``heads``, ``output_heads``,
-    ``attn_dropout``; state ``layers.{k}.weight`` (in, K·C), ``att_src``, ``att_dst`` (K, C), ``bias`` (K·C, or
-    C on the output layer). PyG: ``GATConv(in, C, heads=K, concat=...)`` with ``lin.weight = Wᵀ``,
-    ``att_src``/``att_dst`` of shape (1, K, C), ``bias = b``."""
+    ``attn_dropout``, ``edge_dim`` (0: no edge features; absent in older files); state ``layers.{k}.weight`` (in,
+    K·C), ``att_src``, ``att_dst`` (K, C), ``bias`` (K·C, or C on the output layer), and with edge features
+    ``edge_weight`` (d, K·C) and ``att_edge`` (K, C). PyG: ``GATConv(in, C, heads=K, concat=..., edge_dim=d or
+    None)`` with ``lin.weight = Wᵀ``, ``att_src``/``att_dst`` (and ``att_edge``) of shape (1, K, C),
+    ``lin_edge.weight = W_eᵀ``, ``bias = b``."""
 
     operator = "gat"
     kind = "gat"
     label = "GAT"
-    file_fields = ("heads", "output_heads", "attn_dropout")
+    file_fields = ("heads", "output_heads", "attn_dropout", "edge_dim")
+
+    @classmethod
+    def reads_edge_features(cls, config) -> bool:
+        return bool(getattr(config, "edge_dim", 0))
 
     def file_config(self) -> dict:
         config = {**self.stack_config(), "heads": self.heads, "output_heads": self.output_heads,
-                  "attn_dropout": self.attn_dropout}
+                  "attn_dropout": self.attn_dropout, "edge_dim": self.edge_dim}
         if len(self.layers) > 1:
             config["hidden_channels"] = self.hidden_per_head
         return config
@@ -124,72 +169,84 @@ class GAT(LayerStack):
         heads = integer_field(config, "heads", 1, MAX_HEADS)
         integer_field(config, "output_heads", 1, MAX_HEADS)
         fraction_field(config, "attn_dropout")
+        if "edge_dim" in config:
+            integer_field(config, "edge_dim", 0, 1 << 20)
         return heads  # the hidden layers concatenate their heads
 
     @classmethod
     def from_file_config(cls, config: dict) -> GAT:
         args, kwargs = cls.stack_arguments(config)
         return cls(*args, heads=int(config["heads"]), output_heads=int(config["output_heads"]),
-                   attn_dropout=float(config["attn_dropout"]), **kwargs)
+                   attn_dropout=float(config["attn_dropout"]), edge_dim=int(config.get("edge_dim", 0)), **kwargs)
 
     @staticmethod
     def file_options(options) -> dict:
         return {"heads": int(options.heads), "output_heads": int(options.output_heads),
-                "attn_dropout": float(options.attn_dropout)}
+                "attn_dropout": float(options.attn_dropout), "edge_dim": int(getattr(options, "edge_dim", 0))}
 
     @staticmethod
     def options_from_file(config: dict) -> dict:
         return {"heads": int(config["heads"]), "output_heads": int(config["output_heads"]),
-                "attn_dropout": float(config["attn_dropout"])}
+                "attn_dropout": float(config["attn_dropout"]), "edge_dim": int(config.get("edge_dim", 0))}
 
     def pyg_convs(self) -> list[nn.Module]:
         from torch_geometric.nn import GATConv
 
         convs = []
         for layer in self.layers:
-            conv = GATConv(layer.in_channels, layer.channels, heads=layer.heads, concat=layer.concat)
+            conv = GATConv(layer.in_channels, layer.channels, heads=layer.heads, concat=layer.concat,
+                           edge_dim=layer.edge_dim or None)
             with torch.no_grad():
                 conv.lin.weight.copy_(layer.weight.detach().T)
                 conv.att_src.copy_(layer.att_src.detach()[None])
                 conv.att_dst.copy_(layer.att_dst.detach()[None])
                 conv.bias.copy_(layer.bias.detach())
+                if layer.edge_dim:
+                    conv.lin_edge.weight.copy_(layer.edge_weight.detach().T)
+                    conv.att_edge.copy_(layer.att_edge.detach()[None])
             convs.append(conv)
         return convs
 
     @staticmethod
     def file_structure(config) -> dict:
-        return {"heads": config.heads, "output_heads": config.output_heads}
+        return {"heads": config.heads, "output_heads": config.output_heads,
+                "edge_dim": int(getattr(config, "edge_dim", 0))}
 
     @classmethod
-    def from_config(cls, config, in_channels: int, out_channels: int) -> GAT:
+    def from_config(cls, config, in_channels: int, out_channels: int, edge_dim: int = 0) -> GAT:
         return cls(in_channels, config.hidden, out_channels, heads=config.heads, output_heads=config.output_heads,
-                   attn_dropout=config.attn_dropout, **cls.common_options(config))
+                   attn_dropout=config.attn_dropout, edge_dim=edge_dim, **cls.common_options(config))
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
                  dropout: float = 0.5, order: str = "auto", seed: int = 0, heads: int = 1, output_heads: int = 1,
-                 attn_dropout: float = 0.0):
+                 attn_dropout: float = 0.0, edge_dim: int = 0):
         check_heads(heads)
         check_heads(output_heads, "output_heads")
         if isinstance(attn_dropout, bool) or not isinstance(attn_dropout, (int, float)) \
                 or not 0.0 <= attn_dropout < 1.0:
             raise ConfigError(f"attn_dropout must be a number in [0, 1), got {attn_dropout!r}")
+        if edge_dim and attn_dropout:
+            raise ConfigError("--attn-dropout is not available with --edge-dim (the edge-feature attention runs "
+                              "as message passing, which draws no attention masks yet)")
         self.hidden_per_head, self._made = hidden_channels, 0
         super().__init__(in_channels, hidden_channels * heads, out_channels, num_layers=num_layers,
                          dropout=dropout, order=order, seed=seed, heads=heads, output_heads=output_heads,
-                         attn_dropout=float(attn_dropout), last_width=out_channels, num_hidden=num_layers - 1)
+                         attn_dropout=float(attn_dropout), last_width=out_channels, num_hidden=num_layers - 1,
+                         edge_dim=edge_dim)
         del self._made
         self.heads, self.output_heads, self.attn_dropout = heads, output_heads, float(attn_dropout)
+        self.edge_dim = edge_dim
 
     def make_layer(self, in_channels, out_channels, *, order, generator, heads=1, output_heads=1,
-                   attn_dropout=0.0, last_width=None, num_hidden=0):
+                   attn_dropout=0.0, last_width=None, num_hidden=0, edge_dim=0):
         del order  # attention transforms first, always
         last = self._made == num_hidden
         self._made += 1
         if last:
             return GATLayer(in_channels, last_width, heads=output_heads, concat=False, attn_dropout=attn_dropout,
-                            generator=generator)
+                            generator=generator, edge_dim=edge_dim)
         return GATLayer(in_channels, out_channels // heads, heads=heads, concat=True, attn_dropout=attn_dropout,
-                        generator=generator)
+                        generator=generator, edge_dim=edge_dim)
 
     def apply_layer(self, index: int, layer: nn.Module, h, layout, stream: dict) -> Tensor:
         layer.stream = dict(stream, layer=index)

@@ -72,19 +72,31 @@ def build_model(config, num_features: int, num_classes: int, task: str = "multic
     initialized from ``config.seed``, its output for ``task`` (`LayerStack.for_task`); a kind that reads edge
     features (``edge_inputs``) gets ``num_edge_features`` of them."""
     cls = MODELS[getattr(config, "model", "gcn")]
-    if cls.edge_inputs:
+    if cls.reads_edge_features(config):
         return cls.from_config(config, num_features, num_classes, num_edge_features).for_task(task)
     return cls.from_config(config, num_features, num_classes).for_task(task)
 
 
-def check_edge_inputs(model: str, num_edge_features: int, edge_file: str | None = None) -> None:
-    """Raise `ConfigError` (one line, before any collective) when the model kind ``model`` reads edge features
-    the graph lacks, or edge features were given by file (``edge_file``, ``--edge-features``) to a kind that
-    reads none."""
-    cls = MODELS[model]
-    if cls.edge_inputs and num_edge_features < 1:
-        raise ConfigError(f"--model {model} needs edge features: the graph has none (give --edge-features "
+def reads_edges(config) -> bool:
+    """Whether the model ``config`` describes reads the graph's edge features (`LayerStack.reads_edge_features`:
+    GINE and MeshGraphNet always, GAT with ``--edge-dim``); it then passes messages, on 1D and 1.5D only."""
+    return MODELS[getattr(config, "model", "gcn")].reads_edge_features(config)
+
+
+def check_edge_inputs(config, num_edge_features: int) -> None:
+    """Raise `ConfigError` (one line, before any collective) when the model ``config`` describes reads edge
+    features the graph lacks (or of another width than its ``edge_dim`` says), or edge features were given by
+    file (``config.edge_features``, ``--edge-features``) to a model that reads none."""
+    model, edge_file = config.model, getattr(config, "edge_features", None)
+    flag = " --edge-dim" if getattr(config, "edge_dim", 0) else ""
+    if reads_edges(config) and num_edge_features < 1:
+        raise ConfigError(f"--model {model}{flag} needs edge features: the graph has none (give --edge-features "
                           "FILE.npy, or a dataset with edge features)")
-    if not cls.edge_inputs and edge_file:
+    edge_dim = getattr(config, "edge_dim", 0)
+    if edge_dim and num_edge_features != edge_dim:
+        raise ConfigError(f"--edge-dim {edge_dim} was given, but the graph's edges have {num_edge_features} "
+                          "features each")
+    if not reads_edges(config) and edge_file:
+        readers = [k for k, c in MODELS.items() if c.edge_inputs] + ["gat --edge-dim D"]
         raise ConfigError(f"--edge-features {edge_file} was given, but --model {model} reads no edge features "
-                          f"(models that do: {', '.join(k for k, c in MODELS.items() if c.edge_inputs)})")
+                          f"(models that do: {', '.join(readers)})")

@@ -112,8 +112,14 @@ class LayerStack(nn.Module):
     # --- what a kind says about itself beyond its forward: its name in summaries, its model file, PyG -------
 
     edge_inputs = False
-    """Whether the kind reads the graph's edge features (its ``from_config`` then takes their count:
+    """Whether the kind always reads the graph's edge features (its ``from_config`` then takes their count:
     `gridgnn.nn.models.build_model`)."""
+
+    @classmethod
+    def reads_edge_features(cls, config) -> bool:
+        """Whether the model ``config`` describes reads edge features: `edge_inputs`, or what a kind with an
+        option for them (GAT's ``edge_dim``) says."""
+        return cls.edge_inputs
 
     label = ""
     """How ``gridgnn plan`` and ``train`` name this kind on their model line (`gridgnn.nn.models.label_of`);

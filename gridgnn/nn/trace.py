@@ -215,7 +215,8 @@ def edge_features_of(model, graph) -> int:
     from gridgnn.nn.models import MODELS
 
     cls = MODELS.get(str(getattr(model, "model", "gcn")))
-    return int(getattr(graph, "num_edge_features", 0) or 0) if cls is not None and cls.edge_inputs else 0
+    reads = cls is not None and cls.reads_edge_features(model)
+    return int(getattr(graph, "num_edge_features", 0) or 0) if reads else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,7 +227,8 @@ class _ModelFields:
     spec: ModelSpec
 
     def __getattr__(self, name: str):
-        defaults = {"dropout": 0.5, "seed": 0, "gin_eps": 0.0}
+        defaults = {"dropout": 0.5, "seed": 0, "gin_eps": 0.0,
+                    "edge_dim": self.spec.edge_features if self.spec.model == "gat" else 0}  # GAT's option
         if name in defaults:
             return defaults[name]
         return getattr(self.spec, name)

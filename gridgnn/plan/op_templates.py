@@ -45,14 +45,15 @@ def label_of(kind: str) -> str:
 def spec_for(model, graph) -> ModelSpec:
     """`gridgnn.nn.trace.model_spec` of ``model`` (a `TrainConfig`-like object or a `ModelSpec`) for ``graph``'s
     feature and class counts: from the table for a built-in kind, else traced live."""
-    if not isinstance(model, ModelSpec) and not known(str(getattr(model, "model", "gcn"))):
+    if not isinstance(model, ModelSpec) and (not known(str(getattr(model, "model", "gcn")))
+                                             or getattr(model, "edge_dim", 0)):
         from gridgnn.nn.trace import model_spec
 
         return model_spec(model, graph)  # a kind the table lacks (message passing: its edge features' width)
     spec = model if isinstance(model, ModelSpec) else ModelSpec.describe(model, graph.num_features, graph.num_classes)
     if spec.ops is not None:
         return spec
-    if not known(spec.model):
+    if not known(spec.model) or spec.edge_features:  # the table holds no edge-feature layer
         from gridgnn.nn.trace import model_spec
 
         return model_spec(spec, graph)

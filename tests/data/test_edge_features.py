@@ -57,7 +57,7 @@ def test_reordering_moves_each_row_with_its_edge():
     assert moved == {(new_of[s], new_of[d]): row for (s, d), row in _by_edge(graph).items()}
 
 
-def test_the_native_file_and_a_prepared_folder_keep_them(tmp_path):
+def test_the_native_file_and_a_prepared_folder_keep_them_and_a_self_loop_gets_its_in_edges_mean(tmp_path):
     graph = load_dataset("mesh:nodes=80")
     assert graph.edge_attr.shape == (graph.num_edges, 3)
     again = load_native(save_graph(graph, tmp_path / "mesh.npz"))
@@ -65,7 +65,13 @@ def test_the_native_file_and_a_prepared_folder_keep_them(tmp_path):
     prepared = open_prepared(prepare_graph(graph, tmp_path / "prepared", operator="sum"))
     assert prepared.num_edge_features == 3
     np.testing.assert_array_equal(graph_of_prepared(prepared).edge_attr, graph.edge_attr)
-    assert open_prepared(prepare_graph(graph, tmp_path / "gcn", operator="gcn")).edge_attr is None  # A + I: none
+    with_loops = open_prepared(prepare_graph(graph, tmp_path / "gcn", operator="gcn"))  # A + I
+    assert with_loops.edge_attr.shape == (graph.num_edges + graph.num_nodes, 3)
+    np.testing.assert_array_equal(graph_of_prepared(with_loops).edge_attr, graph.edge_attr)
+    norm = with_loops.norm_adj[0:graph.num_nodes]
+    first = graph.adj.indptr[1]  # vertex 0's in-edges; its loop's row is their mean (PyG's fill_value="mean")
+    loop = norm.indptr[0] + int(np.flatnonzero(norm.indices[norm.indptr[0]:norm.indptr[1]] == 0)[0])
+    np.testing.assert_allclose(with_loops.edge_attr[loop], graph.edge_attr[:first].mean(axis=0), rtol=1e-6)
 
 
 def test_an_edge_list_takes_edge_features_in_its_line_order(tmp_path):

@@ -1,10 +1,12 @@
 """The models that read edge features, on one process and on the 1D and 1.5D grids: GINE (`gridgnn.nn.gine`, PyG's
-``GINEConv``) and MeshGraphNet (`gridgnn.nn.meshgraphnet`, edge features updated per layer).
+``GINEConv``), GAT with ``--edge-dim`` (PyG's ``GATConv(edge_dim=...)``, self-loops filled with the mean of their
+in-edges) and MeshGraphNet (`gridgnn.nn.meshgraphnet`, edge features updated per layer).
 
 - Grids (one process group of 4): GINE on 1d with dense and sparse communication and 1.5d 2x2, on the mesh
   generator (regression, 3 edge features) and on a directed csbm graph whose 4 edge features come from
   ``--edge-features`` in the file's edge order, reordered by METIS (the rows follow their edges); MeshGraphNet
-  (3 layers: the edge state changes width, then keeps it with its residual) on 1d sparse and 1.5d: losses within
+  (3 layers: the edge state changes width, then keeps it with its residual) on 1d sparse and 1.5d; GAT with
+  ``--edge-dim 4`` (2 heads concatenated, 2 averaged) on 1d and 1.5d: losses within
   1e-4 of the local run's, identical metrics, replicated weights identical on every rank, and every rank's
   measured communication (halo rows forward and back, the gradient all-reduce) equal to the cost model's per
   phase, calls included, every epoch; the set-up's index exchange equal to its model too.
@@ -69,10 +71,13 @@ def _trained(csbm_path: str) -> tuple[list[dict], list[list[dict]]]:
     cases = [dict(MESH, **grid, nprocs=4) for grid in GRIDS]
     cases.append(dict(CSBM, edge_features=csbm_path, algo="1d", nprocs=4, reorder="metis"))
     cases += [dict(MGN, algo="1d", comm="sparse", nprocs=4), dict(MGN, algo="1.5d", replication=2, nprocs=4)]
+    gat = dict(CSBM, model="gat", gin_train_eps=False, gin_eps=0.0, heads=2, output_heads=2, hidden=3, edge_dim=4,
+               edge_features=csbm_path)
+    cases += [dict(gat, algo="1d", nprocs=4), dict(gat, algo="1.5d", replication=2, nprocs=4)]
     return cases, run_workers(mw.models_worker, 4, cases, timeout_s=300)
 
 
-def test_gine_and_meshgraphnet_on_1d_and_1_5d_equal_one_process_and_the_cost_model(csbm):
+def test_gine_gat_and_meshgraphnet_on_1d_and_1_5d_equal_one_process_and_the_cost_model(csbm):
     cases, per_rank = _trained(csbm["edge_features"])
     for index, case in enumerate(cases):
         local = dict(case, algo="local", nprocs=1, comm="auto", replication=1, reorder="none")
@@ -124,6 +129,13 @@ def test_a_gine_model_file_maps_onto_pyg_gineconv(tmp_path, csbm):
     (["--dataset", "csbm:nodes=60", "--model", "gine"], "--model gine needs edge features: the graph has none"),
     (["--dataset", "mesh:nodes=60", "--model", "gine", "--algo", "2d", "--nprocs", "4"],
      "--model gine runs on the 1d and 1.5d grids"),
+    (["--dataset", "mesh:nodes=60", "--model", "gat", "--edge-dim", "3", "--algo", "3d", "--nprocs", "8"],
+     "--model gat runs on the 1d and 1.5d grids"),
+    (["--dataset", "mesh:nodes=60", "--model", "gat", "--edge-dim", "5"],
+     "--edge-dim 5 was given, but the graph's edges have 3 features each"),
+    (["--dataset", "mesh:nodes=60", "--model", "gat", "--edge-dim", "3", "--attn-dropout", "0.2"],
+     "--attn-dropout is not available with --edge-dim"),
+    (["--dataset", "mesh:nodes=60", "--edge-dim", "3"], "--edge-dim applies to --model gat"),
 ])
 def test_gine_refusals_are_one_line_and_exit_2(flags, message, capsys):
     assert main(["train", *flags, "--epochs", "1"]) == 2
@@ -135,7 +147,8 @@ def test_edge_features_for_a_model_that_reads_none_are_refused(tmp_path, capsys,
     assert main(["train", "--dataset", csbm["dataset"], "--directed", "--edge-features", csbm["edge_features"],
                  "--epochs", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "reads no edge features (models that do: gine, meshgraphnet)" in err
+    assert err.count("\n") == 1
+    assert "reads no edge features (models that do: gine, meshgraphnet, gat --edge-dim D)" in err
 
 
 def test_a_meshgraphnet_model_file_round_trips_and_to_pyg_refuses_it(tmp_path):
@@ -149,3 +162,16 @@ def test_a_meshgraphnet_model_file_round_trips_and_to_pyg_refuses_it(tmp_path):
     assert torch.equal(gridgnn.predict(loaded, graph).predicted, result.predict().predicted)
     with pytest.raises(ConfigError, match="cannot be converted to PyG"):
         gridgnn.to_pyg(loaded)
+
+
+def test_a_gat_with_edge_features_maps_onto_pyg_gatconv_with_edge_dim(tmp_path, csbm):
+    graph = gridgnn.as_graph(csbm["dataset"], directed=True, edge_features=csbm["edge_features"])
+    result = gridgnn.fit(graph, epochs=3, model="gat", heads=2, output_heads=2, hidden=3, edge_dim=4)
+    loaded = gridgnn.load_model(result.save(tmp_path / "gat.pt"))
+    assert loaded.edge_dim == 4 and torch.equal(gridgnn.predict(loaded, graph).probabilities,
+                                                result.predict().probabilities)
+    converted = gridgnn.to_pyg(loaded)
+    assert all(conv.lin_edge is not None for conv in converted.convs)
+    data = graph_to_pyg(graph)
+    probabilities = converted(data.x, data.edge_index, data.edge_attr).exp()
+    assert (probabilities - result.predict().probabilities).abs().max().item() < 1e-5

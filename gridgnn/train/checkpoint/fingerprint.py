@@ -40,6 +40,7 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
                   "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
                   "output_heads": config.output_heads, "attn_dropout": config.attn_dropout,
+                  "edge_dim": config.edge_dim,
                   "standardize_targets": config.standardize_targets},
         "optimizer": {"lr": config.lr, "weight_decay": config.weight_decay, "lr_schedule": config.lr_schedule,
                       "lr_step_size": config.lr_step_size, "lr_gamma": config.lr_gamma, "lr_min": config.lr_min,
@@ -63,7 +64,7 @@ and the model must match."""
 
 _BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
                        ("model", "gin_train_eps"): False, ("model", "heads"): 1, ("model", "output_heads"): 1,
-                       ("model", "attn_dropout"): 0.0, ("dataset", "task"): "multiclass",
+                       ("model", "attn_dropout"): 0.0, ("model", "edge_dim"): 0, ("dataset", "task"): "multiclass",
                        ("dataset", "target_standardization"): None, ("model", "standardize_targets"): False,
                        ("optimizer", "lr_schedule"): "none"}
 """What a checkpoint written before model kinds existed (no such fields) holds: a GCN; before tasks: classes;

@@ -31,7 +31,7 @@ def expected_widths(config: TrainConfig, num_features: int, num_classes: int) ->
 
 _FLAGS = {"num_layers": "--layers", "hidden_channels": "--hidden",
           "in_channels": "input width (the dataset's features)", "out_channels": "output width (the dataset's classes)",
-          "heads": "--heads", "output_heads": "--output-heads"}
+          "heads": "--heads", "output_heads": "--output-heads", "edge_dim": "--edge-dim"}
 
 
 def initial_weights(config: TrainConfig, num_features: int, num_classes: int) -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from gridgnn.config import ExecutionOptions, TrainConfig
 from gridgnn.cost.stages import follows_parts
+from gridgnn.data.edge_features import operator_rows
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
 from gridgnn.data.prepared import PreparedGraph
@@ -85,7 +86,8 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     ops = GridOps(grid, comm, operator, operator=operator_of(config.model), comm_mode=config.comm,
                   parts=graph.meta.get("reorder_bounds"), cache_panels=config.cache_panels,  # blocks follow METIS parts
                   feature_rows=feature_rows, defer_weight_gather=config.defer_weight_gather,
-                  messages=spec_for(config, graph).traced.passes_messages, edge_attr=getattr(graph, "edge_attr", None))
+                  messages=spec_for(config, graph).traced.passes_messages,
+                  edge_attr=operator_edge_rows(graph, operator))
     setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start, feature_rows is not None,
                               ops.defer_gather)
     trainer = DistributedTrainer(config, graph, ops)
@@ -181,6 +183,14 @@ def model_operator(config: TrainConfig, graph: Graph | PreparedGraph):
         raise ConfigError(f"prepared graph '{graph.folder}' holds the {graph.operator!r} operator, but --model "
                           f"{config.model} needs {operator!r}: prepare it again with --model {config.model}")
     return graph.norm_adj
+
+
+def operator_edge_rows(graph: Graph | PreparedGraph, operator):
+    """The edge features of the stored entries of ``operator`` (`model_operator`): a prepared graph's as written,
+    else `gridgnn.data.edge_features.operator_rows` of the graph's own; None without edge features."""
+    if isinstance(graph, PreparedGraph):
+        return graph.edge_attr
+    return operator_rows(graph.adj, graph.edge_attr, operator)
 
 
 def gather_to_rank0(value: object) -> list | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from torch import nn
 
 from gridgnn.config import TrainConfig
+from gridgnn.data.edge_features import operator_rows
 from gridgnn.data.operators import operator_matrix
 from gridgnn.data.shard import shard_node_data
 from gridgnn.grid.comm import Communicator
@@ -22,7 +23,7 @@ from gridgnn.grid.shape import GridShape
 from gridgnn.nn import as_model_input
 from gridgnn.nn.export import ModelFileError, build_model, load_model, recorded_options
 from gridgnn.nn.layout import LocalLayout
-from gridgnn.nn.models import MODELS, operator_of
+from gridgnn.nn.models import operator_of, reads_edges
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint.manifest import read_manifest
@@ -33,8 +34,9 @@ from gridgnn.train.loop.trainer import model_input
 def local_inputs(graph, operator: str = "gcn") -> tuple[object, LocalLayout]:
     """(features, the `LocalLayout` of ``operator``'s matrix, `gridgnn.data.operators`) of the whole graph
     in one process. Not collective."""
-    layout = LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj)), operator)
-    layout.set_edge_features(getattr(graph, "edge_attr", None))  # for a model that passes messages
+    matrix = operator_matrix(operator, graph.adj)
+    layout = LocalLayout(LocalSpMM(matrix), operator)
+    layout.set_edge_features(operator_rows(graph.adj, graph.edge_attr, matrix))  # for a model that passes messages
     return as_model_input(graph.features), layout
 
 
@@ -44,13 +46,13 @@ def grid_inputs(config: TrainConfig, graph, shape: GridShape) -> tuple[object, G
 
     Collective on the world (builds the device mesh); without a process group, a 1-process grid.
     """
-    from gridgnn.train.run.grid_train import model_operator
+    from gridgnn.train.run.grid_train import model_operator, operator_edge_rows
 
     grid = ProcessGrid.create(shape)
     adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
     ops = GridOps(grid, Communicator(grid, overlap=False), adj, operator=operator_of(config.model),
-                  parts=graph.meta.get("reorder_bounds"), messages=MODELS[config.model].edge_inputs,
-                  edge_attr=getattr(graph, "edge_attr", None))
+                  parts=graph.meta.get("reorder_bounds"), messages=reads_edges(config),
+                  edge_attr=operator_edge_rows(graph, adj))
     shard = shard_node_data(graph, ops.row_range, ops.input_range(graph.num_features), grid.device)
     return model_input(shard.features, ops, graph.num_features), ops
 

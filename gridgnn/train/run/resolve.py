@@ -17,7 +17,7 @@ from gridgnn.data.prepared import PreparedGraph
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.nn.message_passing import check_message_grid
-from gridgnn.nn.models import MODELS, check_edge_inputs
+from gridgnn.nn.models import check_edge_inputs, reads_edges
 from gridgnn.train.loop.task_choice import settle_task
 from gridgnn.train.run.auto import choose_comm, settle_execution
 
@@ -86,8 +86,8 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
     reordering); the vertex order (the graph as priced, else `reordered_for_grid`);
     a ``--comm auto`` still open (none after `resolve_auto`) on the reordered graph. Deterministic. Not
     collective."""
-    check_edge_inputs(config.model, getattr(graph, "num_edge_features", 0), config.edge_features)
-    if MODELS[config.model].edge_inputs:  # before the planner prices the grids it can run
+    check_edge_inputs(config, getattr(graph, "num_edge_features", 0))
+    if reads_edges(config):  # before the planner prices the grids it can run
         check_message_grid(config.algo, f"--model {config.model}")
     settled = settle_task(config, graph)
     if say is not None and settled is not config:
@@ -96,7 +96,7 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
                                         say=say)
     if shape is None:
         shape = grid_shape_for(config, world_size)
-    if MODELS[config.model].edge_inputs:  # --algo auto chose among 1d and 1.5d only
+    if reads_edges(config):  # --algo auto chose among 1d and 1.5d only
         check_message_grid(shape.algo, f"--model {config.model}")
     if check is not None:
         check(config, shape)

@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 
 from gridgnn.config import TrainConfig
+from gridgnn.data.edge_features import operator_rows
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import operator_matrix
 from gridgnn.errors import ConfigError
@@ -33,8 +34,9 @@ def build_aggregation(config: TrainConfig, graph: Graph) -> LocalLayout:
     if config.algo != "local":
         raise ConfigError(f"algorithm {config.algo!r} is not available in a single process; use --algo local")
     operator = operator_of(config.model)
-    layout = LocalLayout(LocalSpMM(operator_matrix(operator, graph.adj), device=default_device()), operator)
-    layout.set_edge_features(getattr(graph, "edge_attr", None))  # for a model that passes messages
+    matrix = operator_matrix(operator, graph.adj)
+    layout = LocalLayout(LocalSpMM(matrix, device=default_device()), operator)
+    layout.set_edge_features(operator_rows(graph.adj, graph.edge_attr, matrix))  # for a model that passes messages
     return layout
 
 
@@ -94,7 +96,7 @@ def _train_local(config: TrainConfig, graph: Graph | None, on_epoch) -> Run:
     check_products(config)
     if graph is None:
         graph = load_graph(config)
-    check_edge_inputs(config.model, graph.num_edge_features, config.edge_features)
+    check_edge_inputs(config, graph.num_edge_features)
     config = settle_task(config, graph)
     check_memory(config, graph, 1)
     trainer = Trainer(config, graph, build_aggregation(config, graph))
