@@ -203,6 +203,10 @@ def format_plan(result: Plan) -> str:
 def edge_features_for(args, stats) -> int:
     """The edge features the planned model reads of the graph (0: none); `ConfigError` as ``gridgnn train``
     refuses (`gridgnn.nn.models.check_edge_inputs`)."""
+    from gridgnn.plan.op_templates import known
+
+    if known(args.model) and not getattr(args, "edge_dim", 0) and not getattr(args, "edge_features", None):
+        return 0  # a kind of the committed table reads none: no torch import for the plan
     from gridgnn.nn.models import check_edge_inputs, reads_edges
 
     config = SimpleNamespace(model=args.model, edge_dim=getattr(args, "edge_dim", 0),
@@ -362,7 +366,7 @@ def run_plan(args: argparse.Namespace) -> int:
                                 edge_features=edge_features_for(args, stats),
                                 defer_weight_gather=bool(args.defer_weight_gather)), stats)
     flags = dataset_flags(args)
-    if args.model == "gat" and args.comm in ("sparse", "cover"):
+    if args.model == "gat" and not args.edge_dim and args.comm in ("sparse", "cover"):
         raise ConfigError(f"--comm {args.comm} is not implemented for --model gat (its attention stages move "
                           "whole blocks); use --comm dense or auto")
     comms = model_comms(args.model, args.comm)

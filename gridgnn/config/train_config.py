@@ -63,7 +63,7 @@ class TrainConfig(DataOptions, ModelOptions, TrainingOptions, ExecutionOptions, 
             raise ConfigError(f"--standardize-targets standardizes regression targets, not {self.task} ones")
         if self.embedding_layer is not None:
             check_int("embedding_layer", self.embedding_layer, minimum=1, maximum=self.layers)
-        if self.model == "gat" and self.comm in ("sparse", "cover"):
+        if self.model == "gat" and not self.edge_dim and self.comm in ("sparse", "cover"):  # --edge-dim: messages
             raise ConfigError(f"--comm {self.comm} is not implemented for --model gat (its attention stages move "
                               "whole blocks); use --comm dense or auto")
         if self.comm == "cover" and self.algo in ("2d", "3d"):

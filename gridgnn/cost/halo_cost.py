@@ -76,9 +76,9 @@ def halo_setup_terms(blocks: ShapeBlocks) -> list[Term]:
 
 def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:
     """(P,) bytes of message passing on each rank: the block row's edge lists (destination and source, int64)
-    and edge features (float32), and per halo exchange of width w the source rows (m + halo) and about three
-    per-edge arrays of w values autograd keeps (the gathered source rows, the message before and after its
-    non-linearity)."""
+    and edge features (float32), and per halo exchange of width w the source rows (m + halo) and the per-edge
+    values its layer's autograd keeps (`SourceRows.edge_values`; by default three arrays of w: the gathered
+    source rows, the message before and after its non-linearity)."""
     halos = [op for layer in ops.layers for op in layer.halos]
     p = blocks.shape.world_size
     if not halos:
@@ -89,5 +89,6 @@ def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:
     edge_features = max(op.edge_features for op in halos)
     total = edges * (16 + 4 * edge_features)
     for op in halos:
-        total = total + (m + halo) * op.width * sz.value + 3 * edges * op.width * sz.value
+        per_edge = op.edge_values or 3 * op.width
+        total = total + (m + halo) * op.width * sz.value + edges * per_edge * sz.value
     return total.astype(np.int64)

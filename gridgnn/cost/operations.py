@@ -114,12 +114,15 @@ class FullRows:
 class SourceRows:
     """``source_rows(x)`` of global width ``width``: the halo rows a message-passing layer's edges read move in
     (1D/1.5D: `gridgnn.parallel.edge_halo`); ``backward``: x needs a gradient (their gradients move back);
-    ``edge_features``: the d features each edge carries (0: none)."""
+    ``edge_features``: the d features each edge carries (0: none); ``edge_values``: the float values per edge its
+    layer's autograd keeps for backward (0: the memory model's default, three arrays of ``width``; a layer says
+    its own with ``MessagePassing.edge_values``)."""
 
     width: int
     backward: bool
     reads_features: bool = False
     edge_features: int = 0
+    edge_values: int = 0
 
 
 Operation = Aggregate | Attend | Product | Bias | HeadSum | HeadMean | RowSum | FullRows | SourceRows

@@ -109,6 +109,12 @@ class GATLayer(nn.Module):
             out = layout.head_mean(out, self.heads, width)
         return layout.add_bias(out, self.bias)
 
+    def edge_values(self, width: int, edge_features: int) -> int:
+        """Per edge, for the memory model (with ``edge_dim``): the gathered source rows, the edge term's product
+        and the weighted messages (K·C each, ``width``), two transient gradients of them in backward, and a few
+        K-wide score arrays."""
+        return 5 * width + 6 * self.heads
+
     def _attend_edges(self, x: Tensor, layout: Layout) -> Tensor:
         """Attention with the edge term, as message passing over ``layout.edges()`` (the ``gat`` pattern's
         entries, self-loops included, with their features): x (m, K·C) whole rows -> (m, K·C). Collective as

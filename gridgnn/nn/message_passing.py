@@ -109,6 +109,12 @@ class MessagePassing(nn.Module):
         super().__init__()
         self.aggr = check_aggregation(aggr)
 
+    def edge_values(self, width: int, edge_features: int) -> int:
+        """The float values per edge this layer's autograd keeps for backward, for the memory model
+        (`gridgnn.cost.halo_cost`), given the width of its source rows and the edges' features; 0: the model's
+        default (three arrays of ``width``). A layer whose messages keep more (an MLP on every edge) says so."""
+        return 0
+
     def message(self, x_i: Tensor, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
         """(E, w) destination rows, (E, w) source rows, (E, d) edge features or None -> (E, w_msg)."""
         return x_j

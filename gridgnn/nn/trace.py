@@ -179,10 +179,20 @@ def trace_model(model: LayerStack, edge_features: int = 0) -> ModelOps:
         model.train(was_training)
         for hook in hooks:
             hook.remove()
-    layers = tuple(LayerOps(k, int(layer.in_channels), int(layer.out_channels), tuple(ops))
+    layers = tuple(LayerOps(k, int(layer.in_channels), int(layer.out_channels), tuple(_edge_values(layer, ops)))
                    for k, (layer, ops) in enumerate(zip(model.layers, layout.layers, strict=True)))
     return ModelOps(model.operator, has_self_loops(model.operator), layers, tuple(layout.tail),
                     tuple(tuple(int(d) for d in p.shape) for p in parameters))
+
+
+def _edge_values(layer: nn.Module, ops: list[Operation]) -> list[Operation]:
+    """``ops`` with each `SourceRows` record carrying the per-edge values ``layer`` keeps (its ``edge_values``,
+    `gridgnn.nn.message_passing.MessagePassing`), for the memory model."""
+    says = getattr(layer, "edge_values", None)
+    if says is None:
+        return list(ops)
+    return [dataclasses.replace(op, edge_values=int(says(op.width, op.edge_features)))
+            if isinstance(op, SourceRows) else op for op in ops]
 
 
 def model_spec(model, graph) -> ModelSpec:

@@ -13,10 +13,12 @@ import torch
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
+from gridgnn.data.edge_features import operator_rows
 from gridgnn.data.operators import operator_matrix
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.nn import GCN, operator_of
+from gridgnn.nn.models import reads_edges
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.train.loop.distributed import DistributedTrainer
 from gridgnn.train.run.resolve import grid_shape_for
@@ -85,7 +87,8 @@ def memory_worker(rank: int, world_size: int, config_kwargs: dict, graph, steps:
     comm_mode = "sparse" if config.comm == "sparse" else "dense"
     ops = GridOps(grid, Communicator(grid, precision=config.comm_precision, seed=config.seed), adj, operator=operator,
                   comm_mode=comm_mode,
-                  parts=graph.meta.get("reorder_bounds"))
+                  parts=graph.meta.get("reorder_bounds"), messages=reads_edges(config),
+                  edge_attr=operator_rows(graph.adj, graph.edge_attr, adj))
     trainer = DistributedTrainer(config, graph, ops)
     _libc_release_freed_memory()
     after_build = _status_kib("VmRSS")

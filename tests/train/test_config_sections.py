@@ -70,7 +70,7 @@ GAT_RUN_FINGERPRINT = {
                 "target_standardization": None},
     "model": {"kind": "gat", "layers": 3, "hidden": 8, "dropout": 0.1, "seed": 3, "sage_normalize": False,
               "gin_eps": 0.0, "gin_train_eps": False, "heads": 2, "output_heads": 3, "attn_dropout": 0.25,
-              "standardize_targets": False},
+              "edge_dim": 0, "standardize_targets": False},
     "optimizer": {"lr": 0.05, "weight_decay": 0.0005, "lr_schedule": "plateau", "lr_step_size": None,
                   "lr_gamma": 0.5, "lr_min": None, "lr_plateau_patience": None},
     "evaluation": {"metric": "accuracy"},
