@@ -278,7 +278,7 @@ def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: Machine
     memory = memory_per_rank(blocks, ops, feature_rows, stats, sizes, comm, kept, device)
     setup = (index_exchange_terms(blocks) if comm == "sparse" else []) + panels
     if ops.passes_messages:
-        setup += halo_setup_terms(blocks)
+        setup += halo_setup_terms(blocks, ops.messages_separable)
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
                            comm_seconds(setup, shape, profile, placed_by=terms))
 
@@ -305,9 +305,9 @@ def step_terms(blocks: ShapeBlocks, spec: ModelSpec, sizes: SizeInfo, comm: str 
     for layer in ops.layers:
         terms += _aggregation_terms(blocks, layer, sizes, comm, cached)
         for halo in layer.halos:  # message passing (`gridgnn.cost.halo_cost`)
-            terms += halo_terms(blocks, halo.width, False, sizes)
+            terms += halo_terms(blocks, halo.width, False, sizes, halo.separable)
             if halo.backward:
-                terms += halo_terms(blocks, halo.width, True, sizes)
+                terms += halo_terms(blocks, halo.width, True, sizes, halo.separable)
         terms += _dense_terms(blocks, layer, feature_rows, sizes)
     terms += _weight_grad_terms(blocks, spec, feature_rows, sizes, sparse_features)
     terms += _loss_terms(blocks, ops, sizes)

@@ -15,7 +15,9 @@ backward       when x needs a gradient, one all-to-all: Σ_{i≠j} U[i, j] rows 
                (``spmm_backward``)
 =============  ===============================================================================
 
-Each 1.5D replica runs its own group, as 1D. 2D and 3D run no message (`halo_terms` raises `ConfigError`).
+Each 1.5D replica runs its own group, as 1D. On 2D a separable message runs on each process's feature columns:
+the same rows (of the pr row blocks) move on ``row``, each ``⌈w / pc⌉`` wide or so (its column block). 3D, and 2D
+for a message that is not separable, run none (`halo_terms` raises `ConfigError`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from gridgnn.cost.sparse_cost import INDEX_BYTES
 from gridgnn.cost.sparse_stages import expected_touched, touched_counts
 from gridgnn.cost.spmm_cost import SizeInfo
-from gridgnn.cost.terms import ShapeBlocks, Term
+from gridgnn.cost.terms import ShapeBlocks, Term, feature_widths
 from gridgnn.errors import ConfigError
 
 
@@ -44,27 +46,37 @@ def halo_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
     return blocks.cache["halo_rows"]
 
 
-def check_halo_shape(blocks: ShapeBlocks) -> None:
-    """`ConfigError` (one line) for a grid that splits feature columns (2D, 3D): no general message runs there."""
-    if blocks.shape.splits_features:
-        raise ConfigError(f"a message-passing model runs on the 1d and 1.5d grids; {blocks.shape.algo} splits "
-                          "feature columns: use --algo 1d or 1.5d")
+def check_halo_shape(blocks: ShapeBlocks, separable: bool = False) -> None:
+    """`ConfigError` (one line) for a grid that runs no such message: 3D, and 2D unless ``separable``."""
+    algo = blocks.shape.algo
+    if algo == "3d" or (algo == "2d" and not separable):
+        allowed = "1d, 1.5d and 2d" if separable else "1d and 1.5d"
+        raise ConfigError(f"a message-passing model runs on the {allowed} grids; not on {algo}")
 
 
-def halo_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo) -> list[Term]:
-    """One halo exchange of width ``width`` (forward, or its backward): one all-to-all on ``row``."""
-    check_halo_shape(blocks)
+def _column_widths(blocks: ShapeBlocks, width: int) -> np.ndarray:
+    """(P,) the columns of a ``width``-wide matrix each rank holds (all of them on 1D/1.5D)."""
+    if not blocks.shape.splits_features:
+        return np.full(blocks.shape.world_size, width, dtype=np.int64)
+    return feature_widths(width, blocks.shape.col_blocks)[blocks.coords["col"]]
+
+
+def halo_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo, separable: bool = False) -> list[Term]:
+    """One halo exchange of width ``width`` (forward, or its backward): one all-to-all on ``row`` (2D: of each
+    rank's column block)."""
+    check_halo_shape(blocks, separable)
     num_rows, p = blocks.shape.sizes[0], blocks.shape.world_size
     if num_rows == 1:
         return []
     rows = halo_row_counts(blocks)[1 if backward else 0]
     phase = "spmm_backward" if backward else "spmm_forward"
-    return [Term(phase, "all_to_all", "row", num_rows, np.ones(p, dtype=np.int64), rows * sz.row_bytes(width))]
+    nbytes = rows * sz.row_bytes(_column_widths(blocks, width))
+    return [Term(phase, "all_to_all", "row", num_rows, np.ones(p, dtype=np.int64), nbytes.astype(np.int64))]
 
 
-def halo_setup_terms(blocks: ShapeBlocks) -> list[Term]:
+def halo_setup_terms(blocks: ShapeBlocks, separable: bool = False) -> list[Term]:
     """The halo's index exchange at set-up (the module table): two all-to-alls on ``row``; none when R = 1."""
-    check_halo_shape(blocks)
+    check_halo_shape(blocks, separable)
     num_rows, p = blocks.shape.sizes[0], blocks.shape.world_size
     if num_rows == 1:
         return []
@@ -89,6 +101,7 @@ def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:
     edge_features = max(op.edge_features for op in halos)
     total = edges * (16 + 4 * edge_features)
     for op in halos:
-        per_edge = op.edge_values or 3 * op.width
-        total = total + (m + halo) * op.width * sz.value + edges * per_edge * sz.value
+        share = _column_widths(blocks, op.width) / max(op.width, 1)  # 2D: the rank's share of the columns
+        per_edge = (op.edge_values or 3 * op.width) * share
+        total = total + (m + halo) * op.width * share * sz.value + edges * per_edge * sz.value
     return total.astype(np.int64)

@@ -116,13 +116,15 @@ class SourceRows:
     (1D/1.5D: `gridgnn.parallel.edge_halo`); ``backward``: x needs a gradient (their gradients move back);
     ``edge_features``: the d features each edge carries (0: none); ``edge_values``: the float values per edge its
     layer's autograd keeps for backward (0: the memory model's default, three arrays of ``width``; a layer says
-    its own with ``MessagePassing.edge_values``)."""
+    its own with ``MessagePassing.edge_values``); ``separable``: the message is separable over feature columns
+    (``MessagePassing.column_separable``), so 2D runs it on each process's columns."""
 
     width: int
     backward: bool
     reads_features: bool = False
     edge_features: int = 0
     edge_values: int = 0
+    separable: bool = False
 
 
 Operation = Aggregate | Attend | Product | Bias | HeadSum | HeadMean | RowSum | FullRows | SourceRows
@@ -216,8 +218,14 @@ class ModelOps:
 
     @property
     def passes_messages(self) -> bool:
-        """Some layer passes messages over the edges (`SourceRows`): it runs on 1D and 1.5D only."""
+        """Some layer passes messages over the edges (`SourceRows`): 1D and 1.5D, and 2D when
+        `messages_separable`."""
         return any(layer.halos for layer in self.layers)
+
+    @property
+    def messages_separable(self) -> bool:
+        """Every message is separable over feature columns (it also runs on 2D)."""
+        return all(op.separable for layer in self.layers for op in layer.halos)
 
     @property
     def transforms_features(self) -> bool:

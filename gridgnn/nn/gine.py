@@ -3,8 +3,10 @@
 
 ``MLP(z) = ReLU(z W1 + b1) W2 + b2`` with W1 (in, out) and W2 (out, out), as `gridgnn.nn.gin`; W_e (d, in) and
 b_e (in,) map the d edge features onto the layer's input width (PyG's ``GINEConv(..., edge_dim=d)`` lin). The
-message is not linear, so it runs where the edges live (`gridgnn.nn.message_passing.MessagePassing`: 1D and
-1.5D grids, the halo rows moved by one all-to-all), at the layer's input width; the order is aggregate-first.
+message is not linear, so it runs where the edges live (`gridgnn.nn.message_passing.MessagePassing`, the halo
+rows moved by one all-to-all), at the layer's input width; the order is aggregate-first. It is separable over
+feature columns, so it runs on 1D, 1.5D and 2D grids (on 2D process (i, j) runs block row i's edges on feature
+columns j, reading W_e's and b_e's columns j; their gradients, zero elsewhere, are summed on the world).
 A graph without edge features cannot train it (`gridgnn.nn.models.check_edge_inputs`).
 """
 
@@ -24,6 +26,7 @@ class GINELayer(MessagePassing):
     """One GINE layer over ``edge_dim`` edge features; ``eps`` the initial ε, trainable with ``train_eps``."""
 
     order = "aggregate-first"
+    column_separable = True  # column c of ReLU(x_j + e W_e + b_e) reads column c of x_j only
 
     def __init__(self, in_channels: int, out_channels: int, *, edge_dim: int, eps: float = 0.0,
                  train_eps: bool = False, generator: torch.Generator | None = None):
@@ -39,16 +42,19 @@ class GINELayer(MessagePassing):
             self.eps = nn.Parameter(torch.tensor([float(eps)]))
         else:
             self.register_buffer("eps", torch.tensor([float(eps)]))
+        self._columns = (0, in_channels)  # the feature columns of x this process holds (2D: its block)
 
     def message(self, x_i: Tensor, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
         if edge_attr is None:
             raise ValueError("GINE needs edge features: the layout's edges carry none")
-        return torch.relu(x_j + edge_attr @ self.edge_weight + self.edge_bias)
+        c0, c1 = self._columns
+        return torch.relu(x_j + edge_attr @ self.edge_weight[:, c0:c1] + self.edge_bias[c0:c1])
 
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
         """h: (m, in_channels) dense or a sparse feature block; returns (m, out_channels)."""
         x = as_dense(h)
         layout = as_layout(layout, self.operator, x.shape[0])
+        self._columns = tuple(layout.col_range(self.in_channels))
         z = layout.linear(self.propagate(x, layout) + (1 + self.eps) * x, self.weight1)
         hidden = torch.relu(layout.add_bias(z, self.bias1))
         return layout.add_bias(layout.linear(hidden, self.weight2), self.bias2)

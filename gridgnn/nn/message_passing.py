@@ -39,6 +39,9 @@ AGGREGATIONS = ("sum", "mean", "max")
 
 MESSAGE_ALGORITHMS = ("local", "1d", "1.5d")
 """The algorithms that run a general message (whole rows and every edge into them on one process)."""
+SEPARABLE_ALGORITHMS = (*MESSAGE_ALGORITHMS, "2d")
+"""The algorithms that run a message separable over feature columns (`MessagePassing.column_separable`): 2D
+too, where process (i, j) runs block row i's edges on feature columns j."""
 
 
 @dataclass(frozen=True)
@@ -90,11 +93,16 @@ def check_aggregation(aggr: str) -> str:
     return aggr
 
 
-def check_message_grid(algo: str, what: str = "a message-passing layer") -> None:
-    """Raise `ConfigError` (one line) where ``algo`` cannot run a general message (`MESSAGE_ALGORITHMS`)."""
-    if algo not in MESSAGE_ALGORITHMS and algo != "auto":
-        raise ConfigError(f"{what} runs on the 1d and 1.5d grids (a process holds whole rows and every edge into "
-                          f"them); --algo {algo} splits feature columns: use --algo 1d or 1.5d")
+def check_message_grid(algo: str, what: str = "a message-passing layer", separable: bool = False) -> None:
+    """Raise `ConfigError` (one line) where ``algo`` cannot run the message (`MESSAGE_ALGORITHMS`; a message
+    separable over feature columns: `SEPARABLE_ALGORITHMS`)."""
+    if algo == "auto" or algo in (SEPARABLE_ALGORITHMS if separable else MESSAGE_ALGORITHMS):
+        return
+    if separable:
+        raise ConfigError(f"{what} runs on the 1d, 1.5d and 2d grids; --algo {algo} splits a block row's rows "
+                          "over depth slices too: use --algo 1d, 1.5d or 2d")
+    raise ConfigError(f"{what} runs on the 1d and 1.5d grids (a process holds whole rows and every edge into "
+                      f"them); --algo {algo} splits feature columns: use --algo 1d or 1.5d")
 
 
 class MessagePassing(nn.Module):
@@ -104,6 +112,10 @@ class MessagePassing(nn.Module):
 
     operator = "sum"
     """The edges are the stored entries of A (no self-loops added), aligned with the graph's edge features."""
+    column_separable = False
+    """Whether column c of a message depends only on column c of x_i and x_j (GINE's ReLU(x_j + e W_e)): such a
+    layer also runs on 2D grids, where ``message`` gets the process's feature columns (`SEPARABLE_ALGORITHMS`);
+    any other layer needs whole rows (1D, 1.5D) and is refused elsewhere with one line."""
 
     def __init__(self, aggr: str = "sum"):
         super().__init__()
@@ -126,6 +138,9 @@ class MessagePassing(nn.Module):
     def propagate(self, x: Tensor, layout) -> Tensor:
         """Messages over ``layout``'s edges, aggregated, updated (module docstring). Collective as
         ``layout.source_rows`` (``row`` on a grid)."""
+        if not self.column_separable and tuple(layout.col_range(x.shape[1])) != (0, x.shape[1]):
+            raise ConfigError(f"{type(self).__name__} needs whole rows: its message is not separable over feature "
+                              "columns (column_separable), so it runs on the 1d and 1.5d grids only")
         edges = layout.edges()
         sources = layout.source_rows(x)
         messages = self.message(x[edges.dst], sources[edges.src], edges.attr)

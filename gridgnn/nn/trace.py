@@ -187,11 +187,12 @@ def trace_model(model: LayerStack, edge_features: int = 0) -> ModelOps:
 
 def _edge_values(layer: nn.Module, ops: list[Operation]) -> list[Operation]:
     """``ops`` with each `SourceRows` record carrying the per-edge values ``layer`` keeps (its ``edge_values``,
-    `gridgnn.nn.message_passing.MessagePassing`), for the memory model."""
+    `gridgnn.nn.message_passing.MessagePassing`), for the memory model, and whether its message is separable
+    over feature columns (its ``column_separable``)."""
     says = getattr(layer, "edge_values", None)
-    if says is None:
-        return list(ops)
-    return [dataclasses.replace(op, edge_values=int(says(op.width, op.edge_features)))
+    separable = bool(getattr(layer, "column_separable", False))
+    return [dataclasses.replace(op, edge_values=int(says(op.width, op.edge_features)) if says else 0,
+                                separable=separable)
             if isinstance(op, SourceRows) else op for op in ops]
 
 

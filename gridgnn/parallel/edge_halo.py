@@ -16,6 +16,11 @@ backward   the halo rows' gradients back to their holders (one all-to-all, phase
            into their rows' gradient (``index_add``); none when the input needs no gradient
 =========  ============================================================================================
 
+On 2D, process (i, j) holds rows of block i in feature columns j: it runs all of block row i's edges (the
+edges and their features are replicated on the grid row) on its columns, and the halo moves on ``row`` among
+the processes of column block j, as on 1D; only a message separable over feature columns runs there
+(`gridgnn.nn.message_passing.MessagePassing.column_separable`).
+
 Every replica of a 1.5D block row runs all of the block row's edges (it does not split them by share as the
 SpMM does): a message with parameters then leaves equal gradients on every replica, which the trainer's
 reduction on ``row`` expects, and ``max`` sees every edge of a row. The cost is 1D's exchange in each replica

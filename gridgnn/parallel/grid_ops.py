@@ -34,7 +34,8 @@ each rank updating the rows it owns and fetching, after the step, the rows it re
 `gridgnn.parallel.feature_weight_rows`. Every other parameter is all-reduced as before.
 
 A model that passes messages (`gridgnn.nn.message_passing`: ``messages``) gets the edges of its block row and
-their halo exchange (`edges`, `source_rows`: `gridgnn.parallel.edge_halo`), on 1D and 1.5D only.
+their halo exchange (`edges`, `source_rows`: `gridgnn.parallel.edge_halo`), on 1D and 1.5D, and on 2D for a
+message separable over feature columns (the exchange of each process's column block on ``row``).
 """
 
 from __future__ import annotations
@@ -99,9 +100,9 @@ class GridOps:
         # message passing (`gridgnn.nn.message_passing`): the block row's edges and their halo exchange
         self.halo: EdgeHalo | None = None
         if messages:
-            if self.col_axis is not None:
-                check_message_grid(grid.algo)
-            self.halo = EdgeHalo(comm, adj, self.spmm.bounds, edge_attr)
+            if self.col_axis is not None:  # 2D: separable messages on each process's feature columns
+                check_message_grid(grid.algo, separable=True)
+            self.halo = EdgeHalo(comm, adj, self.spmm.stage_layout().row_bounds, edge_attr)
 
     @property
     def device(self) -> torch.device:

@@ -18,6 +18,7 @@ from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import GridShape, resolve_grid
 from gridgnn.nn.message_passing import check_message_grid
 from gridgnn.nn.models import check_edge_inputs, reads_edges
+from gridgnn.plan.op_templates import spec_for
 from gridgnn.train.loop.task_choice import settle_task
 from gridgnn.train.run.auto import choose_comm, settle_execution
 
@@ -87,8 +88,9 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
     a ``--comm auto`` still open (none after `resolve_auto`) on the reordered graph. Deterministic. Not
     collective."""
     check_edge_inputs(config, getattr(graph, "num_edge_features", 0))
+    separable = reads_edges(config) and spec_for(config, graph).traced.messages_separable
     if reads_edges(config):  # before the planner prices the grids it can run
-        check_message_grid(config.algo, f"--model {config.model}")
+        check_message_grid(config.algo, f"--model {config.model}", separable)
     settled = settle_task(config, graph)
     if say is not None and settled is not config:
         say(settled.task_reason)
@@ -96,8 +98,8 @@ def resolve_run(config: TrainConfig, graph: Graph | PreparedGraph, world_size: i
                                         say=say)
     if shape is None:
         shape = grid_shape_for(config, world_size)
-    if reads_edges(config):  # --algo auto chose among 1d and 1.5d only
-        check_message_grid(shape.algo, f"--model {config.model}")
+    if reads_edges(config):  # --algo auto chose among the grids that run the message only
+        check_message_grid(shape.algo, f"--model {config.model}", separable)
     if check is not None:
         check(config, shape)
     graph = ordered if ordered is not None else reordered_for_grid(config, graph, shape)
