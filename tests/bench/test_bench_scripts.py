@@ -174,3 +174,24 @@ def test_partition_objective_tiny(tmp_path):
     for row in rows:
         assert row["cover"] <= row["sparse"] <= row["dense"] and row["volume_rows"] > 0 and row["cut_entries"] > 0
         assert f"| {row['objective']} |" in out.read_text() and f"{row['cover']:,}" in out.read_text()
+
+
+def test_mesh_regression_summary_and_edge_models_halo_count():
+    """The two edge-feature benchmarks' pure parts: the mesh regression's table and ratio, and the halo rows
+    counted from the graph alone (the distinct sources of other blocks among a block row's edges)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    mesh = _load("mesh_regression")
+    runs = (("meshgraphnet", 0, 0.2), ("meshgraphnet", 1, 0.4), ("sage", 0, 0.1), ("sage", 1, 0.1))
+    records = [{"model": m, "seed": s, "test_mse": mse, "median_step_s": 0.01, "bytes_per_rank": 100}
+               for m, s, mse in runs]
+    rows = mesh.summarize(records)
+    assert [r["model"] for r in rows] == ["meshgraphnet", "sage"] and rows[0]["test_mse_mean"] == pytest.approx(0.3)
+    args = type("Args", (), {"nodes": 10, "nprocs": 2, "epochs": 1, "layers": 2, "hidden": 4, "seeds": 2})()
+    assert "MSE ratio 3.000" in mesh.markdown(rows, args)
+    edges = _load("edge_models")
+    # 4 vertices in 2 blocks {0, 1}, {2, 3}: block 0 reads 2 and 3 (twice), block 1 reads 0
+    adj = sp.csr_matrix((np.ones(5), ([0, 0, 1, 2, 3], [2, 3, 3, 0, 2])), shape=(4, 4))
+    graph = type("G", (), {"adj": adj})()
+    assert edges.halo_rows(graph, 2) == [2, 1]
