@@ -182,3 +182,22 @@ def test_a_gat_with_edge_features_maps_onto_pyg_gatconv_with_edge_dim(tmp_path, 
     data = graph_to_pyg(graph)
     probabilities = converted(data.x, data.edge_index, data.edge_attr).exp()
     assert (probabilities - result.predict().probabilities).abs().max().item() < 1e-5
+
+
+def test_a_regression_checkpoint_of_an_edge_model_predicts_alike_on_one_process_and_a_grid(tmp_path, capsys):
+    """A checkpoint folder of a GINE run (a regression: its history holds metrics, not accuracies) is read back
+    with the edge features' width from its fingerprint, and predicts the same values on one process and on a 1d
+    grid of two (the halo exchange in inference)."""
+    folder = tmp_path / "ck"
+    assert main(["train", "--dataset", MESH["dataset"], "--model", "gine", "--epochs", "2", "--hidden", "8",
+                 "--checkpoint-dir", str(folder), "--quiet"]) == 0
+    checkpoint = str(next(folder.glob("epoch-*")))
+    outputs = []
+    for extra in ([], ["--nprocs", "2", "--algo", "1d"]):
+        out = tmp_path / f"p{len(outputs)}.csv"
+        assert main(["predict", "--model", checkpoint, "--dataset", MESH["dataset"], "--predictions-out", str(out),
+                     *extra]) == 0
+        outputs.append(np.loadtxt(out, delimiter=",", skiprows=1))
+    capsys.readouterr()
+    assert outputs[0].shape == (150, 2)
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)

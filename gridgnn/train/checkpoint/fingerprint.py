@@ -35,7 +35,8 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                     "directed": graph.directed, "feature_normalization": graph.meta.get("feature_normalization"),
                     "digest": digest, "node_data": node_data_digest(graph.meta),
                     "task": graph.task,
-                    "target_standardization": _standardization(config, graph)},
+                    "target_standardization": _standardization(config, graph),
+                    **_edge_features(graph)},
         "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
                   "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
@@ -47,6 +48,13 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                       "lr_plateau_patience": config.lr_plateau_patience},
         "evaluation": {"metric": resolve_metric(config.metric, graph.task)},
     }
+
+
+def _edge_features(graph) -> dict:
+    """``num_edge_features`` for a graph with edge features (a model reading them takes their width from it;
+    absent otherwise, so that earlier checkpoints' fingerprints stay as they were)."""
+    count = int(getattr(graph, "num_edge_features", 0) or 0)
+    return {"num_edge_features": count} if count else {}
 
 
 def node_data_digest(meta: dict) -> str | None:

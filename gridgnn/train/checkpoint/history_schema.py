@@ -47,9 +47,9 @@ def history_problem(history: object, epochs: int) -> str | None:
         if not _record_ok(record, index):
             return f"epoch record {index}"
     best = history.get("best_epoch")
-    evaluated = any(record["val_acc"] is not None for record in records)
+    evaluated = any(_validation(record) is not None for record in records)
     if isinstance(best, bool) or not isinstance(best, int) or not (1 if evaluated else 0) <= best <= epochs \
-            or (best and records[best - 1]["val_acc"] is None):
+            or (best and _validation(records[best - 1]) is None):
         return "history best_epoch"
     for key in ("early_stop", "lr_schedule"):  # absent from older checkpoints; checked in full where loaded
         if history.get(key) is not None and not isinstance(history[key], dict):
@@ -63,6 +63,12 @@ def history_problem(history: object, epochs: int) -> str | None:
         if entry is not None and not _comm_entry_ok(entry):
             return f"communication history of epoch {index}"
     return None
+
+
+def _validation(record: dict) -> object:
+    """An epoch record's validation value: its accuracy (multiclass) or, for a task scored by another metric
+    (a regression's records hold only the metric keys), its metric."""
+    return record["val_acc"] if "val_acc" in record else record.get("val_metric")
 
 
 def _record_ok(record: object, epoch: int) -> bool:

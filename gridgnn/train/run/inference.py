@@ -23,7 +23,7 @@ from gridgnn.grid.shape import GridShape
 from gridgnn.nn import as_model_input
 from gridgnn.nn.export import ModelFileError, build_model, load_model, recorded_options
 from gridgnn.nn.layout import LocalLayout
-from gridgnn.nn.models import operator_of, reads_edges
+from gridgnn.nn.models import MODELS, operator_of, reads_edges
 from gridgnn.parallel.grid_ops import GridOps
 from gridgnn.spmm.local import LocalSpMM
 from gridgnn.train.checkpoint.manifest import read_manifest
@@ -73,6 +73,9 @@ def _checkpoint_model(folder: Path) -> tuple[nn.Module, dict]:
                         "out_channels": int(dataset["num_classes"]), "num_layers": int(config["layers"]),
                         "order": config["order"], "dropout": float(config["dropout"]), "seed": int(config["seed"]),
                         "task": dataset.get("task", "multiclass"), **recorded_options(config)}
+        if dataset.get("num_edge_features") and MODELS.get(config.get("model", "gcn")) is not None \
+                and MODELS[config.get("model", "gcn")].edge_inputs:  # GINE, MeshGraphNet: the graph's width
+            model_config["edge_dim"] = int(dataset["num_edge_features"])
         if dataset.get("target_standardization") is not None:  # a --standardize-targets run's output units
             model_config["target_shift"], model_config["target_scale"] = dataset["target_standardization"]
     except (KeyError, TypeError, ValueError):
