@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gridgnn.cost.sparse_cost import INDEX_BYTES
+from gridgnn.cost.sparse_cost import index_terms
 from gridgnn.cost.sparse_stages import expected_touched, touched_counts
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.terms import ShapeBlocks, Term, feature_widths
@@ -77,13 +77,9 @@ def halo_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo, se
 def halo_setup_terms(blocks: ShapeBlocks, separable: bool = False) -> list[Term]:
     """The halo's index exchange at set-up (the module table): two all-to-alls on ``row``; none when R = 1."""
     check_halo_shape(blocks, separable)
-    num_rows, p = blocks.shape.sizes[0], blocks.shape.world_size
-    if num_rows == 1:
+    if blocks.shape.sizes[0] == 1:
         return []
-    asked = halo_row_counts(blocks)[1]
-    once = np.ones(p, dtype=np.int64)
-    return [Term("other", "all_to_all", "row", num_rows, once, np.full(p, INDEX_BYTES * (num_rows - 1))),
-            Term("other", "all_to_all", "row", num_rows, once, INDEX_BYTES * asked)]
+    return index_terms(blocks, halo_row_counts(blocks)[1])
 
 
 def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:

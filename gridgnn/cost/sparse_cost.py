@@ -115,10 +115,15 @@ INDEX_BYTES = 8
 def index_exchange_terms(blocks: ShapeBlocks) -> list[Term]:
     """The set-up of one sparse SpMM (the module table): per rank, two all-to-all calls on ``row``, the
     counts (``8 (R - 1)`` bytes) and the ids its peers need from it; none when R = 1."""
-    p, num_rows = blocks.shape.world_size, blocks.shape.sizes[0]
-    if num_rows == 1:
+    if blocks.shape.sizes[0] == 1:
         return []
-    asked = row_counts(blocks)[1]
+    return index_terms(blocks, row_counts(blocks)[1])
+
+
+def index_terms(blocks: ShapeBlocks, asked: np.ndarray) -> list[Term]:
+    """One exchange of wanted ids on ``row`` (`gridgnn.spmm.row_exchange.exchange_wanted`, phase ``other``):
+    per rank the counts (``8 (R - 1)`` bytes) and the ``asked`` (P,) ids its peers need from it."""
+    p, num_rows = blocks.shape.world_size, blocks.shape.sizes[0]
     once = np.ones(p, dtype=np.int64)
     return [Term("other", "all_to_all", "row", num_rows, once, np.full(p, INDEX_BYTES * (num_rows - 1))),
             Term("other", "all_to_all", "row", num_rows, once, INDEX_BYTES * asked)]

@@ -123,17 +123,30 @@ def heat(
     radius = float(np.sqrt(avg_degree / (np.pi * nodes)))
     pairs = cKDTree(position).query_pairs(radius, output_type="ndarray")
     adj = symmetrize(adjacency_from_edges(pairs[:, 0], pairs[:, 1], nodes, "heat"))
-    centres = 0.1 + 0.8 * rng.random((sources, 2))
-    heights = rng.uniform(0.5, 1.5, sources)
-    squared = ((position[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
-    source = (heights * np.exp(-squared / (2 * width**2))).sum(axis=1)
+    source = _heat_source(position, sources, width, rng)
     edge = (position.min(axis=1) < radius) | (position.max(axis=1) > 1 - radius)
     temperature = _steady_temperature(adj, source, edge, loss)
     values = (temperature / max(float(temperature.std()), 1e-12)).astype(np.float32)[:, None]
-    f = source / max(float(source.std()), 1e-12) + noise * rng.standard_normal(nodes)
-    x = np.stack([position[:, 0], position[:, 1], f, edge.astype(np.float64)], axis=1).astype(np.float32)
+    x = _plate_features(position, source, edge, noise, rng)
     return _task_graph(adj, x, _hide(values, missing, rng), "regression", "heat", seed, directed,
                        {"radius": radius, "loss": loss, "noise": noise})
+
+
+def _heat_source(position: np.ndarray, sources: int, width: float, rng: np.random.Generator) -> np.ndarray:
+    """f (n,): ``sources`` Gaussian bumps of standard deviation ``width`` at uniform centres in [0.1, 0.9]²,
+    heights uniform in [0.5, 1.5], at the points ``position`` (n, 2)."""
+    centres = 0.1 + 0.8 * rng.random((sources, 2))
+    heights = rng.uniform(0.5, 1.5, sources)
+    squared = ((position[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
+    return (heights * np.exp(-squared / (2 * width**2))).sum(axis=1)
+
+
+def _plate_features(position: np.ndarray, source: np.ndarray, edge: np.ndarray, noise: float,
+                    rng: np.random.Generator) -> np.ndarray:
+    """(n, 4) float32: x, y, the source scaled to unit standard deviation plus N(0, noise²), 1 on the plate's
+    edge (``edge``, bool (n,))."""
+    f = source / max(float(source.std()), 1e-12) + noise * rng.standard_normal(len(position))
+    return np.stack([position[:, 0], position[:, 1], f, edge.astype(np.float64)], axis=1).astype(np.float32)
 
 
 def _steady_temperature(adj: sp.csr_matrix, source: np.ndarray, edge: np.ndarray, loss: float) -> np.ndarray:
@@ -191,16 +204,12 @@ def mesh(
     h = float(distance.mean())
     conduct = (h / distance) ** 2 * (1 + anisotropy * (offset[:, 0] / distance) ** 2)
     weighted = sp.csr_matrix((conduct, adj.indices, adj.indptr), shape=adj.shape)
-    centres = 0.1 + 0.8 * rng.random((sources, 2))
-    heights = rng.uniform(0.5, 1.5, sources)
-    squared = ((position[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2)
-    source = (heights * np.exp(-squared / (2 * width**2))).sum(axis=1)
+    source = _heat_source(position, sources, width, rng)
     hull = np.zeros(nodes, dtype=bool)
     hull[np.unique(Delaunay(position).convex_hull)] = True
     temperature = _steady_temperature(weighted, source, hull, loss)
     values = (temperature / max(float(temperature.std()), 1e-12)).astype(np.float32)[:, None]
-    f = source / max(float(source.std()), 1e-12) + noise * rng.standard_normal(nodes)
-    x = np.stack([position[:, 0], position[:, 1], f, hull.astype(np.float64)], axis=1).astype(np.float32)
+    x = _plate_features(position, source, hull, noise, rng)
     edge_attr = (np.column_stack([offset, distance]) / h).astype(np.float32)
     graph = _task_graph(adj, x, _hide(values, missing, rng), "regression", "mesh", seed, directed,
                         {"mean_edge_length": h, "loss": loss, "anisotropy": anisotropy, "noise": noise})

@@ -56,6 +56,23 @@ class GINLayer(nn.Module):
         return f"{self.in_channels}, {self.out_channels}, order={self.order}, train_eps={trainable}"
 
 
+def pyg_mlp(layer: nn.Module) -> nn.Sequential:
+    """PyG's ``Sequential(Linear(in, out), ReLU(), Linear(out, out))`` for the MLP of a GIN or GINE ``layer``;
+    its weights come after the convolution is built (`load_mlp`: PyG's constructor resets them)."""
+    return nn.Sequential(nn.Linear(layer.in_channels, layer.out_channels), nn.ReLU(),
+                         nn.Linear(layer.out_channels, layer.out_channels))
+
+
+def load_mlp(mlp: nn.Sequential, layer: nn.Module) -> None:
+    """Copy ``layer``'s ``weight1``, ``bias1``, ``weight2``, ``bias2`` into the `pyg_mlp` ``mlp`` (torch's
+    ``Linear`` keeps the transposes)."""
+    with torch.no_grad():
+        mlp[0].weight.copy_(layer.weight1.detach().T)
+        mlp[0].bias.copy_(layer.bias1.detach())
+        mlp[2].weight.copy_(layer.weight2.detach().T)
+        mlp[2].bias.copy_(layer.bias2.detach())
+
+
 class GIN(LayerStack):
     """GIN of ``num_layers`` `GINLayer`s (dropout and output: `gridgnn.nn.stack.LayerStack`).
 
@@ -97,14 +114,9 @@ class GIN(LayerStack):
 
         convs = []
         for layer in self.layers:
-            mlp = nn.Sequential(nn.Linear(layer.in_channels, layer.out_channels), nn.ReLU(),
-                                nn.Linear(layer.out_channels, layer.out_channels))
-            conv = GINConv(mlp, eps=float(layer.eps.detach()[0]), train_eps=isinstance(layer.eps, nn.Parameter))
-            with torch.no_grad():
-                mlp[0].weight.copy_(layer.weight1.detach().T)
-                mlp[0].bias.copy_(layer.bias1.detach())
-                mlp[2].weight.copy_(layer.weight2.detach().T)
-                mlp[2].bias.copy_(layer.bias2.detach())
+            conv = GINConv(pyg_mlp(layer), eps=float(layer.eps.detach()[0]),
+                           train_eps=isinstance(layer.eps, nn.Parameter))
+            load_mlp(conv.nn, layer)
             convs.append(conv)
         return convs
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from gridgnn.nn.gin import GIN, load_mlp, pyg_mlp
 from gridgnn.nn.layout import Layout, as_layout
 from gridgnn.nn.message_passing import MessagePassing
-from gridgnn.nn.model_config import finite_field, flag_field
 from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
@@ -64,9 +64,9 @@ class GINELayer(MessagePassing):
         return f"{self.in_channels}, {self.out_channels}, edge_dim={self.edge_dim}, train_eps={trainable}"
 
 
-class GINE(LayerStack):
+class GINE(GIN):
     """GINE of ``num_layers`` `GINELayer`s over ``edge_dim`` edge features (dropout and output:
-    `gridgnn.nn.stack.LayerStack`).
+    `gridgnn.nn.stack.LayerStack`; ε's options and their model-file fields as `gridgnn.nn.gin.GIN`'s).
 
     Model file: the shared fields, ``eps``, ``train_eps`` and ``edge_dim``; state ``layers.{k}.edge_weight``
     (d, in), ``edge_bias`` (in,), ``weight1`` (in, out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps``
@@ -86,8 +86,7 @@ class GINE(LayerStack):
 
     @classmethod
     def check_file_config(cls, config: dict) -> int:
-        flag_field(config, "train_eps")
-        finite_field(config, "eps")
+        GIN.check_file_config(config)  # eps and train_eps, as GIN's (file_options too: inherited)
         edge_dim = config.get("edge_dim")
         if isinstance(edge_dim, bool) or not isinstance(edge_dim, int) or edge_dim < 1:
             raise ValueError(f"'edge_dim' must be a positive integer, got {edge_dim!r}")
@@ -99,28 +98,15 @@ class GINE(LayerStack):
         return cls(*args, edge_dim=int(config["edge_dim"]), eps=float(config["eps"]),
                    train_eps=bool(config["train_eps"]), **kwargs)
 
-    @staticmethod
-    def file_options(options) -> dict:
-        return {"eps": float(options.gin_eps), "train_eps": bool(options.gin_train_eps)}
-
-    @staticmethod
-    def options_from_file(config: dict) -> dict:
-        return {"gin_eps": float(config["eps"]), "gin_train_eps": bool(config["train_eps"])}
-
     def pyg_convs(self) -> list[nn.Module]:
         from torch_geometric.nn import GINEConv
 
         convs = []
         for layer in self.layers:
-            mlp = nn.Sequential(nn.Linear(layer.in_channels, layer.out_channels), nn.ReLU(),
-                                nn.Linear(layer.out_channels, layer.out_channels))
-            conv = GINEConv(mlp, eps=float(layer.eps.detach()[0]), train_eps=isinstance(layer.eps, nn.Parameter),
-                            edge_dim=layer.edge_dim)
+            conv = GINEConv(pyg_mlp(layer), eps=float(layer.eps.detach()[0]),
+                            train_eps=isinstance(layer.eps, nn.Parameter), edge_dim=layer.edge_dim)
+            load_mlp(conv.nn, layer)
             with torch.no_grad():
-                mlp[0].weight.copy_(layer.weight1.detach().T)
-                mlp[0].bias.copy_(layer.bias1.detach())
-                mlp[2].weight.copy_(layer.weight2.detach().T)
-                mlp[2].bias.copy_(layer.bias2.detach())
                 conv.lin.weight.copy_(layer.edge_weight.detach().T)
                 conv.lin.bias.copy_(layer.edge_bias.detach())
             convs.append(conv)
@@ -139,8 +125,8 @@ class GINE(LayerStack):
 
             raise ConfigError("--model gine needs edge features: the graph has none (give --edge-features "
                               "FILE.npy, or a dataset with edge features)")
-        super().__init__(in_channels, hidden_channels, out_channels, num_layers=num_layers, dropout=dropout,
-                         order=order, seed=seed, edge_dim=edge_dim, eps=eps, train_eps=train_eps)
+        LayerStack.__init__(self, in_channels, hidden_channels, out_channels, num_layers=num_layers,
+                            dropout=dropout, order=order, seed=seed, edge_dim=edge_dim, eps=eps, train_eps=train_eps)
 
     def make_layer(self, in_channels, out_channels, *, order, generator, edge_dim=1, eps=0.0, train_eps=False):
         return GINELayer(in_channels, out_channels, edge_dim=edge_dim, eps=eps, train_eps=train_eps,

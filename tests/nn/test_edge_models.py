@@ -115,13 +115,14 @@ def test_the_halo_index_exchange_is_priced_at_set_up(csbm):
 def test_a_gine_model_file_maps_onto_pyg_gineconv(tmp_path, csbm):
     graph = gridgnn.as_graph(csbm["dataset"], directed=True, edge_features=csbm["edge_features"])
     assert graph.num_edge_features == 4
-    result = gridgnn.fit(graph, epochs=3, layers=2, model="gine", hidden=6, gin_eps=0.2, gin_train_eps=True)
+    result = gridgnn.fit(graph, epochs=1, layers=2, model="gine", hidden=16, gin_eps=0.2, gin_train_eps=True, lr=0.001)
     path = result.save(tmp_path / "gine.pt")
     document = torch.load(path, weights_only=True)
     assert document["model"] == "gine" and document["config"]["edge_dim"] == 4
     assert document["state"]["layers.0.edge_weight"].shape == (4, 6)
     loaded = gridgnn.load_model(path)
     expected = result.predict()
+    assert expected.probabilities.std(dim=0).min() > 1e-3  # not a constant (a dead ReLU would hide the mapping)
     assert torch.equal(gridgnn.predict(loaded, graph).probabilities, expected.probabilities)
     converted = gridgnn.to_pyg(loaded)
     assert {type(conv).__name__ for conv in converted.convs} == {"GINEConv"}
@@ -177,6 +178,7 @@ def test_a_gat_with_edge_features_maps_onto_pyg_gatconv_with_edge_dim(tmp_path, 
     loaded = gridgnn.load_model(result.save(tmp_path / "gat.pt"))
     assert loaded.edge_dim == 4 and torch.equal(gridgnn.predict(loaded, graph).probabilities,
                                                 result.predict().probabilities)
+    assert result.predict().probabilities.std(dim=0).min() > 1e-3  # not a constant
     converted = gridgnn.to_pyg(loaded)
     assert all(conv.lin_edge is not None for conv in converted.convs)
     data = graph_to_pyg(graph)
