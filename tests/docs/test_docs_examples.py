@@ -48,7 +48,7 @@ def _quoted_loss(code: str) -> str:
 
 
 def test_the_pages_have_python_examples():
-    assert [p.name for p in PYTHON_PAGES] == ["README.md", "edge-features.md", "python.md"]
+    assert [p.name for p in PYTHON_PAGES] == ["README.md", "python.md"]
     assert [p.name for p in SLOW_PAGES] == ["python.md"]
 
 
