@@ -59,11 +59,12 @@ def test_docs_python_examples_run_without_warnings(page, tmp_path, monkeypatch, 
         assert len(printed) == 1 and float(printed[0]) >= 0.8  # the README says 0.88
     if page.name != "python.md":
         return
-    # train/save, your own data, PyG (prints nothing), your own loop, run_training
-    assert len(printed) == 4 and (tmp_path / "model.pt").is_file()
+    # train/save, your own data, PyG (prints nothing), your own loop, your own message-passing layer, run_training
+    assert len(printed) == 5 and (tmp_path / "model.pt").is_file()
     assert float(printed[1]) >= 0.9  # two classes whose edges follow them: the page says 0.933
     assert printed[2] == _quoted_loss(_own_loop().code)
-    accuracy, epochs = printed[3].split()
+    assert printed[3] == "(300, 8)"  # the message-passing layer's output rows on one process
+    accuracy, epochs = printed[4].split()
     assert 0 <= float(accuracy) <= 1 and epochs == "5"
 
 
