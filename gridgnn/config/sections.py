@@ -141,9 +141,6 @@ class ModelOptions(Section):
         if self.edge_dim and self.model != "gat":
             raise ConfigError(f"--edge-dim applies to --model gat (gine and meshgraphnet read edge features "
                               f"always), not {self.model}")
-        if self.edge_dim and self.attn_dropout:
-            raise ConfigError("--attn-dropout is not available with --edge-dim (the edge-feature attention runs "
-                              "as message passing, which draws no attention masks yet)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,7 @@ term, ``e_ij = LeakyReLU(s_dst[i] + s_src[j] + (e_ji W_e)_h · a_edge_h)`` (W_e 
 self-loop's features are the mean of the vertex's incoming edges' (PyG's ``fill_value="mean"``,
 `gridgnn.data.edge_features.operator_rows`). The layer then runs as message passing
 (`gridgnn.nn.message_passing`: the edge softmax where the edges live, the source rows from the halo), on 1D
-and 1.5D grids only, without attention dropout.
+and 1.5D grids only; attention dropout draws its masks by the edges' original ids, as the tiles do.
 """
 
 from __future__ import annotations
@@ -115,6 +115,20 @@ class GATLayer(nn.Module):
         K-wide score arrays."""
         return 5 * width + 6 * self.heads
 
+    def _edge_drop(self, edges, layout: Layout) -> Tensor | None:
+        """(E, K) attention-dropout factors of the message path (0 or 1 / (1 - p)), or None (eval mode, p = 0,
+        no stream set): edge (original destination i, original source j) of head h in layer k kept by the same
+        counter-based hash stream as the tiles' (`_drop`), so every layout draws the same masks."""
+        stream, p = self.stream, self.attn_dropout
+        if stream is None or not stream["training"] or p == 0.0:
+            return None
+        base = ATTENTION_STREAM + stream["layer"] * MAX_HEADS
+        row_ids = layout.row_ids(edges.dst.device)
+        keeps = [stored_keep(edges.dst, edges.src, (edges.num_rows, edges.num_sources), p, seed=stream["seed"],
+                             epoch=stream["epoch"], layer=base + h, row_ids=row_ids, col_ids=edges.source_ids)
+                 for h in range(self.heads)]
+        return torch.stack(keeps, dim=1).to(self.weight.dtype) * (1.0 / (1.0 - p))
+
     def _attend_edges(self, x: Tensor, layout: Layout) -> Tensor:
         """Attention with the edge term, as message passing over ``layout.edges()`` (the ``gat`` pattern's
         entries, self-loops included, with their features): x (m, K·C) whole rows -> (m, K·C). Collective as
@@ -134,6 +148,9 @@ class GATLayer(nn.Module):
         weight = torch.exp(score - peak[edges.dst])
         total = aggregate_messages(weight, edges.dst, edges.num_rows, "sum")
         alpha = weight / total[edges.dst]
+        factors = self._edge_drop(edges, layout)
+        if factors is not None:
+            alpha = alpha * factors
         messages = (alpha.unsqueeze(-1) * sources[edges.src]).reshape(-1, heads * channels)
         return aggregate_messages(messages, edges.dst, edges.num_rows, "sum")
 
@@ -231,9 +248,6 @@ class GAT(LayerStack):
         if isinstance(attn_dropout, bool) or not isinstance(attn_dropout, (int, float)) \
                 or not 0.0 <= attn_dropout < 1.0:
             raise ConfigError(f"attn_dropout must be a number in [0, 1), got {attn_dropout!r}")
-        if edge_dim and attn_dropout:
-            raise ConfigError("--attn-dropout is not available with --edge-dim (the edge-feature attention runs "
-                              "as message passing, which draws no attention masks yet)")
         self.hidden_per_head, self._made = hidden_channels, 0
         super().__init__(in_channels, hidden_channels * heads, out_channels, num_layers=num_layers,
                          dropout=dropout, order=order, seed=seed, heads=heads, output_heads=output_heads,

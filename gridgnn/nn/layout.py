@@ -55,7 +55,7 @@ import torch
 from torch import Tensor, nn
 
 from gridgnn.nn.features import sparse_linear
-from gridgnn.nn.message_passing import EdgeSet, local_edge_set
+from gridgnn.nn.message_passing import EdgeSet, local_edge_set, with_original_ids
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.spmm.attention import DropFn, LocalStages, attention, drop_by_original_ids
@@ -241,6 +241,7 @@ class LocalLayout:
         # on the layout's device once: dropout asks for these ids every epoch and every attention tile
         self._order = self._row_ids = None if order is None else \
             torch.from_numpy(np.array(order, dtype=np.int64)).to(self.device)
+        self._edges = None  # its sources' original ids change
 
     def aggregate(self, x: Tensor) -> Tensor:
         return self.aggregation(x)
@@ -287,7 +288,7 @@ class LocalLayout:
             if attr is not None and attr.shape[0] != csr.values().shape[0]:
                 raise ValueError(f"{attr.shape[0]} edge-feature rows for the {csr.values().shape[0]} edges of the "
                                  "aggregation's matrix")
-            self._edges = local_edge_set(csr, attr)
+            self._edges = with_original_ids(local_edge_set(csr, attr), self._order)
         return self._edges
 
     def source_rows(self, x: Tensor) -> Tensor:

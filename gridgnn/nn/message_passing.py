@@ -27,6 +27,7 @@ process holding the row.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -50,13 +51,16 @@ class EdgeSet:
 
     ``dst`` (E,) int64: each edge's destination, a row of the process's block (0..``num_rows``-1); ``src`` (E,)
     int64: each edge's source, a row of ``Layout.source_rows(x)`` (0..``num_sources``-1: the process's own rows
-    first); ``attr`` (E, d) float32: the edges' features (None: the graph has none)."""
+    first); ``attr`` (E, d) float32: the edges' features (None: the graph has none); ``source_ids``
+    (num_sources,) int64: the original id of each source row (a reordered graph's ids before reordering), which
+    keys per-edge random draws alike on every layout (GAT's attention dropout); None where unknown."""
 
     dst: Tensor
     src: Tensor
     attr: Tensor | None
     num_rows: int
     num_sources: int
+    source_ids: Tensor | None = None
 
     @property
     def num_edges(self) -> int:
@@ -69,7 +73,15 @@ def local_edge_set(matrix: torch.Tensor, edge_attr: Tensor | None) -> EdgeSet:
     crow, col = matrix.crow_indices(), matrix.col_indices()
     n = matrix.shape[0]
     dst = torch.repeat_interleave(torch.arange(n, device=crow.device), crow[1:] - crow[:-1])
-    return EdgeSet(dst, col.to(torch.int64), edge_attr, n, n)
+    return EdgeSet(dst, col.to(torch.int64), edge_attr, n, n, torch.arange(n, device=crow.device))
+
+
+def with_original_ids(edges: EdgeSet, order: Tensor | None) -> EdgeSet:
+    """``edges`` with its ``source_ids`` renamed by ``order`` (a reordered graph's original id of every row,
+    `gridgnn.data.reorder`; None: unchanged)."""
+    if order is None or edges.source_ids is None:
+        return edges
+    return dataclasses.replace(edges, source_ids=order[edges.source_ids])
 
 
 def aggregate_messages(messages: Tensor, index: Tensor, num_rows: int, aggr: str) -> Tensor:

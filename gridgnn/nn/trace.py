@@ -142,7 +142,8 @@ class RecordingLayout:
         meta = torch.device("meta")
         attr = torch.empty((TRACE_EDGES, self.edge_features), device=meta) if self.edge_features else None
         index = torch.empty(TRACE_EDGES, dtype=torch.int64, device=meta)
-        return EdgeSet(index, index, attr, self.rows, self.rows + 2)
+        return EdgeSet(index, index, attr, self.rows, self.rows + 2,
+                       torch.empty(self.rows + 2, dtype=torch.int64, device=meta))
 
     def source_rows(self, x: Tensor) -> Tensor:
         self.current.append(SourceRows(int(x.shape[1]), x.requires_grad, self._reads_features(x),

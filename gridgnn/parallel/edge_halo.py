@@ -69,8 +69,9 @@ class EdgeHalo:
         dst = np.repeat(np.arange(m, dtype=np.int64), np.diff(block.indptr))
         attr = None if edge_attr is None else torch.from_numpy(block_rows(edge_attr, adj.indptr, self.row_range))
         device = grid.device
+        source_ids = torch.from_numpy(np.concatenate([np.arange(r0, r1, dtype=np.int64), halo_ids])).to(device)
         self.edges = EdgeSet(torch.from_numpy(dst).to(device), torch.from_numpy(src).to(device),
-                             None if attr is None else attr.to(device), m, m + len(halo_ids))
+                             None if attr is None else attr.to(device), m, m + len(halo_ids), source_ids)
 
     @property
     def halo_rows(self) -> int:

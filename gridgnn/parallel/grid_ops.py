@@ -50,7 +50,7 @@ from gridgnn.cost.rank_cost import cached_orientations
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
-from gridgnn.nn.message_passing import EdgeSet, check_message_grid
+from gridgnn.nn.message_passing import EdgeSet, check_message_grid, with_original_ids
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
 from gridgnn.parallel.edge_halo import EdgeHalo
 from gridgnn.parallel.feature_weight_rows import FeatureWeightRows
@@ -99,6 +99,7 @@ class GridOps:
         self._refresh_due = False
         # message passing (`gridgnn.nn.message_passing`): the block row's edges and their halo exchange
         self.halo: EdgeHalo | None = None
+        self._named_edges: EdgeSet | None = None
         if messages:
             if self.col_axis is not None:  # 2D: separable messages on each process's feature columns
                 check_message_grid(grid.algo, separable=True)
@@ -150,6 +151,7 @@ class GridOps:
         # on the grid's device once: dropout asks for these ids every epoch and every attention tile
         self._order = None if order is None else torch.from_numpy(np.array(order, dtype=np.int64)).to(self.device)
         self._row_ids = None if order is None else self._order[slice(*self.row_range)]
+        self._named_edges = None
 
     def aggregate(self, x: torch.Tensor) -> torch.Tensor:
         """``M x`` in the layout, M the operator ``adj`` (collective: the SpMM's axes)."""
@@ -202,7 +204,9 @@ class GridOps:
         if self.halo is None:
             raise ConfigError("this layout was built without message passing: build GridOps with messages=True "
                               "(gridgnn.grid_aggregation(..., messages=True))")
-        return self.halo.edges
+        if self._named_edges is None:  # sources named by their original ids (`set_vertex_order`)
+            self._named_edges = with_original_ids(self.halo.edges, self._order)
+        return self._named_edges
 
     def source_rows(self, x: torch.Tensor) -> torch.Tensor:
         """(m, w) -> (m + halo, w) (`gridgnn.parallel.edge_halo.EdgeHalo.source_rows`). Collective on ``row``."""
