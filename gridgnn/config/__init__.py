@@ -18,6 +18,7 @@ from gridgnn.config.choices import (
     LOWER_IS_BETTER,
     LR_DEFAULTS,
     LR_SCHEDULES,
+    MAX_EDGE_FEATURES,
     MAX_HEADS,
     MAX_SEED,
     METRIC_CHOICES,
@@ -48,7 +49,7 @@ from gridgnn.config.train_config import FIELD_ORDER, TrainConfig
 
 __all__ = [
     "ALGOS", "COMM_PRECISIONS", "COMM_PRECISION_CHOICES", "COMMS", "FIELD_ORDER", "GRID_RE", "LOWER_IS_BETTER",
-    "LR_DEFAULTS", "LR_SCHEDULES", "MAX_HEADS",
+    "LR_DEFAULTS", "LR_SCHEDULES", "MAX_EDGE_FEATURES", "MAX_HEADS",
     "MAX_SEED", "METRICS", "METRIC_CHOICES", "MODELS", "ORDERS", "REORDERS", "REORDER_CHOICES",
     "SCHEDULE_PARAMETERS", "SECTIONS", "SWITCHES", "TASKS", "TASK_CHOICES", "WEIGHTS", "CheckpointOptions",
     "DataOptions", "ExecutionOptions", "ModelOptions", "OutputOptions", "Section", "TrainConfig",

@@ -90,6 +90,9 @@ MODELS = ("gcn", "sage", "gin", "gat", "gine", "meshgraphnet")
 """Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN, GAT, GINE (GIN with edge features),
 MeshGraphNet (edge features updated per layer; `gridgnn.nn.models`)."""
 
+MAX_EDGE_FEATURES = 1 << 20
+"""The most features per edge a model file or ``--edge-dim`` may name."""
+
 MAX_HEADS = 1024
 """The most attention heads of a GAT layer (``--heads``, ``--output-heads``)."""
 

@@ -23,6 +23,7 @@ from gridgnn.config.choices import (
     COMMS,
     GRID_RE,
     LR_SCHEDULES,
+    MAX_EDGE_FEATURES,
     MAX_HEADS,
     MAX_SEED,
     METRIC_CHOICES,
@@ -137,7 +138,7 @@ class ModelOptions(Section):
         check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)
         if (self.heads != 1 or self.output_heads != 1 or self.attn_dropout != 0.0) and self.model != "gat":
             raise ConfigError(f"--heads, --output-heads and --attn-dropout apply to --model gat, not {self.model}")
-        check_int("edge_dim", self.edge_dim, minimum=0, maximum=1 << 20)
+        check_int("edge_dim", self.edge_dim, minimum=0, maximum=MAX_EDGE_FEATURES)
         if self.edge_dim and self.model != "gat":
             raise ConfigError(f"--edge-dim applies to --model gat (gine and meshgraphnet read edge features "
                               f"always), not {self.model}")

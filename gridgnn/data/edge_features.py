@@ -28,11 +28,25 @@ import scipy.sparse as sp
 from gridgnn.errors import DataError
 
 
+def entry_rows(matrix) -> np.ndarray:
+    """(E,) int64: the row of every stored entry of the CSR ``matrix``."""
+    return np.repeat(np.arange(matrix.shape[0], dtype=np.int64), np.diff(matrix.indptr))
+
+
 def entry_keys(adj: sp.csr_matrix) -> np.ndarray:
     """(E,) int64 ``row * n + column`` of every stored entry of the canonical CSR ``adj`` (n, n): ascending."""
-    n = adj.shape[1]
-    rows = np.repeat(np.arange(adj.shape[0], dtype=np.int64), np.diff(adj.indptr))
-    return rows * n + adj.indices.astype(np.int64)
+    return entry_rows(adj) * adj.shape[1] + adj.indices.astype(np.int64)
+
+
+def _group_mean(values: np.ndarray, groups: np.ndarray, num_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the mean (num_groups, d) float32 of the rows of ``values`` (E, d) in each group, 0 for an empty one;
+    the counts (num_groups,)), ``groups`` (E,) naming each row's group: summed in float64 by one sparse product
+    (not ``np.add.at``, which is slow on many rows)."""
+    counts = np.bincount(groups, minlength=num_groups)
+    members = sp.csr_matrix((np.ones(len(groups)), (groups, np.arange(len(groups)))),
+                            shape=(num_groups, len(groups)))
+    sums = members @ np.asarray(values, dtype=np.float64)
+    return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts
 
 
 def edge_positions(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:
@@ -53,9 +67,7 @@ def collapse_rows(rows: np.ndarray, positions: np.ndarray, num_entries: int, whe
         out = np.empty_like(rows)
         out[positions] = rows
         return out
-    sums = np.zeros((num_entries, rows.shape[1]), dtype=np.float64)
-    np.add.at(sums, positions, rows)
-    return (sums / counts[:, None]).astype(np.float32)
+    return _group_mean(rows, positions, num_entries)[0]
 
 
 def check_edge_rows(rows, num_edges: int, where: str) -> np.ndarray:
@@ -87,8 +99,7 @@ def carry_rows(old: sp.csr_matrix, rows: np.ndarray, new: sp.csr_matrix, *, orde
     ``reverse``: an entry of ``new`` missing from ``old`` takes the row of its reverse edge (the
     symmetrization's added edges). Raises ValueError for an entry found neither way (a caller's bug)."""
     n = new.shape[0]
-    new_rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(new.indptr))
-    new_cols = new.indices.astype(np.int64)
+    new_rows, new_cols = entry_rows(new), new.indices.astype(np.int64)
     if order is not None:
         order = np.asarray(order, dtype=np.int64)
         new_rows, new_cols = order[new_rows], order[new_cols]
@@ -126,19 +137,13 @@ def operator_rows(adj: sp.csr_matrix, edge_attr: np.ndarray | None, operator: sp
     if edge_attr is None:
         return None
     n = adj.shape[0]
-    keys = entry_keys(adj)
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(operator.indptr))
-    cols = operator.indices.astype(np.int64)
-    at = _find(keys, rows * n + cols)
+    rows, cols = entry_rows(operator), operator.indices.astype(np.int64)
+    at = _find(entry_keys(adj), rows * n + cols)
     loops = at < 0
     if (loops & (rows != cols)).any():
         raise ValueError("an off-diagonal entry of the operator is no edge of the adjacency")
     out = np.empty((len(at), edge_attr.shape[1]), dtype=np.float32)
     out[~loops] = edge_attr[at[~loops]]
-    if loops.any():
-        counts = np.diff(adj.indptr)
-        sums = np.zeros((n, edge_attr.shape[1]), dtype=np.float64)
-        np.add.at(sums, np.repeat(np.arange(n), counts), edge_attr)
-        means = (sums / np.maximum(counts, 1)[:, None]).astype(np.float32)
-        out[loops] = means[rows[loops]]
+    if loops.any():  # a loop's row: the mean of its vertex's in-edges (an adjacency row's entries)
+        out[loops] = _group_mean(edge_attr, entry_rows(adj), n)[0][rows[loops]]
     return out

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.data.edge_features import operator_rows
+from gridgnn.data.edge_features import entry_rows, operator_rows
 from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import OPERATORS, operator_matrix
@@ -315,13 +315,12 @@ def _distinct(ids: np.ndarray, path: Path) -> np.ndarray:
     return ids
 
 
-def _graph_edge_rows(prepared: PreparedGraph) -> np.ndarray | None:
-    """The edge features of the graph's own edges (the operator's entries but its diagonal) from the prepared
-    rows."""
+def _graph_edge_rows(prepared: PreparedGraph, norm: sp.csr_matrix) -> np.ndarray | None:
+    """The edge features of the graph's own edges (the operator ``norm``'s entries but its diagonal) from the
+    prepared rows."""
     if prepared.edge_attr is None:
         return None
-    norm = prepared.norm_adj[0:prepared.num_nodes]
-    diagonal = np.repeat(np.arange(prepared.num_nodes), np.diff(norm.indptr)) == norm.indices
+    diagonal = entry_rows(norm) == norm.indices
     return np.array(prepared.edge_attr[np.flatnonzero(~diagonal)], dtype=np.float32)
 
 
@@ -335,6 +334,7 @@ def graph_of_prepared(prepared: PreparedGraph) -> Graph:
     """
     n = prepared.num_nodes
     norm = prepared.norm_adj[0:n]
+    edge_attr = _graph_edge_rows(prepared, norm)  # before the pattern, which edits norm's arrays in place
     pattern = sp.csr_matrix((np.ones(norm.nnz, dtype=np.float32), norm.indices, norm.indptr), shape=(n, n))
     pattern.setdiag(0)
     pattern.eliminate_zeros()
@@ -343,6 +343,6 @@ def graph_of_prepared(prepared: PreparedGraph) -> Graph:
     return Graph(adj=pattern, features=features, labels=np.array(prepared.labels),
                  train_mask=np.array(prepared.train_mask), val_mask=np.array(prepared.val_mask),
                  test_mask=np.array(prepared.test_mask), num_classes=prepared.num_classes, name=prepared.name,
-                 task=prepared.task, edge_attr=_graph_edge_rows(prepared),
+                 task=prepared.task, edge_attr=edge_attr,
                  directed=prepared.directed, meta={**prepared.meta, "prepared_folder": str(prepared.folder)})
 

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 from scipy.spatial import cKDTree
 
+from gridgnn.data.edge_features import entry_rows
 from gridgnn.data.generators import _require
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import adjacency_from_edges
@@ -198,7 +199,7 @@ def mesh(
     pairs = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
     src, dst = np.concatenate([pairs[:, 0], pairs[:, 1]]), np.concatenate([pairs[:, 1], pairs[:, 0]])
     adj = adjacency_from_edges(src, dst, nodes, "mesh")  # canonical: rows are destinations
-    rows = np.repeat(np.arange(nodes), np.diff(adj.indptr))
+    rows = entry_rows(adj)
     offset = position[adj.indices] - position[rows]  # source relative to destination, one per stored edge
     distance = np.linalg.norm(offset, axis=1)
     h = float(distance.mean())

@@ -24,7 +24,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from gridgnn.config import MAX_HEADS
+from gridgnn.config import MAX_EDGE_FEATURES, MAX_HEADS
 from gridgnn.errors import ConfigError
 from gridgnn.nn.dropout import stored_keep
 from gridgnn.nn.layout import Layout, as_layout
@@ -117,17 +117,10 @@ class GATLayer(nn.Module):
 
     def _edge_drop(self, edges, layout: Layout) -> Tensor | None:
         """(E, K) attention-dropout factors of the message path (0 or 1 / (1 - p)), or None (eval mode, p = 0,
-        no stream set): edge (original destination i, original source j) of head h in layer k kept by the same
-        counter-based hash stream as the tiles' (`_drop`), so every layout draws the same masks."""
-        stream, p = self.stream, self.attn_dropout
-        if stream is None or not stream["training"] or p == 0.0:
-            return None
-        base = ATTENTION_STREAM + stream["layer"] * MAX_HEADS
-        row_ids = layout.row_ids(edges.dst.device)
-        keeps = [stored_keep(edges.dst, edges.src, (edges.num_rows, edges.num_sources), p, seed=stream["seed"],
-                             epoch=stream["epoch"], layer=base + h, row_ids=row_ids, col_ids=edges.source_ids)
-                 for h in range(self.heads)]
-        return torch.stack(keeps, dim=1).to(self.weight.dtype) * (1.0 / (1.0 - p))
+        no stream set): `_drop`'s masks on the edges' original (destination, source) ids, so every layout
+        draws the same masks."""
+        drop = self._drop()  # an EdgeSet is the pattern the masks are drawn on, as a tile is
+        return None if drop is None else drop(edges, layout.row_ids(edges.dst.device), edges.source_ids)
 
     def _attend_edges(self, x: Tensor, layout: Layout) -> Tensor:
         """Attention with the edge term, as message passing over ``layout.edges()`` (the ``gat`` pattern's
@@ -193,7 +186,7 @@ class GAT(LayerStack):
         integer_field(config, "output_heads", 1, MAX_HEADS)
         fraction_field(config, "attn_dropout")
         if "edge_dim" in config:
-            integer_field(config, "edge_dim", 0, 1 << 20)
+            integer_field(config, "edge_dim", 0, MAX_EDGE_FEATURES)
         return heads  # the hidden layers concatenate their heads
 
     @classmethod

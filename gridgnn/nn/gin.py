@@ -19,6 +19,28 @@ from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
 
+def add_gin_mlp(layer: nn.Module, in_channels: int, out_channels: int, eps: float, train_eps: bool,
+                generator: torch.Generator | None) -> None:
+    """Give a GIN or GINE ``layer`` its MLP and ε, in this order (the model file's and the trace's parameter
+    order): ``weight1`` (in, out) and ``weight2`` (out, out) Glorot-drawn from ``generator``, zero ``bias1`` and
+    ``bias2``, ``eps`` (1,) a parameter with ``train_eps``, else a buffer."""
+    layer.weight1 = glorot(in_channels, out_channels, generator)
+    layer.bias1 = nn.Parameter(torch.zeros(out_channels))
+    layer.weight2 = glorot(out_channels, out_channels, generator)
+    layer.bias2 = nn.Parameter(torch.zeros(out_channels))
+    if train_eps:
+        layer.eps = nn.Parameter(torch.tensor([float(eps)]))
+    else:
+        layer.register_buffer("eps", torch.tensor([float(eps)]))
+
+
+def gin_mlp_tail(layer: nn.Module, z: Tensor, layout: Layout) -> Tensor:
+    """``ReLU(z + b1) W2 + b2``: the rest of a GIN or GINE layer's MLP after its first product ``z`` (m, out
+    block). Collective as `Layout.linear` (``col`` on 2D/3D)."""
+    hidden = torch.relu(layout.add_bias(z, layer.bias1))
+    return layout.add_bias(layout.linear(hidden, layer.weight2), layer.bias2)
+
+
 class GINLayer(nn.Module):
     """One GIN layer; ``eps`` the initial ε, trainable with ``train_eps``."""
 
@@ -29,14 +51,7 @@ class GINLayer(nn.Module):
         super().__init__()
         self.in_channels, self.out_channels = in_channels, out_channels
         self.order = resolve_order(order, in_channels, out_channels)
-        self.weight1 = glorot(in_channels, out_channels, generator)
-        self.bias1 = nn.Parameter(torch.zeros(out_channels))
-        self.weight2 = glorot(out_channels, out_channels, generator)
-        self.bias2 = nn.Parameter(torch.zeros(out_channels))
-        if train_eps:
-            self.eps = nn.Parameter(torch.tensor([float(eps)]))
-        else:
-            self.register_buffer("eps", torch.tensor([float(eps)]))
+        add_gin_mlp(self, in_channels, out_channels, eps, train_eps, generator)
 
     def forward(self, h: Tensor | SparseBlock, layout: Layout) -> Tensor:
         """h: dense (m, in_channels block) or a sparse feature block; returns (m, out_channels block).
@@ -48,8 +63,7 @@ class GINLayer(nn.Module):
         else:
             dense = as_dense(h)
             z = layout.linear(layout.aggregate(dense) + (1 + self.eps) * dense, self.weight1)
-        hidden = torch.relu(layout.add_bias(z, self.bias1))
-        return layout.add_bias(layout.linear(hidden, self.weight2), self.bias2)
+        return gin_mlp_tail(self, z, layout)
 
     def extra_repr(self) -> str:
         trainable = isinstance(self.eps, nn.Parameter)

@@ -15,9 +15,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from gridgnn.nn.gin import GIN, load_mlp, pyg_mlp
+from gridgnn.config import MAX_EDGE_FEATURES
+from gridgnn.nn.gin import GIN, add_gin_mlp, gin_mlp_tail, load_mlp, pyg_mlp
 from gridgnn.nn.layout import Layout, as_layout
-from gridgnn.nn.message_passing import MessagePassing
+from gridgnn.nn.message_passing import MessagePassing, require_edge_features
+from gridgnn.nn.model_config import integer_field
 from gridgnn.nn.stack import LayerStack, as_dense, glorot
 from gridgnn.sparse.csr import SparseBlock
 
@@ -27,6 +29,7 @@ class GINELayer(MessagePassing):
 
     order = "aggregate-first"
     column_separable = True  # column c of ReLU(x_j + e W_e + b_e) reads column c of x_j only
+    reads_destination = False
 
     def __init__(self, in_channels: int, out_channels: int, *, edge_dim: int, eps: float = 0.0,
                  train_eps: bool = False, generator: torch.Generator | None = None):
@@ -34,17 +37,10 @@ class GINELayer(MessagePassing):
         self.in_channels, self.out_channels, self.edge_dim = in_channels, out_channels, edge_dim
         self.edge_weight = glorot(edge_dim, in_channels, generator)
         self.edge_bias = nn.Parameter(torch.zeros(in_channels))
-        self.weight1 = glorot(in_channels, out_channels, generator)
-        self.bias1 = nn.Parameter(torch.zeros(out_channels))
-        self.weight2 = glorot(out_channels, out_channels, generator)
-        self.bias2 = nn.Parameter(torch.zeros(out_channels))
-        if train_eps:
-            self.eps = nn.Parameter(torch.tensor([float(eps)]))
-        else:
-            self.register_buffer("eps", torch.tensor([float(eps)]))
+        add_gin_mlp(self, in_channels, out_channels, eps, train_eps, generator)
         self._columns = (0, in_channels)  # the feature columns of x this process holds (2D: its block)
 
-    def message(self, x_i: Tensor, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
+    def message(self, x_i: Tensor | None, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
         if edge_attr is None:
             raise ValueError("GINE needs edge features: the layout's edges carry none")
         c0, c1 = self._columns
@@ -56,8 +52,7 @@ class GINELayer(MessagePassing):
         layout = as_layout(layout, self.operator, x.shape[0])
         self._columns = tuple(layout.col_range(self.in_channels))
         z = layout.linear(self.propagate(x, layout) + (1 + self.eps) * x, self.weight1)
-        hidden = torch.relu(layout.add_bias(z, self.bias1))
-        return layout.add_bias(layout.linear(hidden, self.weight2), self.bias2)
+        return gin_mlp_tail(self, z, layout)
 
     def extra_repr(self) -> str:
         trainable = isinstance(self.eps, nn.Parameter)
@@ -87,9 +82,7 @@ class GINE(GIN):
     @classmethod
     def check_file_config(cls, config: dict) -> int:
         GIN.check_file_config(config)  # eps and train_eps, as GIN's (file_options too: inherited)
-        edge_dim = config.get("edge_dim")
-        if isinstance(edge_dim, bool) or not isinstance(edge_dim, int) or edge_dim < 1:
-            raise ValueError(f"'edge_dim' must be a positive integer, got {edge_dim!r}")
+        integer_field(config, "edge_dim", 1, MAX_EDGE_FEATURES)
         return 1
 
     @classmethod
@@ -120,11 +113,7 @@ class GINE(GIN):
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, edge_dim: int,
                  num_layers: int = 2, dropout: float = 0.5, order: str = "auto", seed: int = 0, eps: float = 0.0,
                  train_eps: bool = False):
-        if edge_dim < 1:
-            from gridgnn.errors import ConfigError
-
-            raise ConfigError("--model gine needs edge features: the graph has none (give --edge-features "
-                              "FILE.npy, or a dataset with edge features)")
+        require_edge_features(self.kind, edge_dim)
         LayerStack.__init__(self, in_channels, hidden_channels, out_channels, num_layers=num_layers,
                             dropout=dropout, order=order, seed=seed, edge_dim=edge_dim, eps=eps, train_eps=train_eps)
 

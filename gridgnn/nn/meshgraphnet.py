@@ -18,8 +18,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from gridgnn.config import MAX_EDGE_FEATURES
 from gridgnn.nn.layout import Layout, as_layout
-from gridgnn.nn.message_passing import MessagePassing, aggregate_messages
+from gridgnn.nn.message_passing import MessagePassing, aggregate_messages, require_edge_features
+from gridgnn.nn.model_config import integer_field
 from gridgnn.nn.stack import LayerStack, as_dense
 from gridgnn.sparse.csr import SparseBlock
 
@@ -99,9 +101,7 @@ class MeshGraphNet(LayerStack):
 
     @classmethod
     def check_file_config(cls, config: dict) -> int:
-        edge_dim = config.get("edge_dim")
-        if isinstance(edge_dim, bool) or not isinstance(edge_dim, int) or edge_dim < 1:
-            raise ValueError(f"'edge_dim' must be a positive integer, got {edge_dim!r}")
+        integer_field(config, "edge_dim", 1, MAX_EDGE_FEATURES)
         return 1
 
     @classmethod
@@ -115,11 +115,7 @@ class MeshGraphNet(LayerStack):
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, edge_dim: int,
                  num_layers: int = 2, dropout: float = 0.5, order: str = "auto", seed: int = 0):
-        if edge_dim < 1:
-            from gridgnn.errors import ConfigError
-
-            raise ConfigError("--model meshgraphnet needs edge features: the graph has none (give --edge-features "
-                              "FILE.npy, or a dataset with edge features)")
+        require_edge_features(self.kind, edge_dim)
         self._edge_widths = iter([edge_dim] + [hidden_channels] * num_layers)
         self._hidden, self._remaining = hidden_channels, num_layers
         super().__init__(in_channels, hidden_channels, out_channels, num_layers=num_layers, dropout=dropout,

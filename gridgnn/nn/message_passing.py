@@ -66,6 +66,19 @@ class EdgeSet:
     def num_edges(self) -> int:
         return int(self.dst.shape[0])
 
+    # the pattern a dropout mask is drawn on (`gridgnn.nn.dropout.stored_keep`): entries at (dst, src)
+    @property
+    def rows(self) -> Tensor:
+        return self.dst
+
+    @property
+    def cols(self) -> Tensor:
+        return self.src
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.num_rows, self.num_sources
+
 
 def local_edge_set(matrix: torch.Tensor, edge_attr: Tensor | None) -> EdgeSet:
     """The `EdgeSet` of one process holding the whole (n, n) sparse CSR ``matrix`` (its stored entries are the
@@ -99,6 +112,13 @@ def aggregate_messages(messages: Tensor, index: Tensor, num_rows: int, aggr: str
     return out
 
 
+def require_edge_features(kind: str, edge_dim: int) -> None:
+    """`ConfigError` (one line) when a model of ``kind`` that reads edge features is built without them."""
+    if edge_dim < 1:
+        raise ConfigError(f"--model {kind} needs edge features: the graph has none (give --edge-features "
+                          "FILE.npy, or a dataset with edge features)")
+
+
 def check_aggregation(aggr: str) -> str:
     if aggr not in AGGREGATIONS:
         raise ConfigError(f"aggr must be one of {', '.join(AGGREGATIONS)}; got {aggr!r}")
@@ -124,6 +144,9 @@ class MessagePassing(nn.Module):
 
     operator = "sum"
     """The edges are the stored entries of A (no self-loops added), aligned with the graph's edge features."""
+    reads_destination = True
+    """Whether `message` reads ``x_i``; a layer whose message does not (GINE's) sets False and gets None, so
+    that no (E, w) copy of the destinations' rows is made every step."""
     column_separable = False
     """Whether column c of a message depends only on column c of x_i and x_j (GINE's ReLU(x_j + e W_e)): such a
     layer also runs on 2D grids, where ``message`` gets the process's feature columns (`SEPARABLE_ALGORITHMS`);
@@ -139,8 +162,9 @@ class MessagePassing(nn.Module):
         default (three arrays of ``width``). A layer whose messages keep more (an MLP on every edge) says so."""
         return 0
 
-    def message(self, x_i: Tensor, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
-        """(E, w) destination rows, (E, w) source rows, (E, d) edge features or None -> (E, w_msg)."""
+    def message(self, x_i: Tensor | None, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
+        """(E, w) destination rows (None when `reads_destination` is False), (E, w) source rows, (E, d) edge
+        features or None -> (E, w_msg)."""
         return x_j
 
     def update(self, aggr_out: Tensor, x: Tensor) -> Tensor:
@@ -155,7 +179,8 @@ class MessagePassing(nn.Module):
                               "columns (column_separable), so it runs on the 1d and 1.5d grids only")
         edges = layout.edges()
         sources = layout.source_rows(x)
-        messages = self.message(x[edges.dst], sources[edges.src], edges.attr)
+        x_i = x[edges.dst] if self.reads_destination else None
+        messages = self.message(x_i, sources[edges.src], edges.attr)
         if not isinstance(messages, Tensor) or messages.ndim != 2 or messages.shape[0] != edges.num_edges:
             shape = tuple(messages.shape) if isinstance(messages, Tensor) else type(messages).__name__
             raise ValueError(f"{type(self).__name__}.message must return one row per edge, ({edges.num_edges}, "

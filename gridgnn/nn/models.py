@@ -31,6 +31,7 @@ from gridgnn.nn.gcn import GCN
 from gridgnn.nn.gin import GIN
 from gridgnn.nn.gine import GINE
 from gridgnn.nn.meshgraphnet import MeshGraphNet
+from gridgnn.nn.message_passing import require_edge_features
 from gridgnn.nn.sage import SAGE
 from gridgnn.nn.stack import LayerStack
 
@@ -87,12 +88,9 @@ def check_edge_inputs(config, num_edge_features: int) -> None:
     """Raise `ConfigError` (one line, before any collective) when the model ``config`` describes reads edge
     features the graph lacks (or of another width than its ``edge_dim`` says), or edge features were given by
     file (``config.edge_features``, ``--edge-features``) to a model that reads none."""
-    model, edge_file = config.model, getattr(config, "edge_features", None)
-    flag = " --edge-dim" if getattr(config, "edge_dim", 0) else ""
-    if reads_edges(config) and num_edge_features < 1:
-        raise ConfigError(f"--model {model}{flag} needs edge features: the graph has none (give --edge-features "
-                          "FILE.npy, or a dataset with edge features)")
-    edge_dim = getattr(config, "edge_dim", 0)
+    model, edge_file, edge_dim = config.model, getattr(config, "edge_features", None), getattr(config, "edge_dim", 0)
+    if reads_edges(config):
+        require_edge_features(f"{model} --edge-dim" if edge_dim else model, num_edge_features)
     if edge_dim and num_edge_features != edge_dim:
         raise ConfigError(f"--edge-dim {edge_dim} was given, but the graph's edges have {num_edge_features} "
                           "features each")

@@ -222,12 +222,11 @@ def _ops_of(spec: ModelSpec) -> ModelOps:
 
 
 def edge_features_of(model, graph) -> int:
-    """The edge features ``model``'s kind reads of ``graph`` (a `Graph`, `GraphStats`, ...): the graph's count
-    for a kind that reads them (`gridgnn.nn.stack.LayerStack.edge_inputs`), else 0."""
-    from gridgnn.nn.models import MODELS
+    """The edge features ``model`` reads of ``graph`` (a `Graph`, `GraphStats`, ...): the graph's count for a
+    model that reads them (`gridgnn.nn.models.reads_edges`), else 0 (an unregistered kind too)."""
+    from gridgnn.nn.models import MODELS, reads_edges
 
-    cls = MODELS.get(str(getattr(model, "model", "gcn")))
-    reads = cls is not None and cls.reads_edge_features(model)
+    reads = str(getattr(model, "model", "gcn")) in MODELS and reads_edges(model)
     return int(getattr(graph, "num_edge_features", 0) or 0) if reads else 0
 
 

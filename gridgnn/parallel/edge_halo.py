@@ -9,7 +9,7 @@ block row touches (the same index sets as sparse communication, `gridgnn.cost.sp
 =========  ============================================================================================
 when       what moves (collective on ``row``; the replicas of 1.5D each run their own group)
 =========  ============================================================================================
-set-up     the ids each process needs, told to their holders (`gridgnn.spmm.row_exchange.exchange_wanted`,
+set-up     the ids each process needs, told to their holders (`gridgnn.spmm.row_exchange.RowExchange`,
            phase ``other``: two all-to-alls of int64)
 forward    one all-to-all of the halo rows (phase ``spmm_forward``), then every message is local
 backward   the halo rows' gradients back to their holders (one all-to-all, phase ``spmm_backward``), added
@@ -34,10 +34,10 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.cost.sparse_stages import touched_columns
-from gridgnn.data.edge_features import block_rows
+from gridgnn.data.edge_features import block_rows, entry_rows
 from gridgnn.grid.comm import Communicator
 from gridgnn.nn.message_passing import EdgeSet
-from gridgnn.spmm.row_exchange import exchange_wanted, gather_index
+from gridgnn.spmm.row_exchange import RowExchange
 
 
 class EdgeHalo:
@@ -56,27 +56,19 @@ class EdgeHalo:
         remote = [j for j in range(len(bounds) - 1) if j != i]
         touched = touched_columns(adj, self.row_range, self.bounds, remote)
         wanted = [touched.get(j, np.zeros(0, dtype=np.int64)) for j in range(len(bounds) - 1)]
-        self.recv_rows = [len(w) for w in wanted]
         with comm.phase("other"):
-            asked = exchange_wanted(comm, "row", wanted)
-        self.send_rows = [len(a) for a in asked]
-        self.send_index = gather_index(asked, r0, grid.device)
+            self.exchange = RowExchange(comm, "row", wanted, r0)
         block = sp.csr_matrix(adj[r0:r1]) if not sp.issparse(adj) else adj[r0:r1].tocsr()
         cols = block.indices.astype(np.int64)
         halo_ids = np.concatenate(wanted) if wanted else np.zeros(0, dtype=np.int64)  # ascending: blocks in order
         own = (cols >= r0) & (cols < r1)
         src = np.where(own, cols - r0, m + np.searchsorted(halo_ids, cols))
-        dst = np.repeat(np.arange(m, dtype=np.int64), np.diff(block.indptr))
+        dst = entry_rows(block)
         attr = None if edge_attr is None else torch.from_numpy(block_rows(edge_attr, adj.indptr, self.row_range))
         device = grid.device
         source_ids = torch.from_numpy(np.concatenate([np.arange(r0, r1, dtype=np.int64), halo_ids])).to(device)
         self.edges = EdgeSet(torch.from_numpy(dst).to(device), torch.from_numpy(src).to(device),
                              None if attr is None else attr.to(device), m, m + len(halo_ids), source_ids)
-
-    @property
-    def halo_rows(self) -> int:
-        """Rows this process receives in each forward exchange (its halo)."""
-        return sum(self.recv_rows)
 
     def source_rows(self, x: torch.Tensor) -> torch.Tensor:
         """(m, w) -> (m + halo, w): this process's rows, then the halo rows in `EdgeSet.src`'s numbering, with
@@ -88,17 +80,14 @@ class _HaloFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, halo: EdgeHalo) -> torch.Tensor:
         ctx.halo = halo
-        comm = halo.comm
-        with comm.phase("spmm_forward"):
-            received = comm.all_to_all(x[halo.send_index].contiguous(), halo.send_rows, halo.recv_rows, "row")
+        with halo.comm.phase("spmm_forward"):
+            received = halo.exchange.fetch_async(x).wait()
         return torch.cat([x, received])
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         halo = ctx.halo
         m = halo.row_range[1] - halo.row_range[0]
-        grad_x = grad[:m].clone()
         with halo.comm.phase("spmm_backward"):
-            back = halo.comm.all_to_all(grad[m:].contiguous(), halo.recv_rows, halo.send_rows, "row")
-        grad_x.index_add_(0, halo.send_index, back)
-        return grad_x, None
+            returned = halo.exchange.return_async(grad[m:]).wait()
+        return halo.exchange.add_returned(grad[:m].clone(), returned), None

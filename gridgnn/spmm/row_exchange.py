@@ -39,3 +39,41 @@ def gather_index(asked: list[np.ndarray], start: int, device: torch.device) -> t
     the global id of this process's first row."""
     flat = np.concatenate(asked) - start if asked else np.zeros(0, dtype=np.int64)
     return torch.from_numpy(flat.astype(np.int64)).to(device)
+
+
+class RowExchange:
+    """The exchange of wanted rows of a dense operand on ``axis``, set up once: this process receives the
+    ``wanted[p]`` rows (global ids, int64) of each process p of the group and sends the rows its peers asked of
+    it. `fetch_async` moves them forward; `return_async` sends rows shaped like the received ones back to their
+    holders, which `add_returned` adds into place (a backward pass). Used by sparse 1D/1.5D SpMM
+    (`gridgnn.spmm.sparse_15d`) and message passing's halo (`gridgnn.parallel.edge_halo`).
+
+    Set-up: collective on ``axis`` (`exchange_wanted`, in the caller's phase); ``start`` is the global id of
+    this process's first row."""
+
+    def __init__(self, comm: Communicator, axis: str, wanted: list[np.ndarray], start: int):
+        self.comm, self.axis = comm, axis
+        self.recv_rows = [len(w) for w in wanted]
+        asked = exchange_wanted(comm, axis, wanted)
+        self.send_rows = [len(a) for a in asked]
+        self.send_index = gather_index(asked, start, comm.grid.device)
+
+    @property
+    def received(self) -> int:
+        """Rows this process receives in each forward exchange."""
+        return sum(self.recv_rows)
+
+    def fetch_async(self, x: torch.Tensor):
+        """The wanted rows of the holders' ``x`` (this process sends its asked rows of its own ``x``), as a
+        pending all-to-all: (received, w) when waited. Collective on ``axis``."""
+        return self.comm.all_to_all_async(x[self.send_index].contiguous(), self.send_rows, self.recv_rows,
+                                          self.axis)
+
+    def return_async(self, rows: torch.Tensor):
+        """``rows`` (received, w), one per received row, back to their holders, as a pending all-to-all: (asked,
+        w) when waited, for `add_returned`. Collective on ``axis``."""
+        return self.comm.all_to_all_async(rows.contiguous(), self.recv_rows, self.send_rows, self.axis)
+
+    def add_returned(self, into: torch.Tensor, returned: torch.Tensor) -> torch.Tensor:
+        """Add the returned rows into this process's rows of ``into`` (in place; returns it). Not collective."""
+        return into.index_add_(0, self.send_index, returned)

@@ -28,7 +28,7 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.spmm.base import DistributedSpMM
-from gridgnn.spmm.row_exchange import exchange_wanted, gather_index
+from gridgnn.spmm.row_exchange import RowExchange
 from gridgnn.spmm.spmm_15d import SpMM15D
 
 
@@ -44,11 +44,8 @@ class SparseSpMM15D(SpMM15D):
         remote = [j for j in self.share if j != self.i]
         touched = touched_columns(adj, self.row_range, layout.segments, remote)
         wanted = [touched.get(j, np.zeros(0, dtype=np.int64)) for j in range(grid.size("row"))]
-        self.recv_rows = [len(w) for w in wanted]
         with comm.phase("other"):  # before cutting the blocks: no rank waits for another's cut
-            asked = exchange_wanted(comm, "row", wanted)
-        self.send_rows = [len(a) for a in asked]
-        self.send_index = gather_index(asked, self.row_range[0], grid.device)
+            self.exchange = RowExchange(comm, "row", wanted, self.row_range[0])
         index_dtype = index_dtype_for(self.num_nodes, adj.nnz)
         column_blocks = list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
         _, kept = cut_panels(adj, self.row_range, column_blocks, self.share)  # scipy panels, local column ids
@@ -72,7 +69,7 @@ class SparseSpMM15D(SpMM15D):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X[i] (n_i x f) -> Y[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (all-reduce)."""
-        pending = self.comm.all_to_all_async(x[self.send_index], self.send_rows, self.recv_rows, "row")
+        pending = self.exchange.fetch_async(x)
         if not self.comm.overlap:
             pending.wait()
         out = self.own.matmul(x) if self.own is not None else x.new_zeros(x.shape)
@@ -87,11 +84,11 @@ class SparseSpMM15D(SpMM15D):
         """G[i] (n_i x f) -> dX[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (broadcast)."""
         f = grad_y.shape[1]
         part = self.remote.t_matmul(grad_y) if self.remote is not None else grad_y.new_zeros((0, f))
-        pending = self.comm.all_to_all_async(part, self.recv_rows, self.send_rows, "row")
+        pending = self.exchange.return_async(part)
         if not self.comm.overlap:
             pending.wait()
         grad_x = self.own.t_matmul(grad_y) if self.own is not None else grad_y.new_zeros(grad_y.shape)
-        grad_x.index_add_(0, self.send_index, pending.wait())
+        self.exchange.add_returned(grad_x, pending.wait())
         if self.replication > 1:
             self.comm.broadcast(grad_x, "rep", root=self.i % self.replication)
         return grad_x
