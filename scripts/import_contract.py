@@ -45,7 +45,7 @@ LAYERS = {
     "gridgnn.sparse": 3,
     "gridgnn.spmm": 4, "gridgnn.data": 4,
     "gridgnn.nn": 5, "gridgnn.parallel": 5,
-    "gridgnn.train": 6, "gridgnn.plan": 6, "gridgnn.launch": 6, "gridgnn.report": 6,
+    "gridgnn.train": 6, "gridgnn.plan": 6, "gridgnn.launch": 6, "gridgnn.report": 6, "gridgnn.prepare": 6,
     "gridgnn.cli": 7, "gridgnn.api": 7,
     "gridgnn.__main__": 8, "gridgnn": 8,
 }

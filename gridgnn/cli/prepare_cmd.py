@@ -37,6 +37,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="the row blocks of the grid the folder is for (P for 1d, P/c for 1.5d, PR for 2d, "
                              "Q for 3d), or a multiple of them (each block then takes whole parts): METIS cuts "
                              "into K parts; needed by every --reorder metis*")
+    parallel = parser.add_argument_group("distributed preparation (edge lists and rmat: specs)")
+    parallel.add_argument("--nprocs", type=int, default=None, metavar="P",
+                          help="prepare on P local processes, each reading its part of the source; the folder "
+                               "is then written as row shards (under torchrun: the processes torchrun starts)")
+    parallel.add_argument("--shards", type=int, default=None, metavar="K",
+                          help="row shards of a distributed preparation (default: P; at least P): the folder is "
+                               "the same for every P <= K")
+    parallel.add_argument("--summary", default=None, metavar="FILE",
+                          help="write the distributed preparation's summary (seconds per phase, peak memory per "
+                               "process) as JSON")
     parser.set_defaults(handler=run_prepare)
 
 
@@ -57,6 +67,19 @@ def run_prepare(args: argparse.Namespace) -> int:
     if args.reorder.startswith("metis") and args.parts is None:
         raise ConfigError(f"--reorder {args.reorder} needs --parts K: the grid's row blocks (P for 1d, P/c for "
                           "1.5d, PR for 2d, Q for 3d)")
+    for flag in ("nprocs", "shards"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise ConfigError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    if args.shards is not None and args.nprocs is None and not _under_torchrun():
+        raise ConfigError("--shards is for a distributed preparation: give --nprocs P too")
+    if args.nprocs is not None or _under_torchrun():
+        from gridgnn.prepare.launch import prepare_under_torchrun, prepare_with_workers
+
+        if _under_torchrun():
+            if args.nprocs is not None:
+                raise ConfigError("--nprocs under torchrun: torchrun starts the processes; leave --nprocs out")
+            return prepare_under_torchrun(args, operator_of(args.model), target)
+        return prepare_with_workers(args, operator_of(args.model), target)
     graph = load_dataset(args.dataset, data_root=args.data_root, directed=args.directed,
                          normalize_features=args.normalize_features, seed=args.seed,
                          node_files=NodeFiles.of(args))
@@ -75,3 +98,8 @@ def run_prepare(args: argparse.Namespace) -> int:
     print(f"prepared   {graph.name}: {graph.num_nodes} nodes, {graph.num_edges} stored edges, "
           f"{graph.num_features} features, {graph.num_classes} classes -> {target}")
     return 0
+
+
+def _under_torchrun() -> bool:
+    """True when torchrun started this process as one of several (``WORLD_SIZE`` > 1)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1

@@ -9,7 +9,9 @@ exit statuses of `gridgnn.cli.main`), except a lost peer's line, which the launc
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from gridgnn.cli.main import exit_now, guarded, printable_output
 from gridgnn.launch.orphans import die_with_launcher
@@ -28,6 +30,13 @@ def main(spec_path: str) -> int:
 
 
 def _work(spec_path: str) -> int:
+    if _is_preparation(spec_path):  # gridgnn prepare --nprocs P
+        from gridgnn.prepare.job import PrepareJob
+        from gridgnn.prepare.launch import worker_main
+
+        job = PrepareJob.read(spec_path)
+        die_with_launcher(job.launcher_pid)
+        return worker_main(job)
     spec = read_spec(spec_path)  # imports no torch: a worker whose launcher is already gone stops at once
     die_with_launcher(spec.launcher_pid)
     if spec.command == "predict":
@@ -37,3 +46,11 @@ def _work(spec_path: str) -> int:
     from gridgnn.cli.train_cmd import train_spec
 
     return train_spec(spec)
+
+
+def _is_preparation(path: str) -> bool:
+    """True when the file handed to this worker is a preparation job (`gridgnn.prepare.job`), not a run spec."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8")).get("command") == "prepare"
+    except (OSError, ValueError, AttributeError):
+        return False  # read_spec says what is wrong with it

@@ -116,6 +116,10 @@ def _sbm_edges(
     return src, by_class[position]
 
 
+RMAT_ROW_CHUNK = 1 << 16
+"""Vertices whose features, labels and split one generator draws (`rmat_node_rows`)."""
+
+
 def rmat(
     scale: int = 10,
     edge_factor: int = 16,
@@ -132,47 +136,101 @@ def rmat(
 
     Each edge descends `scale` levels of the adjacency quadrants (a: top-left, b: top-right, c: bottom-left,
     d = 1 - a - b - c), generated `chunk_edges` at a time into int32/int64 arrays; vertex ids are then
-    randomly permuted (as Graph500 does) so that degree does not follow id. Duplicates and self-loops are
-    dropped, so fewer edges remain. Features (n, features) float32 are N(0, 1), labels uniform in
-    [0, classes), split seeded 60/20/20; none of them relates to the structure (a systems benchmark).
+    scrambled by a seeded bijection (`rmat_scramble`; as Graph500 permutes them) so that degree does not follow
+    id. Duplicates and self-loops are dropped, so fewer edges remain. Features (n, features) float32 are
+    N(0, 1), labels uniform in [0, classes), each vertex in train/validation/test with probability
+    0.6/0.2/0.2; none of them relates to the structure (a systems benchmark).
+
+    Every chunk of edges and of vertices has its own generator (``default_rng([seed, 0, chunk])`` for edges,
+    ``[seed, 1, chunk]`` for `RMAT_ROW_CHUNK` vertices), so that any process can generate any part alone and
+    ``gridgnn prepare --nprocs P`` builds the same graph for every P (`rmat_edge_chunks`, `rmat_node_rows`).
     """
+    check_rmat(scale, edge_factor, a, b, c, features, classes, chunk_edges)
+    nodes = 1 << scale
+    src, dst = rmat_edge_chunks(scale, edge_factor, (a, b, c), chunk_edges, seed, 0, rmat_chunks(scale, edge_factor,
+                                                                                                    chunk_edges))
+    adj = adjacency_from_edges(src, dst, nodes, "rmat")
+    del src, dst
+    adj = remove_self_loops(adj if directed else symmetrize(adj))
+    x, labels, (train, val, test) = rmat_node_rows(0, nodes, features, classes, seed)
+    return Graph(
+        adj=adj, features=x, labels=labels, train_mask=train, val_mask=val,
+        test_mask=test, num_classes=classes, name=f"rmat-{scale}-{edge_factor}", directed=directed,
+        meta={"format": "rmat", "split": "per-vertex-60-20-20", "seed": seed},
+    )  # fmt: skip
+
+
+def check_rmat(scale: int, edge_factor: int, a: float, b: float, c: float, features: int, classes: int,
+               chunk_edges: int) -> None:
+    """`DataError` (one line) on parameters `rmat` cannot use."""
     _require(1 <= scale <= 40, f"rmat: scale must lie in [1, 40], got {scale}")
     _require(edge_factor >= 1, f"rmat: edge_factor must be >= 1, got {edge_factor}")
     _require(min(a, b, c) >= 0 and a + b + c <= 1, f"rmat: need a, b, c >= 0 and a + b + c <= 1, got {a}, {b}, {c}")
     _require(features >= 1 and classes >= 1, f"rmat: features and classes must be >= 1, got {features}, {classes}")
     _require(chunk_edges >= 1, f"rmat: chunk_edges must be >= 1, got {chunk_edges}")
-    rng = np.random.default_rng(seed)
-    nodes = 1 << scale
-    src, dst = _rmat_edges(scale, edge_factor * nodes, (a, b, c), chunk_edges, rng)
-    permutation = rng.permutation(nodes).astype(src.dtype)
-    np.take(permutation, src, out=src)
-    np.take(permutation, dst, out=dst)
-    adj = adjacency_from_edges(src, dst, nodes, "rmat")
-    del src, dst
-    adj = remove_self_loops(adj if directed else symmetrize(adj))
-    train, val, test = random_split(nodes, seed=seed)
-    return Graph(
-        adj=adj, features=rng.standard_normal((nodes, features), dtype=np.float32),
-        labels=rng.integers(0, classes, nodes, dtype=np.int64), train_mask=train, val_mask=val,
-        test_mask=test, num_classes=classes, name=f"rmat-{scale}-{edge_factor}", directed=directed,
-        meta={"format": "rmat", "split": "random-60-20-20", "seed": seed},
-    )  # fmt: skip
 
 
-def _rmat_edges(
-    scale: int, num_edges: int, abc: tuple[float, float, float], chunk_edges: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) arrays of shape (num_edges,), int32 when ids fit, filled chunk by chunk."""
+def rmat_chunks(scale: int, edge_factor: int, chunk_edges: int) -> int:
+    """The number of edge chunks of an R-MAT graph."""
+    return -(-(edge_factor << scale) // chunk_edges)
+
+
+def rmat_edge_chunks(scale: int, edge_factor: int, abc: tuple[float, float, float], chunk_edges: int, seed: int,
+                     first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of edge chunks [first, last) (ids already scrambled), int32 when ids fit, else int64.
+    Chunk k holds edges [k * chunk_edges, (k + 1) * chunk_edges) of the ``edge_factor * 2**scale`` and draws
+    them from ``default_rng([seed, 0, k])``."""
     a, b, c = abc
     dtype = np.int32 if scale <= 30 else np.int64
-    src = np.zeros(num_edges, dtype=dtype)
-    dst = np.zeros(num_edges, dtype=dtype)
-    for begin in range(0, num_edges, chunk_edges):
-        s, d = src[begin : begin + chunk_edges], dst[begin : begin + chunk_edges]  # views, filled in place
+    num_edges = edge_factor << scale
+    begin, end = first * chunk_edges, min(last * chunk_edges, num_edges)
+    src = np.zeros(max(0, end - begin), dtype=dtype)
+    dst = np.zeros_like(src)
+    for k in range(first, last):
+        lo, hi = k * chunk_edges - begin, min((k + 1) * chunk_edges, num_edges) - begin
+        s, d = src[lo:hi], dst[lo:hi]  # views, filled in place
+        rng = np.random.default_rng([seed, 0, k])
         for level in range(scale):
             r = rng.random(s.shape[0], dtype=np.float32)
             lower = r >= a + b  # quadrants c and d: the source bit is 1
             right = (r >= a) ^ lower ^ (r >= a + b + c)  # quadrants b and d: the target bit is 1
             s |= lower.astype(dtype) << level
             d |= right.astype(dtype) << level
-    return src, dst
+    return rmat_scramble(src, scale, seed), rmat_scramble(dst, scale, seed)
+
+
+def rmat_scramble(ids: np.ndarray, scale: int, seed: int) -> np.ndarray:
+    """A seeded bijection of [0, 2**scale) applied to ``ids`` (same dtype): four rounds of an odd multiply and
+    add modulo 2**scale, each followed by an xor with the value shifted right (both invertible on ``scale``
+    bits). Computed per id, so any process scrambles its own edges without a permutation table."""
+    mask = np.uint64((1 << scale) - 1)
+    keys = np.random.default_rng([seed, 2]).integers(0, 1 << 62, size=(4, 2), dtype=np.uint64)
+    shift = np.uint64(max(1, (scale + 1) // 2))
+    x = ids.astype(np.uint64)
+    for multiplier, addend in keys:
+        x *= multiplier | np.uint64(1)
+        x += addend
+        x &= mask
+        x ^= x >> shift
+    return x.astype(ids.dtype)
+
+
+def rmat_node_rows(r0: int, r1: int, features: int, classes: int, seed: int):
+    """Features (r1 - r0, features) float32, labels (r1 - r0,) int64 and (train, val, test) masks of R-MAT
+    vertices [r0, r1): vertex chunk j (`RMAT_ROW_CHUNK` vertices) draws from ``default_rng([seed, 1, j])``
+    its features, then its labels, then one uniform per vertex (< 0.6 train, < 0.8 validation, else test)."""
+    rows = r1 - r0
+    x = np.empty((rows, features), dtype=np.float32)
+    labels = np.empty(rows, dtype=np.int64)
+    draw = np.empty(rows, dtype=np.float64)
+    for j in range(r0 // RMAT_ROW_CHUNK, -(-r1 // RMAT_ROW_CHUNK)):
+        lo, hi = j * RMAT_ROW_CHUNK, (j + 1) * RMAT_ROW_CHUNK
+        rng = np.random.default_rng([seed, 1, j])
+        chunk_x = rng.standard_normal((RMAT_ROW_CHUNK, features), dtype=np.float32)
+        chunk_labels = rng.integers(0, classes, RMAT_ROW_CHUNK, dtype=np.int64)
+        chunk_draw = rng.random(RMAT_ROW_CHUNK)
+        a, b = max(lo, r0), min(hi, r1)
+        x[a - r0:b - r0] = chunk_x[a - lo:b - lo]
+        labels[a - r0:b - r0] = chunk_labels[a - lo:b - lo]
+        draw[a - r0:b - r0] = chunk_draw[a - lo:b - lo]
+    return x, labels, (draw < 0.6, (draw >= 0.6) & (draw < 0.8), draw >= 0.8)

@@ -33,6 +33,7 @@ from gridgnn.data.edge_features import entry_rows, operator_rows
 from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import OPERATORS, operator_matrix
+from gridgnn.data.row_shards import ShardedArray, shard_loader
 from gridgnn.data.schemas import check_prepared_manifest
 from gridgnn.data.targets import TASKS, check_graph_targets, target_block
 from gridgnn.errors import DataError
@@ -142,6 +143,9 @@ class PreparedGraph:
         arrays += ([features.indptr, features.indices, features.data] if isinstance(features, RowBlockCSR)
                    else [features])
         for array in arrays:
+            if isinstance(array, ShardedArray):
+                array.release_pages()
+                continue
             mapping = getattr(array, "_mmap", None)  # the mmap.mmap behind an np.memmap
             if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
                 mapping.madvise(mmap.MADV_DONTNEED)
@@ -235,10 +239,12 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
             raise DataError(f"{path}: expected {np.dtype(dtype)} {shape}, found {array.dtype} {array.shape}")
         return array
 
+    if "shards" in manifest:  # written by prepare --nprocs P: each array is K row shards (`gridgnn.prepare`)
+        load = shard_loader(root, manifest, load, where)
     indptr = load("adj_indptr", np.int64, (n + 1,))
     if indptr[0] != 0 or indptr[-1] != norm_nnz:
         raise DataError(f"{where}: adj_indptr does not span the {norm_nnz} stored entries")
-    norm_adj = RowBlockCSR(indptr, load("adj_indices", np.int32, (norm_nnz,)),
+    norm_adj = RowBlockCSR(indptr, load("adj_indices", index_dtype(n), (norm_nnz,)),
                            load("adj_data", np.float32, (norm_nnz,)), (n, n), source=where)
     if manifest.get("sparse_features"):
         fptr = load("features_indptr", np.int64, (n + 1,))
@@ -255,11 +261,11 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         raise DataError(f"{where}: unknown task {task!r} in {MANIFEST} (known: {', '.join(TASKS)})")
     labels = (load("labels", np.int64, (n,)) if task == "multiclass" else load("labels", np.float32, (n, classes)))
     meta = dict(manifest.get("meta") or {})
-    if _present(root / "vertex_ids.npy"):
+    if manifest.get("has_vertex_ids") or _present(root / "vertex_ids.npy"):
         meta["vertex_ids"] = _distinct(load("vertex_ids", np.int64, (n,)), root / "vertex_ids.npy")
-    if _present(root / "reorder_order.npy"):
+    if "shards" not in manifest and _present(root / "reorder_order.npy"):
         meta["reorder_order"] = _permutation(load("reorder_order", np.int64, (n,)), root / "reorder_order.npy")
-    if (root / "reorder_bounds.npy").exists():
+    if "shards" not in manifest and (root / "reorder_bounds.npy").exists():
         bounds = load("reorder_bounds", np.int64)
         if bounds.ndim != 1 or not is_partition(bounds, n):
             raise DataError(f"{root / 'reorder_bounds.npy'}: not the boundaries of non-empty parts of {n} vertices "
@@ -270,13 +276,22 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     if isinstance(edge_features, bool) or not isinstance(edge_features, int) or edge_features < 0:
         raise DataError(f"{where}: num_edge_features in {MANIFEST} must be a count, got {edge_features!r}")
     edge_attr = load("edge_attr", np.float32, (norm_nnz, edge_features)) if edge_features else None
-    check_graph_targets(labels, task, classes, n, masks, where)
+    if isinstance(labels, ShardedArray):  # checked shard by shard: no process reads every label at once
+        for k, piece in enumerate(labels.pieces):
+            check_graph_targets(piece, task, classes, len(piece), {m: masks[m].pieces[k] for m in masks}, where)
+    else:
+        check_graph_targets(labels, task, classes, n, masks, where)
     return PreparedGraph(
         folder=root, name=str(manifest.get("name", root.name)), num_nodes=n,
         num_edges=int(manifest.get("num_edges", 0)), num_features=f, num_classes=classes,
         directed=bool(manifest.get("directed", False)), digest=str(manifest.get("digest", "")),
         norm_adj=norm_adj, features=features, labels=labels,
         **masks, meta=meta, operator=operator, task=task, edge_attr=edge_attr)
+
+
+def index_dtype(num_nodes: int) -> np.dtype:
+    """The dtype of Â's column ids in a folder of ``num_nodes`` vertices: int32 while ids fit, else int64."""
+    return np.dtype(np.int32 if num_nodes <= np.iinfo(np.int32).max else np.int64)
 
 
 def _present(path: Path) -> bool:
@@ -305,7 +320,10 @@ def _permutation(order: np.ndarray, path: Path) -> np.ndarray:
 
 
 def _distinct(ids: np.ndarray, path: Path) -> np.ndarray:
-    """``ids`` when no two vertices share an original id, else `DataError`."""
+    """``ids`` when no two vertices share an original id, else `DataError`. Sharded ids that increase
+    (a distributed preparation's compact renumbering) are checked piece by piece, never sorted whole."""
+    if isinstance(ids, ShardedArray) and _increasing(ids):
+        return ids
     if len(ids) > 1:
         ordered = np.sort(np.asarray(ids))
         twice = np.flatnonzero(ordered[1:] == ordered[:-1])
@@ -313,6 +331,19 @@ def _distinct(ids: np.ndarray, path: Path) -> np.ndarray:
             raise DataError(f"{path}: original vertex id {int(ordered[twice[0]])} is given to more than one vertex; "
                             "prepare the folder again")
     return ids
+
+
+def _increasing(ids: ShardedArray) -> bool:
+    """True when every piece of ``ids`` strictly increases and each starts above the previous one's last."""
+    last = None
+    for piece in ids.pieces:
+        if len(piece) == 0:
+            continue
+        values = np.asarray(piece)
+        if np.any(values[1:] <= values[:-1]) or (last is not None and values[0] <= last):
+            return False
+        last = values[-1]
+    return True
 
 
 def _graph_edge_rows(prepared: PreparedGraph, norm: sp.csr_matrix) -> np.ndarray | None:

@@ -148,6 +148,18 @@ def missing_dataset_message(name: str, data_root: str | None) -> str:
 
 def _generate(spec: str, directed: bool, seed: int) -> Graph:
     """Run the generator named in ``name[:key=value,...]`` with the parsed keyword arguments."""
+    generator, kwargs = generator_arguments(spec, seed)
+    try:
+        graph = generator(**kwargs, directed=directed)
+    except MemoryError as exc:
+        detail = " ".join(str(exc).split()) or "MemoryError"
+        raise DataError(f"dataset spec '{spec}': too large to generate in memory ({detail})") from None
+    return dataclasses.replace(graph, name=spec)
+
+
+def generator_arguments(spec: str, seed: int) -> tuple[Callable[..., Graph], dict]:
+    """(the generator, its keyword arguments: every parameter but ``directed``, defaults filled in) of a
+    generator spec ``name[:key=value,...]``; `DataError` (one line) on an unknown or malformed key."""
     name, _, body = spec.partition(":")
     generator = GENERATORS[name.lower()]
     parameters = inspect.signature(generator).parameters
@@ -162,12 +174,7 @@ def _generate(spec: str, directed: bool, seed: int) -> Graph:
             raise DataError(f"dataset spec '{spec}': '{key}' given twice")
         given.add(key)
         kwargs[key] = _parse_value(spec, key, value, allowed[key])
-    try:
-        graph = generator(**kwargs, directed=directed)
-    except MemoryError as exc:
-        detail = " ".join(str(exc).split()) or "MemoryError"
-        raise DataError(f"dataset spec '{spec}': too large to generate in memory ({detail})") from None
-    return dataclasses.replace(graph, name=spec)
+    return generator, {**allowed, **kwargs}
 
 
 def _parse_value(spec: str, key: str, value: str, default: object) -> object:

@@ -1,0 +1,61 @@
+"""What a distributed preparation is asked to do, as every process reads it (a JSON file the launcher writes,
+or the command line itself under torchrun). Imports no torch."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from gridgnn.errors import ConfigError
+
+KINDS = ("edge-list", "rmat")
+"""Sources a distributed preparation reads in parts: a text edge list (byte ranges) and the R-MAT generator
+(chunks). Other sources are prepared by one process."""
+
+
+@dataclass
+class PrepareJob:
+    """``source``: the dataset spec as given; ``kind``: one of `KINDS`; ``name`` and ``meta``: the graph's, as
+    the one-process loader names it; ``operator``: the model's (`gridgnn.data.operators`); ``shards``: K row
+    shards; ``folder``: the (partial) folder the shards are written into; ``source_state``: the edge list's
+    [size, mtime_ns, inode] when the preparation started; ``generator``: R-MAT's parameters."""
+
+    source: str
+    kind: str
+    name: str
+    operator: str
+    shards: int
+    folder: str
+    directed: bool = False
+    seed: int = 0
+    normalize_features: bool | None = None
+    source_state: list[int] | None = None
+    generator: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    launcher_pid: int | None = None
+    summary_path: str | None = None
+    command: str = "prepare"
+
+    @property
+    def token(self) -> str:
+        """12 hex digits naming this preparation's shards: a digest of what decides the folder's content (the
+        source and its state, the generator, operator, direction, seed, feature normalization, shard count),
+        so that every P gives the same names and another input gives others."""
+        decides = {k: v for k, v in asdict(self).items() if k not in ("folder", "launcher_pid", "summary_path")}
+        return hashlib.sha256(json.dumps(decides, sort_keys=True).encode()).hexdigest()[:12]
+
+    def write(self, path: str | os.PathLike) -> Path:
+        target = Path(path)
+        target.write_text(json.dumps(asdict(self), indent=1) + "\n", encoding="utf-8")
+        return target
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> PrepareJob:
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls(**document)
+        except (OSError, ValueError, TypeError) as exc:
+            raise ConfigError(f"cannot read the preparation job '{path}' ({exc})") from None

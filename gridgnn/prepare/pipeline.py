@@ -1,0 +1,239 @@
+"""One process of a distributed preparation: read its part of the source, exchange edges to the owners of
+their rows, build its rows of the operator and of the node data, write its shards. Collective on the world.
+
+Phases (each timed, the slowest process's seconds reported): ``read`` (this process's byte range of a text
+edge list, or its chunks of an R-MAT generator), ``ids`` (compact renumbering of an edge list's ids,
+`gridgnn.prepare.renumber`), ``exchange`` (every entry of A, both directions for an undirected graph, to the
+owner of its row: an all-to-all with uneven splits), ``operator`` (duplicates and self-loops dropped, degrees
+of the columns asked of their owners, the operator's values), ``nodes`` (features, labels, masks of its
+rows), ``write`` (its shards and their SHA-256). The K shards (``--shards``, default P) are balanced row
+blocks; process p owns shards [K p / P, K (p + 1) / P), so the folder is the same for any P that divides
+the work (P <= K).
+
+Memory: a process holds its part of the input's edges, then the entries of its rows (16 bytes each while
+deduplicated), its block of the operator and its node rows; O(n) arrays only for an edge list's random split
+(`gridgnn.data.splits.random_split` draws one permutation of all vertices: 9 bytes per vertex).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from gridgnn.data.file_digest import file_digest
+from gridgnn.data.generators import RMAT_ROW_CHUNK, rmat_chunks, rmat_edge_chunks, rmat_node_rows
+from gridgnn.data.prepared import index_dtype
+from gridgnn.data.row_shards import shard_prefix
+from gridgnn.data.splits import random_split
+from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
+from gridgnn.data.targets import target_block
+from gridgnn.data.transforms import row_normalize_features
+from gridgnn.partition import block_bounds
+from gridgnn.prepare.exchange import agree, send_to_owners, total, world
+from gridgnn.prepare.job import PrepareJob
+from gridgnn.prepare.renumber import renumber
+from gridgnn.prepare.rows import RowBlock, operator_values, pattern_block
+from gridgnn.prepare.text_edges import byte_range, file_state, read_edge_range
+from gridgnn.safe_files import create_new
+
+PHASES = ("read", "ids", "exchange", "operator", "nodes", "write")
+
+
+@dataclass
+class PartResult:
+    """What one process did: its shards (``rows``, ``nnz``, ``edges`` of A, file name -> size and SHA-256),
+    seconds per phase, its peak resident memory and the totals rank 0 reports."""
+
+    shards: list[dict] = field(default_factory=list)
+    files: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+    peak_rss_bytes: int = 0
+    num_nodes: int = 0
+    bytes_read: int = 0
+    entries_sent: int = 0
+
+
+class Clock:
+    """Seconds per phase; rank 0 prints a progress line as each ends (``say``)."""
+
+    def __init__(self, say):
+        self.seconds: dict[str, float] = {}
+        self.say = say
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = time.perf_counter() - start
+
+
+def peak_rss_bytes() -> int:
+    """This process's resident-set high-water mark (VmHWM on Linux, else ru_maxrss)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def prepare_part(job: PrepareJob, say=print) -> PartResult:
+    """Collective on the world: this process's part of ``job`` (its shards written into ``job.folder``)."""
+    rank, size = world()
+    clock = Clock(say)
+    result = PartResult()
+    speak = say if rank == 0 else (lambda *_: None)
+    with clock.phase("read"):
+        edges, result.bytes_read = _read(job, rank, size)
+    all_read = total(result.bytes_read)
+    all_edges = total(len(edges))
+    speak(f"prepare    read      {clock.seconds['read']:7.1f} s  {all_read / 1e6:.1f} MB, {all_edges} edges")
+    share = None
+    with clock.phase("ids"):
+        if job.kind == "edge-list":
+            if all_edges == 0:
+                agree(f"{job.source}: the edge list is empty (no edge lines)")
+            agree(f"{job.source}: negative vertex id {int(edges.min())}" if edges.size and edges.min() < 0
+                  else None)
+            edges, share = renumber(edges)
+            n = share.num_nodes
+        else:
+            n = 1 << int(job.generator["scale"])
+    result.num_nodes = n
+    shard_bounds = block_bounds(n, job.shards, allow_empty=True)
+    mine = (job.shards * rank // size, job.shards * (rank + 1) // size)
+    r0, r1 = shard_bounds[mine[0]], shard_bounds[mine[1]]
+    owner_bounds = np.array([shard_bounds[job.shards * p // size] for p in range(size)] + [n], dtype=np.int64)
+
+    def owner_of(ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(owner_bounds, ids, side="right") - 1
+
+    with clock.phase("exchange"):
+        rows, cols, forward = _entries(edges, job.directed, need_union=job.kind == "edge-list")
+        del edges
+        result.entries_sent = len(rows)
+        rows, cols, forward = send_to_owners(owner_of(rows), rows, cols, forward)
+    speak(f"prepare    exchange  {clock.seconds['exchange']:7.1f} s  {total(result.entries_sent)} entries to "
+          "the owners of their rows")
+    with clock.phase("operator"):
+        adjacency = pattern_block(rows[forward], cols[forward], r0, r1, n)
+        union_degree = None
+        if job.kind == "edge-list":  # the placeholder features' degree ignores direction
+            union_degree = np.diff(pattern_block(rows, cols, r0, r1, n).indptr) if job.directed \
+                else adjacency.counts
+        del rows, cols, forward
+        operator = operator_values(job.operator, adjacency, owner_of)
+    speak(f"prepare    operator  {clock.seconds['operator']:7.1f} s  {total(operator.indices.size)} entries of "
+          f"the {job.operator} operator")
+    with clock.phase("nodes"):
+        nodes = _node_rows(job, n, r0, r1, union_degree)
+        if share is not None:
+            nodes["vertex_ids"] = share.vertex_ids(r0, r1)
+    with clock.phase("write"):
+        for k in range(*mine):
+            result.shards.append(_write_shard(job, k, shard_bounds, adjacency, operator, nodes, result.files))
+    speak(f"prepare    write     {clock.seconds['write']:7.1f} s  {job.shards} shards, each written and hashed by "
+          "its process")
+    result.seconds = clock.seconds
+    result.peak_rss_bytes = peak_rss_bytes()
+    return result
+
+
+def _read(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:
+    """This process's edges (E, 2) int64 (source, target) and the bytes it read."""
+    if job.kind == "rmat":
+        g = job.generator
+        chunks = rmat_chunks(g["scale"], g["edge_factor"], g["chunk_edges"])
+        src, dst = rmat_edge_chunks(g["scale"], g["edge_factor"], (g["a"], g["b"], g["c"]), g["chunk_edges"],
+                                    job.seed, chunks * rank // size, chunks * (rank + 1) // size)
+        return np.stack([src.astype(np.int64), dst.astype(np.int64)], axis=1), 0
+    path = Path(job.source)
+    problem = None
+    if file_state(path) != job.source_state:
+        problem = f"{path}: the file changed after the preparation started; prepare it again"
+    agree(problem)
+    lo, hi, delimiter = byte_range(path, rank, size)
+    try:
+        edges = read_edge_range(path, lo, hi, delimiter)
+    except Exception as exc:  # noqa: BLE001 - every process must hear of it before the next collective
+        agree(str(exc) if str(exc) else repr(exc))
+        raise
+    agree(f"{path}: the file changed while it was being read; prepare it again"
+          if file_state(path) != job.source_state else None)
+    return edges, hi - lo
+
+
+def _entries(edges: np.ndarray, directed: bool, need_union: bool):
+    """(rows, cols, forward): the entries of A (``adj[dst, src]`` for each edge src -> dst) and, for an
+    undirected graph (or a directed one whose placeholder features need the undirected degree), the reverse
+    ones; ``forward`` marks the entries that belong to A."""
+    src, dst = edges[:, 0], edges[:, 1]
+    if directed and not need_union:
+        return dst.copy(), src.copy(), np.ones(len(src), dtype=bool)
+    rows = np.concatenate([dst, src])
+    cols = np.concatenate([src, dst])
+    forward = np.ones(rows.size, dtype=bool)
+    if directed:
+        forward[len(src):] = False
+    return rows, cols, forward
+
+
+def _node_rows(job: PrepareJob, n: int, r0: int, r1: int, union_degree: np.ndarray | None) -> dict:
+    """Features (rows, f) float32, labels and masks of rows [r0, r1), as the one-process loader makes them."""
+    if job.kind == "rmat":
+        g = job.generator
+        features, labels, (train, val, test) = rmat_node_rows(r0, r1, g["features"], g["classes"], job.seed)
+    else:  # `gridgnn.data.synthetic.placeholder_features` and `structure_only_graph`
+        features = np.empty((r1 - r0, PLACEHOLDER_WIDTH), dtype=np.float32)
+        features[:, 0] = 1.0
+        features[:, 1] = np.log1p(union_degree.astype(np.int64))
+        features[:, 2:] = _normal_rows(job.seed, r0, r1, PLACEHOLDER_WIDTH - 2)
+        labels = np.zeros(r1 - r0, dtype=np.int64)
+        train, val, test = (m[r0:r1].copy() for m in random_split(n, seed=job.seed))
+    if job.normalize_features:
+        features = row_normalize_features(features, "l1")
+    return {"features": np.ascontiguousarray(features, dtype=np.float32), "labels": target_block(labels),
+            "train_mask": train, "val_mask": val, "test_mask": test}
+
+
+def _normal_rows(seed: int, r0: int, r1: int, width: int) -> np.ndarray:
+    """Rows [r0, r1) of ``default_rng(seed).standard_normal((n, width), float32)``: one stream, drawn up to r1
+    in blocks (a normal draw's cost varies, so a process cannot jump to its rows)."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((r1 - r0, width), dtype=np.float32)
+    position = 0
+    while position < r1:
+        count = min(RMAT_ROW_CHUNK, r1 - position)
+        block = rng.standard_normal((count, width), dtype=np.float32)
+        lo, hi = max(position, r0), min(position + count, r1)
+        if hi > lo:
+            out[lo - r0:hi - r0] = block[lo - position:hi - position]
+        position += count
+    return out
+
+
+def _write_shard(job: PrepareJob, k: int, shard_bounds: list[int], adjacency: RowBlock, operator: RowBlock,
+                 nodes: dict, files: dict) -> dict:
+    """Write shard k (rows shard_bounds[k]..shard_bounds[k+1] of this process's blocks) and record its files."""
+    a, b = shard_bounds[k] - operator.r0, shard_bounds[k + 1] - operator.r0
+    lo, hi = int(operator.indptr[a]), int(operator.indptr[b])
+    arrays = {"adj_indptr": operator.indptr[a:b + 1] - lo,
+              "adj_indices": operator.indices[lo:hi].astype(index_dtype(operator.n)),
+              "adj_data": operator.data[lo:hi]}
+    arrays |= {name: value[a:b] for name, value in nodes.items()}
+    folder = Path(job.folder)
+    for name, value in arrays.items():
+        file_name = f"{shard_prefix(k, job.token)}{name}.npy"
+        with os.fdopen(create_new(folder / file_name), "wb") as stream:
+            np.save(stream, np.ascontiguousarray(value), allow_pickle=False)
+        files[file_name] = {"bytes": (folder / file_name).stat().st_size, "sha256": file_digest(folder / file_name)}
+    edges = int(adjacency.indptr[b] - adjacency.indptr[a])
+    return {"rows": [int(shard_bounds[k]), int(shard_bounds[k + 1])], "nnz": hi - lo, "edges": edges}
