@@ -1,0 +1,118 @@
+"""Distributed preparation: P processes each read their part of the input and write their shards, and the
+folder holds the same graph as the one-process ``prepare`` (equal arrays, equal content digest), for several
+P, shard counts, operators and directions, on the test graphs and on R-MAT; its workers read it for any grid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prepare_workers import job_args, prepare_worker, renumber_worker
+
+from gridgnn.data.prepared import open_prepared, prepare_graph
+from gridgnn.data.registry import load_dataset
+from gridgnn.launch.spawn import run_workers
+from gridgnn.nn.models import operator_of
+from gridgnn.prepare.launch import plan_job
+
+EDGE_LISTS = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "networkrepository-edgelists"
+ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
+
+
+def one_process(tmp_path: Path, dataset: str, model: str, **flags) -> Path:
+    graph = load_dataset(dataset, directed=flags.get("directed", False), seed=flags.get("seed", 0),
+                         normalize_features=flags.get("normalize_features"))
+    return prepare_graph(graph, tmp_path / "one", operator=operator_of(model))
+
+
+def distributed(tmp_path: Path, dataset: str, model: str, nprocs: int, shards: int, **flags) -> Path:
+    folder = tmp_path / f"p{nprocs}-k{shards}"
+    folder.mkdir()
+    job = plan_job(job_args(dataset, **flags), operator_of(model), shards, str(folder))
+    summaries = run_workers(prepare_worker, nprocs, vars(job) | {"command": "prepare"}, timeout_s=240)
+    assert summaries[0]["nprocs"] == nprocs and all(s is None for s in summaries[1:])
+    return folder
+
+
+def assert_same_graph(expected: Path, actual: Path) -> None:
+    a, b = open_prepared(expected), open_prepared(actual)
+    for name in ("indptr", "indices", "data"):
+        x, y = np.asarray(getattr(a.norm_adj, name)), np.asarray(getattr(b.norm_adj, name))
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    for name in ARRAYS:
+        x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    if "vertex_ids" in a.meta:
+        assert np.array_equal(np.asarray(a.meta["vertex_ids"]), np.asarray(b.meta["vertex_ids"]))
+    one = json.loads((expected / "prepared.json").read_text())
+    many = json.loads((actual / "prepared.json").read_text())
+    for key in set(one) - {"files"}:
+        assert one[key] == many[key], key  # the content digest and the meta included
+    n = a.num_nodes
+    for r0, r1 in [(0, n), (3, n // 3), (n // 3, n - 1), (n - 1, n)]:  # row blocks across shard boundaries
+        assert (a.norm_adj[r0:r1] != b.norm_adj[r0:r1]).nnz == 0
+        np.testing.assert_array_equal(a.features[r0:r1, 2:5], b.features[r0:r1, 2:5])
+
+
+@pytest.mark.parametrize("nprocs, shards", [(1, 1), (2, 2), (3, 5)])
+def test_an_edge_list_prepared_by_p_processes_equals_the_one_process_folder(tmp_path, nprocs, shards):
+    source = str(EDGE_LISTS / "ca-HepPh.txt")
+    expected = one_process(tmp_path, source, "gcn")
+    assert_same_graph(expected, distributed(tmp_path, source, "gcn", nprocs, shards))
+
+
+@pytest.mark.parametrize("model", ["sage", "gat"])
+def test_a_directed_edge_list_with_normalized_features_and_other_operators(tmp_path, model):
+    source = str(EDGE_LISTS / "soc-epinions.txt")
+    flags = dict(directed=True, normalize_features=True, seed=4)
+    expected = one_process(tmp_path, source, model, **flags)
+    assert_same_graph(expected, distributed(tmp_path, source, model, 2, 3, **flags))
+
+
+@pytest.mark.parametrize("model, directed", [("gcn", False), ("gin", True)])
+def test_rmat_generates_the_same_graph_on_any_number_of_processes(tmp_path, model, directed):
+    spec = "rmat:scale=11,edge_factor=8,features=6,classes=3,chunk_edges=3000"
+    expected = one_process(tmp_path, spec, model, directed=directed, seed=2)
+    assert_same_graph(expected, distributed(tmp_path, spec, model, 3, 4, directed=directed, seed=2))
+
+
+def test_the_folder_is_byte_identical_for_every_p_that_shares_its_shards(tmp_path):
+    source = str(EDGE_LISTS / "ca-CondMat.txt")
+    folders = [distributed(tmp_path, source, "gcn", p, 4) for p in (1, 2, 4)]
+    manifests = [(f / "prepared.json").read_bytes() for f in folders]
+    assert manifests[0] == manifests[1] == manifests[2]  # files, sizes and SHA-256 digests listed in it
+    names = sorted(p.name for p in folders[0].iterdir())
+    for folder in folders[1:]:
+        assert sorted(p.name for p in folder.iterdir()) == names
+        for name in names:
+            assert (folder / name).read_bytes() == (folders[0] / name).read_bytes(), name
+
+
+def test_an_edge_list_with_lines_longer_than_a_block_and_a_header(tmp_path, monkeypatch):
+    """Byte ranges cut at line starts: a header and comment lines, comments after fields, blank lines and a
+    third column are read as the one-process reader reads them, for ranges smaller than a line."""
+    import gridgnn.prepare.text_edges as text_edges
+
+    rng = np.random.default_rng(0)
+    edges = rng.integers(0, 400, size=(1500, 2)) * 7 + 3
+    lines = ["% a comment", "source,target,weight"] + [f"{a},{b},1.5" for a, b in edges[:700]] + \
+        ["", "# between"] + [f"{a},{b},2 # trailing" for a, b in edges[700:]]
+    path = tmp_path / "g.csv"
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(text_edges, "BLOCK_BYTES", 64)  # forked workers inherit the small block
+    expected = one_process(tmp_path, str(path), "gcn")
+    assert_same_graph(expected, distributed(tmp_path, str(path), "gcn", 3, 3))
+
+
+def test_renumbering_a_sparse_64_bit_id_space_matches_np_unique():
+    rng = np.random.default_rng(3)
+    ids = (np.int64(1) << 40) + rng.integers(0, 1 << 20, size=(3, 500, 2)) * (np.int64(1) << 20)
+    ids[1, :5] = np.iinfo(np.int64).max - np.arange(10).reshape(5, 2)  # near the top of int64
+    parts = [ids[r] for r in range(3)]
+    results = run_workers(renumber_worker, 3, parts, timeout_s=60)
+    distinct, inverse = np.unique(np.concatenate(parts), return_inverse=True)
+    assert results[0][2] == distinct.size > 1 << 10
+    np.testing.assert_array_equal(np.concatenate([r[0] for r in results]).ravel(), inverse.ravel())
+    np.testing.assert_array_equal(np.concatenate([r[1] for r in results]), distinct)
