@@ -94,6 +94,16 @@ def total(value: int) -> int:
     return int(tensor.item())
 
 
+def maximum(value: int) -> int:
+    """Collective on the world: the largest of every rank's ``value`` (int64)."""
+    _, size = world()
+    if size == 1:
+        return int(value)
+    tensor = torch.tensor([int(value)], dtype=torch.int64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
 def gather_all(values: np.ndarray) -> np.ndarray:
     """Collective on the world: every rank's (k,) int64 ``values`` (k equal everywhere), as (P, k)."""
     _, size = world()

@@ -42,7 +42,7 @@ def graph_digest_of_shards(folder: Path, shards: list[dict], num_features: int, 
             digest.update(columns.astype(dtype).tobytes())
     for k in range(len(shards)):
         digest.update(np.ascontiguousarray(np.load(f"{folder / shard_prefix(k, token)}labels.npy",
-                                                   mmap_mode="r")).tobytes())
+                                                   mmap_mode="r", allow_pickle=False)).tobytes())
     digest.update(repr((n, num_features)).encode())
     return digest.hexdigest()
 
@@ -50,8 +50,8 @@ def graph_digest_of_shards(folder: Path, shards: list[dict], num_features: int, 
 def _pieces(prefix: Path, shard: dict, diagonal: bool, with_columns: bool):
     """(first row, A's entries per row, A's column ids or None) of the shard whose files start with
     ``prefix``, `ROWS_AT_A_TIME` rows at a time."""
-    indptr = np.load(f"{prefix}adj_indptr.npy", mmap_mode="r")
-    indices = np.load(f"{prefix}adj_indices.npy", mmap_mode="r")
+    indptr = np.load(f"{prefix}adj_indptr.npy", mmap_mode="r", allow_pickle=False)
+    indices = np.load(f"{prefix}adj_indices.npy", mmap_mode="r", allow_pickle=False)
     r0, r1 = shard["rows"]
     for a in range(0, r1 - r0, ROWS_AT_A_TIME):
         b = min(a + ROWS_AT_A_TIME, r1 - r0)

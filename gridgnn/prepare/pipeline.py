@@ -35,10 +35,10 @@ from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
 from gridgnn.data.targets import target_block
 from gridgnn.data.transforms import row_normalize_features
 from gridgnn.partition import block_bounds
-from gridgnn.prepare.exchange import agree, send_to_owners, total, world
+from gridgnn.prepare.exchange import agree, maximum, send_to_owners, total, world
 from gridgnn.prepare.job import PrepareJob
 from gridgnn.prepare.renumber import renumber
-from gridgnn.prepare.rows import RowBlock, operator_values, pattern_block
+from gridgnn.prepare.rows import RowBlock, operator_values, pattern_from_pieces
 from gridgnn.prepare.text_edges import byte_range, file_state, read_edge_range
 from gridgnn.safe_files import create_new
 
@@ -91,22 +91,22 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     clock = Clock(say)
     result = PartResult()
     speak = say if rank == 0 else (lambda *_: None)
-    with clock.phase("read"):
-        edges, result.bytes_read = _read(job, rank, size)
-    all_read = total(result.bytes_read)
-    all_edges = total(len(edges))
-    speak(f"prepare    read      {clock.seconds['read']:7.1f} s  {all_read / 1e6:.1f} MB, {all_edges} edges")
-    share = None
-    with clock.phase("ids"):
-        if job.kind == "edge-list":
+    share, edges = None, None
+    if job.kind == "edge-list":  # the whole part first: its ids are renumbered before anything moves
+        with clock.phase("read"):
+            edges, result.bytes_read = _read_text(job, rank, size)
+        all_edges = total(len(edges))
+        speak(f"prepare    read      {clock.seconds['read']:7.1f} s  {total(result.bytes_read) / 1e6:.1f} MB, "
+              f"{all_edges} edges")
+        with clock.phase("ids"):
             if all_edges == 0:
                 agree(f"{job.source}: the edge list is empty (no edge lines)")
             agree(f"{job.source}: negative vertex id {int(edges.min())}" if edges.size and edges.min() < 0
                   else None)
             edges, share = renumber(edges)
-            n = share.num_nodes
-        else:
-            n = 1 << int(job.generator["scale"])
+        n = share.num_nodes
+    else:
+        n = 1 << int(job.generator["scale"])
     result.num_nodes = n
     shard_bounds = block_bounds(n, job.shards, allow_empty=True)
     mine = (job.shards * rank // size, job.shards * (rank + 1) // size)
@@ -116,21 +116,30 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     def owner_of(ids: np.ndarray) -> np.ndarray:
         return np.searchsorted(owner_bounds, ids, side="right") - 1
 
+    union = job.kind == "edge-list" and job.directed  # placeholder features count neighbours both ways
     with clock.phase("exchange"):
-        rows, cols, forward = _entries(edges, job.directed, need_union=job.kind == "edge-list")
+        rounds = _edge_rounds(job, edges, rank, size, clock)
         del edges
-        result.entries_sent = len(rows)
-        rows, cols, forward = send_to_owners(owner_of(rows), rows, cols, forward)
+        pieces, result.entries_sent = _route(rounds, job.directed, union, owner_of, r0, r1, n)
+        del rounds  # and with it an edge list's part
+    if job.kind == "rmat":
+        clock.seconds["exchange"] -= clock.seconds.get("read", 0.0)  # generation is timed as reading
+        speak(f"prepare    read      {clock.seconds['read']:7.1f} s  generated the edges (rank 0)")
     speak(f"prepare    exchange  {clock.seconds['exchange']:7.1f} s  {total(result.entries_sent)} entries to "
           "the owners of their rows")
     with clock.phase("operator"):
-        adjacency = pattern_block(rows[forward], cols[forward], r0, r1, n)
         union_degree = None
-        if job.kind == "edge-list":  # the placeholder features' degree ignores direction
-            union_degree = np.diff(pattern_block(rows, cols, r0, r1, n).indptr) if job.directed \
-                else adjacency.counts
-        del rows, cols, forward
+        if union:
+            forward = [(local[keep], cols[keep]) for local, cols, keep in pieces]
+            union_degree = pattern_from_pieces([(local, cols) for local, cols, _ in pieces], r0, r1, n).counts
+            pieces = forward
+        adjacency = pattern_from_pieces([(local, cols) for local, cols, *_ in pieces], r0, r1, n)
+        del pieces
+        if job.kind == "edge-list" and union_degree is None:
+            union_degree = adjacency.counts
         operator = operator_values(job.operator, adjacency, owner_of)
+        edge_pointers = adjacency.indptr
+        del adjacency
     speak(f"prepare    operator  {clock.seconds['operator']:7.1f} s  {total(operator.indices.size)} entries of "
           f"the {job.operator} operator")
     with clock.phase("nodes"):
@@ -139,7 +148,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
             nodes["vertex_ids"] = share.vertex_ids(r0, r1)
     with clock.phase("write"):
         for k in range(*mine):
-            result.shards.append(_write_shard(job, k, shard_bounds, adjacency, operator, nodes, result.files))
+            result.shards.append(_write_shard(job, k, shard_bounds, edge_pointers, operator, nodes, result.files))
     speak(f"prepare    write     {clock.seconds['write']:7.1f} s  {job.shards} shards, each written and hashed by "
           "its process")
     result.seconds = clock.seconds
@@ -147,14 +156,56 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     return result
 
 
-def _read(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:
-    """This process's edges (E, 2) int64 (source, target) and the bytes it read."""
+ROUND_EDGES = 1 << 22
+"""Edges a process turns into entries and routes per all-to-all round (so that no process holds all of its
+part's entries twice: the send buffers of one round, then what it received)."""
+
+
+def _edge_rounds(job: PrepareJob, edges: np.ndarray | None, rank: int, size: int, clock: Clock):
+    """This process's edges (m, 2) int64, `ROUND_EDGES` at a time, as many rounds on every process (an empty
+    array where a process has run out): an edge list's part, or R-MAT chunks generated round by round."""
     if job.kind == "rmat":
         g = job.generator
         chunks = rmat_chunks(g["scale"], g["edge_factor"], g["chunk_edges"])
-        src, dst = rmat_edge_chunks(g["scale"], g["edge_factor"], (g["a"], g["b"], g["c"]), g["chunk_edges"],
-                                    job.seed, chunks * rank // size, chunks * (rank + 1) // size)
-        return np.stack([src.astype(np.int64), dst.astype(np.int64)], axis=1), 0
+        first, last = chunks * rank // size, chunks * (rank + 1) // size
+        per_round = max(1, ROUND_EDGES // g["chunk_edges"])
+        count = maximum(-(-(last - first) // per_round))
+        for k in range(count):
+            a, b = min(last, first + k * per_round), min(last, first + (k + 1) * per_round)
+            start = time.perf_counter()
+            src, dst = rmat_edge_chunks(g["scale"], g["edge_factor"], (g["a"], g["b"], g["c"]), g["chunk_edges"],
+                                        job.seed, a, b)
+            clock.seconds["read"] = clock.seconds.get("read", 0.0) + time.perf_counter() - start
+            yield np.stack([src.astype(np.int64), dst.astype(np.int64)], axis=1)
+        return
+    count = maximum(-(-len(edges) // ROUND_EDGES))
+    for k in range(count):
+        yield edges[k * ROUND_EDGES:(k + 1) * ROUND_EDGES]
+
+
+def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: int):
+    """Collective on the world: every round's entries of A (`_entries`; self-loops dropped at the sender) to
+    the owner of their row; returns the pieces received ((local rows, columns, forward or None) per round,
+    in the narrowest integer types that hold them) and the entries this process sent."""
+    ids = index_dtype(n)
+    local_type = index_dtype(r1 - r0)
+    pieces, sent = [], 0
+    for edges in rounds:
+        rows, cols, forward = _entries(edges, directed, union)
+        loop = rows == cols
+        if loop.any():
+            rows, cols, forward = rows[~loop], cols[~loop], (None if forward is None else forward[~loop])
+        sent += len(rows)
+        moved = (rows.astype(ids), cols.astype(ids)) + (() if forward is None else (forward,))
+        received = send_to_owners(owner_of(rows), *moved)
+        del rows, cols, forward, moved
+        local = (received[0].astype(np.int64) - r0).astype(local_type)
+        pieces.append((local, received[1], received[2] if union else None))
+    return pieces, sent
+
+
+def _read_text(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:
+    """This process's edges (E, 2) int64 (source, target) of the text edge list and the bytes it read."""
     path = Path(job.source)
     problem = None
     if file_state(path) != job.source_state:
@@ -171,17 +222,18 @@ def _read(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:
     return edges, hi - lo
 
 
-def _entries(edges: np.ndarray, directed: bool, need_union: bool):
+def _entries(edges: np.ndarray, directed: bool, union: bool):
     """(rows, cols, forward): the entries of A (``adj[dst, src]`` for each edge src -> dst) and, for an
-    undirected graph (or a directed one whose placeholder features need the undirected degree), the reverse
-    ones; ``forward`` marks the entries that belong to A."""
+    undirected graph (or, with ``union``, a directed one whose placeholder features need the undirected
+    degree), the reverse ones; ``forward`` (only with ``union``) marks the entries that belong to A."""
     src, dst = edges[:, 0], edges[:, 1]
-    if directed and not need_union:
-        return dst.copy(), src.copy(), np.ones(len(src), dtype=bool)
+    if directed and not union:
+        return dst.copy(), src.copy(), None
     rows = np.concatenate([dst, src])
     cols = np.concatenate([src, dst])
-    forward = np.ones(rows.size, dtype=bool)
-    if directed:
+    forward = None
+    if union:
+        forward = np.ones(rows.size, dtype=bool)
         forward[len(src):] = False
     return rows, cols, forward
 
@@ -220,7 +272,7 @@ def _normal_rows(seed: int, r0: int, r1: int, width: int) -> np.ndarray:
     return out
 
 
-def _write_shard(job: PrepareJob, k: int, shard_bounds: list[int], adjacency: RowBlock, operator: RowBlock,
+def _write_shard(job: PrepareJob, k: int, shard_bounds: list[int], edge_pointers: np.ndarray, operator: RowBlock,
                  nodes: dict, files: dict) -> dict:
     """Write shard k (rows shard_bounds[k]..shard_bounds[k+1] of this process's blocks) and record its files."""
     a, b = shard_bounds[k] - operator.r0, shard_bounds[k + 1] - operator.r0
@@ -235,5 +287,5 @@ def _write_shard(job: PrepareJob, k: int, shard_bounds: list[int], adjacency: Ro
         with os.fdopen(create_new(folder / file_name), "wb") as stream:
             np.save(stream, np.ascontiguousarray(value), allow_pickle=False)
         files[file_name] = {"bytes": (folder / file_name).stat().st_size, "sha256": file_digest(folder / file_name)}
-    edges = int(adjacency.indptr[b] - adjacency.indptr[a])
+    edges = int(edge_pointers[b] - edge_pointers[a])  # A's entries in the shard (the operator's but loops)
     return {"rows": [int(shard_bounds[k]), int(shard_bounds[k + 1])], "nnz": hi - lo, "edges": edges}

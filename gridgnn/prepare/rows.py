@@ -56,15 +56,70 @@ def pattern_block(rows: np.ndarray, cols: np.ndarray, r0: int, r1: int, n: int) 
     return RowBlock(r0, r1, n, indptr, cols.astype(np.int64, copy=False))
 
 
+def pattern_from_pieces(pieces: list[tuple[np.ndarray, np.ndarray]], r0: int, r1: int, n: int) -> RowBlock:
+    """`pattern_block` of entries given as pieces (block-local rows, global columns; no self-loops), built in
+    one int64 key per entry: the pieces are consumed (emptied) as the keys fill, the keys are sorted in
+    place and deduplicated, and the columns come back in the narrowest type (`gridgnn.data.prepared.index_dtype`).
+    Peak: about 16 bytes per received entry while the keys fill, then 8 + 4."""
+    from gridgnn.data.prepared import index_dtype
+
+    if (r1 - r0) >= np.iinfo(np.int64).max // max(n, 1):  # a key would overflow: sort pairs instead
+        rows = np.concatenate([p[0].astype(np.int64) for p in pieces] or [np.empty(0, np.int64)]) + r0
+        cols = np.concatenate([p[1].astype(np.int64) for p in pieces] or [np.empty(0, np.int64)])
+        pieces.clear()
+        return pattern_block(rows, cols, r0, r1, n)
+    keys = np.empty(sum(len(p[0]) for p in pieces), dtype=np.int64)
+    filled = 0
+    while pieces:
+        local, cols = pieces.pop()
+        part = keys[filled:filled + len(local)]
+        np.multiply(local, n, out=part, dtype=np.int64, casting="unsafe")
+        part += cols
+        filled += len(local)
+        del local, cols, part
+    keys.sort()
+    if keys.size:
+        first = np.empty(keys.size, dtype=bool)
+        first[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=first[1:])
+        keys = keys[first]
+        del first
+    indptr = np.searchsorted(keys, np.arange(r1 - r0 + 1, dtype=np.int64) * n).astype(np.int64)
+    np.remainder(keys, n, out=keys)
+    return RowBlock(r0, r1, n, indptr, keys.astype(index_dtype(n)))
+
+
+CHUNK_ENTRIES = 1 << 22
+"""Entries whose temporaries (positions, float64 values) a process computes at a time."""
+
+
+def _row_chunks(indptr: np.ndarray):
+    """Row ranges [a, b) of about `CHUNK_ENTRIES` entries each, covering every row."""
+    rows = len(indptr) - 1
+    a = 0
+    while a < rows:
+        b = int(np.searchsorted(indptr, indptr[a] + CHUNK_ENTRIES, side="right")) - 1
+        b = min(rows, max(b, a + 1))
+        yield a, b
+        a = b
+
+
 def with_diagonal(block: RowBlock) -> RowBlock:
-    """The pattern of A + I from a loop-free pattern block of A (each row gains its diagonal, sorted in)."""
-    rows = block.local_rows()
-    diagonal = np.arange(block.r1 - block.r0, dtype=np.int64)
-    all_rows = np.concatenate([rows, diagonal])
-    all_cols = np.concatenate([block.indices, diagonal + block.r0])
-    order = np.lexsort((all_cols, all_rows))
-    indptr = block.indptr + np.arange(block.r1 - block.r0 + 1, dtype=np.int64)
-    return RowBlock(block.r0, block.r1, block.n, indptr, all_cols[order])
+    """The pattern of A + I from a loop-free pattern block of A: each row gains its diagonal entry at its
+    sorted place. Computed `CHUNK_ENTRIES` at a time."""
+    rows = block.r1 - block.r0
+    indptr = block.indptr + np.arange(rows + 1, dtype=np.int64)
+    out = np.empty(block.indices.size + rows, dtype=np.result_type(block.indices.dtype, np.min_scalar_type(
+        max(block.r1 - 1, 0))))
+    for a, b in _row_chunks(block.indptr):
+        lo, hi = int(block.indptr[a]), int(block.indptr[b])
+        local = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(block.indptr[a:b + 1]))
+        columns = block.indices[lo:hi]
+        above = columns > local + block.r0  # entries after the diagonal move one further
+        out[np.arange(lo, hi, dtype=np.int64) + local + 1 - (~above)] = columns
+        below = np.bincount(local[~above] - a, minlength=b - a)
+        out[indptr[a:b] + below] = np.arange(a, b, dtype=np.int64) + block.r0
+    return RowBlock(block.r0, block.r1, block.n, indptr, out)
 
 
 def operator_values(operator: str, block: RowBlock, owner_of) -> RowBlock:
@@ -85,7 +140,13 @@ def operator_values(operator: str, block: RowBlock, owner_of) -> RowBlock:
     if operator != "gcn":
         raise ValueError(f"unknown operator {operator!r}")
     inv_sqrt = 1.0 / np.sqrt(full.counts.astype(np.float64))  # D of A + I: every degree is at least 1
-    columns, where = np.unique(full.indices, return_inverse=True)
-    column_inv_sqrt = ask_owners(columns, owner_of(columns), lambda asked: inv_sqrt[asked - block.r0])
-    data = np.ones(full.indices.size, dtype=np.float64) * inv_sqrt[full.local_rows()] * column_inv_sqrt[where]
-    return RowBlock(full.r0, full.r1, full.n, full.indptr, full.indices, data.astype(np.float32))
+    columns = np.unique(full.indices)
+    column_inv_sqrt = ask_owners(columns.astype(np.int64), owner_of(columns),
+                                 lambda asked: inv_sqrt[asked - block.r0])
+    data = np.empty(full.indices.size, dtype=np.float32)
+    for a, b in _row_chunks(full.indptr):  # as `gcn_normalize`: (1.0 * d_i^-1/2) * d_j^-1/2 in float64
+        lo, hi = int(full.indptr[a]), int(full.indptr[b])
+        local = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(full.indptr[a:b + 1]))
+        where = np.searchsorted(columns, full.indices[lo:hi])
+        data[lo:hi] = np.ones(hi - lo, dtype=np.float64) * inv_sqrt[local] * column_inv_sqrt[where]
+    return RowBlock(full.r0, full.r1, full.n, full.indptr, full.indices, data)
