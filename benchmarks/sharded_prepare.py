@@ -4,8 +4,8 @@ Two studies (issue: "No process holds the whole graph"):
 
 ``rmat``: ``gridgnn prepare rmat:scale=S,edge_factor=16,features=F --nprocs P`` on P local workers; each
 process's peak resident memory (VmHWM) is compared with 1.5 x (the folder's bytes / P) + the interpreter's
-baseline (a worker that imported gridgnn, torch and numpy and joined a process group, measured here the same
-way); then ``gridgnn train`` on P processes reads the shards for a few epochs. Beside it, the one-process
+baseline (`baseline_bytes`: a worker that prepares a tiny graph); then ``gridgnn train`` on P processes
+reads the shards for a few epochs. Beside it, the one-process
 ``gridgnn prepare`` of the same graph (its peak memory and time), unless ``--skip-one-process``.
 
 ``text``: a text edge list (written here from an R-MAT graph's edges, one ``u v`` per line) prepared with
@@ -46,25 +46,18 @@ def run_measured(command: list[str]) -> tuple[int, float, int, str]:
         return proc.returncode, time.perf_counter() - start, int(usage.ru_maxrss) * 1024, out.read()
 
 
-BASELINE = """
-import os, torch, numpy, torch.distributed as dist
-import gridgnn.prepare.pipeline
-os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"])
-dist.init_process_group("gloo")
-dist.destroy_process_group()
-"""
-
-
-def baseline_bytes() -> int:
-    """The peak resident memory of a process that imported what a preparation worker imports and joined a
-    one-process gloo group (nothing prepared)."""
-    from gridgnn.launch.spawn import free_port
-
-    env = dict(os.environ, PORT=str(free_port()))
-    proc = subprocess.Popen([sys.executable, "-c", BASELINE], env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return int(usage.ru_maxrss) * 1024
+def baseline_bytes(nprocs: int, scratch: Path) -> int:
+    """A preparation worker's peak resident memory when it has (almost) nothing to hold: the largest over the
+    ``nprocs`` workers of ``prepare rmat:scale=10 --nprocs nprocs`` (the interpreter, torch, gridgnn and a
+    gloo process group)."""
+    summary = scratch / "baseline.json"
+    status, _, _, output = run_measured(gridgnn("prepare", "rmat:scale=10,features=1", "--out",
+                                                str(scratch / "baseline"), "--nprocs", str(nprocs),
+                                                "--summary", str(summary)))
+    if status != 0:
+        raise SystemExit(f"baseline preparation failed:\n{output}")
+    shutil.rmtree(scratch / "baseline")
+    return max(json.loads(summary.read_text())["peak_rss_bytes"])
 
 
 def gridgnn(*args: str) -> list[str]:
@@ -73,7 +66,7 @@ def gridgnn(*args: str) -> list[str]:
 
 def study_rmat(args: argparse.Namespace, scratch: Path) -> dict:
     spec = f"rmat:scale={args.scale},edge_factor={args.edge_factor},features={args.features},classes=8"
-    record = {"spec": spec, "nprocs": args.nprocs, "baseline_bytes": baseline_bytes()}
+    record = {"spec": spec, "nprocs": args.nprocs, "baseline_bytes": baseline_bytes(args.nprocs, scratch)}
     folder = scratch / "sharded"
     status, seconds, _, output = run_measured(gridgnn("prepare", spec, "--out", str(folder), "--nprocs",
                                                       str(args.nprocs), "--summary", str(scratch / "s.json")))
@@ -127,7 +120,7 @@ def study_text(args: argparse.Namespace, scratch: Path) -> dict:
     source = scratch / "edges.txt"
     size = write_edge_list(source, args.scale, args.edge_factor)
     record = {"source_bytes": size, "scale": args.scale, "shards": max(args.nprocs), "runs": [],
-              "baseline_bytes": baseline_bytes()}
+              "baseline_bytes": baseline_bytes(max(args.nprocs), scratch)}
     print(f"edge list: {size / 1e9:.2f} GB", flush=True)
     manifests = []
     for p in args.nprocs:
@@ -160,7 +153,7 @@ def markdown(kind: str, record: dict, command: str) -> str:
                   + ", ".join(f"{k} {v:.1f}" for k, v in d["seconds"].items())
                   + f" | {', '.join(f'{b / GIB:.2f}' for b in d['peak_rss_bytes'])} | {record['share_bytes'] / GIB:.2f}"
                   f" | {record['bound_bytes'] / GIB:.2f} | {'yes' if record['within_bound'] else '**no**'} |", "",
-                  f"Baseline (a worker's imports and process group, nothing prepared): "
+                  f"Baseline (the largest worker of a preparation of rmat:scale=10 on as many processes): "
                   f"{record['baseline_bytes'] / GIB:.2f} GiB."]
         if "train" in record:
             t = record["train"]

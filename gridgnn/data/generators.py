@@ -118,6 +118,8 @@ def _sbm_edges(
 
 RMAT_ROW_CHUNK = 1 << 16
 """Vertices whose features, labels and split one generator draws (`rmat_node_rows`)."""
+_DRAW_ROWS = 1 << 12
+"""Rows of features drawn at a time from a chunk's generator (the same stream as drawing the chunk whole)."""
 
 
 def rmat(
@@ -226,11 +228,14 @@ def rmat_node_rows(r0: int, r1: int, features: int, classes: int, seed: int):
     for j in range(r0 // RMAT_ROW_CHUNK, -(-r1 // RMAT_ROW_CHUNK)):
         lo, hi = j * RMAT_ROW_CHUNK, (j + 1) * RMAT_ROW_CHUNK
         rng = np.random.default_rng([seed, 1, j])
-        chunk_x = rng.standard_normal((RMAT_ROW_CHUNK, features), dtype=np.float32)
+        a, b = max(lo, r0), min(hi, r1)
+        for s in range(lo, hi, _DRAW_ROWS):  # the chunk's features in slices of one stream: little memory
+            slice_x = rng.standard_normal((min(_DRAW_ROWS, hi - s), features), dtype=np.float32)
+            c, d = max(s, a), min(s + len(slice_x), b)
+            if d > c:
+                x[c - r0:d - r0] = slice_x[c - s:d - s]
         chunk_labels = rng.integers(0, classes, RMAT_ROW_CHUNK, dtype=np.int64)
         chunk_draw = rng.random(RMAT_ROW_CHUNK)
-        a, b = max(lo, r0), min(hi, r1)
-        x[a - r0:b - r0] = chunk_x[a - lo:b - lo]
         labels[a - r0:b - r0] = chunk_labels[a - lo:b - lo]
         draw[a - r0:b - r0] = chunk_draw[a - lo:b - lo]
     return x, labels, (draw < 0.6, (draw >= 0.6) & (draw < 0.8), draw >= 0.8)

@@ -113,3 +113,20 @@ def gather_all(values: np.ndarray) -> np.ndarray:
     out = [torch.empty_like(mine) for _ in range(size)]
     dist.all_gather(out, mine)
     return torch.stack(out).numpy()
+
+
+def all_gather_rows(values: np.ndarray) -> np.ndarray:
+    """Collective on the world: every rank's ``values`` (m_r,) (uneven lengths, one dtype), concatenated in
+    rank order: (sum of m_r,)."""
+    _, size = world()
+    values = np.ascontiguousarray(values)
+    if size == 1:
+        return values.copy()
+    counts = gather_all(np.array([len(values)], dtype=np.int64))[:, 0]
+    padded = np.zeros(int(counts.max()), dtype=values.dtype)
+    padded[:len(values)] = values
+    mine = torch.from_numpy(padded)
+    out = torch.empty(size * len(padded), dtype=mine.dtype)
+    dist.all_gather_into_tensor(out, mine)
+    whole = out.numpy().reshape(size, len(padded))
+    return np.concatenate([whole[r, :counts[r]] for r in range(size)])

@@ -137,8 +137,8 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
         del pieces
         if job.kind == "edge-list" and union_degree is None:
             union_degree = adjacency.counts
-        operator = operator_values(job.operator, adjacency, owner_of)
         edge_pointers = adjacency.indptr
+        operator = operator_values(job.operator, adjacency)
         del adjacency
     speak(f"prepare    operator  {clock.seconds['operator']:7.1f} s  {total(operator.indices.size)} entries of "
           f"the {job.operator} operator")
@@ -156,9 +156,9 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     return result
 
 
-ROUND_EDGES = 1 << 22
-"""Edges a process turns into entries and routes per all-to-all round (so that no process holds all of its
-part's entries twice: the send buffers of one round, then what it received)."""
+ROUND_EDGES = 1 << 18
+"""Edges a process turns into entries and routes per all-to-all round: a round's send buffers and index
+temporaries (about 64 bytes per entry) stay small beside what the process keeps (8 bytes per entry)."""
 
 
 def _edge_rounds(job: PrepareJob, edges: np.ndarray | None, rank: int, size: int, clock: Clock):
@@ -278,7 +278,7 @@ def _write_shard(job: PrepareJob, k: int, shard_bounds: list[int], edge_pointers
     a, b = shard_bounds[k] - operator.r0, shard_bounds[k + 1] - operator.r0
     lo, hi = int(operator.indptr[a]), int(operator.indptr[b])
     arrays = {"adj_indptr": operator.indptr[a:b + 1] - lo,
-              "adj_indices": operator.indices[lo:hi].astype(index_dtype(operator.n)),
+              "adj_indices": operator.indices[lo:hi].astype(index_dtype(operator.n), copy=False),
               "adj_data": operator.data[lo:hi]}
     arrays |= {name: value[a:b] for name, value in nodes.items()}
     folder = Path(job.folder)

@@ -1,5 +1,5 @@
 """One process's row block of the operator, built from the entries routed to it. Not collective except
-`operator_values` (which asks the owners of the columns for their degrees).
+`operator_values` (which gathers every row's degree for GCN).
 
 Entries are (row, column) pairs of global ids with rows in [r0, r1). As the one-process preprocessing does
 (`gridgnn.data.registry.preprocess`, `gridgnn.data.operators`): duplicates collapse to one 0/1 entry,
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gridgnn.prepare.exchange import ask_owners
+from gridgnn.prepare.exchange import all_gather_rows
 
 
 @dataclass
@@ -78,18 +78,29 @@ def pattern_from_pieces(pieces: list[tuple[np.ndarray, np.ndarray]], r0: int, r1
         filled += len(local)
         del local, cols, part
     keys.sort()
-    if keys.size:
-        first = np.empty(keys.size, dtype=bool)
-        first[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=first[1:])
-        keys = keys[first]
-        del first
+    keys = _drop_repeats(keys)
     indptr = np.searchsorted(keys, np.arange(r1 - r0 + 1, dtype=np.int64) * n).astype(np.int64)
     np.remainder(keys, n, out=keys)
     return RowBlock(r0, r1, n, indptr, keys.astype(index_dtype(n)))
 
 
-CHUNK_ENTRIES = 1 << 22
+def _drop_repeats(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of sorted ``keys``, compacted in place a chunk at a time (no second full array)."""
+    write, previous = 0, None
+    for lo in range(0, keys.size, CHUNK_ENTRIES):
+        chunk = keys[lo:lo + CHUNK_ENTRIES]
+        first = np.empty(chunk.size, dtype=bool)
+        first[0] = previous is None or chunk[0] != previous
+        np.not_equal(chunk[1:], chunk[:-1], out=first[1:])
+        previous = chunk[-1]
+        kept = chunk[first]  # a copy: the writes below may cover this chunk
+        keys[write:write + kept.size] = kept
+        write += kept.size
+    keys.resize(write, refcheck=False)
+    return keys
+
+
+CHUNK_ENTRIES = 1 << 18
 """Entries whose temporaries (positions, float64 values) a process computes at a time."""
 
 
@@ -122,10 +133,11 @@ def with_diagonal(block: RowBlock) -> RowBlock:
     return RowBlock(block.r0, block.r1, block.n, indptr, out)
 
 
-def operator_values(operator: str, block: RowBlock, owner_of) -> RowBlock:
-    """Collective on the world (``gcn`` only asks the columns' owners for their degrees): the block of
-    ``operator``'s matrix (`gridgnn.data.operators`) from this process's loop-free pattern block of A.
-    ``owner_of(ids)``: the process owning each vertex id's row."""
+def operator_values(operator: str, block: RowBlock) -> RowBlock:
+    """Collective on the world (``gcn`` gathers every row's degree): the block of ``operator``'s matrix
+    (`gridgnn.data.operators`) from this process's loop-free pattern block of A (every process passes its own
+    block, the blocks in rank order covering all rows). Consumes ``block.indices`` where the operator adds the
+    diagonal (a new array replaces them)."""
     if operator == "sum":
         return RowBlock(block.r0, block.r1, block.n, block.indptr, block.indices,
                         np.ones(block.indices.size, dtype=np.float32))
@@ -134,19 +146,19 @@ def operator_values(operator: str, block: RowBlock, owner_of) -> RowBlock:
         return RowBlock(block.r0, block.r1, block.n, block.indptr, block.indices,
                         np.repeat((1.0 / np.maximum(counts, 1)).astype(np.float32), counts))
     full = with_diagonal(block)
+    block.indices = None  # A's columns are in ``full``'s
     if operator == "gat":
         return RowBlock(full.r0, full.r1, full.n, full.indptr, full.indices,
                         np.ones(full.indices.size, dtype=np.float32))
     if operator != "gcn":
         raise ValueError(f"unknown operator {operator!r}")
-    inv_sqrt = 1.0 / np.sqrt(full.counts.astype(np.float64))  # D of A + I: every degree is at least 1
-    columns = np.unique(full.indices)
-    column_inv_sqrt = ask_owners(columns.astype(np.int64), owner_of(columns),
-                                 lambda asked: inv_sqrt[asked - block.r0])
+    # every vertex's degree in A + I (4 bytes per vertex): cheaper than asking owners for ~n distinct columns
+    degrees = all_gather_rows(full.counts.astype(np.int32 if full.counts.max(initial=0) < 2**31 else np.int64))
+    inv_sqrt = 1.0 / np.sqrt(full.counts.astype(np.float64))
     data = np.empty(full.indices.size, dtype=np.float32)
     for a, b in _row_chunks(full.indptr):  # as `gcn_normalize`: (1.0 * d_i^-1/2) * d_j^-1/2 in float64
         lo, hi = int(full.indptr[a]), int(full.indptr[b])
         local = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(full.indptr[a:b + 1]))
-        where = np.searchsorted(columns, full.indices[lo:hi])
-        data[lo:hi] = np.ones(hi - lo, dtype=np.float64) * inv_sqrt[local] * column_inv_sqrt[where]
+        column_inv_sqrt = 1.0 / np.sqrt(degrees[full.indices[lo:hi]].astype(np.float64))
+        data[lo:hi] = np.ones(hi - lo, dtype=np.float64) * inv_sqrt[local] * column_inv_sqrt
     return RowBlock(full.r0, full.r1, full.n, full.indptr, full.indices, data)

@@ -66,7 +66,7 @@ def test_a_row_block_past_2_31_of_a_graph_past_2_32_vertices():
     full = with_diagonal(block)
     np.testing.assert_array_equal(full.indptr, [0, 3, 4, 6, 8])
     np.testing.assert_array_equal(full.indices, [7, r0, n - 1, r0 + 1, r0 + 2, 3 * BIG, BIG + 1, r0 + 3])
-    summed = operator_values("mean", block, owner_of=None)
+    summed = operator_values("mean", block)
     np.testing.assert_array_equal(summed.data, np.array([0.5, 0.5, 1, 1], dtype=np.float32))
 
 
