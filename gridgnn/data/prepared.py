@@ -166,7 +166,7 @@ def prepare_graph(graph: Graph, folder: str | os.PathLike, operator: str = "gcn"
     target.mkdir(parents=True, exist_ok=True)
     norm = operator_matrix(operator, graph.adj)
     _save(target, "adj_indptr", norm.indptr.astype(np.int64, copy=False))
-    _save(target, "adj_indices", norm.indices.astype(np.int32, copy=False))
+    _save(target, "adj_indices", norm.indices.astype(index_dtype(graph.num_nodes), copy=False))
     _save(target, "adj_data", norm.data.astype(np.float32, copy=False))
     norm_nnz = int(norm.nnz)
     num_edge_features = 0

@@ -126,7 +126,6 @@ def all_gather_rows(values: np.ndarray) -> np.ndarray:
     padded = np.zeros(int(counts.max()), dtype=values.dtype)
     padded[:len(values)] = values
     mine = torch.from_numpy(padded)
-    out = torch.empty(size * len(padded), dtype=mine.dtype)
-    dist.all_gather_into_tensor(out, mine)
-    whole = out.numpy().reshape(size, len(padded))
-    return np.concatenate([whole[r, :counts[r]] for r in range(size)])
+    out = [torch.empty_like(mine) for _ in range(size)]
+    dist.all_gather(out, mine)
+    return np.concatenate([out[r].numpy()[:counts[r]] for r in range(size)])

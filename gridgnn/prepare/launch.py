@@ -80,7 +80,7 @@ def run_job(job: PrepareJob, say=print) -> dict | None:
 
     from gridgnn.prepare.exchange import world
     from gridgnn.prepare.manifest import write_manifest
-    from gridgnn.prepare.pipeline import prepare_part
+    from gridgnn.prepare.pipeline import peak_rss_bytes, prepare_part
 
     start = time.perf_counter()
     part = prepare_part(job, say)
@@ -94,12 +94,14 @@ def run_job(job: PrepareJob, say=print) -> dict | None:
     num_features = int(job.generator["features"]) if job.kind == "rmat" else 16
     num_classes = int(job.generator["classes"]) if job.kind == "rmat" else 1
     manifest = write_manifest(job, parts, num_features, num_classes)
+    parts[0].peak_rss_bytes = peak_rss_bytes()  # rank 0 also hashed the graph for the manifest
     seconds = {phase: max(p.seconds.get(phase, 0.0) for p in parts) for phase in part.seconds}
     seconds["manifest"] = time.perf_counter() - finish
     summary = {"nprocs": size, "shards": job.shards, "num_nodes": manifest["num_nodes"],
                "norm_nnz": manifest["norm_nnz"], "folder_bytes": sum(f["bytes"] for f in manifest["files"].values()),
                "seconds": seconds, "total_s": time.perf_counter() - start,
                "peak_rss_bytes": [p.peak_rss_bytes for p in parts],
+               "peak_rss_after_phase": [p.peaks for p in parts],
                "bytes_read": [p.bytes_read for p in parts], "entries_sent": [p.entries_sent for p in parts]}
     phases = ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items())
     say(f"prepare    done      {summary['total_s']:7.1f} s  ({phases}); peak memory per process "

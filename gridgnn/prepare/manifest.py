@@ -17,7 +17,7 @@ from gridgnn.data.row_shards import shard_prefix
 from gridgnn.prepare.job import PrepareJob
 from gridgnn.safe_files import create_new
 
-ROWS_AT_A_TIME = 1 << 20
+ROWS_AT_A_TIME = 1 << 15
 """Rows of a shard hashed at a time (the digest reads the shards in pieces, never whole)."""
 
 

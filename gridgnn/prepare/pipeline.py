@@ -17,6 +17,7 @@ deduplicated), its block of the operator and its node rows; O(n) arrays only for
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 import time
@@ -35,10 +36,11 @@ from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
 from gridgnn.data.targets import target_block
 from gridgnn.data.transforms import row_normalize_features
 from gridgnn.partition import block_bounds
-from gridgnn.prepare.exchange import agree, maximum, send_to_owners, total, world
+from gridgnn.prepare.exchange import agree, exchange_counts, maximum, send_to_owners, total, world
+from gridgnn.prepare.heap import release_free_memory, steady_heap
 from gridgnn.prepare.job import PrepareJob
 from gridgnn.prepare.renumber import renumber
-from gridgnn.prepare.rows import RowBlock, operator_values, pattern_from_pieces
+from gridgnn.prepare.rows import RowBlock, keys_overflow, operator_values, pattern_block, pattern_from_keys
 from gridgnn.prepare.text_edges import byte_range, file_state, read_edge_range
 from gridgnn.safe_files import create_new
 
@@ -53,6 +55,7 @@ class PartResult:
     shards: list[dict] = field(default_factory=list)
     files: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
+    peaks: dict = field(default_factory=dict)
     peak_rss_bytes: int = 0
     num_nodes: int = 0
     bytes_read: int = 0
@@ -64,6 +67,7 @@ class Clock:
 
     def __init__(self, say):
         self.seconds: dict[str, float] = {}
+        self.peaks: dict[str, int] = {}
         self.say = say
 
     @contextmanager
@@ -71,6 +75,7 @@ class Clock:
         start = time.perf_counter()
         yield
         self.seconds[name] = time.perf_counter() - start
+        self.peaks[name] = peak_rss_bytes()  # the high-water mark so far: where it rose says which phase
 
 
 def peak_rss_bytes() -> int:
@@ -88,6 +93,7 @@ def peak_rss_bytes() -> int:
 def prepare_part(job: PrepareJob, say=print) -> PartResult:
     """Collective on the world: this process's part of ``job`` (its shards written into ``job.folder``)."""
     rank, size = world()
+    steady_heap()
     clock = Clock(say)
     result = PartResult()
     speak = say if rank == 0 else (lambda *_: None)
@@ -118,23 +124,25 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
 
     union = job.kind == "edge-list" and job.directed  # placeholder features count neighbours both ways
     with clock.phase("exchange"):
-        rounds = _edge_rounds(job, edges, rank, size, clock)
+        rounds = functools.partial(_edge_rounds, job, edges, rank, size, clock)  # called once per pass
         del edges
-        pieces, result.entries_sent = _route(rounds, job.directed, union, owner_of, r0, r1, n)
+        received, result.entries_sent = _route(rounds, job.directed, union, owner_of, r0, r1, n)
         del rounds  # and with it an edge list's part
+        release_free_memory()
     if job.kind == "rmat":
-        clock.seconds["exchange"] -= clock.seconds.get("read", 0.0)  # generation is timed as reading
+        clock.seconds["exchange"] -= clock.seconds.get("read", 0.0)  # generation (twice) is timed as reading
         speak(f"prepare    read      {clock.seconds['read']:7.1f} s  generated the edges (rank 0)")
     speak(f"prepare    exchange  {clock.seconds['exchange']:7.1f} s  {total(result.entries_sent)} entries to "
           "the owners of their rows")
     with clock.phase("operator"):
         union_degree = None
-        if union:
-            forward = [(local[keep], cols[keep]) for local, cols, keep in pieces]
-            union_degree = pattern_from_pieces([(local, cols) for local, cols, _ in pieces], r0, r1, n).counts
-            pieces = forward
-        adjacency = pattern_from_pieces([(local, cols) for local, cols, *_ in pieces], r0, r1, n)
-        del pieces
+        if union:  # placeholder features count neighbours both ways: the pattern of every entry received
+            adjacency = received.pattern(r0, r1, n, forward_only=True)
+            union_degree = received.pattern(r0, r1, n, forward_only=False).counts
+        else:
+            adjacency = received.pattern(r0, r1, n, forward_only=False)
+        del received
+        release_free_memory()
         if job.kind == "edge-list" and union_degree is None:
             union_degree = adjacency.counts
         edge_pointers = adjacency.indptr
@@ -151,7 +159,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
             result.shards.append(_write_shard(job, k, shard_bounds, edge_pointers, operator, nodes, result.files))
     speak(f"prepare    write     {clock.seconds['write']:7.1f} s  {job.shards} shards, each written and hashed by "
           "its process")
-    result.seconds = clock.seconds
+    result.seconds, result.peaks = clock.seconds, clock.peaks
     result.peak_rss_bytes = peak_rss_bytes()
     return result
 
@@ -183,25 +191,65 @@ def _edge_rounds(job: PrepareJob, edges: np.ndarray | None, rank: int, size: int
         yield edges[k * ROUND_EDGES:(k + 1) * ROUND_EDGES]
 
 
-def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: int):
-    """Collective on the world: every round's entries of A (`_entries`; self-loops dropped at the sender) to
-    the owner of their row; returns the pieces received ((local rows, columns, forward or None) per round,
-    in the narrowest integer types that hold them) and the entries this process sent."""
+@dataclass
+class Received:
+    """The entries of A this process received for its rows: ``keys`` (m,) int64 ``local row * n + column``
+    (`gridgnn.prepare.rows.pattern_from_keys`), or, where such a key would overflow, ``pairs`` (local rows,
+    columns) int64; ``forward`` (m,) bool marks A's own entries among the reverse ones (directed edge lists)."""
+
+    keys: np.ndarray | None = None
+    pairs: tuple[np.ndarray, np.ndarray] | None = None
+    forward: np.ndarray | None = None
+
+    def pattern(self, r0: int, r1: int, n: int, forward_only: bool) -> RowBlock:
+        """The 0/1 pattern of the entries (only A's own with ``forward_only``); consumes them unless
+        ``forward_only`` selects a copy."""
+        if self.keys is not None:
+            return pattern_from_keys(self.keys[self.forward] if forward_only else self.keys, r0, r1, n)
+        local, cols = self.pairs
+        if forward_only:
+            local, cols = local[self.forward], cols[self.forward]
+        return pattern_block(local + r0, cols, r0, r1, n)
+
+
+def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: int) -> tuple[Received, int]:
+    """Collective on the world: every round's entries of A (`_entries`; self-loops dropped at the sender) to the
+    owner of their row, in two passes over ``rounds()`` (a callable giving the rounds afresh): the first only
+    counts what each process will receive, so that the second writes straight into one array of the exact
+    size (no list of pieces and no concatenation: 8 bytes per entry, plus one round's buffers). Returns what
+    this process received and the entries it sent."""
     ids = index_dtype(n)
-    local_type = index_dtype(r1 - r0)
-    pieces, sent = [], 0
-    for edges in rounds:
-        rows, cols, forward = _entries(edges, directed, union)
-        loop = rows == cols
-        if loop.any():
-            rows, cols, forward = rows[~loop], cols[~loop], (None if forward is None else forward[~loop])
+    total, sent = 0, 0
+    for edges in rounds():
+        rows, cols, _ = _entries(edges, directed, union)
+        counts = np.bincount(owner_of(rows[rows != cols]), minlength=world()[1]).astype(np.int64)
+        total += int(exchange_counts(counts).sum())
+        del rows, cols
+    overflow = keys_overflow(r0, r1, n)
+    keys = None if overflow else np.empty(total, dtype=np.int64)
+    pairs = (np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)) if overflow else None
+    forward = np.empty(total, dtype=bool) if union else None
+    filled = 0
+    for edges in rounds():
+        rows, cols, ahead = _entries(edges, directed, union)
+        keep = rows != cols
+        rows, cols, ahead = rows[keep], cols[keep], (None if ahead is None else ahead[keep])
         sent += len(rows)
-        moved = (rows.astype(ids), cols.astype(ids)) + (() if forward is None else (forward,))
+        moved = (rows.astype(ids), cols.astype(ids)) + (() if ahead is None else (ahead,))
         received = send_to_owners(owner_of(rows), *moved)
-        del rows, cols, forward, moved
-        local = (received[0].astype(np.int64) - r0).astype(local_type)
-        pieces.append((local, received[1], received[2] if union else None))
-    return pieces, sent
+        del rows, cols, ahead, moved
+        m = len(received[0])
+        local = received[0].astype(np.int64) - r0
+        if overflow:
+            pairs[0][filled:filled + m], pairs[1][filled:filled + m] = local, received[1]
+        else:
+            np.multiply(local, n, out=keys[filled:filled + m])
+            keys[filled:filled + m] += received[1]
+        if union:
+            forward[filled:filled + m] = received[2]
+        filled += m
+        del received, local
+    return Received(keys, pairs, forward), sent
 
 
 def _read_text(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:

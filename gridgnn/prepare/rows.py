@@ -56,27 +56,17 @@ def pattern_block(rows: np.ndarray, cols: np.ndarray, r0: int, r1: int, n: int) 
     return RowBlock(r0, r1, n, indptr, cols.astype(np.int64, copy=False))
 
 
-def pattern_from_pieces(pieces: list[tuple[np.ndarray, np.ndarray]], r0: int, r1: int, n: int) -> RowBlock:
-    """`pattern_block` of entries given as pieces (block-local rows, global columns; no self-loops), built in
-    one int64 key per entry: the pieces are consumed (emptied) as the keys fill, the keys are sorted in
-    place and deduplicated, and the columns come back in the narrowest type (`gridgnn.data.prepared.index_dtype`).
-    Peak: about 16 bytes per received entry while the keys fill, then 8 + 4."""
+def keys_overflow(r0: int, r1: int, n: int) -> bool:
+    """True when a (block row, column) key ``local * n + column`` of rows [r0, r1) would overflow int64."""
+    return (r1 - r0) >= np.iinfo(np.int64).max // max(n, 1)
+
+
+def pattern_from_keys(keys: np.ndarray, r0: int, r1: int, n: int) -> RowBlock:
+    """`pattern_block` of entries given as int64 keys ``local row * n + column`` (no self-loops): sorted in place
+    (``keys`` is consumed), duplicates dropped in place, the columns returned in the narrowest type
+    (`gridgnn.data.prepared.index_dtype`). Peak: the keys (8 bytes per entry), then 8 + 4 while narrowing."""
     from gridgnn.data.prepared import index_dtype
 
-    if (r1 - r0) >= np.iinfo(np.int64).max // max(n, 1):  # a key would overflow: sort pairs instead
-        rows = np.concatenate([p[0].astype(np.int64) for p in pieces] or [np.empty(0, np.int64)]) + r0
-        cols = np.concatenate([p[1].astype(np.int64) for p in pieces] or [np.empty(0, np.int64)])
-        pieces.clear()
-        return pattern_block(rows, cols, r0, r1, n)
-    keys = np.empty(sum(len(p[0]) for p in pieces), dtype=np.int64)
-    filled = 0
-    while pieces:
-        local, cols = pieces.pop()
-        part = keys[filled:filled + len(local)]
-        np.multiply(local, n, out=part, dtype=np.int64, casting="unsafe")
-        part += cols
-        filled += len(local)
-        del local, cols, part
     keys.sort()
     keys = _drop_repeats(keys)
     indptr = np.searchsorted(keys, np.arange(r1 - r0 + 1, dtype=np.int64) * n).astype(np.int64)
@@ -120,8 +110,9 @@ def with_diagonal(block: RowBlock) -> RowBlock:
     sorted place. Computed `CHUNK_ENTRIES` at a time."""
     rows = block.r1 - block.r0
     indptr = block.indptr + np.arange(rows + 1, dtype=np.int64)
-    out = np.empty(block.indices.size + rows, dtype=np.result_type(block.indices.dtype, np.min_scalar_type(
-        max(block.r1 - 1, 0))))
+    from gridgnn.data.prepared import index_dtype
+
+    out = np.empty(block.indices.size + rows, dtype=index_dtype(block.n))  # the diagonal's ids fit it too
     for a, b in _row_chunks(block.indptr):
         lo, hi = int(block.indptr[a]), int(block.indptr[b])
         local = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(block.indptr[a:b + 1]))

@@ -63,3 +63,17 @@ def prepared_train_worker(rank: int, world: int, config_kwargs: dict) -> dict:
         out |= {"loss": [r.loss for r in trained.result.epochs], "comm": trained.comm,
                 "acc": [(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs]}
     return out
+
+
+def route_worker(rank: int, world: int, n: int, edges: np.ndarray, rows: tuple[int, int]):
+    """Route ``edges`` (directed, each to its target's row) to one process owning rows ``rows`` of an n-vertex graph (two passes, in
+    two rounds) and return its pattern block."""
+    from gridgnn.prepare.pipeline import _route
+
+    def rounds():
+        yield edges[: len(edges) // 2]
+        yield edges[len(edges) // 2:]
+
+    received, sent = _route(rounds, True, False, lambda ids: np.zeros(len(ids), dtype=np.int64), *rows, n)
+    block = received.pattern(*rows, n, forward_only=False)
+    return block.indptr, block.indices, received.keys is None, sent

@@ -172,3 +172,17 @@ def test_a_worker_killed_during_preparation_leaves_no_folder_and_no_process(tmp_
     time.sleep(0.2)
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()
                 and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]]
+
+
+@pytest.mark.skipif(shutil.which("torchrun") is None, reason="torchrun not on PATH")
+def test_torchrun_processes_prepare_the_same_folder_as_local_workers(tmp_path):
+    """Under torchrun each process is a preparation worker (no --nprocs): rank 0 makes the partial folder
+    beside --out, every process writes its shards, rank 0 publishes; the folder equals the local workers'."""
+    local, elastic = tmp_path / "local", tmp_path / "elastic"
+    source = "rmat:scale=9,edge_factor=4"
+    assert gridgnn("prepare", source, "--out", str(local), "--nprocs", "2", "--shards", "4").returncode == 0
+    run = subprocess.run(["torchrun", "--nproc-per-node", "2", "-m", "gridgnn", "prepare", source, "--out",
+                          str(elastic), "--shards", "4"], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (local / "prepared.json").read_bytes() == (elastic / "prepared.json").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elastic", "local"]

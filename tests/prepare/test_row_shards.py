@@ -77,3 +77,17 @@ def test_pairs_whose_int64_key_would_overflow_are_sorted_instead():
     block = pattern_block(np.concatenate([rows, rows]), np.concatenate([cols, cols]), 3, 6, n)
     np.testing.assert_array_equal(block.indptr, [0, 2, 2, 4])
     np.testing.assert_array_equal(block.indices, [9, n - 2, 1, n - 2])
+
+
+@pytest.mark.parametrize("n", [1 << 20, 1 << 62])  # keys, and pairs where a key would overflow int64
+def test_routing_in_two_passes_fills_one_array_with_every_entry(n):
+    from prepare_workers import route_worker
+
+    from gridgnn.launch.spawn import run_workers
+
+    r0 = n - 4
+    edges = np.array([[n - 4, n - 1], [5, n - 3], [n - 2, n - 2], [5, n - 3], [0, n - 1], [n - 1, n - 4]])
+    (indptr, indices, pairs, sent), = run_workers(route_worker, 1, n, edges, (r0, n), timeout_s=60)
+    assert pairs == (n == 1 << 62) and sent == 5  # the self-loop dropped at the sender
+    np.testing.assert_array_equal(indptr, [0, 1, 2, 2, 4])  # rows n-4, n-3, n-2, n-1 (ids 0 and 5 are others')
+    np.testing.assert_array_equal(indices, [n - 1, 5, 0, n - 4])
