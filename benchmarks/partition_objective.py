@@ -51,6 +51,12 @@ def metis(sym: sp.csr_matrix, parts: int, objective: str) -> tuple[np.ndarray, f
 def figures(name: str, graph, adj: sp.csr_matrix, parts: int, objective: str) -> dict:
     """One row of the table: ``adj`` is Â (self-loops included); the graph in METIS's order is priced."""
     membership, seconds = metis(symmetric_pattern(adj), parts, objective)
+    return {"objective": objective, "metis_s": seconds, **priced(name, graph, adj, parts, membership)}
+
+
+def priced(name: str, graph, adj: sp.csr_matrix, parts: int, membership: np.ndarray) -> dict:
+    """The graph in the order of ``membership`` (parts one after another, row blocks following them): balance,
+    entries cut, communication volume and the busiest rank's 1D bytes per step (dense, sparse, cover)."""
     order = np.argsort(membership, kind="stable")
     ordered = adj[order][:, order].tocsr()
     bounds = [0, *np.cumsum(np.bincount(membership, minlength=parts)).tolist()]
@@ -65,7 +71,7 @@ def figures(name: str, graph, adj: sp.csr_matrix, parts: int, objective: str) ->
     spec = model_spec(TrainConfig(), stats)
     by_comm = {comm: int(predict_epoch(spec, stats, shape, comm=comm).bytes.max())
                for comm in ("dense", "sparse", "cover")}
-    return {"graph": name, "parts": parts, "objective": objective, "metis_s": seconds,
+    return {"graph": name, "parts": parts,
             "rows_max_over_mean": row_imbalance(graph.num_nodes, parts, bounds),
             "nnz_max_over_mean": nnz_imbalance(ordered, parts, bounds),
             "cut_entries": int((row_block != col_block).sum()), "volume_rows": int(volume), **by_comm}

@@ -1,4 +1,5 @@
-"""METIS k-way partitioning (`pymetis`), with one balance constraint or several.
+"""METIS k-way partitioning (`pymetis`), with one balance constraint or several; KaMinPar where METIS would
+not fit in memory (`metis_fits`).
 
 `membership(sym, parts, weights)` returns each vertex's part. One weight per vertex (or none: every vertex
 weighs 1) goes through ``pymetis.part_graph``. Several weights per vertex (an ``(n, ncon)`` array: METIS's
@@ -34,8 +35,18 @@ def membership(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None
     """The part (int64, in ``[0, parts)``) of every vertex of the symmetric pattern ``sym`` (n x n CSR, no
     diagonal), minimizing the edges cut with the parts balanced in ``weights``: None (vertices), shape (n,)
     or (n, ncon) positive ints. ``method`` names the reordering in error messages."""
-    pymetis = _import_pymetis(method)
     weights = None if weights is None else np.asarray(weights, dtype=np.int64)
+    if (weights is None or weights.ndim == 1 or weights.shape[1] == 1) and not metis_fits(sym):
+        from gridgnn.data.kaminpar_parts import kaminpar_membership
+
+        return kaminpar_membership(sym, parts, None if weights is None else weights.reshape(-1), method)
+    return metis_membership(sym, parts, weights, method=method)
+
+
+def metis_membership(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None, *, method: str = "metis"
+                     ) -> np.ndarray:
+    """`membership` by METIS, whatever the memory (``weights``: None, (n,) or (n, ncon) positive ints)."""
+    pymetis = _import_pymetis(method)
     if weights is not None and weights.ndim == 2 and weights.shape[1] > 1:
         return _multi_constraint(pymetis, sym, parts, weights, method)
     vweights = None if weights is None else weights.reshape(-1).tolist()
@@ -46,6 +57,33 @@ def membership(sym: sp.csr_matrix, parts: int, weights: np.ndarray | None = None
         else:
             _, parts_of = pymetis.part_graph(parts, xadj=sym.indptr, adjncy=sym.indices, vweights=vweights)
     return np.asarray(parts_of, dtype=np.int64)
+
+
+METIS_BYTES_PER_ENTRY = 140
+"""METIS's memory per stored entry of the symmetric pattern, measured on R-MAT (`benchmarks/metis_scale.py`):
+3.08 GB for 31.4 M entries at scale 20 (98 bytes), and more than 17.9 GB allocated for 134 M at scale 22 when it
+failed in 24 GiB (over 134 bytes)."""
+
+
+def metis_fits(sym: sp.csr_matrix) -> bool:
+    """The rule for ``--reorder metis|metis-nnz``: METIS when `METIS_BYTES_PER_ENTRY` times the pattern's
+    entries fits in the memory this machine has available now (``MemAvailable``; always where that is
+    unknown), else KaMinPar (`gridgnn.data.kaminpar_parts`). ``metis-balanced`` (two constraints, which
+    KaMinPar does not balance) always runs METIS."""
+    available = available_memory_bytes()
+    return available is None or METIS_BYTES_PER_ENTRY * int(sym.nnz) <= available
+
+
+def available_memory_bytes() -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes, or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _import_pymetis(method: str):

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import functools
 import os
-import resource
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from gridgnn.data.file_digest import file_digest
 from gridgnn.data.generators import RMAT_ROW_CHUNK, rmat_chunks, rmat_edge_chunks, rmat_node_rows
@@ -43,6 +43,7 @@ from gridgnn.prepare.renumber import renumber
 from gridgnn.prepare.rows import RowBlock, keys_overflow, operator_values, pattern_block, pattern_from_keys
 from gridgnn.prepare.text_edges import byte_range, file_state, read_edge_range
 from gridgnn.safe_files import create_new
+from gridgnn.train.loop.distributed import peak_memory_bytes
 
 PHASES = ("read", "ids", "exchange", "operator", "nodes", "write")
 
@@ -79,15 +80,9 @@ class Clock:
 
 
 def peak_rss_bytes() -> int:
-    """This process's resident-set high-water mark (VmHWM on Linux, else ru_maxrss)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    """This process's resident-set high-water mark (`gridgnn.train.loop.distributed.peak_memory_bytes` on the
+    CPU: VmHWM on Linux, else ru_maxrss)."""
+    return peak_memory_bytes(torch.device("cpu"))
 
 
 def prepare_part(job: PrepareJob, say=print) -> PartResult:

@@ -66,8 +66,8 @@ def prepared_train_worker(rank: int, world: int, config_kwargs: dict) -> dict:
 
 
 def route_worker(rank: int, world: int, n: int, edges: np.ndarray, rows: tuple[int, int]):
-    """Route ``edges`` (directed, each to its target's row) to one process owning rows ``rows`` of an n-vertex graph (two passes, in
-    two rounds) and return its pattern block."""
+    """Route ``edges`` (directed, each to its target's row) to one process owning rows ``rows`` of an n-vertex
+    graph (two passes, in two rounds) and return its pattern block."""
     from gridgnn.prepare.pipeline import _route
 
     def rounds():
