@@ -2,17 +2,18 @@
 their rows, build its rows of the operator and of the node data, write its shards. Collective on the world.
 
 Phases (each timed, the slowest process's seconds reported): ``read`` (this process's byte range of a text
-edge list, or its chunks of an R-MAT generator), ``ids`` (compact renumbering of an edge list's ids,
-`gridgnn.prepare.renumber`), ``exchange`` (every entry of A, both directions for an undirected graph, to the
-owner of its row: an all-to-all with uneven splits), ``operator`` (duplicates and self-loops dropped, degrees
-of the columns asked of their owners, the operator's values), ``nodes`` (features, labels, masks of its
-rows), ``write`` (its shards and their SHA-256). The K shards (``--shards``, default P) are balanced row
-blocks; process p owns shards [K p / P, K (p + 1) / P), so the folder is the same for any P that divides
-the work (P <= K).
+edge list, or its chunks of an R-MAT generator, generated once per pass of the exchange), ``ids`` (compact
+renumbering of an edge list's ids, `gridgnn.prepare.renumber`), ``exchange`` (every entry of A, both
+directions for an undirected graph, to the owner of its row: all-to-alls with uneven splits, in rounds),
+``operator`` (duplicates and self-loops dropped, the operator's values; GCN gathers every row's degree),
+``nodes`` (features, labels, masks of its rows), ``write`` (its shards and their SHA-256). The K shards
+(``--shards``, default P) are balanced row blocks; process p owns shards [K p / P, K (p + 1) / P), so the
+folder is the same for any P <= K.
 
-Memory: a process holds its part of the input's edges, then the entries of its rows (16 bytes each while
-deduplicated), its block of the operator and its node rows; O(n) arrays only for an edge list's random split
-(`gridgnn.data.splits.random_split` draws one permutation of all vertices: 9 bytes per vertex).
+Memory: an edge list's part (its edges, 16 bytes each), then the entries of its rows (one int64 key each,
+sorted and deduplicated in place), its block of the operator and its node rows; O(n) arrays only for GCN's
+degrees (4 bytes per vertex) and an edge list's random split (`gridgnn.data.splits.random_split` draws one
+permutation of all vertices: 9 bytes per vertex). Measured: `results/sharded_prepare/`.
 """
 
 from __future__ import annotations
