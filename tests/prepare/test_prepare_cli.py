@@ -153,7 +153,7 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
 def test_a_worker_killed_during_preparation_leaves_no_folder_and_no_process(tmp_path):
     target = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "prepare", "rmat:scale=15,edge_factor=16",
+    proc = subprocess.Popen([sys.executable, "-m", "gridgnn", "prepare", "rmat:scale=18,edge_factor=16",
                              "--out", str(target), "--nprocs", "2"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
