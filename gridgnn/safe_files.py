@@ -168,3 +168,15 @@ def atomic_write(target: str | os.PathLike, what: str, *, mode: int = 0o666) -> 
     except BaseException:
         remove_quietly(partial)
         raise
+
+
+def partial_folder(target: Path) -> Path:
+    """A new, empty sibling of ``target`` for a folder written whole and then renamed onto ``target``
+    (created by ``mkdtemp``, then given the permissions ``mkdir`` would: the umask's)."""
+    import tempfile
+
+    from gridgnn.files import publish_mode
+
+    partial = Path(tempfile.mkdtemp(prefix=short_name(target.name, ".", reserve=8), dir=target.parent))
+    publish_mode(partial, folder=True)
+    return partial

@@ -10,15 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import gridgnn.config.choices
 from gridgnn.cli.train_cmd import add_dataset_arguments
 from gridgnn.config import REORDERS
 from gridgnn.errors import ConfigError
-from gridgnn.files import publish_mode
-from gridgnn.safe_files import short_name
+from gridgnn.safe_files import partial_folder
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -87,8 +85,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         from gridgnn.data.reorder import reorder_graph
 
         graph = reorder_graph(graph, args.reorder, args.parts or 1, args.seed)
-    partial = Path(tempfile.mkdtemp(prefix=short_name(target.name, ".", reserve=8), dir=target.parent))
-    publish_mode(partial, folder=True)  # mkdtemp makes it private; follow the umask like mkdir
+    partial = partial_folder(target)
     try:
         prepare_graph(graph, partial, operator=operator_of(args.model))
         partial.rename(target)
@@ -103,3 +100,4 @@ def run_prepare(args: argparse.Namespace) -> int:
 def _under_torchrun() -> bool:
     """True when torchrun started this process as one of several (``WORLD_SIZE`` > 1)."""
     return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
+

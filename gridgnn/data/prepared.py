@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from gridgnn.data.edge_features import entry_rows, operator_rows
 from gridgnn.data.file_digest import describe_files
 from gridgnn.data.graph import Graph
 from gridgnn.data.operators import OPERATORS, operator_matrix
-from gridgnn.data.row_shards import ShardedArray, shard_loader
+from gridgnn.data.row_shards import ShardedArray, drop_pages, shard_loader
 from gridgnn.data.schemas import check_prepared_manifest
 from gridgnn.data.targets import TASKS, check_graph_targets, target_block
 from gridgnn.errors import DataError
@@ -143,12 +142,7 @@ class PreparedGraph:
         arrays += ([features.indptr, features.indices, features.data] if isinstance(features, RowBlockCSR)
                    else [features])
         for array in arrays:
-            if isinstance(array, ShardedArray):
-                array.release_pages()
-                continue
-            mapping = getattr(array, "_mmap", None)  # the mmap.mmap behind an np.memmap
-            if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-                mapping.madvise(mmap.MADV_DONTNEED)
+            drop_pages(array)
 
 
 def is_prepared(path: str | os.PathLike) -> bool:

@@ -114,9 +114,19 @@ class ShardedArray:
     def release_pages(self) -> None:
         """``madvise(MADV_DONTNEED)`` on every piece's mapping (see `PreparedGraph.release_pages`)."""
         for piece in self.pieces:
-            mapping = getattr(piece, "_mmap", None)
-            if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-                mapping.madvise(mmap.MADV_DONTNEED)
+            drop_pages(piece)
+
+
+def drop_pages(array) -> None:
+    """Drop this process's resident pages of a memory-mapped ``array`` (an ``np.memmap``, or a `ShardedArray`
+    piece by piece) with ``madvise(MADV_DONTNEED)``; the pages stay in the page cache. A no-op for other
+    arrays and where ``madvise`` is unavailable."""
+    if isinstance(array, ShardedArray):
+        array.release_pages()
+        return
+    mapping = getattr(array, "_mmap", None)  # the mmap.mmap behind an np.memmap
+    if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def sharded_indptr(local_indptrs: list[np.ndarray]) -> ShardedArray:

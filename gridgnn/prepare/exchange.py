@@ -86,21 +86,20 @@ def agree(problem: str | None) -> None:
 
 def total(value: int) -> int:
     """Collective on the world: the sum of every rank's ``value`` (int64)."""
-    _, size = world()
-    if size == 1:
-        return int(value)
-    tensor = torch.tensor([int(value)], dtype=torch.int64)
-    dist.all_reduce(tensor)
-    return int(tensor.item())
+    return _reduced(value, "SUM")
 
 
 def maximum(value: int) -> int:
     """Collective on the world: the largest of every rank's ``value`` (int64)."""
+    return _reduced(value, "MAX")
+
+
+def _reduced(value: int, op: str) -> int:
     _, size = world()
     if size == 1:
         return int(value)
     tensor = torch.tensor([int(value)], dtype=torch.int64)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    dist.all_reduce(tensor, op=getattr(dist.ReduceOp, op))
     return int(tensor.item())
 
 

@@ -20,9 +20,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from gridgnn.errors import ConfigError, DataError
-from gridgnn.files import publish_mode
 from gridgnn.prepare.job import PrepareJob
-from gridgnn.safe_files import short_name
+from gridgnn.safe_files import partial_folder
 
 TIMEOUT_S = 1800.0
 """How long a collective of the preparation waits for a peer (reading a large part may take minutes)."""
@@ -78,6 +77,7 @@ def run_job(job: PrepareJob, say=print) -> dict | None:
     the run's summary (None on the other ranks)."""
     import torch.distributed as dist
 
+    from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
     from gridgnn.prepare.exchange import world
     from gridgnn.prepare.manifest import write_manifest
     from gridgnn.prepare.pipeline import peak_rss_bytes, prepare_part
@@ -91,7 +91,7 @@ def run_job(job: PrepareJob, say=print) -> dict | None:
     if rank != 0:
         return None
     finish = time.perf_counter()
-    num_features = int(job.generator["features"]) if job.kind == "rmat" else 16
+    num_features = int(job.generator["features"]) if job.kind == "rmat" else PLACEHOLDER_WIDTH
     num_classes = int(job.generator["classes"]) if job.kind == "rmat" else 1
     manifest = write_manifest(job, parts, num_features, num_classes)
     parts[0].peak_rss_bytes = peak_rss_bytes()  # rank 0 also hashed the graph for the manifest
@@ -116,8 +116,7 @@ def prepare_with_workers(args: argparse.Namespace, operator: str, target: Path) 
     nprocs, shards = args.nprocs, args.shards or args.nprocs
     if shards < nprocs:
         raise ConfigError(f"--shards {shards} is below --nprocs {nprocs}: every process writes at least one shard")
-    partial = Path(tempfile.mkdtemp(prefix=short_name(target.name, ".", reserve=8), dir=target.parent))
-    publish_mode(partial, folder=True)
+    partial = partial_folder(target)
     try:
         job = plan_job(args, operator, shards, str(partial))
         job.launcher_pid = os.getpid()
@@ -151,8 +150,7 @@ def prepare_under_torchrun(args: argparse.Namespace, operator: str, target: Path
             raise ConfigError(f"--shards {shards} is below the {size} processes: each writes at least one shard")
         made = [None]
         if rank == 0:
-            made[0] = tempfile.mkdtemp(prefix=short_name(target.name, ".", reserve=8), dir=target.parent)
-            publish_mode(Path(made[0]), folder=True)
+            made[0] = str(partial_folder(target))
         dist.broadcast_object_list(made, src=0)
         partial = Path(made[0])
         try:

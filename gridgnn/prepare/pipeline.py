@@ -65,12 +65,11 @@ class PartResult:
 
 
 class Clock:
-    """Seconds per phase; rank 0 prints a progress line as each ends (``say``)."""
+    """Seconds and the memory high-water mark at the end of each phase."""
 
-    def __init__(self, say):
+    def __init__(self):
         self.seconds: dict[str, float] = {}
         self.peaks: dict[str, int] = {}
-        self.say = say
 
     @contextmanager
     def phase(self, name: str):
@@ -90,7 +89,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     """Collective on the world: this process's part of ``job`` (its shards written into ``job.folder``)."""
     rank, size = world()
     steady_heap()
-    clock = Clock(say)
+    clock = Clock()
     result = PartResult()
     speak = say if rank == 0 else (lambda *_: None)
     share, edges = None, None
