@@ -3,7 +3,8 @@
 Four parts, each a section of ``results/edge_models/edge_models.{md,json}``:
 
 1. ``grids``: GINE, GAT with ``--edge-dim`` and MeshGraphNet trained by ``gridgnn train`` on 1d (dense and
-   sparse communication), 1.5d 2x2 and (GINE) 2d 2x2 at P = 4, on the mesh generator, and GINE and GAT on Amazon
+   sparse communication) and 1.5d 2x2, and (GINE and GAT, whose messages are separable over feature columns) 2d
+   2x2 (dense and sparse), 3d 2x2x1 and 3d 1x1x4 at P = 4, on the mesh generator, and GINE and GAT on Amazon
    Computers with 8 generated edge features (``--edge-features``, N(0, 1), seeded): the largest bytes per rank per step,
    whether every rank's measured bytes equal the cost model's per phase (the metrics file's
    ``predicted_by_phase``), and the median step time.
@@ -37,9 +38,11 @@ import numpy as np
 MODELS = {"gine": ["--model", "gine"], "gat-edge": ["--model", "gat", "--edge-dim", "{d}", "--heads", "2"],
           "meshgraphnet": ["--model", "meshgraphnet"]}
 GRIDS = {"1d": ["--algo", "1d"], "1d sparse": ["--algo", "1d", "--comm", "sparse"],
-         "1.5d 2x2": ["--algo", "1.5d", "--replication", "2"], "2d 2x2": ["--algo", "2d", "--grid", "2x2"]}
-SEPARABLE = ("gine",)
-"""The models whose messages run on 2D (separable over feature columns)."""
+         "1.5d 2x2": ["--algo", "1.5d", "--replication", "2"], "2d 2x2": ["--algo", "2d", "--grid", "2x2"],
+         "2d 2x2 sparse": ["--algo", "2d", "--grid", "2x2", "--comm", "sparse"],
+         "3d 2x2x1": ["--algo", "3d", "--grid", "2x2x1"], "3d 1x1x4": ["--algo", "3d", "--grid", "1x1x4"]}
+SEPARABLE = ("gine", "gat-edge")
+"""The models whose messages run on 2D and 3D (separable over feature columns)."""
 
 
 def _train(dataset: list[str], model: list[str], grid: list[str], epochs: int, metrics: Path) -> dict:
@@ -56,7 +59,7 @@ def grids(datasets: dict[str, tuple[list[str], int, tuple[str, ...]]], epochs: i
         for model in models:
             flags = MODELS[model]
             for grid, grid_flags in GRIDS.items():
-                if grid.startswith("2d") and model not in SEPARABLE:
+                if grid.startswith(("2d", "3d")) and model not in SEPARABLE:
                     continue
                 document = _train(dataset, [f.format(d=d) for f in flags], grid_flags, epochs, folder / "m.json")
                 comm = [epoch["comm"] for epoch in document["epochs"]]

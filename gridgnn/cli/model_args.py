@@ -51,4 +51,4 @@ def add_model_arguments(group, *, eps_value: bool = True) -> None:
                        help="GAT: dropout of the attention coefficients (default: %(default)s)")
     group.add_argument("--edge-dim", type=int, default=_DEFAULTS.edge_dim, metavar="D",
                        help="GAT: the graph's D edge features enter every head's score (PyG's GATConv(edge_dim=D)); "
-                            "1d and 1.5d grids (default: none)")
+                            "every grid (default: none)")

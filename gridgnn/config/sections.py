@@ -102,7 +102,7 @@ class ModelOptions(Section):
     makes it trainable). GAT: ``heads`` attention heads of ``hidden`` channels on every hidden layer
     (concatenated), ``output_heads`` on the output layer (averaged), ``attn_dropout`` the dropout of the
     attention coefficients, ``edge_dim`` (0: none) the graph's edge features entering every head's score (PyG's
-    ``GATConv(edge_dim=...)``; message passing on 1D/1.5D). An option of one kind needs that kind.
+    ``GATConv(edge_dim=...)``; message passing, on every grid). An option of one kind needs that kind.
     """
 
     layers: int = 2

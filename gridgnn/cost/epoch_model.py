@@ -16,7 +16,8 @@ dense           2D/3D only, each `Product` with a weight (``linear``: GCN one, S
                 except an all-gather whose input needs no gradient (the features). None for the first
                 layer's products with the features when each process keeps their full rows
                 (``--full-feature-rows``, `Product.reads_features`). Each `RowSum` (SAGE with
-                normalize): an all-reduce of the m row sums on ``col``, forward and backward
+                normalize): an all-reduce of the m row sums on ``col``, forward and backward; each
+                `EdgeSum` (GAT's scores with edge features) the same of the rank's edges' values
 weight_grad     1D/1.5D (and 2D/3D with one column block): one all-reduce of every parameter's gradient
                 (`ModelSpec.num_parameters`; GIN's trainable ε included) on ``row`` (or ``world``). 2D/3D:
                 each process's gradient is non-zero only in its column block of each weight and bias
@@ -56,9 +57,9 @@ import numpy as np
 from gridgnn.config.sections import ExecutionOptions
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
-from gridgnn.cost.halo_cost import halo_setup_terms, halo_terms
+from gridgnn.cost.halo_cost import edge_counts, halo_setup_terms, halo_terms
 from gridgnn.cost.memory_model import memory_per_rank, sparse_features
-from gridgnn.cost.operations import Attend, FullRows, HeadMean, HeadSum, LayerOps, ModelOps, Product, RowSum
+from gridgnn.cost.operations import Attend, EdgeSum, FullRows, HeadMean, HeadSum, LayerOps, ModelOps, Product, RowSum
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import (
     ShapeBlocks,
@@ -369,7 +370,8 @@ def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes
     one column block). A product with a replicated weight gathers its input's columns when f_in <= f_out
     (backward: the reduce-scatter of the input's gradient, when it needs one), else reduce-scatters the
     partial products (backward: the all-gather of the output's gradient); none when it reads full feature
-    rows (``feature_rows``). Head sums and row sums all-reduce on ``col`` (again in backward); a head mean
+    rows (``feature_rows``). Head sums and row sums all-reduce on ``col`` (again in backward), edge sums the
+    same over the rank's edges; a head mean
     gathers the heads' columns (backward: reduce-scatter)."""
     if _col_size(blocks.shape) == 1:
         return []
@@ -389,6 +391,9 @@ def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes
             terms += _row_all_reduces(blocks, op.heads, 1 + op.backward, sizes)
         elif isinstance(op, RowSum):
             terms += _row_all_reduces(blocks, 1, 1 + op.backward, sizes)
+        elif isinstance(op, EdgeSum):  # per-edge sums: the rank's edges (its block row's) as rows
+            terms += sum_terms("dense", "col", _col_size(blocks.shape), edge_counts(blocks), op.width,
+                               blocks.coords["col"], sizes, 1 + op.backward, blocks.shape.world_size)
         elif isinstance(op, HeadMean):
             terms.append(_column_term(blocks, "dense", "all_gather", op.width, sizes))
             if op.backward:

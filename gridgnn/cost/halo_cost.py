@@ -1,4 +1,4 @@
-"""The price of message passing's halo exchange (`gridgnn.parallel.edge_halo`) on 1D and 1.5D (pure).
+"""The price of message passing's halo exchange (`gridgnn.parallel.edge_halo`) on every grid (pure).
 
 Process (i, k) holds block row i of A's pattern (every edge into its rows) and needs, of every other block j,
 the U[i, j] rows its edges touch (`gridgnn.cost.sparse_stages.touched_counts` over the row blocks; for
@@ -16,8 +16,11 @@ backward       when x needs a gradient, one all-to-all: Σ_{i≠j} U[i, j] rows 
 =============  ===============================================================================
 
 Each 1.5D replica runs its own group, as 1D. On 2D a separable message runs on each process's feature columns:
-the same rows (of the pr row blocks) move on ``row``, each ``⌈w / pc⌉`` wide or so (its column block). 3D, and 2D
-for a message that is not separable, run none (`halo_terms` raises `ConfigError`).
+the same rows (of the pr row blocks) move on ``row``, each ``⌈w / pc⌉`` wide or so (its column block). On 3D
+process (i, j, l) runs the edges into sub-block S[i][l]: U counts the columns of block k that S[i][l]'s rows
+touch, the halo moves on ``row`` within depth slice l, and block i's rows are all-gathered on ``depth`` before
+it (parts padded to the largest sub-block; backward: a reduce-scatter after the returned rows). 2D and 3D run
+no message that is not separable (`halo_terms` raises `ConfigError`).
 """
 
 from __future__ import annotations
@@ -27,31 +30,64 @@ import numpy as np
 from gridgnn.cost.sparse_cost import index_terms
 from gridgnn.cost.sparse_stages import expected_touched, touched_counts
 from gridgnn.cost.spmm_cost import SizeInfo
-from gridgnn.cost.terms import ShapeBlocks, Term, feature_widths
+from gridgnn.cost.terms import ShapeBlocks, Term, feature_widths, gather_term, scatter_sum_term
 from gridgnn.errors import ConfigError
 
 
+def _dest_bounds(blocks: ShapeBlocks) -> tuple[list[int], int]:
+    """The bounds of the row sets whose edges one rank runs, and how many there are per row block: 3D's
+    sub-blocks S[k][l] (d per block), else the row blocks themselves (1)."""
+    if blocks.shape.algo == "3d":
+        return list(blocks.segments), blocks.shape.depth
+    return list(blocks.row_bounds), 1
+
+
+def _dest_index(blocks: ShapeBlocks) -> np.ndarray:
+    """(P,) each rank's row set in `_dest_bounds`: i·d + l on 3D, i elsewhere."""
+    _, d = _dest_bounds(blocks)
+    i = blocks.coords["row"]
+    return i * d + blocks.coords["depth"] if d > 1 else i
+
+
 def halo_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
-    """(P,) rows each rank receives in a forward halo exchange and in a backward one (cached per shape)."""
+    """(P,) rows each rank receives in a forward halo exchange and in a backward one (cached per shape). U[s, k]:
+    the columns of block k the rows of set s touch; forward, set s receives them from every other block; backward,
+    the holder of block k in depth slice l gets back the rows of every other block's set in slice l."""
     if "halo_rows" not in blocks.cache:
         bounds = list(blocks.row_bounds)
+        dest, d = _dest_bounds(blocks)
         stats = blocks.stats
         if stats is not None and stats.exact:
-            u = touched_counts(stats.column_major(), bounds, bounds)
+            u = touched_counts(stats.column_major(), dest, bounds)
         else:
-            u = expected_touched(stats.grouped_nnz(bounds, bounds), bounds)
-        own = np.diag(u)
+            u = expected_touched(stats.grouped_nnz(dest, bounds), bounds)
+        q = len(bounds) - 1
+        by_slice = u.reshape(q, d, q)  # (row block of the set, depth slice, holder block)
+        own = by_slice[np.arange(q), :, np.arange(q)]  # (q, d): a set's touches of its own block
+        forward = (by_slice.sum(axis=2) - own).reshape(-1)
+        backward = (by_slice.sum(axis=0).T - own)  # (holder block, slice)
         i = blocks.coords["row"]
-        blocks.cache["halo_rows"] = ((u.sum(axis=1) - own)[i], (u.sum(axis=0) - own)[i])
+        slices = blocks.coords["depth"] if d > 1 else np.zeros_like(i)
+        blocks.cache["halo_rows"] = (forward[_dest_index(blocks)], backward[i, slices])
     return blocks.cache["halo_rows"]
 
 
+def edge_counts(blocks: ShapeBlocks) -> np.ndarray:
+    """(P,) the edges each rank's message passing runs: every stored entry of its rows (its block row, replicated
+    on a 2D grid row and on the replicas of 1.5D; on 3D its sub-block's rows)."""
+    if "edges" not in blocks.cache:
+        dest, _ = _dest_bounds(blocks)
+        per_set = blocks.stats.grouped_nnz(dest, [0, blocks.n])[:, 0]
+        blocks.cache["edges"] = per_set[_dest_index(blocks)]
+    return blocks.cache["edges"]
+
+
 def check_halo_shape(blocks: ShapeBlocks, separable: bool = False) -> None:
-    """`ConfigError` (one line) for a grid that runs no such message: 3D, and 2D unless ``separable``."""
+    """`ConfigError` (one line) for a grid that runs no such message: 2D and 3D unless ``separable``."""
     algo = blocks.shape.algo
-    if algo == "3d" or (algo == "2d" and not separable):
-        allowed = "1d, 1.5d and 2d" if separable else "1d and 1.5d"
-        raise ConfigError(f"a message-passing model runs on the {allowed} grids; not on {algo}")
+    if algo in ("2d", "3d") and not separable:
+        raise ConfigError(f"a message that is not separable over feature columns runs on the 1d and 1.5d grids; "
+                          f"not on {algo}")
 
 
 def _column_widths(blocks: ShapeBlocks, width: int) -> np.ndarray:
@@ -62,16 +98,28 @@ def _column_widths(blocks: ShapeBlocks, width: int) -> np.ndarray:
 
 
 def halo_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo, separable: bool = False) -> list[Term]:
-    """One halo exchange of width ``width`` (forward, or its backward): one all-to-all on ``row`` (2D: of each
-    rank's column block)."""
+    """One halo exchange of width ``width`` (forward, or its backward): one all-to-all on ``row`` (2D/3D: of each
+    rank's column block); on 3D the block's all-gather on ``depth`` before it (backward: the reduce-scatter
+    after it)."""
     check_halo_shape(blocks, separable)
     num_rows, p = blocks.shape.sizes[0], blocks.shape.world_size
-    if num_rows == 1:
-        return []
-    rows = halo_row_counts(blocks)[1 if backward else 0]
     phase = "spmm_backward" if backward else "spmm_forward"
-    nbytes = rows * sz.row_bytes(_column_widths(blocks, width))
-    return [Term(phase, "all_to_all", "row", num_rows, np.ones(p, dtype=np.int64), nbytes.astype(np.int64))]
+    widths = _column_widths(blocks, width)
+    terms = []
+    d = blocks.shape.depth
+    if d > 1:
+        i, ones = blocks.coords["row"], np.ones(p, dtype=np.int64)
+        chunk = blocks.sub.max(axis=1)[i]
+        if backward:
+            terms.append(scatter_sum_term(phase, "depth", d, chunk, blocks.sub[i, blocks.coords["depth"]], widths,
+                                          sz, ones, p))
+        else:
+            terms.append(gather_term(phase, "depth", d, chunk, widths, sz, ones, p))
+    if num_rows > 1:
+        rows = halo_row_counts(blocks)[1 if backward else 0]
+        nbytes = rows * sz.row_bytes(widths)
+        terms.append(Term(phase, "all_to_all", "row", num_rows, np.ones(p, dtype=np.int64), nbytes.astype(np.int64)))
+    return terms
 
 
 def halo_setup_terms(blocks: ShapeBlocks, separable: bool = False) -> list[Term]:
@@ -91,7 +139,7 @@ def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:
     p = blocks.shape.world_size
     if not halos:
         return np.zeros(p, dtype=np.int64)
-    edges = blocks.stats.grouped_nnz(list(blocks.row_bounds), [0, blocks.n])[blocks.coords["row"], 0]
+    edges = edge_counts(blocks)
     m = np.diff(np.asarray(blocks.row_bounds))[blocks.coords["row"]]
     halo = halo_row_counts(blocks)[0]
     edge_features = max(op.edge_features for op in halos)

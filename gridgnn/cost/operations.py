@@ -19,6 +19,8 @@ record              the layout call it stands for (`gridgnn.nn.layout.Layout`)
 `HeadSum`           ``head_sum(x, K, w)``: each row's sum over each of K heads
 `HeadMean`          ``head_mean(x, K, w)``: the mean of the K heads
 `RowSum`            ``row_sum(x)``: each row's sum over its ``width`` columns
+`EdgeSum`           ``edge_sum(v)``: per-edge values (``width`` per edge) summed over the feature columns'
+                    processes (a message-passing layer's per-head scores, from partial sums of its columns)
 `FullRows`          ``full_rows(z, w)``: every column of the rows (the class-column gather)
 `SourceRows`        ``source_rows(x)``: the rows a message-passing layer's edges read (its halo), x of global
                     width ``width`` (`gridgnn.nn.message_passing`)
@@ -104,6 +106,15 @@ class RowSum:
 
 
 @dataclass(frozen=True)
+class EdgeSum:
+    """``edge_sum(v)``: (E, ``width``) per-edge partial sums of this process's feature columns, summed over
+    all of them (one value per edge of the block row, E its edges; GAT's scores with edge features)."""
+
+    width: int
+    backward: bool
+
+
+@dataclass(frozen=True)
 class FullRows:
     """``full_rows(z, width)``: all ``width`` columns of the rows (forward only: backward keeps the block's)."""
 
@@ -127,11 +138,11 @@ class SourceRows:
     separable: bool = False
 
 
-Operation = Aggregate | Attend | Product | Bias | HeadSum | HeadMean | RowSum | FullRows | SourceRows
+Operation = Aggregate | Attend | Product | Bias | HeadSum | HeadMean | RowSum | EdgeSum | FullRows | SourceRows
 """One recorded layout call."""
 
 RECORDS: dict[str, type] = {cls.__name__: cls for cls in (Aggregate, Attend, Product, Bias, HeadSum, HeadMean, RowSum,
-                                                          FullRows, SourceRows)}
+                                                          EdgeSum, FullRows, SourceRows)}
 """Record name -> record class (the committed trace templates name records, `gridgnn.plan.op_templates`)."""
 
 

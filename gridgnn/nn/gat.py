@@ -13,8 +13,10 @@ With edge features (``edge_dim`` = d, ``--edge-dim``; PyG's ``GATConv(edge_dim=d
 term, ``e_ij = LeakyReLU(s_dst[i] + s_src[j] + (e_ji W_e)_h · a_edge_h)`` (W_e (d, K·C), a_edge (K, C)); the
 self-loop's features are the mean of the vertex's incoming edges' (PyG's ``fill_value="mean"``,
 `gridgnn.data.edge_features.operator_rows`). The layer then runs as message passing
-(`gridgnn.nn.message_passing`: the edge softmax where the edges live, the source rows from the halo), on 1D
-and 1.5D grids only; attention dropout draws its masks by the edges' original ids, as the tiles do.
+(`gridgnn.nn.message_passing`: the edge softmax where the edges live, the source rows from the halo), on every
+grid: its scores are separable over feature columns (sums of per-column products), so a 2D/3D process forms
+their parts from its columns and `Layout.edge_sum` totals them; attention dropout draws its masks by the edges'
+original ids, as the tiles do.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gridgnn.nn.layout import Layout, as_layout
 from gridgnn.nn.message_passing import aggregate_messages
 from gridgnn.nn.model_config import fraction_field, integer_field
 from gridgnn.nn.stack import LayerStack, glorot
+from gridgnn.sparse.attention import head_segments
 from gridgnn.sparse.csr import SparseBlock
 
 NEGATIVE_SLOPE = 0.2
@@ -57,6 +60,9 @@ class GATLayer(nn.Module):
 
     operator = "gat"
     order = "transform-first"
+    column_separable = True
+    """With edge features the layer passes messages whose scores are sums over feature columns and whose
+    messages scale each column by its head's coefficient: 2D runs them on each process's columns."""
 
     def __init__(self, in_channels: int, out_channels: int, *, heads: int = 1, concat: bool = True,
                  attn_dropout: float = 0.0, generator: torch.Generator | None = None, edge_dim: int = 0):
@@ -124,17 +130,22 @@ class GATLayer(nn.Module):
 
     def _attend_edges(self, x: Tensor, layout: Layout) -> Tensor:
         """Attention with the edge term, as message passing over ``layout.edges()`` (the ``gat`` pattern's
-        entries, self-loops included, with their features): x (m, K·C) whole rows -> (m, K·C). Collective as
-        ``layout.source_rows`` (``row`` on 1D/1.5D)."""
+        entries, self-loops included, with their features): x (m, block of the K·C columns) -> the same. Each
+        process forms the three score terms from its columns only (partial sums per head), adds them per edge
+        and lets ``layout.edge_sum`` total them (2D/3D: over the grid row's processes, which run the same edges
+        on their columns); the softmax then runs on whole scores, the messages on the process's columns.
+        Collective as ``layout.source_rows`` (``row``) and ``layout.edge_sum`` (``col`` on 2D/3D)."""
         heads, channels = self.heads, self.channels
         edges = layout.edges()
         if edges.attr is None:
             raise ValueError("GAT with edge_dim needs edge features: the layout's edges carry none")
-        sources = layout.source_rows(x).view(-1, heads, channels)
-        s_src = (sources * self.att_src).sum(dim=-1)  # (m + halo, K)
-        s_dst = (x.view(-1, heads, channels) * self.att_dst).sum(dim=-1)  # (m, K)
-        s_edge = ((edges.attr @ self.edge_weight).view(-1, heads, channels) * self.att_edge).sum(dim=-1)  # (E, K)
-        score = torch.nn.functional.leaky_relu(s_src[edges.src] + s_dst[edges.dst] + s_edge, NEGATIVE_SLOPE)
+        c0, c1 = layout.col_range(heads * channels)
+        sources = layout.source_rows(x)  # (m + halo, c1 - c0)
+        s_src = self._head_partials(sources, self.att_src, c0, c1)  # (m + halo, K)
+        s_dst = self._head_partials(x, self.att_dst, c0, c1)  # (m, K)
+        s_edge = self._head_partials(edges.attr @ self.edge_weight[:, c0:c1], self.att_edge, c0, c1)  # (E, K)
+        score = layout.edge_sum(s_src[edges.src] + s_dst[edges.dst] + s_edge)
+        score = torch.nn.functional.leaky_relu(score, NEGATIVE_SLOPE)
         # the softmax over each row's edges, shifted by the row's maximum (held fixed, as PyG's softmax)
         peak = score.detach().new_full((edges.num_rows, heads), -torch.inf).scatter_reduce(
             0, edges.dst.view(-1, 1).expand(-1, heads), score.detach(), "amax", include_self=True)
@@ -144,8 +155,25 @@ class GATLayer(nn.Module):
         factors = self._edge_drop(edges, layout)
         if factors is not None:
             alpha = alpha * factors
-        messages = (alpha.unsqueeze(-1) * sources[edges.src]).reshape(-1, heads * channels)
+        if (c0, c1) == (0, heads * channels):
+            messages = (alpha.unsqueeze(-1) * sources[edges.src].view(-1, heads, channels)).reshape(-1, c1)
+        else:  # the process's columns: column c belongs to head c // C
+            head_of = torch.arange(c0, c1, device=alpha.device) // channels
+            messages = alpha[:, head_of] * sources[edges.src]
         return aggregate_messages(messages, edges.dst, edges.num_rows, "sum")
+
+    def _head_partials(self, t: Tensor, vector: Tensor, c0: int, c1: int) -> Tensor:
+        """(rows, K): per head, the sum over this process's columns ``c0:c1`` of the K·C-wide products of ``t``
+        (rows, c1 - c0) with ``vector`` (K, C) (all of a head's columns on one process: the head's score term)."""
+        heads, channels = self.heads, self.channels
+        if (c0, c1) == (0, heads * channels):
+            return (t.view(-1, heads, channels) * vector).sum(dim=-1)
+        products = t * vector.reshape(-1)[c0:c1]
+        # zeros in the autograd graph even for a process holding no column (every rank takes edge_sum's backward)
+        out = products[:, :0].sum(dim=1, keepdim=True).repeat(1, heads)
+        for h, lo, hi in head_segments(heads, heads * channels, (c0, c1)):
+            out[:, h] = products[:, lo:hi].sum(dim=1)
+        return out
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.channels}, heads={self.heads}, concat={self.concat}, "

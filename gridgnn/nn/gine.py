@@ -5,8 +5,9 @@
 b_e (in,) map the d edge features onto the layer's input width (PyG's ``GINEConv(..., edge_dim=d)`` lin). The
 message is not linear, so it runs where the edges live (`gridgnn.nn.message_passing.MessagePassing`, the halo
 rows moved by one all-to-all), at the layer's input width; the order is aggregate-first. It is separable over
-feature columns, so it runs on 1D, 1.5D and 2D grids (on 2D process (i, j) runs block row i's edges on feature
-columns j, reading W_e's and b_e's columns j; their gradients, zero elsewhere, are summed on the world).
+feature columns, so it runs on every grid (on 2D process (i, j) runs block row i's edges on feature columns j,
+on 3D process (i, j, l) the edges into its rows S[i][l], reading W_e's and b_e's columns j; their gradients, zero
+elsewhere, are summed on the world).
 A graph without edge features cannot train it (`gridgnn.nn.models.check_edge_inputs`).
 """
 

@@ -145,6 +145,12 @@ class Layout(Protocol):
         2D/3D grids (phase ``dense``); else not collective."""
         ...
 
+    def edge_sum(self, values: Tensor) -> Tensor:
+        """(E, k) -> (E, k): per-edge values that this process computed from its feature columns (partial sums
+        over them, one row per edge of `edges`), summed over the processes holding the other columns of the same
+        edges. Collective on ``col`` on 2D/3D grids (phase ``dense``, and again in backward); else ``values``."""
+        ...
+
     def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, width: int, negative_slope: float,
                drop: DropFn | None) -> Tensor:
         """Graph attention: x (m, width block), score terms s_dst, s_src (m, heads) -> (m, width block).
@@ -153,13 +159,15 @@ class Layout(Protocol):
 
     def edges(self) -> EdgeSet:
         """The edges into this process's rows, with their features (`gridgnn.nn.message_passing.EdgeSet`);
-        `gridgnn.errors.ConfigError` where the layout runs no general message (2D/3D). Not collective."""
+        `gridgnn.errors.ConfigError` where the layout was built without them. On 2D/3D a process runs the edges
+        on its feature columns (a message separable over them only). Not collective."""
         ...
 
     def source_rows(self, x: Tensor) -> Tensor:
         """(m, w) -> (m + h, w): this process's rows of x, then the h rows of other processes' vertices its
         edges read, numbered as `edges` numbers sources; autograd returns their gradients. Collective on
-        ``row`` on 1D/1.5D grids (phase ``spmm_forward``, backward ``spmm_backward``); one process: x."""
+        ``row`` on a grid (3D: ``depth`` too; phase ``spmm_forward``, backward ``spmm_backward``); one process:
+        x."""
         ...
 
     def reduce_gradients(self, params: list[nn.Parameter]) -> None:
@@ -265,6 +273,9 @@ class LocalLayout:
 
     def head_mean(self, x: Tensor, heads: int, width: int) -> Tensor:
         return x.view(x.shape[0], heads, width // heads).mean(dim=1)
+
+    def edge_sum(self, values: Tensor) -> Tensor:
+        return values
 
     def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, width: int, negative_slope: float,
                drop: DropFn | None) -> Tensor:

@@ -16,8 +16,9 @@ combines what it receives (``aggr``: ``sum``, ``mean`` or ``max``), and what it 
 Everything the subclass computes is local, so its own parameters (an ``nn.Linear`` in a message) are
 replicated like every weight on 1D and 1.5D, their gradients summed over ``row`` by the trainer's
 `gridgnn.nn.layout.Layout.reduce_gradients`. Which grids run a message: 1D and 1.5D, where a process holds
-whole rows and every edge into them (`gridgnn.parallel.edge_halo`); 2D and 3D split feature columns and are
-refused with one line (`check_message_grid`).
+whole rows and every edge into them (`gridgnn.parallel.edge_halo`), any message; 2D and 3D split feature
+columns, so they run a message separable over them (`MessagePassing.column_separable`: each process computes
+its columns of every message) and refuse any other with one line (`check_message_grid`).
 
 ``max``: a row without incoming edges gets 0 (as PyG); its backward gives each row's gradient to the messages
 equal to the row's maximum, split evenly among ties (torch's ``scatter_reduce`` ``amax``, which PyG also uses
@@ -40,9 +41,9 @@ AGGREGATIONS = ("sum", "mean", "max")
 
 MESSAGE_ALGORITHMS = ("local", "1d", "1.5d")
 """The algorithms that run a general message (whole rows and every edge into them on one process)."""
-SEPARABLE_ALGORITHMS = (*MESSAGE_ALGORITHMS, "2d")
+SEPARABLE_ALGORITHMS = (*MESSAGE_ALGORITHMS, "2d", "3d")
 """The algorithms that run a message separable over feature columns (`MessagePassing.column_separable`): 2D
-too, where process (i, j) runs block row i's edges on feature columns j."""
+and 3D too, where process (i, j) (3D: (i, j, l)) runs the edges into its rows on feature columns j."""
 
 
 @dataclass(frozen=True)
@@ -130,9 +131,6 @@ def check_message_grid(algo: str, what: str = "a message-passing layer", separab
     separable over feature columns: `SEPARABLE_ALGORITHMS`)."""
     if algo == "auto" or algo in (SEPARABLE_ALGORITHMS if separable else MESSAGE_ALGORITHMS):
         return
-    if separable:
-        raise ConfigError(f"{what} runs on the 1d, 1.5d and 2d grids; --algo {algo} splits a block row's rows "
-                          "over depth slices too: use --algo 1d, 1.5d or 2d")
     raise ConfigError(f"{what} runs on the 1d and 1.5d grids (a process holds whole rows and every edge into "
                       f"them); --algo {algo} splits feature columns: use --algo 1d or 1.5d")
 
@@ -149,7 +147,7 @@ class MessagePassing(nn.Module):
     that no (E, w) copy of the destinations' rows is made every step."""
     column_separable = False
     """Whether column c of a message depends only on column c of x_i and x_j (GINE's ReLU(x_j + e W_e)): such a
-    layer also runs on 2D grids, where ``message`` gets the process's feature columns (`SEPARABLE_ALGORITHMS`);
+    layer also runs on 2D and 3D grids, where ``message`` gets the process's feature columns (`SEPARABLE_ALGORITHMS`);
     any other layer needs whole rows (1D, 1.5D) and is refused elsewhere with one line."""
 
     def __init__(self, aggr: str = "sum"):

@@ -80,7 +80,8 @@ def build_model(config, num_features: int, num_classes: int, task: str = "multic
 
 def reads_edges(config) -> bool:
     """Whether the model ``config`` describes reads the graph's edge features (`LayerStack.reads_edge_features`:
-    GINE and MeshGraphNet always, GAT with ``--edge-dim``); it then passes messages, on 1D and 1.5D only."""
+    GINE and MeshGraphNet always, GAT with ``--edge-dim``); it then passes messages: on every grid when they are
+    separable over feature columns (GINE, GAT), else on 1D and 1.5D only (MeshGraphNet)."""
     return MODELS[getattr(config, "model", "gcn")].reads_edge_features(config)
 
 

@@ -25,6 +25,7 @@ from gridgnn.cost.operations import (
     Aggregate,
     Attend,
     Bias,
+    EdgeSum,
     FullRows,
     HeadMean,
     HeadSum,
@@ -131,6 +132,10 @@ class RecordingLayout:
     def head_mean(self, x: Tensor, heads: int, width: int) -> Tensor:
         self.current.append(HeadMean(int(width), int(heads), x.requires_grad))
         return self._result((int(x.shape[0]), int(width) // int(heads)), x)
+
+    def edge_sum(self, values: Tensor) -> Tensor:
+        self.current.append(EdgeSum(int(values.shape[1]), values.requires_grad))
+        return self._result(tuple(values.shape), values)
 
     def attend(self, x: Tensor, s_dst: Tensor, s_src: Tensor, *, heads: int, width: int, negative_slope: float,
                drop=None) -> Tensor:

@@ -38,8 +38,10 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
 
     ``messages`` (or ``edge_features``, (nnz, d) aligned with the adjacency's stored entries in CSR order):
     the layout of a message-passing layer (`gridgnn.nn.message_passing.MessagePassing`): its edges are the
-    stored entries of ``adjacency`` itself (canonical CSR; ``normalize`` must be False), on 1D or 1.5D
-    (`ConfigError` for another ``algo``); ``agg.edges()`` and ``agg.source_rows(x)`` serve the layer.
+    stored entries of ``adjacency`` itself (canonical CSR; ``normalize`` must be False); ``agg.edges()`` and
+    ``agg.source_rows(x)`` serve the layer. Any layer runs on 1D and 1.5D; on 2D and 3D (each rank holding a
+    block of the feature columns) only a layer whose message is separable over them
+    (``MessagePassing.column_separable``): another raises `ConfigError` when called, on every rank alike.
     """
     import torch.distributed as dist
 
@@ -50,7 +52,7 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
 
     messages = messages or edge_features is not None
     if messages:
-        check_message_grid(algo)
+        check_message_grid(algo, separable=True)  # a layer that is not separable refuses 2D/3D when called
         if normalize:
             raise ConfigError("a message-passing layout's edges are the adjacency's own entries: pass "
                               "normalize=False")

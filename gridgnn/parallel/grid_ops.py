@@ -34,8 +34,9 @@ each rank updating the rows it owns and fetching, after the step, the rows it re
 `gridgnn.parallel.feature_weight_rows`. Every other parameter is all-reduced as before.
 
 A model that passes messages (`gridgnn.nn.message_passing`: ``messages``) gets the edges of its block row and
-their halo exchange (`edges`, `source_rows`: `gridgnn.parallel.edge_halo`), on 1D and 1.5D, and on 2D for a
-message separable over feature columns (the exchange of each process's column block on ``row``).
+their halo exchange (`edges`, `source_rows`: `gridgnn.parallel.edge_halo`), on 1D and 1.5D, and on 2D and 3D
+for a message separable over feature columns (the exchange of each process's column block on ``row``; 3D
+gathers the block's rows on ``depth`` first).
 """
 
 from __future__ import annotations
@@ -103,7 +104,9 @@ class GridOps:
         if messages:
             if self.col_axis is not None:  # 2D: separable messages on each process's feature columns
                 check_message_grid(grid.algo, separable=True)
-            self.halo = EdgeHalo(comm, adj, self.spmm.stage_layout().row_bounds, edge_attr)
+            layout = self.spmm.stage_layout()
+            self.halo = EdgeHalo(comm, adj, layout.row_bounds, edge_attr,
+                                 sub_bounds=layout.segments if grid.algo == "3d" else None)
 
     @property
     def device(self) -> torch.device:
@@ -179,6 +182,14 @@ class GridOps:
         if self.col_axis is None:
             return partial
         return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")
+
+    def edge_sum(self, values: torch.Tensor) -> torch.Tensor:
+        """(E, k) per-edge partial sums of this rank's feature columns -> their totals over all columns. 2D/3D:
+        an all-reduce on ``col`` (phase ``dense``, and again in backward: every rank of the grid row runs the
+        same edges, each on its columns); else not collective."""
+        if self.col_axis is None:
+            return values
+        return AllReduceCols.apply(values.contiguous(), self.comm, self.col_axis, "dense")
 
     def head_mean(self, x: torch.Tensor, heads: int, width: int) -> torch.Tensor:
         """(m, block of width / K columns): the mean over the K heads. 2D/3D: the heads' columns gathered on

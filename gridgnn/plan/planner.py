@@ -267,8 +267,8 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     shapes = [shape for shape in (candidate_shapes(world_size, algos) if shapes is None else shapes)
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
     if spec.traced.passes_messages:  # a message runs where whole rows (1D, 1.5D) or a separable one's columns
-        separable = spec.traced.messages_separable  # and every edge into them live (2D)
-        shapes = [shape for shape in shapes if not shape.splits_features or (separable and shape.algo == "2d")]
+        separable = spec.traced.messages_separable  # and every edge into them live (2D, 3D)
+        shapes = [shape for shape in shapes if not shape.splits_features or separable]
     if stats_for_order is None:
         def stats_for_order(order: str, rows: int, depth: int) -> GraphStats:
             return stats

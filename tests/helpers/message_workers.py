@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import gridgnn
+from gridgnn.errors import ConfigError
 from gridgnn.nn.message_passing import MessagePassing
 
 
@@ -35,6 +36,51 @@ def message_of(layer: EdgeMLP, x_i, x_j, edge_attr):
     if layer.shift:
         return x_j @ torch.ones(x_j.shape[1], layer.root.out_features) + edge_attr[:, :1] * layer.root.weight.sum()
     return layer.mlp(torch.cat([x_i, x_j - x_i, edge_attr], dim=1))
+
+
+class EdgeGate(MessagePassing):
+    """A separable user layer: message ``x_j · sigmoid(e_ij g + b)`` (column c of the message reads column c of
+    x_j only), aggregated by ``aggr``, then ``update = aggr + x``: it runs on 2D and 3D too, each process on its
+    columns, its gate's gradient summed over the world by ``reduce_gradients``."""
+
+    column_separable = True
+    reads_destination = False
+
+    def __init__(self, edge_dim: int, aggr: str, seed: int = 0):
+        super().__init__(aggr=aggr)
+        torch.manual_seed(seed)
+        self.gate = nn.Linear(edge_dim, 1)
+
+    def message(self, x_i, x_j, edge_attr):
+        return x_j * torch.sigmoid(self.gate(edge_attr))
+
+    def update(self, aggr_out, x):
+        return aggr_out + x
+
+
+def pyg_edge_gate(layer: EdgeGate):
+    """The same separable layer on PyG's ``MessagePassing``, holding ``layer``'s gate."""
+    from torch_geometric.nn import MessagePassing as PygMessagePassing
+
+    class PygEdgeGate(PygMessagePassing):
+        def __init__(self):
+            super().__init__(aggr=layer.aggr)
+            self.gate = layer.gate
+
+        def forward(self, x, edge_index, edge_attr):
+            return self.propagate(edge_index, x=x, edge_attr=edge_attr) + x
+
+        def message(self, x_j, edge_attr):
+            return x_j * torch.sigmoid(self.gate(edge_attr))
+
+    return PygEdgeGate()
+
+
+def layer_for(case: dict):
+    """The gridgnn layer of a test case (``layer``: ``gate`` for `EdgeGate`, else `EdgeMLP`)."""
+    if case.get("layer") == "gate":
+        return EdgeGate(2, case["aggr"])
+    return EdgeMLP(5, 2, 4, case["aggr"], shift=case["integer"])
 
 
 def pyg_edge_mlp(layer: EdgeMLP):
@@ -85,25 +131,36 @@ def grad_of(p: torch.Tensor) -> torch.Tensor:
 
 
 def grid_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
-    """Per case (``algo``, ``replication``, ``aggr``, ``integer``): this rank's rows of the layer's output and input
-    gradient, and the reduced parameter gradients, on the grid."""
+    """Per case (``algo``, ``replication`` or ``grid``, ``aggr``, ``integer``, ``layer``): this rank's block (rows
+    and, on 2D/3D, feature columns) of the layer's output and input gradient, and the reduced parameter gradients,
+    on the grid; a case whose layer the grid refuses records the refusal's message instead."""
     out = []
     for case in cases:
         adj, x, edge_attr, weights = problem(case["seed"], case["aggr"], case["integer"])
         agg = gridgnn.grid_aggregation(adj, algo=case["algo"], replication=case.get("replication", 1),
-                                       normalize=False, edge_features=edge_attr)
-        layer = EdgeMLP(5, 2, 4, case["aggr"], shift=case["integer"])
+                                       grid=case.get("grid"), normalize=False, edge_features=edge_attr)
+        layer = layer_for(case)
         r0, r1 = agg.row_range
-        rows, grad_x, grads = run_layer(layer, agg, torch.from_numpy(x[r0:r1]), torch.from_numpy(weights[r0:r1]))
+        c0, c1 = agg.col_range(x.shape[1])
+        o0, o1 = agg.col_range(weights.shape[1] if case.get("layer") != "gate" else x.shape[1])
+        weights = weights if case.get("layer") != "gate" else np.ones_like(x) + x  # the output's width
+        try:
+            rows, grad_x, grads = run_layer(layer, agg, torch.from_numpy(x[r0:r1, c0:c1]),
+                                            torch.from_numpy(weights[r0:r1, o0:o1]))
+        except ConfigError as error:
+            out.append({"refused": str(error)})
+            continue
         params = list(layer.parameters())
         agg.reduce_gradients(params)
-        edges = agg.edges()
-        messages = message_of(layer, torch.from_numpy(x[r0:r1])[edges.dst],
-                              agg.source_rows(torch.from_numpy(x[r0:r1]))[edges.src], edges.attr).detach()
-        best = torch.zeros(r1 - r0, 4).index_reduce(0, edges.dst, messages, "amax", include_self=False)
-        at_max = (messages == best[edges.dst]).to(torch.int64)  # (E, 4): the messages equal to their row's max
-        per_row = torch.zeros(r1 - r0, 4, dtype=torch.int64).index_add(0, edges.dst, at_max)
-        ties = int((per_row > 1).sum())  # (row, column) pairs whose maximum more than one message reaches
-        out.append({"rows": (r0, r1), "out": rows.numpy(), "grad_x": grad_x.numpy(), "ties": ties,
-                    "grads": [grad_of(p).numpy() for p in params]})
+        ties = 0
+        if case.get("layer") != "gate":
+            edges = agg.edges()
+            messages = message_of(layer, torch.from_numpy(x[r0:r1])[edges.dst],
+                                  agg.source_rows(torch.from_numpy(x[r0:r1]))[edges.src], edges.attr).detach()
+            best = torch.zeros(r1 - r0, 4).index_reduce(0, edges.dst, messages, "amax", include_self=False)
+            at_max = (messages == best[edges.dst]).to(torch.int64)  # (E, 4): the messages equal to their row's max
+            per_row = torch.zeros(r1 - r0, 4, dtype=torch.int64).index_add(0, edges.dst, at_max)
+            ties = int((per_row > 1).sum())  # (row, column) pairs whose maximum more than one message reaches
+        out.append({"rows": (r0, r1), "cols": (o0, o1), "in_cols": (c0, c1), "out": rows.numpy(),
+                    "grad_x": grad_x.numpy(), "ties": ties, "grads": [grad_of(p).numpy() for p in params]})
     return out

@@ -2,22 +2,24 @@
 ``GINEConv``), GAT with ``--edge-dim`` (PyG's ``GATConv(edge_dim=...)``, self-loops filled with the mean of their
 in-edges) and MeshGraphNet (`gridgnn.nn.meshgraphnet`, edge features updated per layer).
 
-- Grids (one process group of 4): GINE on 1d with dense and sparse communication, 1.5d 2x2 and 2d 2x2 and
-  1x4 (its message is separable over feature columns: each process runs its block row's edges on its columns),
-  on the mesh
+- Grids (one process group of 4): GINE on 1d with dense and sparse communication, 1.5d 2x2, 2d 2x2 and 1x4,
+  and 3d 2x2x1 and 1x1x4 (its message is separable over feature columns: each process runs the edges into its
+  rows on its columns; 3D gathers a block's rows on ``depth`` first), on the mesh
   generator (regression, 3 edge features) and on a directed csbm graph whose 4 edge features come from
   ``--edge-features`` in the file's edge order, reordered by METIS (the rows follow their edges); MeshGraphNet
   (3 layers: the edge state changes width, then keeps it with its residual) on 1d sparse and 1.5d; GAT with
   ``--edge-dim 4`` (2 heads concatenated, 2 averaged, attention dropout 0.3: masks by original ids) on 1d
-  METIS-reordered and 1.5d: losses within
+  METIS-reordered, 1.5d, 2d 1x4 and 3d 1x1x4 (one output head there), and (3 heads of 3 channels, cut across
+  column blocks) on 2d 2x2 (one output head) and 3d 2x2x1: losses within
   1e-4 of the local run's, identical metrics, replicated weights identical on every rank, and every rank's
   measured communication (halo rows forward and back, the gradient all-reduce) equal to the cost model's per
   phase, calls included, every epoch; the set-up's index exchange equal to its model too.
 - PyG: a trained GINE model's file loads back into the same predictions and `gridgnn.to_pyg` maps it onto
   ``GINEConv`` (called with ``edge_attr``) with the same probabilities (within 1e-5); a MeshGraphNet file
   loads back into the same values, and `to_pyg` refuses it with one line (no PyG layer is the same).
-- Refusals: GINE on a graph without edge features, on a 2D grid, and edge features given to a model that reads
-  none, each one line (exit 2) before any worker starts.
+- Both kinds again on a 2x2x2 grid (8 processes: the row halo and the depth gather together; slow).
+- Refusals: GINE on a graph without edge features, MeshGraphNet (not separable) on 2D and 3D, and edge
+  features given to a model that reads none, each one line (exit 2) before any worker starts.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ MESH = dict(dataset="mesh:nodes=150", model="gine", epochs=3, hidden=8, dropout=
 CSBM = dict(dataset="csbm:nodes=97,classes=3,features=6", directed=True, model="gine", epochs=3, hidden=8,
             gin_train_eps=True, gin_eps=0.2)
 GRIDS = [dict(algo="1d"), dict(algo="1d", comm="sparse"), dict(algo="1.5d", replication=2), dict(algo="2d", grid="2x2"),
-         dict(algo="2d", grid="1x4")]
+         dict(algo="2d", grid="1x4"), dict(algo="3d", grid="2x2x1"), dict(algo="3d", grid="1x1x4", comm="sparse")]
 MGN = dict(dataset="mesh:nodes=130", model="meshgraphnet", layers=3, epochs=3, hidden=6, dropout=0.2)
 
 
@@ -77,7 +79,11 @@ def _trained(csbm_path: str) -> tuple[list[dict], list[list[dict]]]:
     cases += [dict(MGN, algo="1d", comm="sparse", nprocs=4), dict(MGN, algo="1.5d", replication=2, nprocs=4)]
     gat = dict(CSBM, model="gat", gin_train_eps=False, gin_eps=0.0, heads=2, output_heads=2, hidden=3, edge_dim=4,
                edge_features=csbm_path, attn_dropout=0.3)
-    cases += [dict(gat, algo="1d", nprocs=4, reorder="metis"), dict(gat, algo="1.5d", replication=2, nprocs=4)]
+    cases += [dict(gat, algo="1d", nprocs=4, reorder="metis"), dict(gat, algo="1.5d", replication=2, nprocs=4),
+              # 2D: the scores' per-head sums from each process's columns (a head cut across column blocks)
+              dict(gat, algo="2d", grid="2x2", nprocs=4, heads=3, output_heads=1, comm="sparse"),
+              dict(gat, algo="2d", grid="1x4", nprocs=4), dict(gat, algo="3d", grid="2x2x1", nprocs=4, heads=3),
+              dict(gat, algo="3d", grid="1x1x4", nprocs=4, output_heads=1)]
     return cases, run_workers(mw.models_worker, 4, cases, timeout_s=300)
 
 
@@ -100,6 +106,25 @@ def test_gine_gat_and_meshgraphnet_on_their_grids_equal_one_process_and_the_cost
             for phase in PHASES:
                 assert epoch["by_phase"][phase] == out["predicted"]["bytes"][phase].tolist(), (where, phase)
                 assert epoch["calls_by_phase"][phase] == out["predicted"]["calls"][phase].tolist(), (where, phase)
+
+
+@pytest.mark.slow
+def test_gine_and_gat_with_edge_features_on_a_full_3d_grid(csbm):
+    gat = dict(CSBM, model="gat", gin_train_eps=False, gin_eps=0.0, heads=3, output_heads=1, hidden=3, edge_dim=4,
+               edge_features=csbm["edge_features"], attn_dropout=0.3)
+    cases = [dict(MESH, algo="3d", grid="2x2x2", nprocs=8), dict(gat, algo="3d", grid="2x2x2", nprocs=8, comm="sparse")]
+    per_rank = run_workers(mw.models_worker, 8, cases, timeout_s=300)
+    for index, case in enumerate(cases):
+        local = {k: v for k, v in case.items() if k not in ("nprocs", "comm", "grid")}
+        reference = _local(dict(local, algo="local"))
+        out = per_rank[0][index]
+        np.testing.assert_allclose(out["loss"], [r[0] for r in reference], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose([m[0] for m in out["metric"]], [r[1] for r in reference], rtol=1e-4)
+        assert min(out["comm"][0]["by_phase"]["spmm_forward"]) > 0
+        for epoch in out["comm"]:
+            for phase in PHASES:
+                assert epoch["by_phase"][phase] == out["predicted"]["bytes"][phase].tolist(), phase
+                assert epoch["calls_by_phase"][phase] == out["predicted"]["calls"][phase].tolist(), phase
 
 
 def test_the_halo_index_exchange_is_priced_at_set_up(csbm):
@@ -134,12 +159,10 @@ def test_a_gine_model_file_maps_onto_pyg_gineconv(tmp_path, csbm):
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--dataset", "csbm:nodes=60", "--model", "gine"], "--model gine needs edge features: the graph has none"),
-    (["--dataset", "mesh:nodes=60", "--model", "gine", "--algo", "3d", "--nprocs", "8"],
-     "--model gine runs on the 1d, 1.5d and 2d grids"),
     (["--dataset", "mesh:nodes=60", "--model", "meshgraphnet", "--algo", "2d", "--nprocs", "4"],
      "--model meshgraphnet runs on the 1d and 1.5d grids"),
-    (["--dataset", "mesh:nodes=60", "--model", "gat", "--edge-dim", "3", "--algo", "3d", "--nprocs", "8"],
-     "--model gat runs on the 1d and 1.5d grids"),
+    (["--dataset", "mesh:nodes=60", "--model", "meshgraphnet", "--algo", "3d", "--nprocs", "8"],
+     "--model meshgraphnet runs on the 1d and 1.5d grids"),
     (["--dataset", "mesh:nodes=60", "--model", "gat", "--edge-dim", "5"],
      "--edge-dim 5 was given, but the graph's edges have 3 features each"),
     (["--dataset", "mesh:nodes=60", "--edge-dim", "3"], "--edge-dim applies to --model gat"),
