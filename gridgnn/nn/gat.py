@@ -229,6 +229,10 @@ class GAT(LayerStack):
                 "attn_dropout": float(options.attn_dropout), "edge_dim": int(getattr(options, "edge_dim", 0))}
 
     @staticmethod
+    def options_from_spec(spec) -> dict:
+        return {"edge_dim": int(spec.edge_features)}  # a spec counts the edge features the model reads
+
+    @staticmethod
     def options_from_file(config: dict) -> dict:
         return {"heads": int(config["heads"]), "output_heads": int(config["output_heads"]),
                 "attn_dropout": float(config["attn_dropout"]), "edge_dim": int(config.get("edge_dim", 0))}

@@ -188,6 +188,13 @@ class LayerStack(nn.Module):
         return {}
 
     @staticmethod
+    def options_from_spec(spec) -> dict:
+        """The `gridgnn.config.TrainConfig` fields of this kind's own options that a
+        `gridgnn.cost.epoch_model.ModelSpec` ``spec`` fixes beyond its own fields (the trace builds the model from
+        the spec with them, `gridgnn.nn.trace`); none by default."""
+        return {}
+
+    @staticmethod
     def file_structure(config) -> dict:
         """The model-file ``config`` fields of this kind, beyond the widths and layer count every kind has, that
         a `gridgnn.config.TrainConfig` ``config`` fixes and a model file must share to start its training

@@ -243,8 +243,11 @@ class _ModelFields:
     spec: ModelSpec
 
     def __getattr__(self, name: str):
-        defaults = {"dropout": 0.5, "seed": 0, "gin_eps": 0.0,
-                    "edge_dim": self.spec.edge_features if self.spec.model == "gat" else 0}  # GAT's option
+        from gridgnn.nn.models import MODELS
+
+        kind = MODELS.get(self.spec.model)
+        defaults = {"dropout": 0.5, "seed": 0, "gin_eps": 0.0, "edge_dim": 0,
+                    **(kind.options_from_spec(self.spec) if kind else {})}  # a kind's options the spec fixes
         if name in defaults:
             return defaults[name]
         return getattr(self.spec, name)
