@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gridgnn.data.bijection import mix_bits, seeded_keys
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import adjacency_from_edges
 from gridgnn.data.splits import per_class_split, random_split
@@ -202,19 +203,10 @@ def rmat_edge_chunks(scale: int, edge_factor: int, abc: tuple[float, float, floa
 
 
 def rmat_scramble(ids: np.ndarray, scale: int, seed: int) -> np.ndarray:
-    """A seeded bijection of [0, 2**scale) applied to ``ids`` (same dtype): four rounds of an odd multiply and
-    add modulo 2**scale, each followed by an xor with the value shifted right (both invertible on ``scale``
-    bits). Computed per id, so any process scrambles its own edges without a permutation table."""
-    mask = np.uint64((1 << scale) - 1)
-    keys = np.random.default_rng([seed, 2]).integers(0, 1 << 62, size=(4, 2), dtype=np.uint64)
-    shift = np.uint64(max(1, (scale + 1) // 2))
-    x = ids.astype(np.uint64)
-    for multiplier, addend in keys:
-        x *= multiplier | np.uint64(1)
-        x += addend
-        x &= mask
-        x ^= x >> shift
-    return x.astype(ids.dtype)
+    """A seeded bijection of [0, 2**scale) applied to ``ids`` (same dtype): `gridgnn.data.bijection.mix_bits`
+    keyed by ``default_rng([seed, 2])``. Computed per id, so any process scrambles its own edges without a
+    permutation table."""
+    return mix_bits(ids, scale, seeded_keys(seed, 2)).astype(ids.dtype)
 
 
 def rmat_node_rows(r0: int, r1: int, features: int, classes: int, seed: int):

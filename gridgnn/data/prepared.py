@@ -257,7 +257,7 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     meta = dict(manifest.get("meta") or {})
     if manifest.get("has_vertex_ids") or _present(root / "vertex_ids.npy"):
         meta["vertex_ids"] = _distinct(load("vertex_ids", np.int64, (n,)), root / "vertex_ids.npy")
-    if "shards" not in manifest and _present(root / "reorder_order.npy"):
+    if manifest.get("has_reorder_order") or ("shards" not in manifest and _present(root / "reorder_order.npy")):
         meta["reorder_order"] = _permutation(load("reorder_order", np.int64, (n,)), root / "reorder_order.npy")
     if "shards" not in manifest and (root / "reorder_bounds.npy").exists():
         bounds = load("reorder_bounds", np.int64)

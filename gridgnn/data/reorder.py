@@ -6,7 +6,8 @@ any rank cuts its blocks, so the row blocks of the grid are runs of the new orde
 
 ==============  ===================================================================================
 none            the identity
-random          a seeded uniform permutation (balances non-zeros across blocks, destroys locality)
+random          a seeded pseudo-random permutation, computed vertex by vertex (`gridgnn.data.bijection`; the
+                distributed preparation gives the same): balances non-zeros across blocks, destroys locality
 rcm             reverse Cuthill-McKee of the symmetrized pattern (`scipy.sparse.csgraph`): a narrow band
 metis           METIS k-way (`gridgnn.data.metis`) into the grid's number of row blocks, parts laid out
                 one after another (a part's vertices keep their original relative order) and their
@@ -46,6 +47,7 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from gridgnn.config import REORDERS
 from gridgnn.data import metis
+from gridgnn.data.bijection import random_order
 from gridgnn.data.edge_features import carry_rows
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import graph_digest
@@ -72,8 +74,8 @@ def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0,
     n = adj.shape[0]
     if method == "none":
         return np.arange(n, dtype=np.int64), None
-    if method == "random":
-        return np.random.default_rng(seed).permutation(n).astype(np.int64), None
+    if method == "random":  # id by id, so that a distributed preparation computes the same order
+        return random_order(n, seed), None
     if method == "rcm":
         return reverse_cuthill_mckee(symmetric_pattern(adj), symmetric_mode=True).astype(np.int64), None
     if method == "metis":

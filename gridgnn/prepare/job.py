@@ -21,7 +21,9 @@ class PrepareJob:
     """``source``: the dataset spec as given; ``kind``: one of `KINDS`; ``name`` and ``meta``: the graph's, as
     the one-process loader names it; ``operator``: the model's (`gridgnn.data.operators`); ``shards``: K row
     shards; ``folder``: the (partial) folder the shards are written into; ``source_state``: the edge list's
-    [size, mtime_ns, inode] when the preparation started; ``generator``: R-MAT's parameters."""
+    [size, mtime_ns, inode] when the preparation started; ``generator``: R-MAT's parameters; ``reorder``:
+    ``none`` or ``random`` (`gridgnn.data.bijection.random_bijection` of ``reorder_seed``, its statistics over
+    ``reorder_parts`` row blocks, as ``prepare --reorder random --parts K``)."""
 
     source: str
     kind: str
@@ -35,6 +37,9 @@ class PrepareJob:
     source_state: list[int] | None = None
     generator: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
+    reorder: str = "none"
+    reorder_parts: int = 1
+    reorder_seed: int = 0
     launcher_pid: int | None = None
     summary_path: str | None = None
     command: str = "prepare"

@@ -39,13 +39,14 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
     if getattr(args, "task", None) not in (None, "auto", "multiclass"):
         raise ConfigError(f"--task {args.task} needs targets that distributed preparation does not generate: "
                           "prepare without --nprocs")
-    if args.reorder != "none":
-        raise ConfigError("--reorder with --nprocs: a distributed preparation keeps the source's order for now; "
-                          "prepare without --nprocs to reorder")
+    if args.reorder not in ("none", "random"):
+        raise ConfigError(f"--reorder {args.reorder} with --nprocs: a distributed preparation computes --reorder "
+                          "random (vertex by vertex); prepare without --nprocs for the other orders")
     text = args.dataset.strip()
     feature_norm = "l1-row" if args.normalize_features else "none"
     common = dict(operator=operator, shards=shards, folder=folder, directed=args.directed, seed=args.seed,
-                  normalize_features=bool(args.normalize_features))
+                  normalize_features=bool(args.normalize_features), reorder=args.reorder,
+                  reorder_parts=int(getattr(args, "parts", None) or 1), reorder_seed=int(args.seed))
     if text.split(":", 1)[0].lower() == "rmat":
         from gridgnn.data.generators import check_rmat
         from gridgnn.data.registry import generator_arguments

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from gridgnn.data.bijection import random_bijection
 from gridgnn.data.operators import SELF_LOOPS
 from gridgnn.data.prepared import FORMAT, MANIFEST
-from gridgnn.data.row_shards import shard_prefix
+from gridgnn.data.row_shards import ShardedArray, shard_prefix, sharded_indptr
+from gridgnn.partition import block_bounds
 from gridgnn.prepare.job import PrepareJob
 from gridgnn.safe_files import create_new
 
@@ -66,6 +68,98 @@ def _pieces(prefix: Path, shard: dict, diagonal: bool, with_columns: bool):
         yield r0 + a, counts, columns
 
 
+def _sharded(folder: Path, shards: list[dict], token: str, name: str):
+    """The K files of array ``name`` memory-mapped as one `gridgnn.data.row_shards.ShardedArray` (row
+    pointers made global)."""
+    pieces = [np.load(f"{folder / shard_prefix(k, token)}{name}.npy", mmap_mode="r", allow_pickle=False)
+              for k in range(len(shards))]
+    return sharded_indptr(pieces) if name == "adj_indptr" else ShardedArray(pieces)
+
+
+def original_order_digest(folder: Path, shards: list[dict], num_features: int, job: PrepareJob) -> tuple[str, dict]:
+    """For a ``--reorder random`` folder: `gridgnn.data.prepared.graph_digest` of the graph in its original order
+    (the ``content_digest`` a checkpoint is fingerprinted by, `gridgnn.data.reorder`), read from the shards
+    vertex by vertex in the old order (old vertex v is new row ``random_bijection(v)``, a new column c the old
+    vertex ``reorder_order[c]``), `ROWS_AT_A_TIME` old rows at a time; and the statistics of the old order over
+    ``job.reorder_parts`` balanced row blocks (``nnz_imbalance_before``, ``cut_fraction_before``)."""
+    n = shards[-1]["rows"][1]
+    edges = sum(s["edges"] for s in shards)
+    dtype = np.int32 if max(n, edges) <= np.iinfo(np.int32).max else np.int64
+    diagonal = 1 if SELF_LOOPS[job.operator] else 0
+    indptr, indices = _sharded(folder, shards, job.token, "adj_indptr"), _sharded(folder, shards, job.token,
+                                                                                   "adj_indices")
+    order = _sharded(folder, shards, job.token, "reorder_order")
+    bounds = np.asarray(block_bounds(n, job.reorder_parts), dtype=np.int64)
+    per_block, inside = np.zeros(job.reorder_parts, dtype=np.int64), 0
+
+    def rows_of(a: int, b: int):
+        new = random_bijection(np.arange(a, b, dtype=np.int64), n, job.reorder_seed)
+        return new, indptr[new], indptr[new + 1]
+
+    digest = hashlib.sha256()
+    digest.update(np.zeros(1, dtype=dtype).tobytes())
+    offset = 0
+    for a in range(0, n, ROWS_AT_A_TIME):  # A's row pointers
+        b = min(a + ROWS_AT_A_TIME, n)
+        _, starts, stops = rows_of(a, b)
+        counts = stops - starts - diagonal
+        pointers = offset + np.cumsum(counts, dtype=np.int64)
+        digest.update(pointers.astype(dtype).tobytes())
+        offset = int(pointers[-1])
+        np.add.at(per_block, np.searchsorted(bounds, np.arange(a, b), side="right") - 1, counts)
+    for a in range(0, n, ROWS_AT_A_TIME):  # A's column ids, each row's ascending
+        b = min(a + ROWS_AT_A_TIME, n)
+        new, starts, stops = rows_of(a, b)
+        lengths = stops - starts
+        local = np.repeat(np.arange(b - a, dtype=np.int64), lengths)
+        positions = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(
+            int(lengths.sum()), dtype=np.int64)
+        columns = indices[positions].astype(np.int64)
+        if diagonal:
+            keep = columns != new[local]
+            local, columns = local[keep], columns[keep]
+        columns = order[columns]
+        ordered = np.lexsort((columns, local))
+        local, columns = local[ordered], columns[ordered]
+        digest.update(columns.astype(dtype).tobytes())
+        row_block = np.searchsorted(bounds, a + local, side="right") - 1
+        inside += int(np.count_nonzero((columns >= bounds[row_block]) & (columns < bounds[row_block + 1])))
+    labels = _sharded(folder, shards, job.token, "labels")
+    for a in range(0, n, ROWS_AT_A_TIME):
+        new = random_bijection(np.arange(a, min(a + ROWS_AT_A_TIME, n), dtype=np.int64), n, job.reorder_seed)
+        digest.update(np.ascontiguousarray(labels[new]).tobytes())
+    digest.update(repr((n, num_features)).encode())
+    return digest.hexdigest(), {"nnz_imbalance_before": _imbalance(per_block),
+                                "cut_fraction_before": 1.0 - inside / edges if edges else 0.0}
+
+
+def _imbalance(per_block: np.ndarray) -> float:
+    """Max over mean entries per row block (`gridgnn.data.reorder.nnz_imbalance`'s arithmetic)."""
+    mean = per_block.mean() if per_block.size else 0.0
+    return float(per_block.max() / mean) if mean > 0 else 1.0
+
+
+def reorder_meta(job: PrepareJob, parts: list, folder: Path, shards: list[dict], num_features: int) -> dict:
+    """The meta keys `gridgnn.data.reorder.reorder_graph` gives a reordered graph, for a ``--reorder random``
+    folder: the method, parts and nest, the slowest process's seconds moving node rows and the largest peak
+    memory, the old order's content digest and statistics (`original_order_digest`) and the new order's (from
+    every process's counts of its rows)."""
+    from gridgnn.data.reorder import row_imbalance
+
+    content, before = original_order_digest(folder, shards, num_features, job)
+    after = sum(part.blocks_after for part in parts)
+    edges = int(after[:, 0].sum())
+    n = shards[-1]["rows"][1]
+    return {"reorder": job.reorder, "reorder_parts": job.reorder_parts, "reorder_nest": 1,
+            "reorder_seconds": max(part.seconds.get("reorder", 0.0) for part in parts),
+            "reorder_peak_rss_bytes": max(part.peak_rss_bytes for part in parts),
+            "nnz_imbalance_before": before["nnz_imbalance_before"], "nnz_imbalance_after": _imbalance(after[:, 0]),
+            "row_imbalance_after": row_imbalance(n, job.reorder_parts),
+            "cut_fraction_before": before["cut_fraction_before"],
+            "cut_fraction_after": 1.0 - int(after[:, 1].sum()) / edges if edges else 0.0,
+            "content_digest": content}
+
+
 def write_manifest(job: PrepareJob, parts: list, num_features: int, num_classes: int) -> dict:
     """Write ``prepared.json`` into ``job.folder`` (a new file; the last one written) from every process's
     `gridgnn.prepare.pipeline.PartResult`; returns it."""
@@ -73,14 +167,18 @@ def write_manifest(job: PrepareJob, parts: list, num_features: int, num_classes:
     shards = [shard for part in parts for shard in part.shards]
     files = {name: entry for part in parts for name, entry in part.files.items()}
     n = parts[0].num_nodes
+    meta = dict(job.meta)
+    if job.reorder != "none":
+        meta |= reorder_meta(job, parts, folder, shards, num_features)
     manifest = {"format": FORMAT, "name": job.name, "num_nodes": n,
                 "num_edges": sum(s["edges"] for s in shards), "norm_nnz": sum(s["nnz"] for s in shards),
                 "num_features": num_features, "num_classes": num_classes, "directed": job.directed,
                 "digest": graph_digest_of_shards(folder, shards, num_features, job.operator, job.token),
-                "sparse_features": False, "meta": job.meta, "operator": job.operator, "task": "multiclass",
+                "sparse_features": False, "meta": meta, "operator": job.operator, "task": "multiclass",
                 "num_edge_features": 0,
                 "shard_token": job.token, "shards": [{"rows": s["rows"], "nnz": s["nnz"]} for s in shards],
-                "has_vertex_ids": job.kind == "edge-list",
+                "has_vertex_ids": job.kind == "edge-list" or job.reorder != "none",
+                "has_reorder_order": job.reorder != "none",
                 "files": dict(sorted(files.items()))}
     with os.fdopen(create_new(folder / MANIFEST), "w", encoding="utf-8") as stream:
         stream.write(json.dumps(manifest, indent=1) + "\n")

@@ -6,7 +6,9 @@ edge list, or its chunks of an R-MAT generator, generated once per pass of the e
 renumbering of an edge list's ids, `gridgnn.prepare.renumber`), ``exchange`` (every entry of A, both
 directions for an undirected graph, to the owner of its row: all-to-alls with uneven splits, in rounds),
 ``operator`` (duplicates and self-loops dropped, the operator's values; GCN gathers every row's degree),
-``nodes`` (features, labels, masks of its rows), ``write`` (its shards and their SHA-256). The K shards
+``nodes`` (features, labels, masks of its rows), ``reorder`` (``--reorder random`` only: the node rows to the
+owners of their new ids, `gridgnn.data.bijection.random_bijection`, which also maps both ends of every edge
+before the exchange), ``write`` (its shards and their SHA-256). The K shards
 (``--shards``, default P) are balanced row blocks; process p owns shards [K p / P, K (p + 1) / P), so the
 folder is the same for any P <= K.
 
@@ -28,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gridgnn.data.bijection import random_bijection
 from gridgnn.data.file_digest import file_digest
 from gridgnn.data.generators import RMAT_ROW_CHUNK, rmat_chunks, rmat_edge_chunks, rmat_node_rows
 from gridgnn.data.prepared import index_dtype
@@ -46,7 +49,7 @@ from gridgnn.prepare.text_edges import byte_range, file_state, read_edge_range
 from gridgnn.safe_files import create_new
 from gridgnn.train.loop.distributed import peak_memory_bytes
 
-PHASES = ("read", "ids", "exchange", "operator", "nodes", "write")
+PHASES = ("read", "ids", "exchange", "operator", "nodes", "reorder", "write")
 
 
 @dataclass
@@ -62,6 +65,7 @@ class PartResult:
     num_nodes: int = 0
     bytes_read: int = 0
     entries_sent: int = 0
+    blocks_after: np.ndarray | None = None  # --reorder: (parts, 2) A's entries per row block, and inside it
 
 
 class Clock:
@@ -118,10 +122,11 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
         return np.searchsorted(owner_bounds, ids, side="right") - 1
 
     union = job.kind == "edge-list" and job.directed  # placeholder features count neighbours both ways
+    permute = functools.partial(random_bijection, n=n, seed=job.reorder_seed) if job.reorder == "random" else None
     with clock.phase("exchange"):
         rounds = functools.partial(_edge_rounds, job, edges, rank, size, clock)  # called once per pass
         del edges
-        received, result.entries_sent = _route(rounds, job.directed, union, owner_of, r0, r1, n)
+        received, result.entries_sent = _route(rounds, job.directed, union, owner_of, r0, r1, n, permute)
         del rounds  # and with it an edge list's part
         release_free_memory()
     if job.kind == "rmat":
@@ -140,15 +145,25 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
         release_free_memory()
         if job.kind == "edge-list" and union_degree is None:
             union_degree = adjacency.counts
+        if permute is not None:  # A's entries per row block of --parts, and those inside their block
+            result.blocks_after = _block_entries(adjacency, job.reorder_parts)
         edge_pointers = adjacency.indptr
         operator = operator_values(job.operator, adjacency)
         del adjacency
     speak(f"prepare    operator  {clock.seconds['operator']:7.1f} s  {total(operator.indices.size)} entries of "
           f"the {job.operator} operator")
     with clock.phase("nodes"):
-        nodes = _node_rows(job, n, r0, r1, union_degree)
+        nodes = _node_rows(job, n, r0, r1)
         if share is not None:
             nodes["vertex_ids"] = share.vertex_ids(r0, r1)
+        elif permute is not None:  # a reordered graph names its rows by their ids before (`reorder_graph`)
+            nodes["vertex_ids"] = np.arange(r0, r1, dtype=np.int64)
+    if permute is not None:
+        with clock.phase("reorder"):
+            nodes = _to_new_rows(nodes, permute, owner_of, r0, r1)
+        speak(f"prepare    reorder   {clock.seconds['reorder']:7.1f} s  random: the node rows to the owners of "
+              "their new ids")
+    nodes["features"] = _finish_features(job, nodes["features"], union_degree)
     with clock.phase("write"):
         for k in range(*mine):
             result.shards.append(_write_shard(job, k, shard_bounds, edge_pointers, operator, nodes, result.files))
@@ -207,16 +222,18 @@ class Received:
         return pattern_block(local + r0, cols, r0, r1, n)
 
 
-def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: int) -> tuple[Received, int]:
+def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: int,
+           permute=None) -> tuple[Received, int]:
     """Collective on the world: every round's entries of A (`_entries`; self-loops dropped at the sender) to the
     owner of their row, in two passes over ``rounds()`` (a callable giving the rounds afresh): the first only
     counts what each process will receive, so that the second writes straight into one array of the exact
-    size (no list of pieces and no concatenation: 8 bytes per entry, plus one round's buffers). Returns what
-    this process received and the entries it sent."""
+    size (no list of pieces and no concatenation: 8 bytes per entry, plus one round's buffers). ``permute``
+    (``--reorder random``): the new id of each old one, applied to both ends first. Returns what this process
+    received and the entries it sent."""
     ids = index_dtype(n)
     total, sent = 0, 0
     for edges in rounds():
-        rows, cols, _ = _entries(edges, directed, union)
+        rows, cols, _ = _entries(edges, directed, union, permute)
         counts = np.bincount(owner_of(rows[rows != cols]), minlength=world()[1]).astype(np.int64)
         total += int(exchange_counts(counts).sum())
         del rows, cols
@@ -226,7 +243,7 @@ def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: i
     forward = np.empty(total, dtype=bool) if union else None
     filled = 0
     for edges in rounds():
-        rows, cols, ahead = _entries(edges, directed, union)
+        rows, cols, ahead = _entries(edges, directed, union, permute)
         keep = rows != cols
         rows, cols, ahead = rows[keep], cols[keep], (None if ahead is None else ahead[keep])
         sent += len(rows)
@@ -265,11 +282,14 @@ def _read_text(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:
     return edges, hi - lo
 
 
-def _entries(edges: np.ndarray, directed: bool, union: bool):
+def _entries(edges: np.ndarray, directed: bool, union: bool, permute=None):
     """(rows, cols, forward): the entries of A (``adj[dst, src]`` for each edge src -> dst) and, for an
     undirected graph (or, with ``union``, a directed one whose placeholder features need the undirected
-    degree), the reverse ones; ``forward`` (only with ``union``) marks the entries that belong to A."""
+    degree), the reverse ones; ``forward`` (only with ``union``) marks the entries that belong to A. Ids are
+    ``permute``d first (``--reorder random``)."""
     src, dst = edges[:, 0], edges[:, 1]
+    if permute is not None:
+        src, dst = permute(src), permute(dst)
     if directed and not union:
         return dst.copy(), src.copy(), None
     rows = np.concatenate([dst, src])
@@ -281,22 +301,64 @@ def _entries(edges: np.ndarray, directed: bool, union: bool):
     return rows, cols, forward
 
 
-def _node_rows(job: PrepareJob, n: int, r0: int, r1: int, union_degree: np.ndarray | None) -> dict:
-    """Features (rows, f) float32, labels and masks of rows [r0, r1), as the one-process loader makes them."""
+def _node_rows(job: PrepareJob, n: int, r0: int, r1: int) -> dict:
+    """Features (rows, f) float32, labels and masks of rows [r0, r1), as the one-process loader makes them; an
+    edge list's placeholder degree column and the feature normalization wait for `_finish_features`."""
     if job.kind == "rmat":
         g = job.generator
         features, labels, (train, val, test) = rmat_node_rows(r0, r1, g["features"], g["classes"], job.seed)
     else:  # `gridgnn.data.synthetic.placeholder_features` and `structure_only_graph`
         features = np.empty((r1 - r0, PLACEHOLDER_WIDTH), dtype=np.float32)
         features[:, 0] = 1.0
-        features[:, 1] = np.log1p(union_degree.astype(np.int64))
+        features[:, 1] = 0.0  # the degree: `_finish_features`, where the vertex's row lives
         features[:, 2:] = _normal_rows(job.seed, r0, r1, PLACEHOLDER_WIDTH - 2)
         labels = np.zeros(r1 - r0, dtype=np.int64)
         train, val, test = (m[r0:r1].copy() for m in random_split(n, seed=job.seed))
+    return {"features": features, "labels": target_block(labels), "train_mask": train, "val_mask": val,
+            "test_mask": test}
+
+
+def _finish_features(job: PrepareJob, features: np.ndarray, union_degree: np.ndarray | None) -> np.ndarray:
+    """The node features of this process's rows made final: an edge list's placeholder degree column from its
+    rows' degrees (``union_degree``), then the row normalization if asked."""
+    if job.kind != "rmat":
+        features[:, 1] = np.log1p(union_degree.astype(np.int64))
     if job.normalize_features:
         features = row_normalize_features(features, "l1")
-    return {"features": np.ascontiguousarray(features, dtype=np.float32), "labels": target_block(labels),
-            "train_mask": train, "val_mask": val, "test_mask": test}
+    return np.ascontiguousarray(features, dtype=np.float32)
+
+
+def _to_new_rows(nodes: dict, permute, owner_of, r0: int, r1: int) -> dict:
+    """Collective on the world (``--reorder random``): the node rows of the old ids [r0, r1) sent to the owners
+    of their new ids, which place them; ``reorder_order`` (the old id of each of this process's new rows) is
+    added. The old and the new ids of a process span the same range [r0, r1)."""
+    old = np.arange(r0, r1, dtype=np.int64)
+    new = permute(old)
+    names = list(nodes)
+    received = send_to_owners(owner_of(new), new, old, *(nodes[name] for name in names))
+    place = received[0] - r0
+    out = {"reorder_order": np.empty(r1 - r0, dtype=np.int64)}
+    out["reorder_order"][place] = received[1]
+    for name, rows in zip(names, received[2:], strict=True):
+        out[name] = np.empty_like(rows)
+        out[name][place] = rows
+    return out
+
+
+def _block_entries(adjacency: RowBlock, parts: int) -> np.ndarray:
+    """(parts, 2) int64: the entries of this process's rows of A in each of ``parts`` balanced row blocks, and
+    how many of them have their column in the same block (summed over processes: `nnz_imbalance` and
+    `cut_fraction` of `gridgnn.data.reorder`)."""
+    bounds = np.asarray(block_bounds(adjacency.n, parts), dtype=np.int64)
+    out = np.zeros((parts, 2), dtype=np.int64)
+    for k in range(parts):
+        a, b = max(bounds[k], adjacency.r0), min(bounds[k + 1], adjacency.r1)
+        if b <= a:
+            continue
+        lo, hi = adjacency.indptr[a - adjacency.r0], adjacency.indptr[b - adjacency.r0]
+        cols = adjacency.indices[lo:hi]
+        out[k] = hi - lo, np.count_nonzero((cols >= bounds[k]) & (cols < bounds[k + 1]))
+    return out
 
 
 def _normal_rows(seed: int, r0: int, r1: int, width: int) -> np.ndarray:

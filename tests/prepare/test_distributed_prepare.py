@@ -28,7 +28,7 @@ def one_process(tmp_path: Path, dataset: str, model: str, **flags) -> Path:
 
 
 def distributed(tmp_path: Path, dataset: str, model: str, nprocs: int, shards: int, **flags) -> Path:
-    folder = tmp_path / f"p{nprocs}-k{shards}"
+    folder = tmp_path / f"p{nprocs}-k{shards}{flags.get('reorder', '')}"
     folder.mkdir()
     job = plan_job(job_args(dataset, **flags), operator_of(model), shards, str(folder))
     summaries = run_workers(prepare_worker, nprocs, vars(job) | {"command": "prepare"}, timeout_s=240)
@@ -116,3 +116,61 @@ def test_renumbering_a_sparse_64_bit_id_space_matches_np_unique():
     assert results[0][2] == distinct.size > 1 << 10
     np.testing.assert_array_equal(np.concatenate([r[0] for r in results]).ravel(), inverse.ravel())
     np.testing.assert_array_equal(np.concatenate([r[1] for r in results]), distinct)
+
+
+def one_process_reordered(tmp_path: Path, dataset: str, model: str, parts: int, **flags) -> Path:
+    from gridgnn.data.reorder import reorder_graph
+
+    graph = load_dataset(dataset, directed=flags.get("directed", False), seed=flags.get("seed", 0),
+                         normalize_features=flags.get("normalize_features"))
+    graph = reorder_graph(graph, "random", parts, flags.get("seed", 0))
+    return prepare_graph(graph, tmp_path / "one-random", operator=operator_of(model))
+
+
+TIMED = {"reorder_seconds", "reorder_peak_rss_bytes"}
+"""Meta keys of a reordering that measure the run (seconds, memory), not the graph."""
+
+
+def assert_same_reordered_graph(expected: Path, actual: Path) -> None:
+    """`assert_same_graph` for ``--reorder random`` folders: the arrays, the vertex order, the original ids, the
+    digests of the new and the original order, and the reordering's statistics (all but its timings)."""
+    a, b = open_prepared(expected), open_prepared(actual)
+    np.testing.assert_array_equal(np.asarray(a.meta["reorder_order"]), np.asarray(b.meta["reorder_order"]))
+    one = json.loads((expected / "prepared.json").read_text())
+    many = json.loads((actual / "prepared.json").read_text())
+    for key in TIMED:  # measured, so they differ; present in both
+        assert key in one["meta"] and key in many["meta"]
+        one["meta"].pop(key), many["meta"].pop(key)
+    assert one["meta"] == many["meta"]
+    assert one["digest"] == many["digest"]
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(np.asarray(getattr(a.norm_adj, name)), np.asarray(getattr(b.norm_adj, name))), name
+    for name in ARRAYS:
+        x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    if "vertex_ids" in a.meta:
+        assert np.array_equal(np.asarray(a.meta["vertex_ids"]), np.asarray(b.meta["vertex_ids"]))
+
+
+@pytest.mark.parametrize("nprocs, shards", [(2, 2), (3, 5)])
+def test_a_random_order_computed_by_p_processes_equals_the_one_process_reordering(tmp_path, nprocs, shards):
+    source = str(EDGE_LISTS / "ca-HepPh.txt")
+    expected = one_process_reordered(tmp_path, source, "gcn", 4, seed=3)
+    actual = distributed(tmp_path, source, "gcn", nprocs, shards, reorder="random", parts=4, seed=3)
+    assert_same_reordered_graph(expected, actual)
+    meta = json.loads((actual / "prepared.json").read_text())["meta"]
+    unordered = json.loads((one_process(tmp_path, source, "gcn", seed=3) / "prepared.json").read_text())
+    assert meta["content_digest"] == unordered["digest"]  # the original order's: checkpoints move between them
+    assert meta["cut_fraction_after"] > meta["cut_fraction_before"]  # a random order destroys the locality
+
+
+def test_a_random_order_of_a_directed_list_and_of_rmat(tmp_path):
+    source = str(EDGE_LISTS / "soc-epinions.txt")
+    flags = dict(directed=True, normalize_features=True, seed=4)
+    expected = one_process_reordered(tmp_path / "a", source, "gat", 3, **flags)
+    assert_same_reordered_graph(expected, distributed(tmp_path, source, "gat", 2, 3, reorder="random", parts=3,
+                                                      **flags))
+    spec = "rmat:scale=11,edge_factor=8,features=6,classes=3,chunk_edges=3000"
+    expected = one_process_reordered(tmp_path / "b", spec, "sage", 2, directed=True, seed=2)
+    assert_same_reordered_graph(expected, distributed(tmp_path, spec, "sage", 3, 4, reorder="random", parts=2,
+                                                      directed=True, seed=2))

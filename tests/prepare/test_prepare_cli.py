@@ -63,18 +63,35 @@ def test_every_other_grid_trains_on_the_shards_exactly(tmp_path, monkeypatch):
     assert prepare_runs_alike(one, many)
 
 
-def prepare_runs_alike(one: Path, many: Path) -> bool:
+def prepare_runs_alike(one: Path, many: Path, **flags) -> bool:
     """Training on the sharded folder is the run on the one-process folder, to the bit, on every grid, with the
     same bytes per rank and phase (which the tests of prepared folders hold equal to the cost model's)."""
     for grid, world in GRIDS:
         runs = [run_workers(prepared_train_worker, world, dict(dataset=str(folder), model="sage", epochs=2,
-                                                                 **grid), timeout_s=240) for folder in (one, many)]
+                                                                 **grid, **flags), timeout_s=240)
+                for folder in (one, many)]
         assert runs[0][0]["loss"] == runs[1][0]["loss"] and runs[0][0]["acc"] == runs[1][0]["acc"], grid
         for a, b in zip(runs[0], runs[1], strict=True):
             assert all((x == y).all() for x, y in zip(a["weights"], b["weights"], strict=True))
         moved = [[epoch["by_phase"] for epoch in run[0]["comm"]] for run in runs]
         assert moved[0] == moved[1] and moved[0][0]["spmm_forward"][0] > 0, grid  # bytes per rank and phase
     return True
+
+
+def test_a_random_order_prepared_by_two_processes_trains_as_the_one_process_order_and_as_none(tmp_path):
+    one, many, plain = tmp_path / "one", tmp_path / "many", tmp_path / "plain"
+    for folder, flags in ((one, []), (many, ["--nprocs", "2"])):
+        done = gridgnn("prepare", SPEC, "--out", str(folder), "--model", "sage", "--reorder", "random", "--parts", "2",
+                       *flags)
+        assert done.returncode == 0, done.stderr
+    assert "prepare    reorder" in done.stdout
+    assert prepare_runs_alike(one, many, reorder="random")  # the same folder: the same run, to the bit
+    prepare_graph(load_dataset(SPEC), plain, operator="mean")
+    runs = [run_workers(prepared_train_worker, 2, dict(dataset=str(folder), model="sage", epochs=2, algo="1d",
+                                                       reorder=order), timeout_s=240)[0]
+            for folder, order in ((plain, "none"), (many, "random"))]
+    # dropout by each row's original id (the shards' reorder_order): the reordered run trains the plain one
+    assert runs[0]["acc"] == runs[1]["acc"] and runs[0]["loss"] == pytest.approx(runs[1]["loss"], rel=1e-5)
 
 
 def test_a_missing_a_cut_short_and_a_foreign_shard_are_one_line_each(tmp_path):
@@ -107,7 +124,7 @@ def test_sources_and_flags_a_distributed_preparation_refuses(tmp_path, capsys):
     for args, says in [(["cora", "--data-root", "../shared/datasets", "--nprocs", "2"], "reads text edge lists"),
                        ([SPEC, "--nprocs", "3", "--shards", "2"], "--shards 2 is below --nprocs 3"),
                        ([SPEC, "--shards", "2"], "give --nprocs P too"),
-                       ([SPEC, "--nprocs", "2", "--reorder", "random"], "--reorder with --nprocs"),
+                       ([SPEC, "--nprocs", "2", "--reorder", "rcm"], "--reorder rcm with --nprocs"),
                        ([SPEC, "--nprocs", "0"], "--nprocs must be at least 1")]:
         assert main(["prepare", *args, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
