@@ -24,6 +24,8 @@ from gridgnn.peer_errors import collective_error_line, is_out_of_memory
 EXIT_USAGE = 2
 EXIT_PEER_FAILED = 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a process killed by a closed pipe
+POOL_PROCESSES = 8
+"""The most processes that read a large prepared folder's row blocks for the planner (`run`)."""
 
 
 class UsageError(GridGNNError):
@@ -198,7 +200,12 @@ def run() -> None:
     one to several seconds per process after the last line is printed; everything of ours is closed by then
     (files written and renamed, temporary folders removed, workers reaped), so the streams are flushed and
     the process ends without it. Without torch (``--help``, ``info``, ``plan``) the ordinary exit is kept.
+    Here (not in `main`, which a program may call) the statistics of a large prepared folder may use a pool
+    of processes (`gridgnn.cost.block_stats.enable_pool`).
     """
+    from gridgnn.cost.block_stats import enable_pool
+
+    enable_pool(min(os.cpu_count() or 1, POOL_PROCESSES))
     exit_now(main())
 
 

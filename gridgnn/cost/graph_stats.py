@@ -17,15 +17,16 @@ Pure code, no process group.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.cost.sparse_stages import ColumnMajor, column_major
+from gridgnn.cost.block_stats import BlockReader, pool_processes
+from gridgnn.cost.sparse_stages import ColumnMajor, column_major, touched_counts
 from gridgnn.sparse.adjacency import add_self_loops
-from gridgnn.sparse.cut import CHUNK_ENTRIES, block_row_columns, checked_column_ids, csr_structure
+from gridgnn.sparse.cut import block_row_columns, csr_structure
 
 TABLE_CELLS = 1 << 22
 """Largest `GraphStats.count_once` table (rows x columns of the common refinement): 32 MiB of counts. Grids
@@ -44,7 +45,13 @@ class GraphStats:
     blocks follow (`gridgnn.cost.stages.row_blocks`); None: balanced blocks. ``feature_indptr`` and
     ``feature_indices``: the CSR structure of sparse input features (exact statistics of a graph with sparse
     features; else None), for `feature_touch_counts`. ``num_edge_features``: the d features of every edge (0:
-    none; the width a message-passing model's edge weights take).
+    none; the width a message-passing model's edge weights take). ``opener`` and ``workers``: for a prepared
+    folder, a picklable callable returning its (indptr, indices) and the processes that read its row blocks
+    (`gridgnn.cost.block_stats.BlockReader`; 1: this process).
+
+    Statistics of a structure held in memory (scipy arrays) use its column-major copy (`column_major`, fast
+    for every grid shape at once); those of a memory-mapped or sharded one (`streamed`) are computed block by
+    block (`gridgnn.cost.block_stats`), so that no copy of Â's structure is made.
     """
 
     name: str
@@ -59,16 +66,45 @@ class GraphStats:
     feature_indptr: np.ndarray | None = field(default=None, repr=False)
     feature_indices: np.ndarray | None = field(default=None, repr=False)
     num_edge_features: int = 0
+    opener: Callable | None = field(default=None, repr=False, compare=False)
+    workers: int = field(default=1, repr=False, compare=False)
     # (row bounds, column bounds, counts) of the last `count_once`, or None
     _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                       compare=False)
     _columns: ColumnMajor | None = field(default=None, init=False, repr=False, compare=False)
     _touch: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # feature_touch_counts
+    _reader: BlockReader | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def exact(self) -> bool:
         """True when block nnz are counted from the actual graph, False for the uniform estimate."""
         return self.indices is not None
+
+    @property
+    def streamed(self) -> bool:
+        """True when Â's structure is memory-mapped or sharded (a prepared folder's): its statistics are
+        computed block by block, never from a copy of the whole structure."""
+        return self.indices is not None and (isinstance(self.indices, np.memmap)
+                                             or not isinstance(self.indices, np.ndarray))
+
+    def blocks(self) -> BlockReader:
+        """The `gridgnn.cost.block_stats.BlockReader` of Â's structure (built on first use)."""
+        if self._reader is None:
+            self._reader = BlockReader(self.indptr, self.indices, self.opener, self.workers)
+        return self._reader
+
+    def touched(self, row_bounds: list[int], segments: list[int]) -> np.ndarray:
+        """(R, S) int64: the distinct columns of each row block of Â inside each segment (the rows a receiver of
+        sparse communication needs; exact statistics only)."""
+        if not self.streamed:
+            return touched_counts(self.column_major(), row_bounds, segments)
+        rows = self.blocks().map("touched", row_bounds, list(segments), self.num_nodes)
+        return np.stack(rows) if rows else np.zeros((0, len(segments) - 1), dtype=np.int64)
+
+    def covers(self, row_bounds: list[int]) -> np.ndarray:
+        """(R, R) int64: entry [i, j] the minimum vertex cover of the cut "block j sends to block i" of Â's
+        pattern (`gridgnn.sparse.cover`; 0 on the diagonal), one block row at a time (exact statistics only)."""
+        return np.stack(self.blocks().map("covers", row_bounds, list(row_bounds), self.num_nodes))
 
     @classmethod
     def from_graph(cls, graph, *, normalized_adj=None, self_loops: bool = True) -> GraphStats:
@@ -88,9 +124,13 @@ class GraphStats:
         feature_nnz = int(features.nnz) if sp.issparse(features) or hasattr(features, "nnz") else None
         parts = getattr(graph, "meta", {}).get("reorder_bounds")
         pattern = (csr_structure(features) if feature_nnz is not None else None) or (None, None)
+        opener = getattr(graph, "structure_opener", None) if normalized_adj is getattr(graph, "norm_adj", None) \
+            else None  # a prepared folder's own operator: other processes can open it again
+        workers = pool_processes(int(adj.nnz)) if opener else 1
         return cls(graph.name, int(adj.shape[0]), int(adj.nnz), int(graph.num_features), int(graph.num_classes),
                    feature_nnz, adj.indptr, adj.indices, None if parts is None else tuple(int(b) for b in parts),
-                   *pattern, num_edge_features=int(getattr(graph, "num_edge_features", 0) or 0))
+                   *pattern, num_edge_features=int(getattr(graph, "num_edge_features", 0) or 0),
+                   opener=opener() if opener else None, workers=workers)
 
     @classmethod
     def from_counts(cls, num_nodes: int, num_edges: int, num_features: int, num_classes: int, *,
@@ -189,18 +229,11 @@ class GraphStats:
         return out
 
     def _count(self, row_bounds, col_bounds, group: np.ndarray, num_groups: int) -> np.ndarray:
-        """One pass over Â's entries in the rows of ``row_bounds``, `CHUNK_ENTRIES` at a time."""
-        num_rows = len(row_bounds) - 1
-        bounds = np.asarray(col_bounds, dtype=np.int64)
-        counts = np.zeros((num_rows, num_groups), dtype=np.int64)
-        for block in range(num_rows):
-            start, stop = int(self.indptr[row_bounds[block]]), int(self.indptr[row_bounds[block + 1]])
-            for chunk in range(start, stop, CHUNK_ENTRIES):  # bounded temporaries, whatever the graph's size
-                cols = checked_column_ids(self.indices, chunk, min(chunk + CHUNK_ENTRIES, stop), int(bounds[-1]),
-                                          (row_bounds[block], row_bounds[block + 1]), f"{self.name}: column ids of Â")
-                col_block = np.searchsorted(bounds, cols, side="right") - 1
-                counts[block] += np.bincount(group[col_block], minlength=num_groups)
-        return counts
+        """One pass over Â's entries in the rows of ``row_bounds``, block by block
+        (`gridgnn.cost.block_stats.groups_in_block`)."""
+        rows = self.blocks().map("groups", row_bounds, np.asarray(col_bounds, dtype=np.int64),
+                                 np.asarray(group, dtype=np.int64), num_groups, f"{self.name}: column ids of Â")
+        return np.stack(rows) if rows else np.zeros((0, num_groups), dtype=np.int64)
 
     def describe(self) -> str:
         """One line: sizes and where the block nnz come from."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from gridgnn.cost.sparse_cost import index_terms
-from gridgnn.cost.sparse_stages import expected_touched, touched_counts
+from gridgnn.cost.sparse_stages import expected_touched
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.terms import ShapeBlocks, Term, feature_widths, gather_term, scatter_sum_term
 from gridgnn.errors import ConfigError
@@ -58,7 +58,7 @@ def halo_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
         dest, d = _dest_bounds(blocks)
         stats = blocks.stats
         if stats is not None and stats.exact:
-            u = touched_counts(stats.column_major(), dest, bounds)
+            u = stats.touched(dest, bounds)
         else:
             u = expected_touched(stats.grouped_nnz(dest, bounds), bounds)
         q = len(bounds) - 1

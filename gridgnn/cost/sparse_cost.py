@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from gridgnn.cost.rank_cost import ShapeBlocks, Term, feature_widths, spmm_terms
-from gridgnn.cost.sparse_stages import expected_touched, slice_counts, touched_counts
+from gridgnn.cost.sparse_stages import expected_touched, slice_counts
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.stages import StageLayout
 
@@ -42,7 +42,7 @@ def touched_rows(blocks: ShapeBlocks) -> tuple[StageLayout, np.ndarray]:
         stats = blocks.stats
         layout = blocks.layout
         if stats is not None and stats.exact:
-            u = touched_counts(stats.column_major(), layout.row_bounds, layout.segments)
+            u = stats.touched(layout.row_bounds, layout.segments)
         else:  # uniform: U depends only on (block height, segment width), which take a few values
             heights, at_row = np.unique(np.diff(layout.row_bounds), return_inverse=True)
             widths, at_col = np.unique(np.diff(layout.segments), return_inverse=True)
@@ -74,15 +74,7 @@ def cover_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
         if stats is None or not stats.exact or blocks.shape.sizes[0] > COVER_EXACT_BLOCKS:
             blocks.cache["cover_rows"] = row_counts(blocks)
         else:
-            import scipy.sparse as sp
-
-            from gridgnn.sparse.cover import pair_matrices
-
-            n = stats.num_nodes
-            pattern = sp.csr_matrix((np.ones(len(stats.indices), dtype=np.int8), stats.indices, stats.indptr),
-                                    shape=(n, n))
-            _, cover = pair_matrices(pattern, layout.row_bounds)
-            blocks.cache["cover_rows"] = _count_rows(blocks, layout, cover)
+            blocks.cache["cover_rows"] = _count_rows(blocks, layout, stats.covers(layout.row_bounds))
     return blocks.cache["cover_rows"]
 
 

@@ -19,6 +19,7 @@ model it was prepared for (`gridgnn.data.operators`): no second global matrix is
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -127,6 +128,11 @@ class PreparedGraph:
     def num_edge_features(self) -> int:
         return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
 
+    def structure_opener(self):
+        """A picklable callable that opens this folder's operator structure again (`operator_structure`), for
+        processes that read its row blocks (`gridgnn.cost.block_stats`)."""
+        return functools.partial(operator_structure, str(self.folder))
+
     def release_pages(self) -> None:
         """Drop this process's resident pages of every memory-mapped array (``madvise(MADV_DONTNEED)``).
 
@@ -203,13 +209,10 @@ def _save(folder: Path, name: str, array: np.ndarray) -> None:
         np.save(stream, array, allow_pickle=False)
 
 
-def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
-    """Memory-map a folder written by `prepare_graph`; checks the manifest and every array's shape and type.
-
-    Raises `DataError` (one line) on a missing or malformed file. Reads no array data beyond the headers,
-    ``indptr`` and the masks' sums happen later, per rank.
-    """
-    root = Path(folder)
+def _folder_loader(root: Path):
+    """(manifest, load, where) of a prepared folder: its checked manifest, and ``load(name, dtype, shape)``
+    memory-mapping ``NAME.npy`` (a sharded folder's K shards as one `ShardedArray`) after checking its type and
+    shape; `DataError` (one line) otherwise."""
     where = f"prepared graph '{root}'"
     regular_or_fail(root / MANIFEST, where + ": file", DataError)  # a FIFO would block forever
     try:
@@ -219,8 +222,6 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DataError(f"{where}: {MANIFEST} is not a {FORMAT} manifest")
     check_prepared_manifest(manifest, where, MANIFEST)
-    n, f = manifest["num_nodes"], manifest["num_features"]
-    norm_nnz, classes = manifest["norm_nnz"], manifest["num_classes"]
 
     def load(name: str, dtype, shape: tuple | None = None) -> np.ndarray:
         path = root / f"{name}.npy"
@@ -235,6 +236,19 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
 
     if "shards" in manifest:  # written by prepare --nprocs P: each array is K row shards (`gridgnn.prepare`)
         load = shard_loader(root, manifest, load, where)
+    return manifest, load, where
+
+
+def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
+    """Memory-map a folder written by `prepare_graph`; checks the manifest and every array's shape and type.
+
+    Raises `DataError` (one line) on a missing or malformed file. Reads no array data beyond the headers,
+    ``indptr`` and the masks' sums happen later, per rank.
+    """
+    root = Path(folder)
+    manifest, load, where = _folder_loader(root)
+    n, f = manifest["num_nodes"], manifest["num_features"]
+    norm_nnz, classes = manifest["norm_nnz"], manifest["num_classes"]
     indptr = load("adj_indptr", np.int64, (n + 1,))
     if indptr[0] != 0 or indptr[-1] != norm_nnz:
         raise DataError(f"{where}: adj_indptr does not span the {norm_nnz} stored entries")
@@ -281,6 +295,15 @@ def open_prepared(folder: str | os.PathLike) -> PreparedGraph:
         directed=bool(manifest.get("directed", False)), digest=str(manifest.get("digest", "")),
         norm_adj=norm_adj, features=features, labels=labels,
         **masks, meta=meta, operator=operator, task=task, edge_attr=edge_attr)
+
+
+def operator_structure(folder: str) -> tuple:
+    """(indptr, indices) of a prepared folder's operator, memory-mapped (sharded arrays for a sharded folder),
+    as `open_prepared` opens them, without its other checks: for another process reading a folder that
+    `open_prepared` checked (`PreparedGraph.structure_opener`)."""
+    manifest, load, _ = _folder_loader(Path(folder))
+    n, nnz = manifest["num_nodes"], manifest["norm_nnz"]
+    return load("adj_indptr", np.int64, (n + 1,)), load("adj_indices", index_dtype(n), (nnz,))
 
 
 def index_dtype(num_nodes: int) -> np.dtype:

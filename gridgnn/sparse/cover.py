@@ -85,21 +85,27 @@ def _entries_of_rows(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + offsets
 
 
+def block_row_covers(block_row: sp.spmatrix, bounds: list[int], q: int) -> tuple[np.ndarray, np.ndarray]:
+    """(post, cover): (R,) int64, entry p the rows the pair "block p sends to block q" exchanges, from block q's
+    rows of the matrix (``block_row``, all n columns): its touched columns and its minimum cover (0 for p = q)."""
+    parts = len(bounds) - 1
+    post, cover = np.zeros(parts, dtype=np.int64), np.zeros(parts, dtype=np.int64)
+    block_row = sp.csc_matrix(block_row)
+    for p in range(parts):
+        if p == q:
+            continue
+        found = pair_cover(block_row[:, bounds[p]:bounds[p + 1]].tocsr())
+        post[p], cover[p] = found.post_rows, found.size
+    return post, cover
+
+
 def pair_matrices(adj: sp.csr_matrix, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """(post, cover): (R, R) int64, entry [i, j] the rows the pair "block j sends to block i" exchanges in one
     forward SpMM of ``adj`` (n x n) on the row blocks ``bounds`` (R + 1 vertex boundaries): its touched columns,
-    and its minimum cover (0 on the diagonal)."""
+    and its minimum cover (0 on the diagonal); one block row at a time (`block_row_covers`)."""
     adj = sp.csr_matrix(adj)
-    parts = len(bounds) - 1
-    post, cover = np.zeros((parts, parts), dtype=np.int64), np.zeros((parts, parts), dtype=np.int64)
-    for q in range(parts):
-        block_row = adj[bounds[q]:bounds[q + 1]].tocsc()
-        for p in range(parts):
-            if p == q:
-                continue
-            found = pair_cover(block_row[:, bounds[p]:bounds[p + 1]].tocsr())
-            post[q, p], cover[q, p] = found.post_rows, found.size
-    return post, cover
+    rows = [block_row_covers(adj[bounds[q]:bounds[q + 1]], bounds, q) for q in range(len(bounds) - 1)]
+    return np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64)
 
 
 def cover_counts(adj: sp.csr_matrix, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 from model_helpers import random_stats
 
+import gridgnn.cost.block_stats as block_stats_module
 import gridgnn.cost.graph_stats as graph_stats_module
 from gridgnn.config import TrainConfig
 from gridgnn.cost.epoch_model import ModelSpec
@@ -35,7 +36,7 @@ def _dense_counts(adj: sp.csr_matrix, rows, cols, group, num_groups) -> np.ndarr
 
 @pytest.mark.parametrize("chunk", [7, 1 << 22])
 def test_prepared_and_in_memory_counts_equal_a_dense_count(tmp_path, monkeypatch, chunk):
-    monkeypatch.setattr(graph_stats_module, "CHUNK_ENTRIES", chunk)  # 7: many chunks per row block
+    monkeypatch.setattr(block_stats_module, "CHUNK_ENTRIES", chunk)  # 7: many chunks per row block
     graph = load_graph(TrainConfig(dataset="csbm:nodes=300"))
     prepared = open_prepared(prepare_graph(graph, tmp_path))
     in_memory, mapped = graph_stats(graph), graph_stats(prepared)
@@ -63,7 +64,7 @@ def test_damaged_column_ids_are_a_data_error():
 
 
 def test_counting_holds_one_chunk_of_temporaries_not_the_graph(monkeypatch):
-    monkeypatch.setattr(graph_stats_module, "CHUNK_ENTRIES", 1 << 16)
+    monkeypatch.setattr(block_stats_module, "CHUNK_ENTRIES", 1 << 16)
     n, nnz = 200_000, 4_000_000
     rng = np.random.default_rng(0)
     indptr = np.linspace(0, nnz, n + 1).astype(np.int64)
