@@ -118,7 +118,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def _graph_from_args(args: argparse.Namespace):
-    """The graph of ``--dataset`` as loaded (None for a plan on counts; refuses both)."""
+    """The graph of ``--dataset`` as loaded (None for a plan on counts; refuses both); a folder prepared for the
+    model's operator stays on disk (its statistics are read block by block, as ``train`` reads them)."""
     counts = (args.num_nodes, args.num_edges, args.num_features, args.num_classes)
     from gridgnn.data.attach import NodeFiles
 
@@ -130,9 +131,10 @@ def _graph_from_args(args: argparse.Namespace):
     if any(c is not None for c in counts):
         raise ConfigError("give either --dataset or --num-nodes/--num-edges/--num-features/--num-classes")
     from gridgnn.data.any_source import load_any
+    from gridgnn.nn.models import operator_of
 
     return load_any(args.dataset, data_root=args.data_root, directed=args.directed, seed=args.seed,
-                    node_files=files)
+                    node_files=files, in_place_for=operator_of(args.model))
 
 
 def _stats_from_counts(args: argparse.Namespace) -> GraphStats:

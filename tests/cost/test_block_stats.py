@@ -135,3 +135,28 @@ def test_the_pool_leaves_no_process_behind_when_its_parent_ends_at_once(folders,
     assert calls == "1" and pids  # the pool's processes were alive when their parent ended
     assert time.monotonic() - started < 30
     assert not [pid for pid in pids if _alive(int(pid))]
+
+
+def test_plan_prices_a_folder_prepared_for_its_model_in_place_and_in_its_own_order(folders, capsys, monkeypatch):
+    import json
+
+    from gridgnn.cli.main import main
+    from gridgnn.cli.plan_cmd import _graph_from_args
+    from gridgnn.data.prepared import PreparedGraph
+
+    graph, one, many = folders
+    args = type("Args", (), dict(num_nodes=None, num_edges=None, num_features=None, num_classes=None, dataset=str(many),
+                                 data_root=None, directed=False, seed=0, model="gcn", features=None, labels=None,
+                                 split=None, edge_features=None))()
+    assert isinstance(_graph_from_args(args), PreparedGraph)  # gcn's operator: kept on disk, read block by block
+    args.model = "sage"  # another operator: the graph read back, as before
+    assert not isinstance(_graph_from_args(args), PreparedGraph)
+    plans = []
+    for dataset in (str(many), SPEC):
+        assert main(["plan", "--dataset", dataset, "--nprocs", "4", "--algo", "1d", "--comm", "auto", "--json"]) == 0
+        plans.append(json.loads(capsys.readouterr().out))
+    assert {entry["reorder"] for entry in plans[0]} == {"none"}  # a prepared folder trains in its own order
+    in_place = {(e["grid"], e["comm"], e["defer_weight_gather"]): e["bytes_per_rank"] for e in plans[0]}
+    loaded = {(e["grid"], e["comm"], e["defer_weight_gather"]): e["bytes_per_rank"] for e in plans[1]
+              if e["reorder"] == "none"}
+    assert in_place == loaded and len(in_place) >= 3  # the same prices as the graph in memory
