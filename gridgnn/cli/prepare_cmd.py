@@ -35,7 +35,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="the row blocks of the grid the folder is for (P for 1d, P/c for 1.5d, PR for 2d, "
                              "Q for 3d), or a multiple of them (each block then takes whole parts): METIS cuts "
                              "into K parts; needed by every --reorder metis*")
-    parallel = parser.add_argument_group("distributed preparation (edge lists and rmat: specs)")
+    parallel = parser.add_argument_group("distributed preparation (edge lists, .npy edge arrays and rmat: specs)")
     parallel.add_argument("--nprocs", type=int, default=None, metavar="P",
                           help="prepare on P local processes, each reading its part of the source; the folder "
                                "is then written as row shards (under torchrun: the processes torchrun starts)")

@@ -3,7 +3,8 @@
 Folders: a Planetoid raw folder (``ind.<name>.graph``), an OGB node-property folder (``raw/edge.csv.gz`` or
 ``raw/data.npz``), or a folder holding exactly one readable file. Files by suffix (``.gz`` allowed for text formats):
 ``.npz`` (gridgnn native or gnn-benchmark, told apart by their keys), ``.zip`` (one such ``.npz``
-inside), ``.mtx`` (Matrix Market), ``.txt/.edges/.edgelist/.el/.csv/.tsv`` (edge list). A file with
+inside), ``.mtx`` (Matrix Market), ``.txt/.edges/.edgelist/.el/.csv/.tsv`` (edge list), ``.npy`` (an (E, 2)
+integer edge array, read as an edge list). A file with
 another suffix is read as npz/zip when it starts with the zip signature.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gridgnn.data.graph import Graph
-from gridgnn.data.readers.edgelist import read_edgelist
+from gridgnn.data.readers.edgelist import EDGE_ARRAY_SUFFIXES, read_edgelist
 from gridgnn.data.readers.gnn_benchmark import graph_from_gnn_benchmark, open_npz
 from gridgnn.data.readers.mtx import read_mtx
 from gridgnn.data.readers.native import graph_from_native, is_native
@@ -23,7 +24,8 @@ from gridgnn.errors import DataError
 ARCHIVE_SUFFIXES = (".npz", ".zip")
 EDGE_LIST_SUFFIXES = (".txt", ".edges", ".edgelist", ".el", ".csv", ".tsv")
 MTX_SUFFIXES = (".mtx",)
-SUPPORTED = "Planetoid folder, OGB folder, .npz, .zip, .mtx, " + ", ".join(EDGE_LIST_SUFFIXES)
+SUPPORTED = "Planetoid folder, OGB folder, .npz, .zip, .mtx, .npy (an (E, 2) edge array), " + ", ".join(
+    EDGE_LIST_SUFFIXES)
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
@@ -61,7 +63,7 @@ def detect_format(path: Path) -> str:
         return "archive"
     if suffix in MTX_SUFFIXES:
         return "mtx"
-    if suffix in EDGE_LIST_SUFFIXES:
+    if suffix in EDGE_LIST_SUFFIXES or suffix in EDGE_ARRAY_SUFFIXES:
         return "edge-list"
     with open(path, "rb") as file:
         if file.read(4) == _ZIP_MAGIC:
@@ -71,7 +73,7 @@ def detect_format(path: Path) -> str:
 
 def _single_file(folder: Path) -> Path | None:
     """The one readable data file directly inside `folder`, None if there is none."""
-    known = (*ARCHIVE_SUFFIXES, *MTX_SUFFIXES, *EDGE_LIST_SUFFIXES)
+    known = (*ARCHIVE_SUFFIXES, *MTX_SUFFIXES, *EDGE_LIST_SUFFIXES, *EDGE_ARRAY_SUFFIXES)
     found = sorted(p for p in folder.iterdir() if p.is_file() and _suffix(p) in known)
     if len(found) > 1:
         names = ", ".join(p.name for p in found)

@@ -32,10 +32,12 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
     (one line) for a source or flag that only a one-process preparation serves."""
     from gridgnn.data.attach import NodeFiles
     from gridgnn.data.formats import EDGE_LIST_SUFFIXES
+    from gridgnn.data.readers.edgelist import EDGE_ARRAY_SUFFIXES
 
     if NodeFiles.of(args) or getattr(args, "edge_features", None):
         raise ConfigError("--features, --labels, --split and --edge-features are read by one process: prepare "
-                          "without --nprocs (distributed preparation reads edge lists and rmat: specs)")
+                          "without --nprocs (distributed preparation reads edge lists, .npy edge arrays and rmat: "
+                          "specs)")
     if getattr(args, "task", None) not in (None, "auto", "multiclass"):
         raise ConfigError(f"--task {args.task} needs targets that distributed preparation does not generate: "
                           "prepare without --nprocs")
@@ -59,14 +61,20 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
         return PrepareJob(source=text, kind="rmat", name=text, generator=kwargs, meta=meta,
                           **{**common, "seed": kwargs["seed"]})
     path = Path(text).expanduser()
-    if not path.is_file() or not path.name.lower().endswith(EDGE_LIST_SUFFIXES):
+    binary = path.name.lower().endswith(EDGE_ARRAY_SUFFIXES)
+    if not path.is_file() or not (binary or path.name.lower().endswith(EDGE_LIST_SUFFIXES)):
         gz = " (a .gz edge list cannot be cut into byte ranges: decompress it first)" \
             if path.name.lower().endswith(".gz") else ""
-        raise ConfigError(f"--nprocs: distributed preparation reads text edge lists ({', '.join(EDGE_LIST_SUFFIXES)}) "
-                          f"and rmat: specs, not '{text}'{gz}; prepare it without --nprocs")
+        raise ConfigError(f"--nprocs: distributed preparation reads text edge lists ({', '.join(EDGE_LIST_SUFFIXES)}), "
+                          f".npy edge arrays and rmat: specs, not '{text}'{gz}; prepare it without --nprocs")
     from gridgnn.prepare.text_edges import file_state
 
-    meta = {"source": str(path), "format": "edge-list", "id_base": "compact", "features": "placeholder",
+    if binary:
+        from gridgnn.data.readers.edgelist import open_edge_array
+
+        open_edge_array(path)  # its dtype and shape, one line now rather than in every process
+    meta = {"source": str(path), "format": "edge-array" if binary else "edge-list", "id_base": "compact",
+            "features": "placeholder",
             "labels": "none", "split": "random-60-20-20", "symmetrized": not args.directed,
             "feature_normalization": feature_norm}
     return PrepareJob(source=str(path), kind="edge-list", name=path.name.split(".")[0],

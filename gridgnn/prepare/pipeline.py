@@ -2,7 +2,8 @@
 their rows, build its rows of the operator and of the node data, write its shards. Collective on the world.
 
 Phases (each timed, the slowest process's seconds reported): ``read`` (this process's byte range of a text
-edge list, or its chunks of an R-MAT generator, generated once per pass of the exchange), ``ids`` (compact
+edge list, its rows of a ``.npy`` edge array, or its chunks of an R-MAT generator, generated once per pass of
+the exchange), ``ids`` (compact
 renumbering of an edge list's ids, `gridgnn.prepare.renumber`), ``exchange`` (every entry of A, both
 directions for an undirected graph, to the owner of its row: all-to-alls with uneven splits, in rounds),
 ``operator`` (duplicates and self-loops dropped, the operator's values; GCN gathers every row's degree),
@@ -34,6 +35,7 @@ from gridgnn.data.bijection import random_bijection
 from gridgnn.data.file_digest import file_digest
 from gridgnn.data.generators import RMAT_ROW_CHUNK, rmat_chunks, rmat_edge_chunks, rmat_node_rows
 from gridgnn.data.prepared import index_dtype
+from gridgnn.data.readers.edgelist import EDGE_ARRAY_SUFFIXES, open_edge_array
 from gridgnn.data.row_shards import shard_prefix
 from gridgnn.data.splits import random_split
 from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
@@ -265,15 +267,24 @@ def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: i
 
 
 def _read_text(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:
-    """This process's edges (E, 2) int64 (source, target) of the text edge list and the bytes it read."""
+    """This process's edges (E, 2) int64 (source, target) of the edge list and the bytes it read: a byte range
+    of a text edge list (`gridgnn.prepare.text_edges`), or rows [E p / P, E (p + 1) / P) of a memory-mapped
+    ``.npy`` edge array."""
     path = Path(job.source)
     problem = None
     if file_state(path) != job.source_state:
         problem = f"{path}: the file changed after the preparation started; prepare it again"
     agree(problem)
-    lo, hi, delimiter = byte_range(path, rank, size)
+    binary = path.name.lower().endswith(EDGE_ARRAY_SUFFIXES)
     try:
-        edges = read_edge_range(path, lo, hi, delimiter)
+        if binary:
+            array = open_edge_array(path)
+            lo, hi = len(array) * rank // size, len(array) * (rank + 1) // size
+            edges = np.asarray(array[lo:hi], dtype=np.int64)
+            lo, hi = lo * array.itemsize * 2, hi * array.itemsize * 2  # the bytes of those rows
+        else:
+            lo, hi, delimiter = byte_range(path, rank, size)
+            edges = read_edge_range(path, lo, hi, delimiter)
     except Exception as exc:  # noqa: BLE001 - every process must hear of it before the next collective
         agree(str(exc) if str(exc) else repr(exc))
         raise

@@ -174,3 +174,33 @@ def test_a_random_order_of_a_directed_list_and_of_rmat(tmp_path):
     expected = one_process_reordered(tmp_path / "b", spec, "sage", 2, directed=True, seed=2)
     assert_same_reordered_graph(expected, distributed(tmp_path, spec, "sage", 3, 4, reorder="random", parts=2,
                                                       directed=True, seed=2))
+
+
+@pytest.mark.parametrize("nprocs, shards, dtype", [(2, 2, np.int32), (3, 4, np.uint64)])
+def test_a_npy_edge_array_prepared_by_p_processes_equals_the_one_process_folder(tmp_path, nprocs, shards, dtype):
+    from gridgnn.data.readers.edgelist import read_edge_array
+
+    source = tmp_path / "edges.npy"  # ca-HepPh's lines as rows of an (E, 2) array
+    np.save(source, read_edge_array(EDGE_LISTS / "ca-HepPh.txt").astype(dtype))
+    expected = one_process(tmp_path, str(source), "gcn")
+    actual = distributed(tmp_path, str(source), "gcn", nprocs, shards)
+    assert_same_graph(expected, actual)
+    text = one_process(tmp_path / "text", str(EDGE_LISTS / "ca-HepPh.txt"), "gcn")
+    assert open_prepared(actual).digest == open_prepared(text).digest  # the graph of the text edge list
+    assert json.loads((actual / "prepared.json").read_text())["meta"]["format"] == "edge-array"
+
+
+@pytest.mark.parametrize("array, says", [(np.zeros((5, 2), dtype=np.float32), "holds (E, 2) integers"),
+                                         (np.zeros((2, 5), dtype=np.int64), "save its transpose"),
+                                         (np.zeros((0, 2), dtype=np.int64), "the edge array is empty")])
+def test_a_bad_edge_array_is_one_line_for_train_and_for_prepare(tmp_path, capsys, array, says):
+    from gridgnn.cli.main import main
+
+    source = tmp_path / "bad.npy"
+    np.save(source, array)
+    for argv in (["train", "--dataset", str(source), "--epochs", "1"],
+                 ["prepare", str(source), "--out", str(tmp_path / "out"), "--nprocs", "2"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()

@@ -1,4 +1,5 @@
-"""Plain-text edge lists (``.txt``, ``.edges``, ``.edgelist``, ``.el``, ``.csv``, ``.tsv``; ``.gz`` allowed).
+"""Plain-text edge lists (``.txt``, ``.edges``, ``.edgelist``, ``.el``, ``.csv``, ``.tsv``; ``.gz`` allowed), and
+binary edge arrays (``.npy``: an (E, 2) integer array, one edge (source, target) per row, read as the lines).
 
 One edge ``u v`` per line, whitespace- or comma-separated; anything after the first two fields (weights,
 networkx ``{}`` attribute dicts) is ignored; lines starting with ``#`` or ``%`` are comments; a first data
@@ -52,8 +53,32 @@ def _numeric(fields: list[str]) -> bool:
     return True
 
 
+EDGE_ARRAY_SUFFIXES = (".npy",)
+"""Binary edge arrays: a NumPy file holding an (E, 2) integer array, one edge (source, target) per row (PyG's
+``edge_index`` is its transpose: save ``edge_index.T``)."""
+
+
+def open_edge_array(path: Path | str) -> np.ndarray:
+    """The (E, 2) integer array of a ``.npy`` edge array, memory-mapped (nothing read beyond the header);
+    `DataError` (one line) for another dtype or shape, or no edge."""
+    path = require_file(Path(path))
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: cannot read it as a NumPy array ({exc})") from None
+    if array.dtype.kind not in "iu" or array.ndim != 2 or array.shape[1] != 2:
+        raise DataError(f"{path}: an edge array holds (E, 2) integers, one edge (source, target) per row; found "
+                        f"{array.dtype} {array.shape} (for PyG's edge_index of shape (2, E), save its transpose)")
+    if array.shape[0] == 0:
+        raise DataError(f"{path}: the edge array is empty (no edge rows)")
+    return array
+
+
 def read_edge_array(path: Path | str) -> np.ndarray:
-    """The raw (E, 2) int64 array of (source, target) ids in file order."""
+    """The raw (E, 2) int64 array of (source, target) ids in file order (a text edge list's lines, or a ``.npy``
+    edge array's rows)."""
+    if Path(path).name.lower().endswith(EDGE_ARRAY_SUFFIXES):
+        return np.asarray(open_edge_array(path), dtype=np.int64)
     path = require_file(Path(path))
     delimiter, skip = _sniff(path)
     edges = load_table(
@@ -94,7 +119,9 @@ def read_edgelist_adjacency(path: Path | str, id_base: int | None = None, *, wit
 def read_edgelist(path: Path | str, seed: int = 0, id_base: int | None = None) -> Graph:
     """Read an edge list into a `Graph` with placeholder features, one class and a 60/20/20 split."""
     adj, ids, order = read_edgelist_adjacency(path, id_base=id_base, with_ids=True, with_order=True)
-    meta = {"source": str(path), "format": "edge-list", "id_base": "compact" if id_base is None else id_base}
+    binary = Path(path).name.lower().endswith(EDGE_ARRAY_SUFFIXES)
+    meta = {"source": str(path), "format": "edge-array" if binary else "edge-list",
+            "id_base": "compact" if id_base is None else id_base}
     if ids is not None:
         meta["vertex_ids"] = ids.astype(np.int64)  # the file's id of each row, for per-vertex outputs
     name = Path(path).name.split(".")[0]
