@@ -229,12 +229,18 @@ def test_info_and_plan_read_a_prepared_folder_as_train_does(tmp_path, capsys):
     folder = tmp_path / "prepared"
     assert main(["prepare", SMALL, "--out", str(folder)]) == 0
     capsys.readouterr()
-    outputs = []
+    infos, plans = [], []
     for source in (SMALL, str(folder)):
         assert main(["info", source, "--json"]) == 0
+        infos.append(capsys.readouterr().out)
         assert main(["plan", "--dataset", source, "--nprocs", "2", "--json"]) == 0
-        outputs.append(capsys.readouterr().out)
-    assert outputs[0] == outputs[1]
+        plans.append(json.loads(capsys.readouterr().out))
+    assert infos[0] == infos[1]
+    # the folder trains in its own order (train refuses another): plan prices that order, as for the source
+    assert {entry["reorder"] for entry in plans[1]} == {"none"}
+    same_order = [entry for entry in plans[0] if entry["reorder"] == "none"]
+    assert [{k: v for k, v in e.items() if k != "best"} for e in same_order] == \
+        [{k: v for k, v in e.items() if k != "best"} for e in plans[1]]
     assert main(["info", str(folder), "--directed"]) == 2
     assert "prepared undirected" in capsys.readouterr().err
 
