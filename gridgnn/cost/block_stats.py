@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.sparse.cover import block_row_covers
-from gridgnn.sparse.cut import CHUNK_ENTRIES, checked_column_ids
+from gridgnn.sparse.cut import CHUNK_ENTRIES, block_columns, checked_column_ids
 
 POOL_ENTRIES = 1 << 25
 """Entries of Â from which a prepared folder's statistics are computed by a pool of processes (below, the
@@ -50,29 +50,6 @@ def enable_pool(processes: int) -> None:
 def pool_processes(entries: int) -> int:
     """The processes for a folder of ``entries`` stored entries: `enable_pool`'s from `POOL_ENTRIES` on, else 1."""
     return _POOL["processes"] if entries >= POOL_ENTRIES else 1
-
-
-BITMAP_RATIO = 32
-"""A block of at least n / `BITMAP_RATIO` entries marks its columns in an n-byte bitmap (one pass, no sort);
-a smaller one sorts them (its entries are then few beside n)."""
-
-
-def block_columns(indptr, indices, rows: tuple[int, int], n_cols: int) -> np.ndarray:
-    """The sorted distinct column ids (int64) of the rows [a, b) of a CSR structure, read `CHUNK_ENTRIES` at a
-    time: marked in a bitmap of the n columns, or, for a block with few entries beside n, sorted."""
-    a, b = rows
-    lo, hi = int(indptr[a]), int(indptr[b])
-    chunks = (checked_column_ids(indices, s, min(s + CHUNK_ENTRIES, hi), n_cols, rows, "column ids")
-              for s in range(lo, hi, CHUNK_ENTRIES))
-    if (hi - lo) * BITMAP_RATIO >= n_cols:
-        seen = np.zeros(n_cols, dtype=bool)
-        for cols in chunks:
-            seen[cols] = True
-        return np.flatnonzero(seen).astype(np.int64)
-    columns = np.sort(np.concatenate([np.zeros(0, dtype=np.int64), *chunks]))
-    keep = np.ones(columns.size, dtype=bool)
-    keep[1:] = columns[1:] != columns[:-1]
-    return columns[keep]
 
 
 def touched_in_block(indptr, indices, rows: tuple[int, int], segments: Sequence[int], n_cols: int) -> np.ndarray:

@@ -161,7 +161,8 @@ class GraphStats:
             owner_bounds = np.asarray(block_bounds(self.num_features, owners, allow_empty=True,
                                                    what="feature columns"))
             self._touch[key] = np.array([np.diff(np.searchsorted(columns, owner_bounds)) for columns in
-                                         block_row_columns(self.feature_indptr, self.feature_indices, row_bounds)],
+                                         block_row_columns(self.feature_indptr, self.feature_indices, row_bounds,
+                                                           self.num_features)],
                                         dtype=np.int64).reshape(len(row_bounds) - 1, owners)
         return self._touch[key]
 

@@ -20,23 +20,18 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from gridgnn.sparse.cut import CHUNK_ENTRIES, checked_column_ids
+from gridgnn.sparse.cut import CHUNK_ENTRIES, block_columns, checked_column_ids
 
 
 def touched_columns(matrix, rows: tuple[int, int], segments: list[int], keep: list[int]) -> dict[int, np.ndarray]:
     """Global column ids (sorted, int64) of the row block ``matrix[r0:r1, :]`` inside each kept segment.
 
-    ``matrix``: CSR-like (``indptr``, ``indices``, ``shape``), scipy or memory-mapped; read in chunks of
-    `CHUNK_ENTRIES`, with one byte per column of scratch. Not collective.
+    ``matrix``: CSR-like (``indptr``, ``indices``, ``shape``), scipy or memory-mapped; read in chunks
+    (`gridgnn.sparse.cut.block_columns`). Not collective.
     """
-    r0, r1 = rows
-    n_cols = int(matrix.shape[1])
-    seen = np.zeros(n_cols, dtype=bool)
-    indptr = np.asarray(matrix.indptr[r0:r1 + 1], dtype=np.int64)
-    start, stop = int(indptr[0]), int(indptr[-1])
-    for lo in range(start, stop, CHUNK_ENTRIES):
-        seen[checked_column_ids(matrix.indices, lo, min(lo + CHUNK_ENTRIES, stop), n_cols, rows, "column ids")] = True
-    return {s: np.flatnonzero(seen[segments[s]:segments[s + 1]]) + segments[s] for s in keep}
+    columns = block_columns(matrix.indptr, matrix.indices, rows, int(matrix.shape[1]))
+    return {s: columns[np.searchsorted(columns, segments[s]):np.searchsorted(columns, segments[s + 1])]
+            for s in keep}
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,7 @@ class GridOps:
         computes every block row's feature columns alike); elsewhere nothing."""
         if not self._defer_rows:
             return
-        touched = block_row_columns(indptr, indices, self.spmm.bounds)
+        touched = block_row_columns(indptr, indices, self.spmm.bounds, num_features)
         self._feature_rows = FeatureWeightRows(self.comm, touched, num_features, self.grid.index("row"),
                                                 self.device)
         self.defer_gather = True

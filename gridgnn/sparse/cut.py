@@ -131,8 +131,32 @@ def csr_structure(matrix) -> tuple[np.ndarray, np.ndarray] | None:
     return None
 
 
-def block_row_columns(indptr, indices, row_bounds: Sequence[int]) -> list[np.ndarray]:
-    """For each block of rows ``row_bounds[r]:row_bounds[r + 1]`` of a CSR structure, the sorted distinct
-    column ids (int64) its rows hold. Not collective."""
-    return [np.unique(np.asarray(indices[int(indptr[a]):int(indptr[b])], dtype=np.int64))
+BITMAP_RATIO = 32
+"""A block of at least n / `BITMAP_RATIO` entries marks its columns in an n-byte bitmap (one pass, no sort);
+a smaller one sorts them (its entries are then few beside n)."""
+
+
+def block_columns(indptr, indices, rows: tuple[int, int], n_cols: int) -> np.ndarray:
+    """The sorted distinct column ids (int64) of the rows [a, b) of a CSR structure (any integer dtype,
+    memory-mapped or sharded), read `CHUNK_ENTRIES` at a time: marked in a bitmap of the n columns, or, for a
+    block with few entries beside n, sorted; `DataError` for a column id outside [0, n_cols). Not collective."""
+    a, b = rows
+    lo, hi = int(indptr[a]), int(indptr[b])
+    chunks = (checked_column_ids(indices, s, min(s + CHUNK_ENTRIES, hi), n_cols, rows, "column ids")
+              for s in range(lo, hi, CHUNK_ENTRIES))
+    if (hi - lo) * BITMAP_RATIO >= n_cols:
+        seen = np.zeros(n_cols, dtype=bool)
+        for cols in chunks:
+            seen[cols] = True
+        return np.flatnonzero(seen).astype(np.int64)
+    columns = np.sort(np.concatenate([np.zeros(0, dtype=np.int64), *chunks]))
+    keep = np.ones(columns.size, dtype=bool)
+    keep[1:] = columns[1:] != columns[:-1]
+    return columns[keep]
+
+
+def block_row_columns(indptr, indices, row_bounds: Sequence[int], n_cols: int) -> list[np.ndarray]:
+    """For each block of rows ``row_bounds[r]:row_bounds[r + 1]`` of a CSR structure of ``n_cols`` columns, the
+    sorted distinct column ids (int64) its rows hold (`block_columns`). Not collective."""
+    return [block_columns(indptr, indices, (int(a), int(b)), n_cols)
             for a, b in zip(row_bounds[:-1], row_bounds[1:], strict=True)]

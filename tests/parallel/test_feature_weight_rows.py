@@ -97,7 +97,8 @@ def test_the_touch_counts_are_the_executors_rows():
     bounds = block_bounds(graph.num_nodes, 3)
     counts = stats.feature_touch_counts(bounds, 3)
     owners = block_bounds(graph.num_features, 3)
-    for r, ids in enumerate(block_row_columns(graph.features.indptr, graph.features.indices, bounds)):
+    for r, ids in enumerate(block_row_columns(graph.features.indptr, graph.features.indices, bounds,
+                                              graph.num_features)):
         assert counts[r].tolist() == np.histogram(ids, bins=owners)[0].tolist()
     assert 0 < counts.sum(axis=1).max() < graph.num_features  # a block row touches part of the features
 
