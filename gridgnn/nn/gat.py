@@ -33,7 +33,7 @@ from gridgnn.nn.layout import Layout, as_layout
 from gridgnn.nn.message_passing import aggregate_messages
 from gridgnn.nn.model_config import fraction_field, integer_field
 from gridgnn.nn.stack import LayerStack, glorot
-from gridgnn.sparse.attention import head_segments
+from gridgnn.sparse.attention import head_partial_sums
 from gridgnn.sparse.csr import SparseBlock
 
 NEGATIVE_SLOPE = 0.2
@@ -62,7 +62,7 @@ class GATLayer(nn.Module):
     order = "transform-first"
     column_separable = True
     """With edge features the layer passes messages whose scores are sums over feature columns and whose
-    messages scale each column by its head's coefficient: 2D runs them on each process's columns."""
+    messages scale each column by its head's coefficient: 2D and 3D run them on each process's columns."""
 
     def __init__(self, in_channels: int, out_channels: int, *, heads: int = 1, concat: bool = True,
                  attn_dropout: float = 0.0, generator: torch.Generator | None = None, edge_dim: int = 0):
@@ -168,12 +168,7 @@ class GATLayer(nn.Module):
         heads, channels = self.heads, self.channels
         if (c0, c1) == (0, heads * channels):
             return (t.view(-1, heads, channels) * vector).sum(dim=-1)
-        products = t * vector.reshape(-1)[c0:c1]
-        # zeros in the autograd graph even for a process holding no column (every rank takes edge_sum's backward)
-        out = products[:, :0].sum(dim=1, keepdim=True).repeat(1, heads)
-        for h, lo, hi in head_segments(heads, heads * channels, (c0, c1)):
-            out[:, h] = products[:, lo:hi].sum(dim=1)
-        return out
+        return head_partial_sums(t * vector.reshape(-1)[c0:c1], heads, heads * channels, (c0, c1))
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.channels}, heads={self.heads}, concat={self.concat}, "

@@ -56,7 +56,7 @@ from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated,
 from gridgnn.parallel.edge_halo import EdgeHalo
 from gridgnn.parallel.feature_weight_rows import FeatureWeightRows
 from gridgnn.partition import block_bounds, block_sizes
-from gridgnn.sparse.attention import head_segments
+from gridgnn.sparse.attention import head_partial_sums
 from gridgnn.sparse.csr import SparseBlock
 from gridgnn.sparse.cut import block_row_columns
 from gridgnn.sparse.linear import sparse_linear
@@ -174,11 +174,7 @@ class GridOps:
         """(m, K): each row's sum over the columns of each of K equal heads of a ``width``-wide matrix.
         1D/1.5D: not collective; 2D/3D: the partial sums of this rank's columns all-reduced on ``col``
         (phase ``dense``, and again in backward)."""
-        # zeros in x's graph even where this rank holds no column of any head (a width below the column count),
-        # so that every rank of the ``col`` group takes the all-reduce's backward alike
-        partial = x[:, :0].sum(dim=1, keepdim=True).repeat(1, heads)
-        for h, lo, hi in head_segments(heads, width, self.col_range(width)):
-            partial[:, h] = x[:, lo:hi].sum(dim=1)
+        partial = head_partial_sums(x, heads, width, self.col_range(width))
         if self.col_axis is None:
             return partial
         return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")

@@ -114,3 +114,14 @@ def head_segments(heads: int, width: int, cols: tuple[int, int]) -> Segments:
         if hi > lo:
             out.append((h, lo - c0, hi - c0))
     return out
+
+
+def head_partial_sums(x: Tensor, heads: int, width: int, cols: tuple[int, int]) -> Tensor:
+    """(rows, K): each row's sum over the columns ``cols`` (global, of a K·C-wide matrix; ``x`` holds them) of
+    each of the K heads; a head without columns there sums to 0. The result stays in ``x``'s autograd graph even
+    where ``cols`` holds no column (so that every process of a group takes a following collective's backward
+    alike). Not collective."""
+    partial = x[:, :0].sum(dim=1, keepdim=True).repeat(1, heads)
+    for h, lo, hi in head_segments(heads, width, cols):
+        partial[:, h] = x[:, lo:hi].sum(dim=1)
+    return partial
