@@ -130,7 +130,11 @@ def nnz_imbalance(adj: sp.spmatrix, parts: int, bounds: list[int] | None = None)
     1.0 is perfect."""
     indptr = np.asarray(sp.csr_matrix(adj).indptr, dtype=np.int64)
     bounds = block_bounds(adj.shape[0], parts) if bounds is None else bounds
-    per_block = np.diff(indptr[np.asarray(bounds)])
+    return block_imbalance(np.diff(indptr[np.asarray(bounds)]))
+
+
+def block_imbalance(per_block: np.ndarray) -> float:
+    """Max over mean of ``per_block`` (entries per row block; 1.0 for none); 1.0 is perfect."""
     mean = per_block.mean() if per_block.size else 0.0
     return float(per_block.max() / mean) if mean > 0 else 1.0
 

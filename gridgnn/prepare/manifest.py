@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from gridgnn.data.bijection import random_bijection
 from gridgnn.data.operators import SELF_LOOPS
 from gridgnn.data.prepared import FORMAT, MANIFEST
+from gridgnn.data.reorder import block_imbalance, row_imbalance
 from gridgnn.data.row_shards import ShardedArray, shard_prefix, sharded_indptr
 from gridgnn.partition import block_bounds
 from gridgnn.prepare.job import PrepareJob
@@ -23,30 +25,39 @@ ROWS_AT_A_TIME = 1 << 15
 """Rows of a shard hashed at a time (the digest reads the shards in pieces, never whole)."""
 
 
-def graph_digest_of_shards(folder: Path, shards: list[dict], num_features: int, operator: str, token: str) -> str:
-    """`gridgnn.data.prepared.graph_digest` of the graph the shards hold: SHA-256 over A's CSR row pointers and
-    column ids (A: the operator's pattern without the diagonal where the operator adds one), in scipy's index
-    dtype (int32 while counts fit), then the labels, then the features' shape."""
-    n = shards[-1]["rows"][1]
-    edges = sum(s["edges"] for s in shards)
+def _graph_digest(n: int, edges: int, num_features: int, row_counts: Iterable[np.ndarray],
+                  columns: Iterable[np.ndarray], labels: Iterable[np.ndarray]) -> str:
+    """`gridgnn.data.prepared.graph_digest`'s SHA-256 from pieces, in its order: A's CSR row pointers (from
+    ``row_counts``, each piece the entries of consecutive rows), A's column ids (``columns``, in row order),
+    in scipy's index dtype (int32 while counts fit), then the labels, then the features' shape."""
     dtype = np.int32 if max(n, edges) <= np.iinfo(np.int32).max else np.int64
-    diagonal = SELF_LOOPS[operator]
     digest = hashlib.sha256()
-    offset = 0
     digest.update(np.zeros(1, dtype=dtype).tobytes())
-    for k, shard in enumerate(shards):  # A's row pointers, global
-        for _, counts, _ in _pieces(folder / shard_prefix(k, token), shard, diagonal, with_columns=False):
-            pointers = offset + np.cumsum(counts, dtype=np.int64)
-            digest.update(pointers.astype(dtype).tobytes())
-            offset = int(pointers[-1]) if pointers.size else offset
-    for k, shard in enumerate(shards):  # A's column ids
-        for _, _, columns in _pieces(folder / shard_prefix(k, token), shard, diagonal, with_columns=True):
-            digest.update(columns.astype(dtype).tobytes())
-    for k in range(len(shards)):
-        digest.update(np.ascontiguousarray(np.load(f"{folder / shard_prefix(k, token)}labels.npy",
-                                                   mmap_mode="r", allow_pickle=False)).tobytes())
+    offset = 0
+    for counts in row_counts:
+        pointers = offset + np.cumsum(counts, dtype=np.int64)
+        digest.update(pointers.astype(dtype).tobytes())
+        offset = int(pointers[-1]) if pointers.size else offset
+    for piece in columns:
+        digest.update(piece.astype(dtype).tobytes())
+    for piece in labels:
+        digest.update(np.ascontiguousarray(piece).tobytes())
     digest.update(repr((n, num_features)).encode())
     return digest.hexdigest()
+
+
+def graph_digest_of_shards(folder: Path, shards: list[dict], num_features: int, operator: str, token: str) -> str:
+    """`gridgnn.data.prepared.graph_digest` of the graph the shards hold (A: the operator's pattern without the
+    diagonal where the operator adds one), read shard by shard in pieces (`_graph_digest`)."""
+    diagonal = SELF_LOOPS[operator]
+    prefixes = [folder / shard_prefix(k, token) for k in range(len(shards))]
+    return _graph_digest(
+        shards[-1]["rows"][1], sum(s["edges"] for s in shards), num_features,
+        (counts for prefix, shard in zip(prefixes, shards, strict=True)
+         for _, counts, _ in _pieces(prefix, shard, diagonal, with_columns=False)),
+        (columns for prefix, shard in zip(prefixes, shards, strict=True)
+         for _, _, columns in _pieces(prefix, shard, diagonal, with_columns=True)),
+        (np.load(f"{prefix}labels.npy", mmap_mode="r", allow_pickle=False) for prefix in prefixes))
 
 
 def _pieces(prefix: Path, shard: dict, diagonal: bool, with_columns: bool):
@@ -84,59 +95,46 @@ def original_order_digest(folder: Path, shards: list[dict], num_features: int, j
     ``job.reorder_parts`` balanced row blocks (``nnz_imbalance_before``, ``cut_fraction_before``)."""
     n = shards[-1]["rows"][1]
     edges = sum(s["edges"] for s in shards)
-    dtype = np.int32 if max(n, edges) <= np.iinfo(np.int32).max else np.int64
     diagonal = 1 if SELF_LOOPS[job.operator] else 0
     indptr, indices = _sharded(folder, shards, job.token, "adj_indptr"), _sharded(folder, shards, job.token,
                                                                                    "adj_indices")
-    order = _sharded(folder, shards, job.token, "reorder_order")
+    order, labels = (_sharded(folder, shards, job.token, name) for name in ("reorder_order", "labels"))
     bounds = np.asarray(block_bounds(n, job.reorder_parts), dtype=np.int64)
-    per_block, inside = np.zeros(job.reorder_parts, dtype=np.int64), 0
+    per_block, inside = np.zeros(job.reorder_parts, dtype=np.int64), [0]
+    chunks = [(a, min(a + ROWS_AT_A_TIME, n)) for a in range(0, n, ROWS_AT_A_TIME)]
 
-    def rows_of(a: int, b: int):
-        new = random_bijection(np.arange(a, b, dtype=np.int64), n, job.reorder_seed)
-        return new, indptr[new], indptr[new + 1]
+    def new_rows(a: int, b: int) -> np.ndarray:
+        return random_bijection(np.arange(a, b, dtype=np.int64), n, job.reorder_seed)
 
-    digest = hashlib.sha256()
-    digest.update(np.zeros(1, dtype=dtype).tobytes())
-    offset = 0
-    for a in range(0, n, ROWS_AT_A_TIME):  # A's row pointers
-        b = min(a + ROWS_AT_A_TIME, n)
-        _, starts, stops = rows_of(a, b)
-        counts = stops - starts - diagonal
-        pointers = offset + np.cumsum(counts, dtype=np.int64)
-        digest.update(pointers.astype(dtype).tobytes())
-        offset = int(pointers[-1])
-        np.add.at(per_block, np.searchsorted(bounds, np.arange(a, b), side="right") - 1, counts)
-    for a in range(0, n, ROWS_AT_A_TIME):  # A's column ids, each row's ascending
-        b = min(a + ROWS_AT_A_TIME, n)
-        new, starts, stops = rows_of(a, b)
-        lengths = stops - starts
-        local = np.repeat(np.arange(b - a, dtype=np.int64), lengths)
-        positions = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(
-            int(lengths.sum()), dtype=np.int64)
-        columns = indices[positions].astype(np.int64)
-        if diagonal:
-            keep = columns != new[local]
-            local, columns = local[keep], columns[keep]
-        columns = order[columns]
-        ordered = np.lexsort((columns, local))
-        local, columns = local[ordered], columns[ordered]
-        digest.update(columns.astype(dtype).tobytes())
-        row_block = np.searchsorted(bounds, a + local, side="right") - 1
-        inside += int(np.count_nonzero((columns >= bounds[row_block]) & (columns < bounds[row_block + 1])))
-    labels = _sharded(folder, shards, job.token, "labels")
-    for a in range(0, n, ROWS_AT_A_TIME):
-        new = random_bijection(np.arange(a, min(a + ROWS_AT_A_TIME, n), dtype=np.int64), n, job.reorder_seed)
-        digest.update(np.ascontiguousarray(labels[new]).tobytes())
-    digest.update(repr((n, num_features)).encode())
-    return digest.hexdigest(), {"nnz_imbalance_before": _imbalance(per_block),
-                                "cut_fraction_before": 1.0 - inside / edges if edges else 0.0}
+    def row_counts():  # each old row's entries of A, and the old order's entries per row block
+        for a, b in chunks:
+            new = new_rows(a, b)
+            counts = indptr[new + 1] - indptr[new] - diagonal
+            np.add.at(per_block, np.searchsorted(bounds, np.arange(a, b), side="right") - 1, counts)
+            yield counts
 
+    def columns():  # each old row's columns as old ids, ascending, and those inside the row's block
+        for a, b in chunks:
+            new = new_rows(a, b)
+            starts, lengths = indptr[new], indptr[new + 1] - indptr[new]
+            local = np.repeat(np.arange(b - a, dtype=np.int64), lengths)
+            positions = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(
+                int(lengths.sum()), dtype=np.int64)
+            cols = indices[positions].astype(np.int64)
+            if diagonal:
+                keep = cols != new[local]
+                local, cols = local[keep], cols[keep]
+            cols = order[cols]
+            ordered = np.lexsort((cols, local))
+            local, cols = local[ordered], cols[ordered]
+            row_block = np.searchsorted(bounds, a + local, side="right") - 1
+            inside[0] += int(np.count_nonzero((cols >= bounds[row_block]) & (cols < bounds[row_block + 1])))
+            yield cols
 
-def _imbalance(per_block: np.ndarray) -> float:
-    """Max over mean entries per row block (`gridgnn.data.reorder.nnz_imbalance`'s arithmetic)."""
-    mean = per_block.mean() if per_block.size else 0.0
-    return float(per_block.max() / mean) if mean > 0 else 1.0
+    content = _graph_digest(n, edges, num_features, row_counts(), columns(),
+                            (labels[new_rows(a, b)] for a, b in chunks))
+    return content, {"nnz_imbalance_before": block_imbalance(per_block),
+                     "cut_fraction_before": 1.0 - inside[0] / edges if edges else 0.0}
 
 
 def reorder_meta(job: PrepareJob, parts: list, folder: Path, shards: list[dict], num_features: int) -> dict:
@@ -144,7 +142,6 @@ def reorder_meta(job: PrepareJob, parts: list, folder: Path, shards: list[dict],
     folder: the method, parts and nest, the slowest process's seconds moving node rows and the largest peak
     memory, the old order's content digest and statistics (`original_order_digest`) and the new order's (from
     every process's counts of its rows)."""
-    from gridgnn.data.reorder import row_imbalance
 
     content, before = original_order_digest(folder, shards, num_features, job)
     after = sum(part.blocks_after for part in parts)
@@ -153,7 +150,7 @@ def reorder_meta(job: PrepareJob, parts: list, folder: Path, shards: list[dict],
     return {"reorder": job.reorder, "reorder_parts": job.reorder_parts, "reorder_nest": 1,
             "reorder_seconds": max(part.seconds.get("reorder", 0.0) for part in parts),
             "reorder_peak_rss_bytes": max(part.peak_rss_bytes for part in parts),
-            "nnz_imbalance_before": before["nnz_imbalance_before"], "nnz_imbalance_after": _imbalance(after[:, 0]),
+            "nnz_imbalance_before": before["nnz_imbalance_before"], "nnz_imbalance_after": block_imbalance(after[:, 0]),
             "row_imbalance_after": row_imbalance(n, job.reorder_parts),
             "cut_fraction_before": before["cut_fraction_before"],
             "cut_fraction_after": 1.0 - int(after[:, 1].sum()) / edges if edges else 0.0,
