@@ -32,7 +32,7 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
     (one line) for a source or flag that only a one-process preparation serves."""
     from gridgnn.data.attach import NodeFiles
     from gridgnn.data.formats import EDGE_LIST_SUFFIXES
-    from gridgnn.data.readers.edgelist import EDGE_ARRAY_SUFFIXES
+    from gridgnn.data.readers.edgelist import is_edge_array
 
     if NodeFiles.of(args) or getattr(args, "edge_features", None):
         raise ConfigError("--features, --labels, --split and --edge-features are read by one process: prepare "
@@ -61,7 +61,7 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
         return PrepareJob(source=text, kind="rmat", name=text, generator=kwargs, meta=meta,
                           **{**common, "seed": kwargs["seed"]})
     path = Path(text).expanduser()
-    binary = path.name.lower().endswith(EDGE_ARRAY_SUFFIXES)
+    binary = is_edge_array(path)
     if not path.is_file() or not (binary or path.name.lower().endswith(EDGE_LIST_SUFFIXES)):
         gz = " (a .gz edge list cannot be cut into byte ranges: decompress it first)" \
             if path.name.lower().endswith(".gz") else ""

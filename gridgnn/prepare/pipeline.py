@@ -35,7 +35,7 @@ from gridgnn.data.bijection import random_bijection
 from gridgnn.data.file_digest import file_digest
 from gridgnn.data.generators import RMAT_ROW_CHUNK, rmat_chunks, rmat_edge_chunks, rmat_node_rows
 from gridgnn.data.prepared import index_dtype
-from gridgnn.data.readers.edgelist import EDGE_ARRAY_SUFFIXES, open_edge_array
+from gridgnn.data.readers.edgelist import is_edge_array, open_edge_array
 from gridgnn.data.row_shards import shard_prefix
 from gridgnn.data.splits import random_split
 from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
@@ -275,9 +275,8 @@ def _read_text(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:
     if file_state(path) != job.source_state:
         problem = f"{path}: the file changed after the preparation started; prepare it again"
     agree(problem)
-    binary = path.name.lower().endswith(EDGE_ARRAY_SUFFIXES)
     try:
-        if binary:
+        if is_edge_array(path):
             array = open_edge_array(path)
             lo, hi = len(array) * rank // size, len(array) * (rank + 1) // size
             edges = np.asarray(array[lo:hi], dtype=np.int64)

@@ -58,6 +58,11 @@ EDGE_ARRAY_SUFFIXES = (".npy",)
 ``edge_index`` is its transpose: save ``edge_index.T``)."""
 
 
+def is_edge_array(path: Path | str) -> bool:
+    """Whether ``path`` names a binary edge array (`EDGE_ARRAY_SUFFIXES`) rather than a text edge list."""
+    return Path(path).name.lower().endswith(EDGE_ARRAY_SUFFIXES)
+
+
 def open_edge_array(path: Path | str) -> np.ndarray:
     """The (E, 2) integer array of a ``.npy`` edge array, memory-mapped (nothing read beyond the header);
     `DataError` (one line) for another dtype or shape, or no edge."""
@@ -77,7 +82,7 @@ def open_edge_array(path: Path | str) -> np.ndarray:
 def read_edge_array(path: Path | str) -> np.ndarray:
     """The raw (E, 2) int64 array of (source, target) ids in file order (a text edge list's lines, or a ``.npy``
     edge array's rows)."""
-    if Path(path).name.lower().endswith(EDGE_ARRAY_SUFFIXES):
+    if is_edge_array(path):
         return np.asarray(open_edge_array(path), dtype=np.int64)
     path = require_file(Path(path))
     delimiter, skip = _sniff(path)
@@ -119,8 +124,7 @@ def read_edgelist_adjacency(path: Path | str, id_base: int | None = None, *, wit
 def read_edgelist(path: Path | str, seed: int = 0, id_base: int | None = None) -> Graph:
     """Read an edge list into a `Graph` with placeholder features, one class and a 60/20/20 split."""
     adj, ids, order = read_edgelist_adjacency(path, id_base=id_base, with_ids=True, with_order=True)
-    binary = Path(path).name.lower().endswith(EDGE_ARRAY_SUFFIXES)
-    meta = {"source": str(path), "format": "edge-array" if binary else "edge-list",
+    meta = {"source": str(path), "format": "edge-array" if is_edge_array(path) else "edge-list",
             "id_base": "compact" if id_base is None else id_base}
     if ids is not None:
         meta["vertex_ids"] = ids.astype(np.int64)  # the file's id of each row, for per-vertex outputs
