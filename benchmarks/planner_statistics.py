@@ -19,6 +19,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 CHILD = """
@@ -62,14 +63,14 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "gridgnn", "prepare", args.prepare, "--out", str(args.folder),
                         "--nprocs", "2"], check=True)
     manifest = json.loads((args.folder / "prepared.json").read_text())
-    script = args.folder.parent / "planner_statistics_child.py"
-    script.write_text(CHILD)
     runs = []
-    for _ in range(args.repeats):
-        for pool in args.pools:
-            runs.append(measure(args.folder, args.nprocs, pool, script))
-            print(json.dumps(runs[-1]), flush=True)
-    script.unlink()
+    with tempfile.TemporaryDirectory() as scratch:  # a script file: spawned pool processes re-import it
+        script = Path(scratch) / "planner_statistics_child.py"
+        script.write_text(CHILD)
+        for _ in range(args.repeats):
+            for pool in args.pools:
+                runs.append(measure(args.folder, args.nprocs, pool, script))
+                print(json.dumps(runs[-1]), flush=True)
     rows = []
     for pool in args.pools:
         mine = [r for r in runs if r["pool"] == pool]
