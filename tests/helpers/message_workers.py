@@ -83,6 +83,12 @@ def layer_for(case: dict):
     return EdgeMLP(5, 2, 4, case["aggr"], shift=case["integer"])
 
 
+def output_weights(case: dict, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The (n, width of the layer's output) weights the tests sum the output with: the problem's for `EdgeMLP`
+    (4 wide), ``1 + x`` for `EdgeGate` (its output is as wide as x)."""
+    return np.ones_like(x) + x if case.get("layer") == "gate" else weights
+
+
 def pyg_edge_mlp(layer: EdgeMLP):
     """The same layer written on PyG's ``MessagePassing``, holding ``layer``'s modules."""
     from torch_geometric.nn import MessagePassing as PygMessagePassing
@@ -142,8 +148,8 @@ def grid_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
         layer = layer_for(case)
         r0, r1 = agg.row_range
         c0, c1 = agg.col_range(x.shape[1])
-        o0, o1 = agg.col_range(weights.shape[1] if case.get("layer") != "gate" else x.shape[1])
-        weights = weights if case.get("layer") != "gate" else np.ones_like(x) + x  # the output's width
+        weights = output_weights(case, x, weights)
+        o0, o1 = agg.col_range(weights.shape[1])
         try:
             rows, grad_x, grads = run_layer(layer, agg, torch.from_numpy(x[r0:r1, c0:c1]),
                                             torch.from_numpy(weights[r0:r1, o0:o1]))

@@ -36,7 +36,7 @@ def _pyg(case: dict):
     adj, x, edge_attr, weights = mw.problem(case["seed"], case["aggr"], case["integer"])
     layer = mw.layer_for(case)
     pyg = mw.pyg_edge_gate(layer) if case.get("layer") == "gate" else mw.pyg_edge_mlp(layer)
-    weights = weights if case.get("layer") != "gate" else np.ones_like(x) + x  # as the worker weighs the output
+    weights = mw.output_weights(case, x, weights)  # as the worker weighs the output
     coo = adj.tocoo()
     edge_index = torch.from_numpy(np.vstack([coo.col, coo.row]).astype(np.int64))  # src -> dst; CSR order kept
     xt = torch.from_numpy(x).requires_grad_(True)
