@@ -132,9 +132,11 @@ def halo_setup_terms(blocks: ShapeBlocks, separable: bool = False) -> list[Term]
 
 def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:
     """(P,) bytes of message passing on each rank: the block row's edge lists (destination and source, int64)
-    and edge features (float32), and per halo exchange of width w the source rows (m + halo) and the per-edge
-    values its layer's autograd keeps (`SourceRows.edge_values`; by default three arrays of w: the gathered
-    source rows, the message before and after its non-linearity)."""
+    and edge features (float32); per halo exchange of width w the source rows (m + halo) and the per-edge values
+    its layer's autograd keeps until backward reaches it (`SourceRows.edge_values`, default two arrays of w: the
+    message before and after its non-linearity); and, once, the most per-edge values any one layer holds only
+    while it runs (`SourceRows.edge_temporaries`, default two arrays of w: the gathered rows and a gradient).
+    Kept values add up over the layers, temporaries do not: a rank runs one layer at a time."""
     halos = [op for layer in ops.layers for op in layer.halos]
     p = blocks.shape.world_size
     if not halos:
@@ -144,8 +146,16 @@ def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:
     halo = halo_row_counts(blocks)[0]
     edge_features = max(op.edge_features for op in halos)
     total = edges * (16 + 4 * edge_features)
+    temporaries = np.zeros(p)
     for op in halos:
         share = _column_widths(blocks, op.width) / max(op.width, 1)  # 2D: the rank's share of the columns
-        per_edge = (op.edge_values or 3 * op.width) * share
-        total = total + (m + halo) * op.width * share * sz.value + edges * per_edge * sz.value
-    return total.astype(np.int64)
+        kept = DEFAULT_EDGE_ARRAYS * op.width if op.edge_values is None else op.edge_values
+        held = DEFAULT_EDGE_ARRAYS * op.width if op.edge_temporaries is None else op.edge_temporaries
+        total = total + (m + halo) * op.width * share * sz.value + edges * kept * share * sz.value
+        temporaries = np.maximum(temporaries, edges * held * share * sz.value)
+    return (total + temporaries).astype(np.int64)
+
+
+DEFAULT_EDGE_ARRAYS = 2
+"""Arrays of a halo's width per edge that a layer which does not say its own keeps, and holds while it runs
+(`gridgnn.nn.message_passing.MessagePassing.edge_values` and ``edge_temporaries``)."""

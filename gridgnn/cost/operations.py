@@ -126,15 +126,18 @@ class SourceRows:
     """``source_rows(x)`` of global width ``width``: the halo rows a message-passing layer's edges read move in
     (1D/1.5D: `gridgnn.parallel.edge_halo`); ``backward``: x needs a gradient (their gradients move back);
     ``edge_features``: the d features each edge carries (0: none); ``edge_values``: the float values per edge its
-    layer's autograd keeps for backward (0: the memory model's default, three arrays of ``width``; a layer says
-    its own with ``MessagePassing.edge_values``); ``separable``: the message is separable over feature columns
+    layer's autograd keeps for backward, and ``edge_temporaries`` those alive at once only while the layer runs
+    (gathered rows, message temporaries, gradients in backward); None: the memory model's defaults, two arrays
+    of ``width`` each; a layer says its own with ``MessagePassing.edge_values`` and ``edge_temporaries``;
+    ``separable``: the message is separable over feature columns
     (``MessagePassing.column_separable``), so 2D runs it on each process's columns."""
 
     width: int
     backward: bool
     reads_features: bool = False
     edge_features: int = 0
-    edge_values: int = 0
+    edge_values: int | None = None
+    edge_temporaries: int | None = None
     separable: bool = False
 
 

@@ -117,9 +117,12 @@ class GATLayer(nn.Module):
 
     def edge_values(self, width: int, edge_features: int) -> int:
         """Per edge, for the memory model (with ``edge_dim``): the gathered source rows, the edge term's product
-        and the weighted messages (K·C each, ``width``), two transient gradients of them in backward, and a few
-        K-wide score arrays."""
-        return 5 * width + 6 * self.heads
+        and the weighted messages (K·C each, ``width``), and a few K-wide score arrays."""
+        return 3 * width + 6 * self.heads
+
+    def edge_temporaries(self, width: int, edge_features: int) -> int:
+        """Per edge while the layer runs: two gradients of its K·C-wide arrays in backward."""
+        return 2 * width
 
     def _edge_drop(self, edges, layout: Layout) -> Tensor | None:
         """(E, K) attention-dropout factors of the message path (0 or 1 / (1 - p)), or None (eval mode, p = 0,

@@ -41,6 +41,11 @@ class GINELayer(MessagePassing):
         add_gin_mlp(self, in_channels, out_channels, eps, train_eps, generator)
         self._columns = (0, in_channels)  # the feature columns of x this process holds (2D: its block)
 
+    def edge_values(self, width: int, edge_features: int) -> int:
+        """Per edge, for the memory model: the ReLU's output, which its backward reads (the sum before it and
+        the gathered rows are freed)."""
+        return width
+
     def message(self, x_i: Tensor | None, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
         if edge_attr is None:
             raise ValueError("GINE needs edge features: the layout's edges carry none")

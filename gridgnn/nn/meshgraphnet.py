@@ -55,10 +55,14 @@ class EdgeUpdateLayer(MessagePassing):
 
     def edge_values(self, width: int, edge_features: int) -> int:
         """Per edge: the concatenation [e, x_i, x_j] the first Linear keeps (edge_in + 2 w; the gathered rows
-        themselves are freed), the ReLU's output, the LayerNorm's input and output (the new state) and one
-        transient gradient in backward (4 hidden). Measured on mesh:nodes=60000, 3 layers of 64 on 1d P = 2:
-        0.96 of this (benchmarks/edge_models.py)."""
-        return self.edge_in + 2 * width + 4 * self.edge_out
+        themselves are freed), the ReLU's output and the LayerNorm's input and output (the new state): 3 hidden."""
+        return self.edge_in + 2 * width + 3 * self.edge_out
+
+    def edge_temporaries(self, width: int, edge_features: int) -> int:
+        """Per edge while the layer runs: the gathered x_i and x_j before their concatenation (2 w) and one
+        gradient of the hidden width in backward. With `edge_values`, measured on mesh:nodes=60000, 3 layers of
+        64 on 1d P = 2 (benchmarks/edge_models.py, results/edge_models/)."""
+        return 2 * width + self.edge_out
 
     def forward(self, h: Tensor | SparseBlock, layout: Layout, edge_state: Tensor | None = None) -> tuple:
         """h: (m, in_channels); edge_state: (E, edge_in) (None: the layout's edge features). Returns the new

@@ -192,13 +192,15 @@ def trace_model(model: LayerStack, edge_features: int = 0) -> ModelOps:
 
 
 def _edge_values(layer: nn.Module, ops: list[Operation]) -> list[Operation]:
-    """``ops`` with each `SourceRows` record carrying the per-edge values ``layer`` keeps (its ``edge_values``,
-    `gridgnn.nn.message_passing.MessagePassing`), for the memory model, and whether its message is separable
-    over feature columns (its ``column_separable``)."""
-    says = getattr(layer, "edge_values", None)
+    """``ops`` with each `SourceRows` record carrying the per-edge values ``layer`` keeps and those alive only
+    while it runs (its ``edge_values`` and ``edge_temporaries``, `gridgnn.nn.message_passing.MessagePassing`),
+    for the memory model, and whether its message is separable over feature columns (its
+    ``column_separable``)."""
+    kept, temporaries = getattr(layer, "edge_values", None), getattr(layer, "edge_temporaries", None)
     separable = bool(getattr(layer, "column_separable", False))
-    return [dataclasses.replace(op, edge_values=int(says(op.width, op.edge_features)) if says else 0,
-                                separable=separable)
+    return [dataclasses.replace(op, separable=separable,
+                                edge_values=int(kept(op.width, op.edge_features)) if kept else None,
+                                edge_temporaries=int(temporaries(op.width, op.edge_features)) if temporaries else None)
             if isinstance(op, SourceRows) else op for op in ops]
 
 

@@ -186,3 +186,28 @@ def test_activation_term_within_25_percent_where_activations_dominate(algo, p, e
     measured = run_workers(pw.memory_worker, p, kwargs, graph, timeout_s=600)
     ratios = [out["peak"] / int(model[rank]) for rank, out in enumerate(measured)]
     assert all(abs(r - 1) <= 0.25 for r in ratios), ratios
+
+
+MESSAGE_MEMORY_CASES = [("1d", 2, {"model": "gine"}), ("1d", 2, {"model": "gine", "layers": 4, "hidden": 32}),
+                        ("1d", 2, {"model": "meshgraphnet"}), ("1d", 2, {"model": "gat", "edge_dim": 3, "heads": 2}),
+                        ("1.5d", 4, {"model": "gine", "replication": 2}), ("2d", 4, {"model": "gine"}),
+                        ("2d", 4, {"model": "gat", "edge_dim": 3, "heads": 2})]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo,p,extra", MESSAGE_MEMORY_CASES)
+def test_message_memory_within_25_percent_of_measured_peak(algo, p, extra):
+    """Message-passing models on a mesh with 3 edge features, where the per-edge arrays are most of a rank's
+    working set: every rank within 25 % of the model. Kept per-edge values add up over the layers and a layer's
+    temporaries do not (`gridgnn.cost.halo_cost.halo_memory_bytes`): with 3 arrays per layer and no temporaries
+    term, GINE measured 0.69 of the model at 3 layers and 0.60 at 4 (mesh:nodes=60000); now 0.92-1.03, and
+    MeshGraphNet 0.96, GAT --edge-dim 0.96 on 1D and 1.15 on 2D (its score all-reduce's buffers)."""
+    kwargs = {"dataset": "mesh:nodes=40000", "epochs": 2, "algo": algo, "nprocs": p, "hidden": 64, "layers": 3,
+              **extra}
+    config = TrainConfig(**kwargs)
+    graph = load_graph(config)
+    prediction = predict_epoch(model_spec(config, graph), graph, grid_shape_for(config, p))
+    assert (prediction.memory["messages"] > prediction.memory_bytes / 2).all()  # the term under test dominates
+    measured = run_workers(pw.memory_worker, p, kwargs, graph, timeout_s=600)
+    ratios = [out["peak"] / int(prediction.memory_bytes[rank]) for rank, out in enumerate(measured)]
+    assert all(abs(r - 1) <= 0.25 for r in ratios), ratios
