@@ -46,31 +46,34 @@ class PairCover:
 def pair_cover(cut: sp.csr_matrix) -> PairCover:
     """The minimum vertex cover of the bipartite graph of ``cut``'s non-zeros (rows x columns, CSR)."""
     cut = sp.csr_matrix(cut)
-    cut.eliminate_zeros()
-    touched = np.unique(cut.indices)
+    if cut.nnz and not cut.data.all():  # explicit zeros are no entries of the cut
+        cut = cut.copy()
+        cut.eliminate_zeros()
     if cut.nnz == 0:
         empty = np.zeros(0, dtype=np.int64)
         return PairCover(empty, empty, 0)
+    n_rows, n_cols = cut.shape
+    touched = int(np.count_nonzero(np.bincount(cut.indices, minlength=n_cols)))
     pattern = sp.csr_matrix((np.ones(cut.nnz, dtype=np.int8), cut.indices, cut.indptr), shape=cut.shape)
     match_of_row = maximum_bipartite_matching(pattern, perm_type="column")  # row -> its column, or -1
-    match_of_col = np.full(cut.shape[1], -1, dtype=np.int64)
+    match_of_col = np.full(n_cols, -1, dtype=np.int64)
     matched = match_of_row >= 0
     match_of_col[match_of_row[matched]] = np.flatnonzero(matched)
     has_entries = np.diff(cut.indptr) > 0
     row_seen = (~matched) & has_entries  # alternating paths start at unmatched rows with entries
-    col_seen = np.zeros(cut.shape[1], dtype=bool)
+    col_seen = np.zeros(n_cols, dtype=bool)
     frontier = np.flatnonzero(row_seen)
     while frontier.size:
-        cols = np.unique(cut.indices[_entries_of_rows(cut.indptr, frontier)])
-        cols = cols[~col_seen[cols]]
+        cols = cut.indices[_entries_of_rows(cut.indptr, frontier)]
+        cols = cols[~col_seen[cols]]  # repeats are harmless: marks, not lists, decide what is new
         col_seen[cols] = True
         rows = match_of_col[cols]  # every reached column is matched (else the matching would grow)
         rows = rows[(rows >= 0) & ~row_seen[rows]]
         row_seen[rows] = True
-        frontier = rows
+        frontier = np.unique(rows)
     cover_rows = np.flatnonzero(has_entries & ~row_seen)
     cover_cols = np.flatnonzero(col_seen)
-    return PairCover(cover_cols.astype(np.int64), cover_rows.astype(np.int64), len(touched))
+    return PairCover(cover_cols.astype(np.int64), cover_rows.astype(np.int64), touched)
 
 
 def _entries_of_rows(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -83,6 +86,32 @@ def _entries_of_rows(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
     return np.arange(total, dtype=np.int64) + offsets
+
+
+def covered_columns(cut: sp.csr_matrix, columns: np.ndarray) -> sp.csr_matrix:
+    """The receiver's side of a pair: ``cut[:, columns]`` (n_rows x len(columns), CSR, explicit zeros dropped)
+    for ``columns`` ascending, by one mask over the stored entries (no fancy column indexing)."""
+    position = np.full(cut.shape[1], -1, dtype=np.int64)
+    position[columns] = np.arange(len(columns))
+    keep = (position[cut.indices] >= 0) & (cut.data != 0)
+    return _kept_entries(cut, keep, position[cut.indices[keep]], len(columns))
+
+
+def uncovered_entries(cut: sp.csr_matrix, rows: np.ndarray, columns: np.ndarray) -> sp.csr_matrix:
+    """The sender's side of a pair: rows ``rows`` of ``cut`` without the entries of ``columns`` (len(rows) x
+    n_cols, CSR, explicit zeros dropped): the entries whose partial sums it sends."""
+    picked = cut[rows]
+    dropped = np.zeros(cut.shape[1], dtype=bool)
+    dropped[columns] = True
+    keep = ~dropped[picked.indices] & (picked.data != 0)
+    return _kept_entries(picked, keep, picked.indices[keep], cut.shape[1])
+
+
+def _kept_entries(matrix: sp.csr_matrix, keep: np.ndarray, indices: np.ndarray, n_cols: int) -> sp.csr_matrix:
+    """The CSR of ``matrix``'s entries where ``keep`` (one flag per stored entry), with column ids ``indices``."""
+    kept_before = np.concatenate([[0], np.cumsum(keep)])
+    pointers = kept_before[matrix.indptr]
+    return sp.csr_matrix((matrix.data[keep], indices, pointers), shape=(matrix.shape[0], n_cols))
 
 
 def block_row_covers(block_row: sp.spmatrix, bounds: list[int], q: int) -> tuple[np.ndarray, np.ndarray]:

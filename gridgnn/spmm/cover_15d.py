@@ -37,29 +37,39 @@ import torch
 
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.sparse.cover import PairCover, pair_cover
+from gridgnn.sparse.cover import PairCover, covered_columns, pair_cover, uncovered_entries
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
-from gridgnn.sparse.cut import cut_panels
 from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.spmm_15d import SpMM15D
 
 
 def pair_cut(adj, bounds: list[int], receiver: int, sender: int) -> sp.csr_matrix:
-    """Â[receiver's rows, sender's columns] (local ids, CSR with sorted indices): the cut both ends cover."""
-    return receiver_cuts(adj, bounds, receiver, [sender])[sender]
+    """Â[receiver's rows, sender's columns] (local ids, CSR with sorted indices): the cut both ends cover.
+    ``adj``: a scipy CSR matrix or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (only the receiver's rows
+    are read)."""
+    rows, columns = slice(bounds[receiver], bounds[receiver + 1]), slice(bounds[sender], bounds[sender + 1])
+    return _canonical(adj[rows, columns])
 
 
 def receiver_cuts(adj, bounds: list[int], receiver: int, senders: Sequence[int]) -> dict[int, sp.csr_matrix]:
-    """`pair_cut` of ``receiver`` with every block of ``senders``, from one pass over the receiver's rows."""
-    panels = [(bounds[j], bounds[j + 1]) for j in range(len(bounds) - 1)]
-    _, kept = cut_panels(adj, (bounds[receiver], bounds[receiver + 1]), panels, list(senders))
-    cuts = {}
-    for j in senders:
-        cut = kept[j].tocsr()
-        cut.sum_duplicates()
-        cut.sort_indices()
-        cuts[j] = cut
-    return cuts
+    """`pair_cut` of ``receiver`` with every block of ``senders``: its row block read once, converted to CSC
+    and sliced by column blocks."""
+    by_columns = sp.csr_matrix(adj[bounds[receiver]:bounds[receiver + 1]]).tocsc()
+    return {j: _canonical(by_columns[:, bounds[j]:bounds[j + 1]]) for j in senders}
+
+
+def sender_cuts(adj, bounds: list[int], sender: int, receivers: Sequence[int]) -> dict[int, sp.csr_matrix]:
+    """`pair_cut` of every block of ``receivers`` with ``sender``: the sender's columns of the other ranks'
+    rows, one receiver's row block at a time (a pass over those rows: no transposed copy of Â is stored)."""
+    return {q: pair_cut(adj, bounds, q, sender) for q in receivers}
+
+
+def _canonical(cut) -> sp.csr_matrix:
+    """``cut`` as CSR with duplicates summed and sorted column ids (both ends then cover the same pattern)."""
+    cut = sp.csr_matrix(cut)
+    cut.sum_duplicates()
+    cut.sort_indices()
+    return cut
 
 
 class CoverSpMM15D(SpMM15D):
@@ -100,7 +110,7 @@ class CoverSpMM15D(SpMM15D):
                 continue
             cut = self._cuts.pop(j)
             cover = pair_cover(cut)
-            pieces.append(cut[:, cover.columns])
+            pieces.append(covered_columns(cut, cover.columns))
             post_pos.append(np.arange(offset, offset + len(cover.columns)))
             pre_pos.append(np.arange(offset + len(cover.columns), offset + cover.size))
             targets.append(cover.rows)
@@ -117,16 +127,10 @@ class CoverSpMM15D(SpMM15D):
         send_rows = [0] * blocks
         post_index, pre_pieces, post_at, pre_at, offset = [], [], [], [], 0
         if self.i in self.share:
-            for q in range(blocks):
-                if q == self.i:
-                    continue
-                cut = pair_cut(adj, self.bounds, q, self.i)
+            cuts = sender_cuts(adj, self.bounds, self.i, [q for q in range(blocks) if q != self.i])
+            for q, cut in cuts.items():
                 cover: PairCover = pair_cover(cut)
-                keep = np.ones(cut.shape[1], dtype=bool)
-                keep[cover.columns] = False  # entries of covered columns are the receiver's
-                pre = cut[cover.rows] @ sp.diags(keep.astype(cut.dtype))
-                pre.eliminate_zeros()
-                pre_pieces.append(pre)
+                pre_pieces.append(uncovered_entries(cut, cover.rows, cover.columns))  # covered columns: the receiver's
                 post_index.append(cover.columns)
                 post_at.append(np.arange(offset, offset + len(cover.columns)))
                 pre_at.append(np.arange(offset + len(cover.columns), offset + cover.size))

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from gridgnn.partition import block_bounds
-from gridgnn.sparse.cover import cover_counts, pair_cover
+from gridgnn.sparse.cover import cover_counts, covered_columns, pair_cover, uncovered_entries
 
 
 def _covers(cut: sp.csr_matrix, rows, cols) -> bool:
@@ -66,3 +66,25 @@ def test_cover_counts_equal_matchings_on_a_larger_graph():
                 matched += int((maximum_bipartite_matching(pattern, perm_type="column") >= 0).sum())
         assert post[q] == touched and cover[q] == matched <= touched
     assert (cover < post).any()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_two_sides_of_a_pair_split_its_entries_between_them(seed):
+    """`covered_columns` (the receiver's entries: cover columns, renumbered in cover order) and
+    `uncovered_entries` (the sender's: cover rows without those columns) equal scipy's slicing, drop explicit
+    zeros, and together hold every entry of the cut exactly once."""
+    cut = sp.random(30, 25, density=0.15, random_state=seed, format="csr")
+    cut.data[::7] = 0.0  # explicit zeros: no entries of the cut
+    found = pair_cover(cut)
+    receiver, sender = covered_columns(cut, found.columns), uncovered_entries(cut, found.rows, found.columns)
+    dense = cut.toarray()
+    np.testing.assert_array_equal(receiver.toarray(), dense[:, found.columns])
+    kept = dense[found.rows].copy()
+    kept[:, found.columns] = 0
+    np.testing.assert_array_equal(sender.toarray(), kept)
+    assert np.all(receiver.data != 0) and np.all(sender.data != 0) and receiver.has_sorted_indices
+    assert receiver.nnz + sender.nnz == np.count_nonzero(dense)
+    placed = np.zeros_like(dense)
+    placed[:, found.columns] += receiver.toarray()
+    placed[found.rows] += sender.toarray()
+    np.testing.assert_array_equal(placed, dense)

@@ -10,6 +10,7 @@ import functools
 import model_workers as mw
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import spmm_workers as w
 from test_spmm_distributed import _check_blocks
 
@@ -19,9 +20,11 @@ from gridgnn.cost.epoch_model import PHASES
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks
 from gridgnn.cost.sparse_cost import comm_spmm_terms
+from gridgnn.data.prepared import RowBlockCSR
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
+from gridgnn.spmm.cover_15d import pair_cut, receiver_cuts, sender_cuts
 from gridgnn.train.loop.trainer import Trainer
 from gridgnn.train.run.training import build_aggregation, load_graph
 
@@ -107,3 +110,29 @@ def test_what_cover_cannot_serve_is_one_line(capsys):
     out, err = capsys.readouterr()
     assert out == "" and err.strip() == ("gridgnn: error: --comm cover runs on --algo 1d and 1.5d, not 2d 3d; use "
                                          "--comm sparse, dense or auto")
+
+
+def test_both_ends_cut_the_same_pairs_from_scipy_and_memory_mapped_matrices():
+    """The receiver's cuts (its row block, by column blocks) and the sender's (its column block, by row blocks)
+    are the same canonical matrices (duplicates summed, sorted column ids) whether Â is a scipy matrix (the fast
+    paths) or a memory-mapped `RowBlockCSR` (read in chunks), and equal the dense slices."""
+    rng = np.random.default_rng(3)
+    n, bounds = 40, [0, 9, 22, 30, 40]
+    rows, cols = rng.integers(0, n, 300), rng.integers(0, n, 300)  # duplicates included, unsorted per row
+    coo = sp.coo_matrix((rng.standard_normal(300).astype(np.float32), (rows, cols)), shape=(n, n))
+    order = np.argsort(rows, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    scipy_adj = sp.csr_matrix((coo.data[order], cols[order], indptr), shape=(n, n))
+    mapped = RowBlockCSR(scipy_adj.indptr, scipy_adj.indices, scipy_adj.data, (n, n))
+    dense = coo.toarray()
+    others = lambda k: [b for b in range(4) if b != k]  # noqa: E731
+    for block in range(4):
+        for adj in (scipy_adj, mapped):
+            received, sent = receiver_cuts(adj, bounds, block, others(block)), sender_cuts(adj, bounds, block,
+                                                                                              others(block))
+            for other in others(block):
+                for cut, (r, c) in ((received[other], (block, other)), (sent[other], (other, block))):
+                    assert cut.has_sorted_indices and cut.nnz == cut.copy().tocoo().tocsr().nnz
+                    np.testing.assert_allclose(cut.toarray(), dense[bounds[r]:bounds[r + 1], bounds[c]:bounds[c + 1]],
+                                               rtol=1e-6)
+                    np.testing.assert_array_equal(cut.indices, pair_cut(scipy_adj, bounds, r, c).indices)
