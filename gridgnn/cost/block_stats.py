@@ -72,15 +72,16 @@ def groups_in_block(indptr, indices, rows: tuple[int, int], col_bounds: Sequence
 
 
 def covers_in_block(indptr, indices, rows: tuple[int, int], bounds: Sequence[int], n_cols: int) -> np.ndarray:
-    """(R,) int64: the minimum vertex cover of the cut between the rows [a, b) (a block of ``bounds``) and each
-    block of ``bounds`` (0 for its own), `gridgnn.sparse.cover.block_row_covers`."""
+    """(2, R) int64: for the cut between the rows [a, b) (a block of ``bounds``) and each block of ``bounds``, its
+    minimum vertex cover and the entries whose partial sums its sender computes (0 for its own block),
+    `gridgnn.sparse.cover.block_row_covers`."""
     a, b = rows
     lo, hi = int(indptr[a]), int(indptr[b])
     pointers = np.asarray(indptr[a:b + 1], dtype=np.int64) - lo
     cols = checked_column_ids(indices, lo, hi, n_cols, rows, "column ids")
     block_row = sp.csr_matrix((np.ones(hi - lo, dtype=np.int8), cols, pointers), shape=(b - a, n_cols))
     own = int(np.searchsorted(np.asarray(bounds), a, side="right")) - 1
-    return block_row_covers(block_row, list(bounds), own)[1]
+    return np.stack(block_row_covers(block_row, list(bounds), own)[1:])
 
 
 FUNCTIONS: dict[str, Callable] = {"touched": touched_in_block, "groups": groups_in_block,

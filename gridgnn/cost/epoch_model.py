@@ -69,7 +69,7 @@ from gridgnn.cost.rank_cost import (
     panel_cache_terms,
     shape_blocks,
 )
-from gridgnn.cost.sparse_cost import comm_spmm_terms, index_exchange_terms
+from gridgnn.cost.sparse_cost import comm_spmm_terms, cover_setup_terms, index_exchange_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.terms import gather_term, scatter_sum_term, sum_terms
 from gridgnn.cost.terms import term as make_term
@@ -174,7 +174,8 @@ class EpochPrediction:
     """Per-rank prediction for one training step (arrays of shape (P,), rank order of `GridShape`).
 
     ``setup_terms`` / ``setup_s``: what runs once before the first step, not in ``bytes`` or ``epoch_s``: the
-    index exchange of a sparse SpMM (`gridgnn.cost.sparse_cost.index_exchange_terms`: all-to-alls) and the
+    index exchange of a sparse SpMM (`gridgnn.cost.sparse_cost.index_exchange_terms`: all-to-alls) or of a cover
+    SpMM (`gridgnn.cost.sparse_cost.cover_setup_terms`: what each receiver tells its senders) and the
     Â panels of ``--cache-panels`` (`gridgnn.cost.rank_cost.panel_cache_terms`: broadcasts), and their seconds."""
 
     shape: GridShape
@@ -277,7 +278,7 @@ def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: Machine
     panels = panel_cache_terms(blocks, sizes, cached_orientations(ops.operator) if cache_panels else ())
     kept = sum((t.bytes for t in panels), np.zeros(shape.world_size, dtype=np.int64))  # received once, kept
     memory = memory_per_rank(blocks, ops, feature_rows, stats, sizes, comm, kept, device)
-    setup = (index_exchange_terms(blocks) if comm == "sparse" else []) + panels
+    setup = {"sparse": index_exchange_terms, "cover": cover_setup_terms}.get(comm, lambda _: [])(blocks) + panels
     if ops.passes_messages:
         setup += halo_setup_terms(blocks, ops.messages_separable)
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,

@@ -101,10 +101,13 @@ class GraphStats:
         rows = self.blocks().map("touched", row_bounds, list(segments), self.num_nodes)
         return np.stack(rows) if rows else np.zeros((0, len(segments) - 1), dtype=np.int64)
 
-    def covers(self, row_bounds: list[int]) -> np.ndarray:
-        """(R, R) int64: entry [i, j] the minimum vertex cover of the cut "block j sends to block i" of Â's
-        pattern (`gridgnn.sparse.cover`; 0 on the diagonal), one block row at a time (exact statistics only)."""
-        return np.stack(self.blocks().map("covers", row_bounds, list(row_bounds), self.num_nodes))
+    def covers(self, row_bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(cover, pre): (R, R) int64 each, entry [i, j] for the cut "block j sends to block i" of Â's pattern
+        (`gridgnn.sparse.cover`; 0 on the diagonal): its minimum vertex cover, and the entries whose partial
+        sums block j computes; one block row at a time (exact statistics only)."""
+        rows = self.blocks().map("covers", row_bounds, list(row_bounds), self.num_nodes)
+        parts = np.stack(rows)  # (R, 2, R)
+        return parts[:, 0, :], parts[:, 1, :]
 
     @classmethod
     def from_graph(cls, graph, *, normalized_adj=None, self_loops: bool = True) -> GraphStats:

@@ -24,6 +24,14 @@ every row, an upper bound), (i, j, m) receives Σ_{l≠m} V[i * d + m, l] rows f
 Set-up (`index_exchange_terms`, once per sparse SpMM built, phase ``other``): two all-to-alls on ``row``
 (`gridgnn.spmm.row_exchange.exchange_wanted`): each process receives its R - 1 peers' counts, then the ids
 of the rows they need from it, which are the rows it gets back in backward; both int64.
+
+``--comm cover`` (`cover_setup_terms`, phase ``other``): each receiver computes its pairs' covers from its own
+rows and tells every sender of its share what to send (`gridgnn.spmm.cover_15d.tell_senders`), in three
+all-to-alls on ``row``: three int64 counts from each of the R - 1 peers; then, as the sender j of a pair,
+Σ_q (K[q, j] + E[q, j]) int64 (the cover's columns, each cover row's entry count, the entries' columns) and
+Σ_q E[q, j] float32 values, with K[i, j] the cover of the cut "block j sends to block i" and E[i, j] the
+entries of its cover rows outside its cover columns (the partial sums' entries; 0 where j is not in the
+receiver's share).
 """
 
 from __future__ import annotations
@@ -70,12 +78,49 @@ def cover_row_counts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray]:
     """(P,) rows each rank receives in forward and in backward under ``--comm cover`` (1D and 1.5D: the module
     table with U[i, j] the cover of the pair "block j sends to block i"; cached)."""
     if "cover_rows" not in blocks.cache:
-        stats, layout = blocks.stats, blocks.layout
-        if stats is None or not stats.exact or blocks.shape.sizes[0] > COVER_EXACT_BLOCKS:
-            blocks.cache["cover_rows"] = row_counts(blocks)
-        else:
-            blocks.cache["cover_rows"] = _count_rows(blocks, layout, stats.covers(layout.row_bounds))
+        parts = cover_parts(blocks)
+        blocks.cache["cover_rows"] = (row_counts(blocks) if parts is None
+                                      else _count_rows(blocks, blocks.layout, parts[0]))
     return blocks.cache["cover_rows"]
+
+
+def cover_parts(blocks: ShapeBlocks) -> tuple[np.ndarray, np.ndarray] | None:
+    """(K, E): (R, R) each, the covers of every pair and their partial sums' entries (`GraphStats.covers`), or
+    None where they are not computed (statistics from counts, more than `COVER_EXACT_BLOCKS` row blocks);
+    cached per shape."""
+    if "cover_parts" not in blocks.cache:
+        stats = blocks.stats
+        exact = stats is not None and stats.exact and blocks.shape.sizes[0] <= COVER_EXACT_BLOCKS
+        blocks.cache["cover_parts"] = stats.covers(blocks.layout.row_bounds) if exact else None
+    return blocks.cache["cover_parts"]
+
+
+COVER_VALUE_BYTES = 4
+"""Bytes of one Â value the cover's set-up sends (float32, as the blocks are built)."""
+
+
+def cover_setup_terms(blocks: ShapeBlocks) -> list[Term]:
+    """The set-up of one ``--comm cover`` SpMM (the module table): three all-to-alls on ``row``, none when R = 1.
+    Where the covers are not computed (`cover_parts` is None), the ids are priced as the touched rows of
+    ``--comm sparse`` and no values: an estimate, not exact."""
+    p, num_rows = blocks.shape.world_size, blocks.shape.sizes[0]
+    if num_rows == 1:
+        return []
+    once = np.ones(p, dtype=np.int64)
+    counts = Term("other", "all_to_all", "row", num_rows, once, np.full(p, 3 * INDEX_BYTES * (num_rows - 1)))
+    parts = cover_parts(blocks)
+    if parts is None:
+        ids, values = row_counts(blocks)[1], np.zeros(p, dtype=np.int64)
+    else:
+        cover, pre = parts
+        layout, coords = blocks.layout, blocks.coords
+        group = coords[layout.group_axis] if layout.group_axis else np.zeros(p, dtype=np.int64)
+        i = coords["row"]
+        in_share = layout.group[i] == group  # the rank sends for its own block i (1D: always)
+        ids = np.where(in_share, (cover + pre).sum(axis=0)[i], 0)
+        values = np.where(in_share, pre.sum(axis=0)[i], 0)
+    return [counts, Term("other", "all_to_all", "row", num_rows, once, INDEX_BYTES * ids),
+            Term("other", "all_to_all", "row", num_rows, once, COVER_VALUE_BYTES * values)]
 
 
 def _count_rows(blocks: ShapeBlocks, layout: StageLayout, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

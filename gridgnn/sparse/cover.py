@@ -114,18 +114,21 @@ def _kept_entries(matrix: sp.csr_matrix, keep: np.ndarray, indices: np.ndarray, 
     return sp.csr_matrix((matrix.data[keep], indices, pointers), shape=(matrix.shape[0], n_cols))
 
 
-def block_row_covers(block_row: sp.spmatrix, bounds: list[int], q: int) -> tuple[np.ndarray, np.ndarray]:
-    """(post, cover): (R,) int64, entry p the rows the pair "block p sends to block q" exchanges, from block q's
-    rows of the matrix (``block_row``, all n columns): its touched columns and its minimum cover (0 for p = q)."""
+def block_row_covers(block_row: sp.spmatrix, bounds: list[int], q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(post, cover, pre): (R,) int64, entry p for the pair "block p sends to block q", from block q's rows of the
+    matrix (``block_row``, all n columns): its touched columns, its minimum cover (the rows it exchanges), and
+    the entries whose partial sums the sender computes (`uncovered_entries`); 0 for p = q."""
     parts = len(bounds) - 1
-    post, cover = np.zeros(parts, dtype=np.int64), np.zeros(parts, dtype=np.int64)
+    post, cover, pre = (np.zeros(parts, dtype=np.int64) for _ in range(3))
     block_row = sp.csc_matrix(block_row)
     for p in range(parts):
         if p == q:
             continue
-        found = pair_cover(block_row[:, bounds[p]:bounds[p + 1]].tocsr())
+        cut = block_row[:, bounds[p]:bounds[p + 1]].tocsr()
+        found = pair_cover(cut)
         post[p], cover[p] = found.post_rows, found.size
-    return post, cover
+        pre[p] = uncovered_entries(cut, found.rows, found.columns).nnz
+    return post, cover, pre
 
 
 def pair_matrices(adj: sp.csr_matrix, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -133,7 +136,7 @@ def pair_matrices(adj: sp.csr_matrix, bounds: list[int]) -> tuple[np.ndarray, np
     forward SpMM of ``adj`` (n x n) on the row blocks ``bounds`` (R + 1 vertex boundaries): its touched columns,
     and its minimum cover (0 on the diagonal); one block row at a time (`block_row_covers`)."""
     adj = sp.csr_matrix(adj)
-    rows = [block_row_covers(adj[bounds[q]:bounds[q + 1]], bounds, q) for q in range(len(bounds) - 1)]
+    rows = [block_row_covers(adj[bounds[q]:bounds[q + 1]], bounds, q)[:2] for q in range(len(bounds) - 1)]
     return np.array([r[0] for r in rows], dtype=np.int64), np.array([r[1] for r in rows], dtype=np.int64)
 
 

@@ -4,8 +4,10 @@ rows its cut allows, some as rows of X (post-aggregation), some as partial sums 
 Same grid, layout and Â blocks as `gridgnn.spmm.spmm_15d` (read its table). For the pair "column block j
 sends to row block i" (j in replica k's share, j != i), the cut is Â[i, j]; its minimum vertex cover
 (`gridgnn.sparse.cover.pair_cover`) names the columns c of block j whose rows X[c] travel, and the rows r of
-block i whose partial sums ``Σ_c Â[r, c] X[c]`` over the remaining columns travel. Both ends compute the
-same cover from the global Â at set-up (no index exchange).
+block i whose partial sums ``Σ_c Â[r, c] X[c]`` over the remaining columns travel. At set-up each receiver
+cuts its own rows only, computes each of its pairs' covers once, and tells each sender its cover columns and
+the entries of the partial sums it computes (`tell_senders`: three all-to-alls on ``row``, priced by
+`gridgnn.cost.sparse_cost.cover_setup_terms`); no process reads another's rows of Â.
 
 =========  ====================================================================================================
 process    holds (beyond dense 1.5D's own block Â[i, i])
@@ -37,14 +39,14 @@ import torch
 
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.sparse.cover import PairCover, covered_columns, pair_cover, uncovered_entries
+from gridgnn.sparse.cover import covered_columns, pair_cover, uncovered_entries
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.spmm_15d import SpMM15D
 
 
 def pair_cut(adj, bounds: list[int], receiver: int, sender: int) -> sp.csr_matrix:
-    """Â[receiver's rows, sender's columns] (local ids, CSR with sorted indices): the cut both ends cover.
+    """Â[receiver's rows, sender's columns] (local ids, CSR with sorted indices): the cut the receiver covers.
     ``adj``: a scipy CSR matrix or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (only the receiver's rows
     are read)."""
     rows, columns = slice(bounds[receiver], bounds[receiver + 1]), slice(bounds[sender], bounds[sender + 1])
@@ -58,10 +60,44 @@ def receiver_cuts(adj, bounds: list[int], receiver: int, senders: Sequence[int])
     return {j: _canonical(by_columns[:, bounds[j]:bounds[j + 1]]) for j in senders}
 
 
-def sender_cuts(adj, bounds: list[int], sender: int, receivers: Sequence[int]) -> dict[int, sp.csr_matrix]:
-    """`pair_cut` of every block of ``receivers`` with ``sender``: the sender's columns of the other ranks'
-    rows, one receiver's row block at a time (a pass over those rows: no transposed copy of Â is stored)."""
-    return {q: pair_cut(adj, bounds, q, sender) for q in receivers}
+def tell_senders(comm: Communicator, told: dict[int, tuple[np.ndarray, sp.csr_matrix]], width: int,
+                 dtype: np.dtype) -> dict[int, tuple[np.ndarray, sp.csr_matrix]]:
+    """Collective on ``row`` (three all-to-alls, set-up, the caller's phase): every process sends each sender
+    j of its pairs ``told[j]`` = (the cover's columns, sender-local int64; the partial sums' entries, a CSR of
+    the cover rows x block j's columns) and receives, as the sender of its own block (``width`` columns), the
+    same from each receiver q that covers a pair with it: ``heard[q]``. Counts first (three int64 per peer),
+    then the ids (columns, each row's entry count, the entries' columns; int64), then the values (``dtype``)."""
+    size, me, device = comm.grid.size("row"), comm.grid.index("row"), comm.grid.device
+    peers = [p for p in range(size) if p != me]
+    empty = (np.zeros(0, dtype=np.int64), sp.csr_matrix((0, 0), dtype=dtype))
+    mine = [told.get(p, empty) for p in range(size)]
+    counts = np.array([[len(c), pre.shape[0], pre.nnz] for c, pre in mine], dtype=np.int64)
+    three = [3 if p != me else 0 for p in range(size)]
+    theirs = comm.all_to_all(torch.from_numpy(counts[peers].reshape(-1)).to(device), three, three, "row")
+    theirs = np.insert(theirs.cpu().numpy().reshape(-1, 3), me, 0, axis=0)
+    ids = [np.concatenate([c, np.diff(pre.indptr), pre.indices]).astype(np.int64) if p != me else empty[0]
+           for p, (c, pre) in enumerate(mine)]
+    id_rows, their_ids = [len(x) for x in ids], theirs.sum(axis=1).tolist()
+    got = comm.all_to_all(torch.from_numpy(np.concatenate(ids)).to(device), id_rows, their_ids, "row").cpu().numpy()
+    values = [pre.data.astype(dtype) if p != me else np.zeros(0, dtype=dtype) for p, (_, pre) in enumerate(mine)]
+    value_rows, their_values = [len(v) for v in values], theirs[:, 2].tolist()
+    got_values = comm.all_to_all(torch.from_numpy(np.concatenate(values)).to(device), value_rows, their_values,
+                                 "row").cpu().numpy()
+    heard, at, value_at = {}, 0, 0
+    for q in peers:
+        n_cols, n_rows, nnz = (int(v) for v in theirs[q])
+        if n_cols + n_rows == 0:
+            at += nnz
+            value_at += nnz
+            continue
+        columns = got[at:at + n_cols]
+        pointers = np.concatenate([[0], np.cumsum(got[at + n_cols:at + n_cols + n_rows])])
+        indices = got[at + n_cols + n_rows:at + n_cols + n_rows + nnz]
+        at += n_cols + n_rows + nnz
+        pre = sp.csr_matrix((got_values[value_at:value_at + nnz], indices, pointers), shape=(n_rows, width))
+        value_at += nnz
+        heard[q] = (columns, pre)
+    return heard
 
 
 def _canonical(cut) -> sp.csr_matrix:
@@ -73,8 +109,8 @@ def _canonical(cut) -> sp.csr_matrix:
 
 
 class CoverSpMM15D(SpMM15D):
-    """1.5D (and 1D) SpMM that moves each pair's minimum vertex cover. Built once from the global Â; not
-    collective at set-up (both ends compute every cover they take part in)."""
+    """1.5D (and 1D) SpMM that moves each pair's minimum vertex cover. Built once: each process reads its own
+    rows of Â; collective on ``row`` at set-up (`tell_senders`)."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj, *, dtype: torch.dtype = torch.float32,
                  parts: Sequence[int] | None = None):
@@ -83,11 +119,13 @@ class CoverSpMM15D(SpMM15D):
         blocks = grid.size("row")
         self._index_dtype, self._dtype = index_dtype_for(self.num_nodes, adj.nnz), dtype
         wanted = [j for j in range(blocks) if j in self.share]  # this rank's cuts as receiver (and its own block)
-        self._cuts = receiver_cuts(adj, self.bounds, self.i, wanted)
-        self.own = self._block(self._cuts[self.i]) if self.i in self.share else None
-        self._receive(adj, blocks)
-        self._send(adj, blocks)
-        self._cuts = {}
+        cuts = receiver_cuts(adj, self.bounds, self.i, wanted)
+        own = cuts.pop(self.i, None)
+        self.own = self._block(own) if own is not None else None
+        told = self._receive(cuts, blocks)
+        width = self.bounds[self.i + 1] - self.bounds[self.i]
+        value_dtype = np.dtype(str(dtype).removeprefix("torch."))
+        self._send(tell_senders(comm, told, width, value_dtype), blocks, width)
         self.blocks = {}
 
     def _block(self, matrix) -> SparseBlock:
@@ -100,17 +138,19 @@ class CoverSpMM15D(SpMM15D):
         flat = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
         return torch.from_numpy(flat).to(self.grid.device)
 
-    def _receive(self, adj, blocks: int) -> None:
-        """The receiver's side: ``post`` (n_i x Σ cover columns), the received rows' layout, ``pre_targets``."""
+    def _receive(self, cuts: dict[int, sp.csr_matrix], blocks: int) -> dict[int, tuple[np.ndarray, sp.csr_matrix]]:
+        """The receiver's side from its ``cuts`` (sender -> Â[i, j]): ``post`` (n_i x Σ cover columns), the
+        received rows' layout, ``pre_targets``; returns what to tell each sender (`tell_senders`)."""
         n_i = self.bounds[self.i + 1] - self.bounds[self.i]
-        pieces, post_pos, pre_pos, targets, recv_rows, offset = [], [], [], [], [], 0
+        pieces, post_pos, pre_pos, targets, recv_rows, told, offset = [], [], [], [], [], {}, 0
         for j in range(blocks):
-            if j == self.i or j not in self.share:
+            if j not in cuts:
                 recv_rows.append(0)
                 continue
-            cut = self._cuts.pop(j)
+            cut = cuts[j]
             cover = pair_cover(cut)
             pieces.append(covered_columns(cut, cover.columns))
+            told[j] = (cover.columns, uncovered_entries(cut, cover.rows, cover.columns))
             post_pos.append(np.arange(offset, offset + len(cover.columns)))
             pre_pos.append(np.arange(offset + len(cover.columns), offset + cover.size))
             targets.append(cover.rows)
@@ -121,23 +161,23 @@ class CoverSpMM15D(SpMM15D):
         self.recv_post, self.recv_pre, self.pre_targets = (self._index(post_pos), self._index(pre_pos),
                                                            self._index(targets))
         self.n_i = n_i
+        return told
 
-    def _send(self, adj, blocks: int) -> None:
-        """The sender's side: ``pre`` (Σ cover rows x n_j), ``post_index``, and the send buffer's layout."""
+    def _send(self, heard: dict[int, tuple[np.ndarray, sp.csr_matrix]], blocks: int, width: int) -> None:
+        """The sender's side from what each receiver told it (`tell_senders`): ``pre`` (Σ cover rows x n_j),
+        ``post_index``, and the send buffer's layout."""
         send_rows = [0] * blocks
         post_index, pre_pieces, post_at, pre_at, offset = [], [], [], [], 0
-        if self.i in self.share:
-            cuts = sender_cuts(adj, self.bounds, self.i, [q for q in range(blocks) if q != self.i])
-            for q, cut in cuts.items():
-                cover: PairCover = pair_cover(cut)
-                pre_pieces.append(uncovered_entries(cut, cover.rows, cover.columns))  # covered columns: the receiver's
-                post_index.append(cover.columns)
-                post_at.append(np.arange(offset, offset + len(cover.columns)))
-                pre_at.append(np.arange(offset + len(cover.columns), offset + cover.size))
-                send_rows[q] = cover.size
-                offset += cover.size
+        for q in sorted(heard):
+            columns, pre = heard[q]
+            pre_pieces.append(pre)
+            post_index.append(columns)
+            size = len(columns) + pre.shape[0]
+            post_at.append(np.arange(offset, offset + len(columns)))
+            pre_at.append(np.arange(offset + len(columns), offset + size))
+            send_rows[q] = size
+            offset += size
         self.send_rows = send_rows
-        width = self.bounds[self.i + 1] - self.bounds[self.i]
         stacked = sp.vstack(pre_pieces, format="csr") if pre_pieces else sp.csr_matrix((0, width))
         self.pre = self._block(stacked) if stacked.shape[0] else None
         self.post_index, self.send_post, self.send_pre = (self._index(post_index), self._index(post_at),

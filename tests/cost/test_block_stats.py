@@ -52,7 +52,7 @@ def test_block_by_block_statistics_equal_the_in_memory_ones_without_a_column_maj
                 np.testing.assert_array_equal(stats.grouped_nnz(rows, segments), memory.grouped_nnz(rows, segments))
             np.testing.assert_array_equal(stats.covers(rows), memory.covers(rows))
         assert stats._columns is None  # no column-major copy of the whole structure was made
-    assert memory.touched(PARTITIONS[1], SEGMENTS[1]).sum() > 0 and memory.covers(PARTITIONS[1]).sum() > 0
+    assert memory.touched(PARTITIONS[1], SEGMENTS[1]).sum() > 0 and memory.covers(PARTITIONS[1])[0].sum() > 0
 
 
 def test_a_pool_of_processes_that_open_the_shards_gives_the_same_numbers(folders):

@@ -15,7 +15,8 @@ def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
     """Train every case (``TrainConfig`` keyword arguments, any task) on this world; per case every rank returns
     its final weights, rank 0 also losses, accuracies (None for a task scored otherwise), each epoch's (train,
     val, test) metric values, the measured communication of each epoch per rank and
-    phase, and the cost model's prediction for the same step."""
+    phase, and the cost model's prediction for the same step; its set-up (``setup``: every rank's
+    `gridgnn.train.run.grid_train.spmm_setup_record`) and the predicted index exchange (``predicted_setup``)."""
     graphs, out = {}, []
     for kwargs in cases:
         config = TrainConfig(**kwargs)
@@ -30,7 +31,10 @@ def models_worker(rank: int, world_size: int, cases: list[dict]) -> list[dict]:
                           acc=[(r.train_acc, r.val_acc, r.test_acc) for r in trained.result.epochs],
                           metric=[(r.train_metric, r.val_metric, r.test_metric) for r in trained.result.epochs],
                           comm=trained.comm, grid=trained.shape.label(),
-                          predicted={"bytes": prediction.bytes_by_phase, "calls": prediction.calls_by_phase})
+                          predicted={"bytes": prediction.bytes_by_phase, "calls": prediction.calls_by_phase},
+                          setup=trained.spmm_setup, predicted_setup={
+                              "index_exchange_bytes": prediction.setup_sum("bytes", "all_to_all").tolist(),
+                              "index_exchange_calls": prediction.setup_sum("calls", "all_to_all").tolist()})
         out.append(record)
     return out
 

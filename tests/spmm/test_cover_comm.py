@@ -24,7 +24,7 @@ from gridgnn.data.prepared import RowBlockCSR
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
-from gridgnn.spmm.cover_15d import pair_cut, receiver_cuts, sender_cuts
+from gridgnn.spmm.cover_15d import pair_cut, receiver_cuts
 from gridgnn.train.loop.trainer import Trainer
 from gridgnn.train.run.training import build_aggregation, load_graph
 
@@ -96,6 +96,9 @@ def test_cover_training_equals_one_process_and_the_cost_model():
             for phase in PHASES:
                 assert epoch["by_phase"][phase] == out["predicted"]["bytes"][phase].tolist(), (where, phase)
                 assert epoch["calls_by_phase"][phase] == out["predicted"]["calls"][phase].tolist(), (where, phase)
+        for key in ("index_exchange_bytes", "index_exchange_calls"):  # each receiver telling its senders
+            assert [rank[key] for rank in out["setup"]] == out["predicted_setup"][key], (where, key)
+        assert all(rank["index_exchange_bytes"] > 0 for rank in out["setup"]), where
 
 
 def test_what_cover_cannot_serve_is_one_line(capsys):
@@ -112,10 +115,10 @@ def test_what_cover_cannot_serve_is_one_line(capsys):
                                          "--comm sparse, dense or auto")
 
 
-def test_both_ends_cut_the_same_pairs_from_scipy_and_memory_mapped_matrices():
-    """The receiver's cuts (its row block, by column blocks) and the sender's (its column block, by row blocks)
-    are the same canonical matrices (duplicates summed, sorted column ids) whether Â is a scipy matrix (the fast
-    paths) or a memory-mapped `RowBlockCSR` (read in chunks), and equal the dense slices."""
+def test_a_receiver_cuts_the_same_pairs_from_scipy_and_memory_mapped_matrices():
+    """A receiver's cuts (its row block, by column blocks) are the same canonical matrices (duplicates summed,
+    sorted column ids) whether Â is a scipy matrix or a memory-mapped `RowBlockCSR`, and equal the dense
+    slices and `pair_cut`'s."""
     rng = np.random.default_rng(3)
     n, bounds = 40, [0, 9, 22, 30, 40]
     rows, cols = rng.integers(0, n, 300), rng.integers(0, n, 300)  # duplicates included, unsorted per row
@@ -125,14 +128,12 @@ def test_both_ends_cut_the_same_pairs_from_scipy_and_memory_mapped_matrices():
     scipy_adj = sp.csr_matrix((coo.data[order], cols[order], indptr), shape=(n, n))
     mapped = RowBlockCSR(scipy_adj.indptr, scipy_adj.indices, scipy_adj.data, (n, n))
     dense = coo.toarray()
-    others = lambda k: [b for b in range(4) if b != k]  # noqa: E731
     for block in range(4):
         for adj in (scipy_adj, mapped):
-            received, sent = receiver_cuts(adj, bounds, block, others(block)), sender_cuts(adj, bounds, block,
-                                                                                              others(block))
-            for other in others(block):
-                for cut, (r, c) in ((received[other], (block, other)), (sent[other], (other, block))):
-                    assert cut.has_sorted_indices and cut.nnz == cut.copy().tocoo().tocsr().nnz
-                    np.testing.assert_allclose(cut.toarray(), dense[bounds[r]:bounds[r + 1], bounds[c]:bounds[c + 1]],
-                                               rtol=1e-6)
-                    np.testing.assert_array_equal(cut.indices, pair_cut(scipy_adj, bounds, r, c).indices)
+            received = receiver_cuts(adj, bounds, block, range(4))
+            for other in range(4):
+                cut = received[other]
+                assert cut.has_sorted_indices and cut.nnz == cut.copy().tocoo().tocsr().nnz
+                expected = dense[bounds[block]:bounds[block + 1], bounds[other]:bounds[other + 1]]
+                np.testing.assert_allclose(cut.toarray(), expected, rtol=1e-6)
+                np.testing.assert_array_equal(cut.indices, pair_cut(adj, bounds, block, other).indices)
