@@ -69,6 +69,7 @@ from gridgnn.cost.rank_cost import (
     panel_cache_terms,
     shape_blocks,
 )
+from gridgnn.cost.setup_cost import cover_setup_seconds
 from gridgnn.cost.sparse_cost import comm_spmm_terms, cover_setup_terms, index_exchange_terms
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.terms import gather_term, scatter_sum_term, sum_terms
@@ -176,7 +177,8 @@ class EpochPrediction:
     ``setup_terms`` / ``setup_s``: what runs once before the first step, not in ``bytes`` or ``epoch_s``: the
     index exchange of a sparse SpMM (`gridgnn.cost.sparse_cost.index_exchange_terms`: all-to-alls) or of a cover
     SpMM (`gridgnn.cost.sparse_cost.cover_setup_terms`: what each receiver tells its senders) and the
-    Â panels of ``--cache-panels`` (`gridgnn.cost.rank_cost.panel_cache_terms`: broadcasts), and their seconds."""
+    Â panels of ``--cache-panels`` (`gridgnn.cost.rank_cost.panel_cache_terms`: broadcasts), and their seconds
+    (with a cover's local work: `gridgnn.cost.setup_cost`)."""
 
     shape: GridShape
     spec: ModelSpec
@@ -281,8 +283,11 @@ def predict_epoch(model: ModelSpec, graph, shape: GridShape, *, profile: Machine
     setup = {"sparse": index_exchange_terms, "cover": cover_setup_terms}.get(comm, lambda _: [])(blocks) + panels
     if ops.passes_messages:
         setup += halo_setup_terms(blocks, ops.messages_separable)
+    setup_s = comm_seconds(setup, shape, profile, placed_by=terms)
+    if comm == "cover":
+        setup_s = setup_s + cover_setup_seconds(blocks)  # each receiver's cuts and matchings, on the host
     return EpochPrediction(shape, spec, stats.exact, terms, memory, comm_s, compute_s, profile.name, setup,
-                           comm_seconds(setup, shape, profile, placed_by=terms))
+                           setup_s)
 
 
 def predict_run(model: ModelSpec, graph, shape: GridShape, options: ExecutionOptions, **overrides) -> EpochPrediction:

@@ -29,7 +29,8 @@ receive_buffers        the largest transient receive buffers of a stage (a dense
                        transport may stage an early message) and on 3D the partial product and the
                        gathered gradient. ``--comm sparse`` (`_sparse_row_bytes`): on 1D/1.5D the one
                        all-to-all's send and receive buffers (every touched row at once: on a graph
-                       without locality nearly all of X, where dense holds two blocks); on 2D/3D a
+                       without locality nearly all of X, where dense holds two blocks; ``--comm cover``:
+                       `COVER_BUFFER_COPIES` of its pairs' covers); on 2D/3D a
                        stage's touched rows, sent (the root: every receiver's) or received with the
                        dense panel they fill, in place of the broadcast panel. ``--cache-panels``: no
                        Â panel in flight (they are in ``graph``)
@@ -55,7 +56,7 @@ from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.halo_cost import halo_memory_bytes
 from gridgnn.cost.operations import Attend, ModelOps
-from gridgnn.cost.sparse_cost import INDEX_BYTES, row_counts, touched_rows
+from gridgnn.cost.sparse_cost import INDEX_BYTES, cover_row_counts, row_counts, touched_rows
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.terms import ShapeBlocks, feature_widths
 
@@ -191,11 +192,10 @@ def _buffer_bytes(blocks: ShapeBlocks, ops: ModelOps, pcol: int, sz: SizeInfo, c
     heights = np.diff(blocks.row_bounds).astype(np.int64)
     width = max(_local(layer.spmm_width, pcol) for layer in ops.layers)
     i = blocks.coords["row"]
-    sparse = comm in ("sparse", "cover") and blocks.shape.sizes[0] > 1  # one row block: nothing to exchange; a
-    # cover moves at most the touched rows, priced as sparse's (an upper bound)
+    sparse = comm in ("sparse", "cover") and blocks.shape.sizes[0] > 1  # one row block: nothing to exchange
     if not blocks.shape.splits_features:
         if sparse:
-            return _sparse_row_bytes(blocks, width, sz)
+            return _sparse_row_bytes(blocks, width, sz, comm)
         return 2 * heights.max() * width * sz.value + 0 * i
     # Â panels in flight: a stage's panel is received before the previous stage's is released, and gloo
     # sometimes stages a message that arrives before its receive is posted (measured: 2 to 3 panels)
@@ -218,31 +218,42 @@ def _wire_bytes(blocks: ShapeBlocks, ops: ModelOps, pcol: int, sz: SizeInfo, com
     if width == 0:
         return zero
     if comm in ("sparse", "cover") and blocks.shape.sizes[0] > 1:
-        both = _sparse_row_bytes(blocks, width, FLOAT32)
+        both = _sparse_row_bytes(blocks, width, FLOAT32, comm)
     else:
         both = zero + 2 * int(np.diff(blocks.row_bounds).max()) * width * FLOAT32.value
     encoded = both * int(sz.row_bytes(width)) // (width * FLOAT32.value)
     return (encoded + WIRE_TEMPORARIES[sz.precision] * both // 2).astype(np.int64)
 
 
-def _sparse_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo) -> np.ndarray:
+COVER_BUFFER_COPIES = 1.5
+"""A cover exchange's send and receive buffers at once, in copies of its rows: beside both buffers, the rows of
+X and the partial sums are each gathered into a temporary before they are copied into the send buffer, and the
+received rows gathered again by kind (rows of X, partial sums) before they are multiplied or added (measured:
+R-MAT 2^17, 1D P = 8, hidden 256, `tests/cost/test_epoch_model.py`)."""
+
+
+def _sparse_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo, comm: str = "sparse") -> np.ndarray:
     """(P,) bytes of the touched rows of X (width ``width``, local columns) a rank holds in flight under
     ``--comm sparse``: 1D/1.5D, its send and receive buffers of the one all-to-all (forward: the rows others
     ask of it and the rows it asks for; backward the same two, reversed); 2D/3D, the most of any stage it runs:
     as the root, the rows of every receiver, else its own and the dense panel it fills from them (`gridgnn.spmm.
-    stage_rows`). 1D/1.5D add the int64 index of the rows it sends. Cached in ``blocks.cache`` (the planner
-    prices several variants of one shape)."""
-    key = ("sparse_row_bytes", width, sz)
+    stage_rows`). 1D/1.5D add the int64 index of the rows it sends. ``comm`` ``cover`` (1D/1.5D): the same
+    buffers of its pairs' covers (`gridgnn.cost.sparse_cost.cover_row_counts`: rows of X and partial sums).
+    Cached in ``blocks.cache`` (the planner prices several variants of one shape)."""
+    key = ("sparse_row_bytes", width, sz, comm)
     if key not in blocks.cache:
-        blocks.cache[key] = _touched_row_bytes(blocks, width, sz)
+        blocks.cache[key] = _touched_row_bytes(blocks, width, sz, comm)
     return blocks.cache[key]
 
 
-def _touched_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo) -> np.ndarray:
+def _touched_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo, comm: str = "sparse") -> np.ndarray:
     """`_sparse_row_bytes`, computed."""
-    forward, backward = row_counts(blocks)  # rows received in forward; in backward (= the rows it sends)
+    cover = comm == "cover" and not blocks.shape.splits_features
+    forward, backward = (cover_row_counts if cover else row_counts)(blocks)  # rows received in forward; in
+    # backward (= the rows it sends)
     if not blocks.shape.splits_features:
-        return ((forward + backward) * width * sz.value + backward * INDEX_BYTES).astype(np.int64)
+        copies = COVER_BUFFER_COPIES if cover else 1
+        return (copies * (forward + backward) * width * sz.value + backward * INDEX_BYTES).astype(np.int64)
     layout, u = touched_rows(blocks)  # (R, S) rows of segment s that block row i touches
     segments = np.arange(u.shape[1])
     sent = u.sum(axis=0) - u[layout.root, segments]  # (S,) rows the root of s sends

@@ -135,22 +135,24 @@ def test_memory_model_within_25_percent_of_measured_peak(algo, p, extra):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo,p", [("1d", 8), ("2d", 4)])
-def test_sparse_receive_buffers_within_25_percent_where_they_matter(algo, p):
+@pytest.mark.parametrize("algo,p,comm", [("1d", 8, "sparse"), ("2d", 4, "sparse"), ("1d", 8, "cover")])
+def test_sparse_receive_buffers_within_25_percent_where_they_matter(algo, p, comm):
     """``--comm sparse`` on a graph without locality and wide products (R-MAT 2^17, edge factor 32, 256
     features, hidden 256): 1D's one all-to-all holds most remote rows of X at once, sent and received, which
     the dense model (two blocks in flight) would miss. Every rank within 25 % of the model (measured: 1D P = 8
     0.96–1.14, where the dense model read 1.63–1.96; 2D 2x2 0.92–1.01). At 2^16 the ranks' peaks varied by
-    ±12 MB from run to run around a 95 MB model, too noisy for 25 %."""
+    ±12 MB from run to run around a 95 MB model, too noisy for 25 %. ``--comm cover`` the same, with its pairs'
+    covers in the buffers (rows of X and partial sums) and their gathered copies: measured 0.97-1.20 (counting
+    the covers once, as sparse counts its rows, read 1.08-1.44)."""
     kwargs = dict(dataset="rmat:scale=17,edge_factor=32,features=256", epochs=2, algo=algo, nprocs=p, hidden=256,
-                  comm="sparse")
+                  comm=comm)
     config = TrainConfig(**kwargs)
     graph = load_graph(config)
     shape = grid_shape_for(config, p)
-    sparse, dense = (predict_epoch(model_spec(config, graph), graph, shape, comm=comm) for comm in ("sparse", "dense"))
+    sparse, dense = (predict_epoch(model_spec(config, graph), graph, shape, comm=mode) for mode in (comm, "dense"))
     if algo == "1d":  # the term this test is about is a large part of the working set
         extra = sparse.memory["receive_buffers"] - dense.memory["receive_buffers"]
-        assert (extra > 0.25 * sparse.memory_bytes).all()
+        assert (extra > (0.15 if comm == "cover" else 0.25) * sparse.memory_bytes).all()
     model = sparse.memory_bytes - sparse.memory["features"] * (algo == "1d")  # 1D features: a view (above)
     measured = run_workers(pw.memory_worker, p, kwargs, graph, timeout_s=600)
     ratios = [out["peak"] / int(model[rank]) for rank, out in enumerate(measured)]

@@ -84,7 +84,7 @@ def memory_worker(rank: int, world_size: int, config_kwargs: dict, graph, steps:
     dist.barrier()
     _libc_release_freed_memory()
     baseline = _status_kib("VmRSS")
-    comm_mode = "sparse" if config.comm == "sparse" else "dense"
+    comm_mode = config.comm if config.comm in ("sparse", "cover") else "dense"
     ops = GridOps(grid, Communicator(grid, precision=config.comm_precision, seed=config.seed), adj, operator=operator,
                   comm_mode=comm_mode,
                   parts=graph.meta.get("reorder_bounds"), messages=reads_edges(config),
