@@ -19,8 +19,16 @@ METIS's 16-way (pymetis defaults, vertices renumbered part by part). Per SpMM ha
 backward on Âᵀ where the model needs it), rows times width times 4 bytes, plus the fixed phases; set against
 what post-aggregation (``--comm sparse``) receives on the same partition and dense 1D in natural order.
 
+``--fifteen`` breaks down 1.5D c = 2 with ``--comm cover``, ``--reorder metis-balanced`` and
+``--defer-weight-gather`` (the best 1.5D configuration priced) by phase, axis and collective on its busiest
+rank, against dense 1.5D in natural order (the 1.5D goal's denominator), with the floor of the replica terms:
+every replica holds the whole block row's output, so a replica receives, in each forward all-reduce, the rows
+of the other replica's partial sums that are not zero; the owner of the diagonal block touches nearly all of
+them, so no row-sparse reduction receives fewer than that count times the width (counted from the graph).
+
     python benchmarks/sparse_floor.py --out results/sparse_comm/floor.md
     python benchmarks/sparse_floor.py --cover --out results/sparse_comm/cover_floor.md
+    python benchmarks/sparse_floor.py --fifteen --out results/sparse_comm/cover_15d_floor.md
 """
 
 from __future__ import annotations
@@ -114,8 +122,12 @@ def main() -> None:
     parser.add_argument("--p", type=int, default=16)
     parser.add_argument("--tolerance", type=float, default=0.10, help="rows per block at most (1 + this) n / P")
     parser.add_argument("--cover", action="store_true", help="the per-pair vertex-cover floor on METIS's partition")
+    parser.add_argument("--fifteen", action="store_true", help="1.5D cover by phase, with the replica terms' floor")
     args = parser.parse_args()
     config = TrainConfig()
+    if args.fifteen:
+        write_fifteen(args)
+        return
     if args.cover:
         write_cover(args, config)
         return
@@ -148,6 +160,58 @@ def write_cover(args, config: TrainConfig) -> None:
                      f"{r['post_bytes']:,} | {r['cover_bytes']:,} | {r['dense_bytes']:,} | "
                      f"{r['post_bytes'] / r['dense_bytes']:.3f} | {r['cover_bytes'] / r['dense_bytes']:.3f} | "
                      f"{r['seconds']:.2f} |")
+    text = "\n".join(lines) + "\n"
+    Path(args.out).write_text(text, encoding="utf-8")
+    print(text)
+
+
+def fifteen_rows(name: str, p: int) -> tuple[list[tuple], dict]:
+    """The busiest rank's bytes of 1.5D (c = 2) cover by (phase, axis, op), and the replica rows' floor."""
+    from gridgnn.cost.rank_cost import shape_blocks
+    from gridgnn.data.reorder import reorder_graph
+
+    base = load_dataset(name, data_root=DATA)
+    shape = resolve_grid("1.5d", p, replication=2)
+    ordered = reorder_graph(base, "metis-balanced", shape.sizes[0])
+    stats, natural = GraphStats.from_graph(ordered), GraphStats.from_graph(base)
+    dense = predict_epoch(model_spec(TrainConfig(), natural), natural, shape, comm="dense")
+    cover = predict_epoch(model_spec(TrainConfig(defer_weight_gather=True), stats), stats, shape, comm="cover")
+    busiest = int(np.argmax(cover.bytes))
+    parts: dict[tuple, int] = {}
+    for term in cover.terms:
+        key = (term.phase, term.axis, term.op)
+        parts[key] = parts.get(key, 0) + int(term.bytes[busiest])
+    blocks = shape_blocks(shape, stats)
+    bounds = np.asarray(blocks.layout.row_bounds)
+    indptr, indices = np.asarray(stats.indptr), np.asarray(stats.indices)
+    row_of = np.repeat(np.arange(stats.num_nodes), np.diff(indptr))
+    replica_of = blocks.layout.group[np.searchsorted(bounds, indices, side="right") - 1]
+    needed = 0  # the most rows of one replica's partial sums (of a block row) that are not zero
+    for i in range(len(bounds) - 1):
+        inside = (row_of >= bounds[i]) & (row_of < bounds[i + 1])
+        for k in range(2):
+            needed = max(needed, np.unique(row_of[inside & (replica_of == k)]).size)
+    widths = sum(layer.spmm_width for layer in cover.spec.ops.layers)
+    floor = {"rows": needed, "block_rows": int(np.diff(bounds).max()), "forward_bytes": needed * widths * 4,
+             "dense": int(dense.bytes.max()), "cover": int(cover.bytes.max()), "busiest": busiest}
+    return sorted(parts.items(), key=lambda kv: -kv[1]), floor
+
+
+def write_fifteen(args) -> None:
+    lines = [f"1.5D c = 2 at P = {args.p}, `--comm cover --reorder metis-balanced --defer-weight-gather` (GCN 2 "
+             "layers, hidden 16): the busiest rank's bytes per step by phase, axis and collective, as fractions of "
+             "dense 1.5D in natural order (`benchmarks/sparse_floor.py --fifteen`)", ""]
+    for name in ("amazon-computers", "coauthor-physics"):
+        parts, floor = fifteen_rows(name, args.p)
+        lines += [f"## {name}: cover {floor['cover']:,} B against dense {floor['dense']:,} B = "
+                  f"{floor['cover'] / floor['dense']:.3f} (busiest rank {floor['busiest']})", "",
+                  "| phase | axis | collective | bytes | of dense 1.5D |", "|---|---|---|---|---|"]
+        lines += [f"| {ph} | {axis} | {op} | {b:,} | {b / floor['dense']:.3f} |" for (ph, axis, op), b in parts if b]
+        lines += ["", f"Replica terms' floor: one replica's partial sums of a block row are non-zero on up to "
+                  f"{floor['rows']:,} of its {floor['block_rows']:,} rows, so each forward all-reduce receives at "
+                  f"least {floor['forward_bytes']:,} B with any row-sparse reduction "
+                  f"({floor['forward_bytes'] / floor['dense']:.3f} of dense); the dense all-reduce already moves "
+                  "about that.", ""]
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text, encoding="utf-8")
     print(text)
