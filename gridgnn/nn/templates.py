@@ -6,7 +6,7 @@ last averages GAT's heads), its resolved order, and its widths. `layer_templates
 (`gridgnn.nn.trace.trace_model`, the models' own forward) at distinct widths and writes every width as a
 symbol of the layer's input width ``i``, output width ``o`` and heads ``k``; `gridgnn.plan.op_templates`
 instantiates them for any widths without torch. `scripts/op_templates.py` writes the table into
-`gridgnn/plan/op_templates_data.py`, and ``tests/plan/test_op_templates.py`` checks that the committed table is
+`gridgnn/plan/op_templates.json`, and ``tests/plan/test_op_templates.py`` checks that the committed table is
 what this module generates and that every instantiation equals the live trace. Not collective.
 """
 

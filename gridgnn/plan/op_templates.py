@@ -1,7 +1,7 @@
 """A built-in model's layout operations from the committed templates, without torch (what `gridgnn plan` prices).
 
 `gridgnn.nn.templates` traces each layer shape of the built-in kinds once, from the models' own forward, and
-`scripts/op_templates.py` commits the result as `gridgnn.plan.op_templates_data`; ``tests/plan/
+`scripts/op_templates.py` commits the result as the package file ``gridgnn/plan/op_templates.json``; ``tests/plan/
 test_op_templates.py`` checks that the committed table is what the traces give and that every instantiation here
 equals the live trace (`gridgnn.nn.trace.model_spec`). `spec_for` uses the table for a built-in kind and traces
 any other kind live (which imports torch). Not collective.
@@ -10,11 +10,16 @@ any other kind live (which imports torch). Not collective.
 from __future__ import annotations
 
 import dataclasses
+import json
+from importlib import resources
 
 from gridgnn.config import resolve_order
 from gridgnn.cost.epoch_model import ModelSpec
 from gridgnn.cost.operations import RECORDS, FullRows, LayerOps, ModelOps
-from gridgnn.plan.op_templates_data import TABLE
+
+TABLE: dict = json.loads(resources.files("gridgnn.plan").joinpath("op_templates.json").read_text(encoding="utf-8"))
+"""The committed templates: ``defaults`` (option values), ``kinds`` (operator, label, options of each built-in
+kind) and the layer templates (`gridgnn.nn.templates.layer_templates`)."""
 
 
 def known(kind: str) -> bool:

@@ -22,7 +22,7 @@ def test_the_committed_table_is_what_the_models_trace_today():
     spec = importlib.util.spec_from_file_location("op_templates_script", REPO / "scripts" / "op_templates.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    committed = (REPO / "gridgnn" / "plan" / "op_templates_data.py").read_text(encoding="utf-8")
+    committed = (REPO / "gridgnn" / "plan" / "op_templates.json").read_text(encoding="utf-8")
     assert script.render() == committed, "a built-in model changed: run python scripts/op_templates.py"
 
 
