@@ -76,6 +76,8 @@ def rank_setup_s(adj, bounds: list[int], i: int, share: list[int]) -> float:
             cover = pair_cover(cut)
             post.append(covered_columns(cut, cover.columns))
             pre.append(uncovered_entries(cut, cover.rows, cover.columns))
+        if not pre:  # no pair in this rank's share: its row block alone
+            pre, post = [sp.csr_matrix((0, 1))], [sp.csr_matrix((own.shape[0] if own is not None else 0, 0))]
         width = max(m.shape[1] for m in pre)  # a sender stacks such pieces of its receivers (one width)
         pre = [sp.csr_matrix((m.data, m.indices, m.indptr), shape=(m.shape[0], width)) for m in pre]
         built = [own] if own is not None else []

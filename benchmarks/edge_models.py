@@ -241,10 +241,12 @@ def main() -> None:
         return
     memory_dataset = f"mesh:nodes={args.memory_nodes}"
     if args.only_memory:
+        if args.out is None:
+            parser.error("--only-memory re-runs the memory section into --out's results: give --out")
         result = json.loads((args.out / "edge_models.json").read_text())
         result["memory"] = memory(memory_dataset)
         result["memory_command"] = " ".join(sys.argv[1:])
-        report = markdown(result, result["command"])
+        report = markdown(result, result.get("command", []))
         print(report)
         (args.out / "edge_models.json").write_text(json.dumps(result, indent=1) + "\n")
         (args.out / "edge_models.md").write_text(report)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gridgnn.cost.operations import DEFAULT_EDGE_ARRAYS
 from gridgnn.cost.sparse_cost import index_terms
 from gridgnn.cost.sparse_stages import expected_touched
 from gridgnn.cost.spmm_cost import SizeInfo
@@ -147,15 +148,19 @@ def halo_memory_bytes(blocks: ShapeBlocks, ops, sz: SizeInfo) -> np.ndarray:
     edge_features = max(op.edge_features for op in halos)
     total = edges * (16 + 4 * edge_features)
     temporaries = np.zeros(p)
-    for op in halos:
-        share = _column_widths(blocks, op.width) / max(op.width, 1)  # 2D: the rank's share of the columns
-        kept = DEFAULT_EDGE_ARRAYS * op.width if op.edge_values is None else op.edge_values
-        held = DEFAULT_EDGE_ARRAYS * op.width if op.edge_temporaries is None else op.edge_temporaries
-        total = total + (m + halo) * op.width * share * sz.value + edges * kept * share * sz.value
-        temporaries = np.maximum(temporaries, edges * held * share * sz.value)
+    for layer in ops.layers:
+        if not layer.halos:
+            continue
+        kept, held = np.zeros(p), np.zeros(p)  # a layer states its counts once, whatever its halos
+        for op in layer.halos:
+            share = _column_widths(blocks, op.width) / max(op.width, 1)  # 2D: the rank's share of the columns
+            total = total + (m + halo) * op.width * share * sz.value
+            kept = np.maximum(kept, edges * _or_default(op.edge_values, op.width) * share * sz.value)
+            held = np.maximum(held, edges * _or_default(op.edge_temporaries, op.width) * share * sz.value)
+        total, temporaries = total + kept, np.maximum(temporaries, held)
     return (total + temporaries).astype(np.int64)
 
 
-DEFAULT_EDGE_ARRAYS = 2
-"""Arrays of a halo's width per edge that a layer which does not say its own keeps, and holds while it runs
-(`gridgnn.nn.message_passing.MessagePassing.edge_values` and ``edge_temporaries``)."""
+def _or_default(count: int | None, width: int) -> int:
+    """A layer's per-edge count, or for a record that states none `DEFAULT_EDGE_ARRAYS` of ``width``."""
+    return DEFAULT_EDGE_ARRAYS * width if count is None else count

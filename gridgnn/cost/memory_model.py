@@ -39,8 +39,9 @@ wire_buffers           ``--comm-precision`` other than fp32 (`gridgnn.grid.wire`
                        float32 temporaries of encoding and decoding them (`WIRE_TEMPORARIES` blocks of
                        the rows one side holds); 0 for fp32
 messages               message-passing models only (`gridgnn.cost.halo_cost.halo_memory_bytes`): the
-                       block row's edge lists and edge features, the source rows with their halo and
-                       the per-edge arrays autograd keeps
+                       block row's edge lists and edge features, the source rows with their halo, the
+                       per-edge arrays autograd keeps (summed over the layers) and the per-edge
+                       temporaries of the widest layer
 =====================  ==========================================================================
 
 This counts the algorithm's working set. It does not count the interpreter and library code (the planner and

@@ -141,6 +141,12 @@ class SourceRows:
     separable: bool = False
 
 
+DEFAULT_EDGE_ARRAYS = 2
+"""Per-edge arrays of its source rows' width that a message-passing layer keeps for backward, and holds while it
+runs, unless it says otherwise (`SourceRows.edge_values` and ``edge_temporaries`` None;
+`gridgnn.nn.message_passing.MessagePassing.edge_values`): the message before and after its non-linearity; the
+gathered rows and a gradient."""
+
 Operation = Aggregate | Attend | Product | Bias | HeadSum | HeadMean | RowSum | EdgeSum | FullRows | SourceRows
 """One recorded layout call."""
 

@@ -101,22 +101,27 @@ COVER_VALUE_BYTES = 4
 
 def cover_setup_terms(blocks: ShapeBlocks) -> list[Term]:
     """The set-up of one ``--comm cover`` SpMM (the module table): three all-to-alls on ``row``, none when R = 1.
-    Where the covers are not computed (`cover_parts` is None), the ids are priced as the touched rows of
-    ``--comm sparse`` and no values: an estimate, not exact."""
+    Exact where the covers are computed; elsewhere (`cover_parts` is None) an upper bound: the touched rows of
+    ``--comm sparse`` for the covers (a cover is never larger) and every entry of the cuts for the partial sums'
+    entries (`GraphStats.grouped_nnz`: counted, or the uniform expectation for statistics from counts)."""
     p, num_rows = blocks.shape.world_size, blocks.shape.sizes[0]
     if num_rows == 1:
         return []
     once = np.ones(p, dtype=np.int64)
     counts = Term("other", "all_to_all", "row", num_rows, once, np.full(p, 3 * INDEX_BYTES * (num_rows - 1)))
+    layout, coords = blocks.layout, blocks.coords
+    group = coords[layout.group_axis] if layout.group_axis else np.zeros(p, dtype=np.int64)
+    i = coords["row"]
+    in_share = layout.group[i] == group  # the rank sends for its own block i (1D: always)
     parts = cover_parts(blocks)
     if parts is None:
-        ids, values = row_counts(blocks)[1], np.zeros(p, dtype=np.int64)
+        bounds = list(layout.row_bounds)
+        cuts = blocks.stats.grouped_nnz(bounds, bounds)  # (R, R) entries of block q in column block j
+        np.fill_diagonal(cuts, 0)
+        entries = np.where(in_share, cuts.sum(axis=0)[i], 0)
+        ids, values = np.where(in_share, row_counts(blocks)[1], 0) + entries, entries
     else:
         cover, pre = parts
-        layout, coords = blocks.layout, blocks.coords
-        group = coords[layout.group_axis] if layout.group_axis else np.zeros(p, dtype=np.int64)
-        i = coords["row"]
-        in_share = layout.group[i] == group  # the rank sends for its own block i (1D: always)
         ids = np.where(in_share, (cover + pre).sum(axis=0)[i], 0)
         values = np.where(in_share, pre.sum(axis=0)[i], 0)
     return [counts, Term("other", "all_to_all", "row", num_rows, once, INDEX_BYTES * ids),

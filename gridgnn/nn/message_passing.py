@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from gridgnn.cost.operations import DEFAULT_EDGE_ARRAYS
 from gridgnn.errors import ConfigError
 
 AGGREGATIONS = ("sum", "mean", "max")
@@ -157,15 +158,15 @@ class MessagePassing(nn.Module):
     def edge_values(self, width: int, edge_features: int) -> int:
         """The float values per edge this layer's autograd keeps for backward until the step's backward reaches
         it, for the memory model (`gridgnn.cost.halo_cost`), given the width of its source rows and the edges'
-        features. The default, two arrays of ``width``, is the message before and after a non-linearity; a layer
-        that keeps more (an MLP on every edge) or less says so."""
-        return 2 * width
+        features. The default, `DEFAULT_EDGE_ARRAYS` (two) arrays of ``width``, is the message before and after a
+        non-linearity; a layer that keeps more (an MLP on every edge) or less says so (0: it keeps nothing)."""
+        return DEFAULT_EDGE_ARRAYS * width
 
     def edge_temporaries(self, width: int, edge_features: int) -> int:
         """The float values per edge alive at once only while this layer runs (the gathered source rows, the
         message's temporaries, their gradients in backward), for the memory model: a rank holds them for one
-        layer at a time, so the widest layer's count. Default: two arrays of ``width``."""
-        return 2 * width
+        layer at a time, so the widest layer's count. Default: `DEFAULT_EDGE_ARRAYS` arrays of ``width``."""
+        return DEFAULT_EDGE_ARRAYS * width
 
     def message(self, x_i: Tensor | None, x_j: Tensor, edge_attr: Tensor | None) -> Tensor:
         """(E, w) destination rows (None when `reads_destination` is False), (E, w) source rows, (E, d) edge

@@ -65,8 +65,10 @@ def tell_senders(comm: Communicator, told: dict[int, tuple[np.ndarray, sp.csr_ma
     """Collective on ``row`` (three all-to-alls, set-up, the caller's phase): every process sends each sender
     j of its pairs ``told[j]`` = (the cover's columns, sender-local int64; the partial sums' entries, a CSR of
     the cover rows x block j's columns) and receives, as the sender of its own block (``width`` columns), the
-    same from each receiver q that covers a pair with it: ``heard[q]``. Counts first (three int64 per peer),
-    then the ids (columns, each row's entry count, the entries' columns; int64), then the values (``dtype``)."""
+    same from each receiver q that covers a pair with it: ``heard[q]`` (none for an empty cover). Counts first
+    (three int64 per peer), then the ids (columns, each row's entry count, the entries' columns; int64), then
+    the values (``dtype``: Â's own, float32 as gridgnn builds it). Call it in phase ``other``: float32 values in
+    a wire-precision phase would be encoded."""
     size, me, device = comm.grid.size("row"), comm.grid.index("row"), comm.grid.device
     peers = [p for p in range(size) if p != me]
     empty = (np.zeros(0, dtype=np.int64), sp.csr_matrix((0, 0), dtype=dtype))
@@ -86,9 +88,9 @@ def tell_senders(comm: Communicator, told: dict[int, tuple[np.ndarray, sp.csr_ma
     heard, at, value_at = {}, 0, 0
     for q in peers:
         n_cols, n_rows, nnz = (int(v) for v in theirs[q])
-        if n_cols + n_rows == 0:
-            at += nnz
-            value_at += nnz
+        if n_cols + n_rows == 0:  # an empty cover: nothing to send to q (entries need cover rows)
+            if nnz:
+                raise RuntimeError(f"cover set-up: process {q} of 'row' sent {nnz} entries without cover rows")
             continue
         columns = got[at:at + n_cols]
         pointers = np.concatenate([[0], np.cumsum(got[at + n_cols:at + n_cols + n_rows])])
@@ -101,7 +103,7 @@ def tell_senders(comm: Communicator, told: dict[int, tuple[np.ndarray, sp.csr_ma
 
 
 def _canonical(cut) -> sp.csr_matrix:
-    """``cut`` as CSR with duplicates summed and sorted column ids (both ends then cover the same pattern)."""
+    """``cut`` as CSR with duplicates summed and sorted column ids (the pattern the receiver covers)."""
     cut = sp.csr_matrix(cut)
     cut.sum_duplicates()
     cut.sort_indices()
@@ -124,8 +126,9 @@ class CoverSpMM15D(SpMM15D):
         self.own = self._block(own) if own is not None else None
         told = self._receive(cuts, blocks)
         width = self.bounds[self.i + 1] - self.bounds[self.i]
-        value_dtype = np.dtype(str(dtype).removeprefix("torch."))
-        self._send(tell_senders(comm, told, width, value_dtype), blocks, width)
+        with comm.phase("other"):  # set-up: Â's values travel exactly, whatever the run's wire precision
+            heard = tell_senders(comm, told, width, np.dtype(adj.dtype))
+        self._send(heard, blocks, width)
         self.blocks = {}
 
     def _block(self, matrix) -> SparseBlock:

@@ -39,8 +39,8 @@ def build_spmm(grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
     (`gridgnn.spmm.panels.PanelCache`: collective on ``col``); ignored elsewhere.
 
     Every rank passes the same global ``adj`` and keeps only its own blocks (with ``cache_panels``, also the
-    panels of its block row it received). Collective only for the sparse variants' index exchange (on ``row``)
-    and the panel cache (on ``col``). A
+    panels of its block row it received). Collective only for the sparse variants' index exchange and the
+    cover's set-up (on ``row``), and the panel cache (on ``col``). A
     `gridgnn.data.prepared.RowBlockCSR` (memory-mapped) is used as is: the algorithms only cut their
     rows from it.
     """

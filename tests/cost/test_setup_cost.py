@@ -59,3 +59,4 @@ def cover_profile(prediction):
     from gridgnn.cost.profile import load_profile
 
     return load_profile(prediction.profile_name)
+

@@ -157,7 +157,8 @@ def spmm_setup_metrics(per_rank: list[dict] | None) -> dict:
     ``full_feature_rows`` (whether every rank kept its rows' full input features: the flag took effect),
     ``defer_weight_gather`` (whether steps updated only each rank's column blocks of the weights),
     ``index_exchange_bytes`` and ``index_exchange_calls`` (per-rank lists; the integer index sets of ``--comm
-    sparse``, 0 for dense), ``index_exchange_s`` (the slowest rank's seconds in those collectives, waiting for
+    sparse``, or what each receiver of ``--comm cover`` tells its senders; 0 for dense), ``index_exchange_s``
+    (the slowest rank's seconds in those collectives, waiting for
     peers that are still building their blocks included; the ranks start set-up together, after a barrier),
     ``panel_cache_bytes``, ``panel_cache_calls`` and ``panel_cache_s`` (the same for the Â panels
     ``--cache-panels`` receives once; 0 without) and ``spmm_setup_s`` (the slowest rank's seconds building
