@@ -23,6 +23,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -338,16 +339,51 @@ def _permutation(order: np.ndarray, path: Path) -> np.ndarray:
 
 def _distinct(ids: np.ndarray, path: Path) -> np.ndarray:
     """``ids`` when no two vertices share an original id, else `DataError`. Sharded ids that increase
-    (a distributed preparation's compact renumbering) are checked piece by piece, never sorted whole."""
+    (a distributed preparation's compact renumbering) are checked piece by piece; ids within a range no wider
+    than `DENSE_ID_RANGE` times their count (a random reordering of such ids) against a mark per id of the
+    range, a chunk at a time (one byte per id, where a sort copies eight); other ids are sorted whole."""
     if isinstance(ids, ShardedArray) and _increasing(ids):
         return ids
     if len(ids) > 1:
-        ordered = np.sort(np.asarray(ids))
-        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
-        if twice.size:
-            raise DataError(f"{path}: original vertex id {int(ordered[twice[0]])} is given to more than one vertex; "
+        twice = _repeated_id(ids)
+        if twice is not None:
+            raise DataError(f"{path}: original vertex id {twice} is given to more than one vertex; "
                             "prepare the folder again")
     return ids
+
+
+DENSE_ID_RANGE = 2
+"""Ids whose range (max - min + 1) is at most this many times their count are checked with marks, not a sort."""
+ID_CHUNK = 1 << 20
+"""Ids read at once by the marks check."""
+
+
+def _id_chunks(ids) -> Iterator[np.ndarray]:
+    """``ids`` (an array or a `ShardedArray`) as int64 chunks of at most `ID_CHUNK`."""
+    for piece in (ids.pieces if isinstance(ids, ShardedArray) else [ids]):
+        for start in range(0, len(piece), ID_CHUNK):
+            yield np.asarray(piece[start:start + ID_CHUNK], dtype=np.int64)
+
+
+def _repeated_id(ids) -> int | None:
+    """An id given to two vertices, or None when all are distinct."""
+    lo = min(int(chunk.min()) for chunk in _id_chunks(ids) if chunk.size)
+    hi = max(int(chunk.max()) for chunk in _id_chunks(ids) if chunk.size)
+    if hi - lo + 1 > DENSE_ID_RANGE * len(ids):
+        ordered = np.sort(np.asarray(ids))
+        twice = np.flatnonzero(ordered[1:] == ordered[:-1])
+        return int(ordered[twice[0]]) if twice.size else None
+    seen = np.zeros(hi - lo + 1, dtype=bool)
+    for chunk in _id_chunks(ids):
+        marks = np.sort(chunk - lo)
+        inside = np.flatnonzero(marks[1:] == marks[:-1])  # twice within the chunk
+        if inside.size:
+            return int(marks[inside[0]]) + lo
+        before = np.flatnonzero(seen[marks])  # seen in an earlier chunk
+        if before.size:
+            return int(marks[before[0]]) + lo
+        seen[marks] = True
+    return None
 
 
 def _increasing(ids: ShardedArray) -> bool:
