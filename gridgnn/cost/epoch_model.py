@@ -56,10 +56,11 @@ import numpy as np
 
 from gridgnn.config.sections import ExecutionOptions
 from gridgnn.cost.algorithms import costs_of
+from gridgnn.cost.column_steps import column_steps
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.halo_cost import edge_counts, halo_setup_terms, halo_terms
 from gridgnn.cost.memory_model import memory_per_rank, sparse_features
-from gridgnn.cost.operations import Attend, EdgeSum, FullRows, HeadMean, HeadSum, LayerOps, ModelOps, Product, RowSum
+from gridgnn.cost.operations import Attend, LayerOps, ModelOps
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import (
     ShapeBlocks,
@@ -364,46 +365,23 @@ def _column_term(blocks: ShapeBlocks, phase: str, op: str, width: int, sizes: Si
     return scatter_sum_term(phase, "col", pcol, chunk, widths[blocks.coords["col"]], rows, sizes, 1, p)
 
 
-def _row_all_reduces(blocks: ShapeBlocks, values_per_row: int, calls: int, sizes: SizeInfo) -> list[Term]:
-    """``calls`` ``dense``-phase all-reduces (sums) on ``col`` of ``values_per_row`` values of each of the rank's
-    rows."""
-    pcol, p = _col_size(blocks.shape), blocks.shape.world_size
-    return sum_terms("dense", "col", pcol, blocks.local_rows, values_per_row, blocks.coords["col"], sizes, calls, p)
-
-
 def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes: SizeInfo) -> list[Term]:
     """The layer's operations on feature columns, lowered onto a grid that splits them over ``col`` (none on
-    one column block). A product with a replicated weight gathers its input's columns when f_in <= f_out
-    (backward: the reduce-scatter of the input's gradient, when it needs one), else reduce-scatters the
-    partial products (backward: the all-gather of the output's gradient); none when it reads full feature
-    rows (``feature_rows``). Head sums and row sums all-reduce on ``col`` (again in backward), edge sums the
-    same over the rank's edges; a head mean
-    gathers the heads' columns (backward: reduce-scatter)."""
+    one column block): the steps of `gridgnn.cost.column_steps` (what `GridOps` runs), priced; the all-reduces
+    of an operation as one term of their calls, an edge sum's over the rank's edges."""
     if _col_size(blocks.shape) == 1:
         return []
+    pcol, p = _col_size(blocks.shape), blocks.shape.world_size
     terms = []
     for op in layer.ops:
-        if isinstance(op, Product):
-            if feature_rows and op.reads_features:
-                continue
-            if op.f_in <= op.f_out:
-                terms.append(_column_term(blocks, "dense", "all_gather", op.f_in, sizes))
-                if op.input_grad:
-                    terms.append(_column_term(blocks, "dense", "reduce_scatter", op.f_in, sizes))
-            else:
-                terms += [_column_term(blocks, "dense", "reduce_scatter", op.f_out, sizes),
-                          _column_term(blocks, "dense", "all_gather", op.f_out, sizes)]
-        elif isinstance(op, HeadSum):
-            terms += _row_all_reduces(blocks, op.heads, 1 + op.backward, sizes)
-        elif isinstance(op, RowSum):
-            terms += _row_all_reduces(blocks, 1, 1 + op.backward, sizes)
-        elif isinstance(op, EdgeSum):  # per-edge sums: the rank's edges (its block row's) as rows
-            terms += sum_terms("dense", "col", _col_size(blocks.shape), edge_counts(blocks), op.width,
-                               blocks.coords["col"], sizes, 1 + op.backward, blocks.shape.world_size)
-        elif isinstance(op, HeadMean):
-            terms.append(_column_term(blocks, "dense", "all_gather", op.width, sizes))
-            if op.backward:
-                terms.append(_column_term(blocks, "dense", "reduce_scatter", op.width, sizes))
+        steps = column_steps(op, feature_rows)
+        reduces = [step for step in steps if step.op == "all_reduce"]
+        if reduces:
+            rows = edge_counts(blocks) if reduces[0].per_edge else blocks.local_rows
+            terms += sum_terms("dense", "col", pcol, rows, reduces[0].width, blocks.coords["col"], sizes,
+                               len(reduces), p)
+        terms += [_column_term(blocks, step.phase, step.op, step.width, sizes) for step in steps
+                  if step.op != "all_reduce"]
     return terms
 
 
@@ -501,8 +479,8 @@ def _loss_terms(blocks: ShapeBlocks, ops: ModelOps, sizes: SizeInfo) -> list[Ter
     p = blocks.shape.world_size
     terms = []
     if _col_size(blocks.shape) > 1:
-        terms += [_column_term(blocks, "loss", "all_gather", op.width, sizes) for op in ops.tail
-                  if isinstance(op, FullRows)]
+        terms += [_column_term(blocks, step.phase, step.op, step.width, sizes) for op in ops.tail
+                  for step in column_steps(op)]
     if p > 1:
         terms.append(Term("loss", "all_reduce", "world", p, np.ones(p, dtype=np.int64),
                           np.full(p, 2 * LOSS_BYTES * (p - 1) // p, dtype=np.int64)))

@@ -47,6 +47,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.column_steps import ColumnStep, column_steps
+from gridgnn.cost.operations import EdgeSum, FullRows, HeadMean, HeadSum, Product, RowSum
 from gridgnn.cost.rank_cost import cached_orientations
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import Communicator
@@ -168,7 +170,7 @@ class GridOps:
         partial = x.sum(dim=1, keepdim=True)
         if self.col_axis is None:
             return partial
-        return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")
+        return self._on_columns(partial, column_steps(RowSum(x.shape[1], partial.requires_grad)))
 
     def head_sum(self, x: torch.Tensor, heads: int, width: int) -> torch.Tensor:
         """(m, K): each row's sum over the columns of each of K equal heads of a ``width``-wide matrix.
@@ -177,7 +179,7 @@ class GridOps:
         partial = head_partial_sums(x, heads, width, self.col_range(width))
         if self.col_axis is None:
             return partial
-        return AllReduceCols.apply(partial, self.comm, self.col_axis, "dense")
+        return self._on_columns(partial, column_steps(HeadSum(width, heads, partial.requires_grad)))
 
     def edge_sum(self, values: torch.Tensor) -> torch.Tensor:
         """(E, k) per-edge partial sums of this rank's feature columns -> their totals over all columns. 2D/3D:
@@ -185,13 +187,13 @@ class GridOps:
         same edges, each on its columns); else not collective."""
         if self.col_axis is None:
             return values
-        return AllReduceCols.apply(values.contiguous(), self.comm, self.col_axis, "dense")
+        return self._on_columns(values.contiguous(), column_steps(EdgeSum(values.shape[1], values.requires_grad)))
 
     def head_mean(self, x: torch.Tensor, heads: int, width: int) -> torch.Tensor:
         """(m, block of width / K columns): the mean over the K heads. 2D/3D: the heads' columns gathered on
         ``col`` first (phase ``dense``; backward: a reduce-scatter)."""
         if self.col_axis is not None:
-            x = AllGatherCols.apply(x, self.comm, self.col_axis, self._counts(width), "dense")
+            x = self._on_columns(x, column_steps(HeadMean(width, heads, x.requires_grad)))
         mean = x.view(x.shape[0], heads, width // heads).mean(dim=1)
         if self.col_axis is None:
             return mean
@@ -219,6 +221,24 @@ class GridOps:
         """(m, w) -> (m + halo, w) (`gridgnn.parallel.edge_halo.EdgeHalo.source_rows`). Collective on ``row``."""
         return self.halo.source_rows(x)
 
+    def _on_columns(self, x: torch.Tensor, steps: tuple[ColumnStep, ...]) -> torch.Tensor:
+        """Run the forward steps of a layout operation on ``col`` (`gridgnn.cost.column_steps`, what the cost
+        model prices) on ``x``, each as the autograd function whose backward is the step listed after it: an
+        all-gather with a reduce-scatter in backward, a reduce-scatter with an all-gather, an all-reduce with
+        an all-reduce; an all-gather with no backward step keeps each rank's own columns of the gradient.
+        Collective on ``col``."""
+        backward = {step.op for step in steps if step.backward}
+        for step in (step for step in steps if not step.backward):
+            if step.op == "all_reduce":
+                x = AllReduceCols.apply(x, self.comm, self.col_axis, step.phase)
+            elif step.op == "reduce_scatter":
+                x = ReduceScatterCols.apply(x, self.comm, self.col_axis, self._counts(step.width), step.phase)
+            elif "reduce_scatter" in backward:
+                x = AllGatherCols.apply(x, self.comm, self.col_axis, self._counts(step.width), step.phase)
+            else:
+                x = AllGatherColsReplicated.apply(x, self.comm, self.col_axis, self._counts(step.width), step.phase)
+        return x
+
     def _counts(self, width: int) -> list[int]:
         return block_sizes(block_bounds(width, self.grid.size(self.col_axis), allow_empty=True,
                                         what="feature columns"))
@@ -238,18 +258,18 @@ class GridOps:
             self._other_reads.add(id(weight))
             return h @ weight
         f_in, f_out = weight.shape
-        if f_in == self.feature_rows and h.shape[1] == f_in:  # no column block of f_in is f_in wide
+        full_rows = f_in == self.feature_rows and h.shape[1] == f_in  # no column block of f_in is f_in wide
+        steps = column_steps(Product(f_in, f_out, bool(getattr(h, "requires_grad", False)), 0, full_rows), full_rows)
+        if not steps:  # the rows' full features times W's columns of this rank
             c0, c1 = self._note_slice(weight, 1, f_out)
             return sparse_linear(h, weight[:, c0:c1]) if isinstance(h, SparseBlock) else h @ weight[:, c0:c1]
-        if f_in <= f_out:
-            if isinstance(h, SparseBlock):
-                h = h.csr.to_dense()
-            full = AllGatherCols.apply(h, self.comm, self.col_axis, self._counts(f_in), "dense")
+        if steps[0].op == "all_gather":  # the input's columns gathered, times W's columns of this rank
+            full = self._on_columns(h.csr.to_dense() if isinstance(h, SparseBlock) else h, steps)
             c0, c1 = self._note_slice(weight, 1, f_out)
             return full @ weight[:, c0:c1]
-        c0, c1 = self._note_slice(weight, 0, f_in)
+        c0, c1 = self._note_slice(weight, 0, f_in)  # partial products of this rank's input columns, scattered
         partial = sparse_linear(h, weight[c0:c1]) if isinstance(h, SparseBlock) else h @ weight[c0:c1]
-        return ReduceScatterCols.apply(partial, self.comm, self.col_axis, self._counts(f_out), "dense")
+        return self._on_columns(partial, steps)
 
     def add_bias(self, z: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """``z + b`` with b's entries for this rank's columns. Not collective."""
@@ -272,7 +292,7 @@ class GridOps:
         """
         if self.col_axis is None:
             return z
-        return AllGatherColsReplicated.apply(z, self.comm, self.col_axis, self._counts(width), "loss")
+        return self._on_columns(z, column_steps(FullRows(width)))
 
     def reduce_gradients(self, params: list[torch.nn.Parameter]) -> None:
         """Sum replicated parameters' gradients over the processes holding distinct parts (phase
