@@ -22,8 +22,9 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse as sp
@@ -113,6 +114,24 @@ def _run(task: tuple) -> np.ndarray:
     return FUNCTIONS[name](indptr, indices, rows, *args)
 
 
+BlockSplitter = Callable[[Callable[[int], np.ndarray], int], list[np.ndarray]]
+"""``splitter(compute, count)``: ``[compute(k) for k in range(count)]``, computed by several processes at once."""
+
+_SPLITTER: list[BlockSplitter | None] = [None]
+
+
+@contextmanager
+def blocks_split_by(splitter: BlockSplitter) -> Iterator[None]:
+    """Inside the block, every `BlockReader.map` hands its blocks to ``splitter`` (the torchrun workers of one
+    run share them out: `gridgnn.train.run.split_stats.split_over_world`), instead of computing them all here or
+    on its pool. Every process that enters must then make the same statistics calls in the same order."""
+    previous, _SPLITTER[0] = _SPLITTER[0], splitter
+    try:
+        yield
+    finally:
+        _SPLITTER[0] = previous
+
+
 class BlockReader:
     """Runs a per-block statistic (`FUNCTIONS`) over the blocks of a partition of ``indptr``/``indices`` (a CSR
     structure, any integer dtype, memory-mapped or sharded allowed): in this process, or on ``workers``
@@ -129,8 +148,12 @@ class BlockReader:
         return self.opener is not None and self.workers > 1
 
     def map(self, name: str, bounds: Sequence[int], *args) -> list[np.ndarray]:
-        """``FUNCTIONS[name](indptr, indices, (a, b), *args)`` for every block [a, b) of ``bounds``, in order."""
+        """``FUNCTIONS[name](indptr, indices, (a, b), *args)`` for every block [a, b) of ``bounds``, in order: here,
+        on the pool, or shared out by the splitter in force (`blocks_split_by`)."""
         blocks = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        splitter = _SPLITTER[0]
+        if splitter is not None and len(blocks) >= 2:
+            return splitter(lambda k: FUNCTIONS[name](self.indptr, self.indices, blocks[k], *args), len(blocks))
         if not self.parallel or len(blocks) < 2:
             return [FUNCTIONS[name](self.indptr, self.indices, rows, *args) for rows in blocks]
         if self._pool is None:

@@ -331,7 +331,9 @@ def test_torchrun_without_algo_runs_auto_says_so_once_and_honours_threads(tmp_pa
                            "--epochs", "2", "--threads", "1", "--metrics-out", str(metrics)],
                           capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("--algo auto chose ") == 1 and done.stdout.startswith("--algo auto chose ")
+    lines = done.stdout.splitlines()  # the task first (issue 33), then what auto chose and why, once
+    assert done.stdout.count("--algo auto chose ") == 1 and lines[0].startswith("task       ")
+    assert lines[1].startswith("--algo auto chose "), lines[:3]
     document = json.loads(metrics.read_text())
     assert document["setup"]["threads"] == 1 and document["config"]["world_size"] == 2
     assert document["config"]["algo"] in ("1d", "1.5d", "2d", "3d")

@@ -11,12 +11,14 @@ and the metrics document (`gridgnn.train.run.grid_metrics`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 
 import torch.distributed as dist
 
 from gridgnn.config import TrainConfig
+from gridgnn.cost.block_stats import blocks_split_by
 from gridgnn.data.attach import NodeFiles, refuse_on_prepared
 from gridgnn.data.graph import Graph
 from gridgnn.data.prepared import PreparedGraph, is_prepared, open_prepared
@@ -39,6 +41,7 @@ from gridgnn.train.run.grid_train import TrainedGrid, train_on_grid
 from gridgnn.train.run.memory_guard import check_memory
 from gridgnn.train.run.process_group import in_launched_worker, init_from_env
 from gridgnn.train.run.resolve import resolve_run
+from gridgnn.train.run.split_stats import split_over_world
 
 
 def run_worker(config: TrainConfig, on_epoch: Callable[[EpochRecord], None] | None = None,
@@ -85,8 +88,10 @@ def _train_worker(config: TrainConfig, spec: RunSpec | None, process: ProcessOpt
     trained_on = graph
     if spec is None:  # torchrun, or one process: every worker reaches the same spec on the same graph
         say = print_now if rank == 0 and not config.quiet else None
-        resolved, shape, trained_on = resolve_run(config, graph, world, device_type=default_device().type,
-                                                  say=say)
+        shared = blocks_split_by(split_over_world) if world > 1 else contextlib.nullcontext()
+        with shared:  # each block statistic computed once in the world, not once per worker
+            resolved, shape, trained_on = resolve_run(config, graph, world, device_type=default_device().type,
+                                                      say=say)
         spec = RunSpec(resolved, shape, process)
     if not spec.launched_locally:  # the local launcher checked it before starting the workers
         check_memory(spec.config, trained_on, world, shape=spec.shape)
