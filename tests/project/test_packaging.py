@@ -42,7 +42,9 @@ def test_ci_builds_the_wheel_and_runs_the_installed_command():
                  "--nprocs 2", 'load_profile("cpu-local")', "entry_points.txt", "unset PYTHONPATH"):
         assert step in script, step
     assert "build" in " ".join(PYPROJECT["project"]["optional-dependencies"]["test"])
-    assert PYPROJECT["tool"]["setuptools"]["package-data"]["gridgnn"] == ["cost/profiles/*.json"]
+    # the shipped profiles and the trace templates `gridgnn plan` reads without torch
+    assert PYPROJECT["tool"]["setuptools"]["package-data"]["gridgnn"] == ["cost/profiles/*.json",
+                                                                        "plan/op_templates.json"]
 
 
 @pytest.mark.slow
