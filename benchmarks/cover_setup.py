@@ -109,7 +109,7 @@ def calibrate(data_root: str, out: Path | None) -> None:
             blocks = shape_blocks(shape, stats)
             bounds = [int(b) for b in blocks.layout.row_bounds]
             pairs = stats.grouped_nnz(bounds, bounds)
-            group = blocks.coords[blocks.layout.group_axis] if blocks.layout.group_axis else np.zeros(p, dtype=int)
+            group = blocks.groups
             for rank in range(p):
                 i, k = int(blocks.coords["row"][rank]), int(group[rank])
                 share = [j for j in range(len(bounds) - 1) if blocks.layout.group[j] == k]

@@ -260,7 +260,7 @@ def _touched_row_bytes(blocks: ShapeBlocks, width: int, sz: SizeInfo, comm: str 
     sent = u.sum(axis=0) - u[layout.root, segments]  # (S,) rows the root of s sends
     filled = np.diff(layout.segments)[None, :] + u  # a receiver fills the stage's dense panel from its rows
     rows = np.where(layout.root[None, :] == np.arange(u.shape[0])[:, None], sent[None, :], filled)  # (R, S)
-    group = blocks.coords[layout.group_axis] if layout.group_axis else np.zeros_like(blocks.coords["row"])
+    group = blocks.groups
     runs = layout.group[None, :] == group[:, None]  # (P, S): the segments each rank's group runs
     most = np.where(runs, rows[blocks.coords["row"]], 0).max(axis=1)
     return (most * width * sz.value).astype(np.int64)

@@ -41,7 +41,7 @@ def cover_setup_seconds(blocks: ShapeBlocks) -> np.ndarray:
     bounds = list(layout.row_bounds)
     pairs_nnz = stats.grouped_nnz(bounds, bounds)  # (R, R) entries of block i in column block j
     i = blocks.coords["row"]
-    group = blocks.coords[layout.group_axis] if layout.group_axis else np.zeros(p, dtype=np.int64)
+    group = blocks.groups
     share = layout.group[None, :] == group[:, None]  # (P, R): the column blocks each rank's replica covers
     share[np.arange(p), i] = False  # its own block is no pair
     cut = np.where(share, pairs_nnz[i], 0).sum(axis=1)

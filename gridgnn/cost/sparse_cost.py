@@ -27,9 +27,10 @@ of the rows they need from it, which are the rows it gets back in backward; both
 
 ``--comm cover`` (`cover_setup_terms`, phase ``other``): each receiver computes its pairs' covers from its own
 rows and tells every sender of its share what to send (`gridgnn.spmm.cover_15d.tell_senders`), in three
-all-to-alls on ``row``: three int64 counts from each of the R - 1 peers; then, as the sender j of a pair,
-Σ_q (K[q, j] + E[q, j]) int64 (the cover's columns, each cover row's entry count, the entries' columns) and
-Σ_q E[q, j] float32 values, with K[i, j] the cover of the cut "block j sends to block i" and E[i, j] the
+all-to-alls on ``row``: the index exchange's two (`index_terms`: a count from each of the R - 1 peers, then
+each peer's message, two sizes and, as the sender j of a pair, K[q, j] + E[q, j] int64: the cover's columns,
+each cover row's entry count, the entries' columns), then Σ_q E[q, j] float32 values, with K[i, j] the
+cover of the cut "block j sends to block i" and E[i, j] the
 entries of its cover rows outside its cover columns (the partial sums' entries; 0 where j is not in the
 receiver's share).
 """
@@ -107,12 +108,8 @@ def cover_setup_terms(blocks: ShapeBlocks) -> list[Term]:
     p, num_rows = blocks.shape.world_size, blocks.shape.sizes[0]
     if num_rows == 1:
         return []
-    once = np.ones(p, dtype=np.int64)
-    counts = Term("other", "all_to_all", "row", num_rows, once, np.full(p, 3 * INDEX_BYTES * (num_rows - 1)))
-    layout, coords = blocks.layout, blocks.coords
-    group = coords[layout.group_axis] if layout.group_axis else np.zeros(p, dtype=np.int64)
-    i = coords["row"]
-    in_share = layout.group[i] == group  # the rank sends for its own block i (1D: always)
+    layout, i = blocks.layout, blocks.coords["row"]
+    in_share = layout.group[i] == blocks.groups  # the rank sends for its own block i (1D: always)
     parts = cover_parts(blocks)
     if parts is None:
         bounds = list(layout.row_bounds)
@@ -124,7 +121,9 @@ def cover_setup_terms(blocks: ShapeBlocks) -> list[Term]:
         cover, pre = parts
         ids = np.where(in_share, (cover + pre).sum(axis=0)[i], 0)
         values = np.where(in_share, pre.sum(axis=0)[i], 0)
-    return [counts, Term("other", "all_to_all", "row", num_rows, once, INDEX_BYTES * ids),
+    headers = 2 * (num_rows - 1)  # each peer's message starts with its cover's two sizes
+    once = np.ones(p, dtype=np.int64)
+    return [*index_terms(blocks, ids + headers),
             Term("other", "all_to_all", "row", num_rows, once, COVER_VALUE_BYTES * values)]
 
 
@@ -132,7 +131,7 @@ def _count_rows(blocks: ShapeBlocks, layout: StageLayout, u: np.ndarray) -> tupl
     """Forward and backward rows per rank from U (R, S): rows block i needs of segment s."""
     coords = blocks.coords
     group_axis = layout.group_axis
-    group = coords[group_axis] if group_axis else np.zeros(blocks.shape.world_size, dtype=np.int64)
+    group = blocks.groups
     num_groups = blocks.shape.size(group_axis) if group_axis else 1  # replicas (1.5D), depth (3D); some may idle
     segments = np.arange(u.shape[1])
     own = u[layout.root, segments]  # (S,) rows the root of each segment would need from itself: never sent

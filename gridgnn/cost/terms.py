@@ -71,6 +71,13 @@ class ShapeBlocks:
         """The stage segments' vertex boundaries (``layout.segments``; the SUMMA stages on 2D)."""
         return self.layout.segments
 
+    @property
+    def groups(self) -> np.ndarray:
+        """(P,) int64: each rank's group of the layout (its replica on 1.5D, its depth slice on 3D; 0 where the
+        layout has one group), whose segments it runs (``layout.group[s] == groups[rank]``)."""
+        axis = self.layout.group_axis
+        return self.coords[axis] if axis else np.zeros(self.shape.world_size, dtype=np.int64)
+
 
 @dataclass(frozen=True)
 class Step:

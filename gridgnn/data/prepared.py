@@ -367,8 +367,8 @@ def _id_chunks(ids) -> Iterator[np.ndarray]:
 
 def _repeated_id(ids) -> int | None:
     """An id given to two vertices, or None when all are distinct."""
-    lo = min(int(chunk.min()) for chunk in _id_chunks(ids) if chunk.size)
-    hi = max(int(chunk.max()) for chunk in _id_chunks(ids) if chunk.size)
+    ends = np.array([(chunk.min(), chunk.max()) for chunk in _id_chunks(ids) if chunk.size])  # one pass
+    lo, hi = int(ends[:, 0].min()), int(ends[:, 1].max())
     if hi - lo + 1 > DENSE_ID_RANGE * len(ids):
         ordered = np.sort(np.asarray(ids))
         twice = np.flatnonzero(ordered[1:] == ordered[:-1])

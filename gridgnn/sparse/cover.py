@@ -20,6 +20,7 @@ post-aggregation (the touched columns) and under the per-pair cover.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,17 +115,29 @@ def _kept_entries(matrix: sp.csr_matrix, keep: np.ndarray, indices: np.ndarray, 
     return sp.csr_matrix((matrix.data[keep], indices, pointers), shape=(matrix.shape[0], n_cols))
 
 
+def column_block_cuts(block_row: sp.spmatrix, bounds: Sequence[int], blocks: Iterable[int]) -> dict[int, sp.csr_matrix]:
+    """The cuts of ``block_row`` (one row block's rows of the matrix, all n columns) with each column block of
+    ``blocks`` (``bounds[j]:bounds[j + 1]``): CSR with local column ids, duplicates summed and sorted ids (one
+    pattern for whoever covers it). The block row is converted to CSC once and sliced."""
+    by_columns = sp.csc_matrix(block_row)
+    return {j: canonical(by_columns[:, bounds[j]:bounds[j + 1]]) for j in blocks}
+
+
+def canonical(matrix) -> sp.csr_matrix:
+    """``matrix`` as CSR with duplicates summed and sorted column ids."""
+    matrix = sp.csr_matrix(matrix)
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    return matrix
+
+
 def block_row_covers(block_row: sp.spmatrix, bounds: list[int], q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(post, cover, pre): (R,) int64, entry p for the pair "block p sends to block q", from block q's rows of the
     matrix (``block_row``, all n columns): its touched columns, its minimum cover (the rows it exchanges), and
     the entries whose partial sums the sender computes (`uncovered_entries`); 0 for p = q."""
     parts = len(bounds) - 1
     post, cover, pre = (np.zeros(parts, dtype=np.int64) for _ in range(3))
-    block_row = sp.csc_matrix(block_row)
-    for p in range(parts):
-        if p == q:
-            continue
-        cut = block_row[:, bounds[p]:bounds[p + 1]].tocsr()
+    for p, cut in column_block_cuts(block_row, bounds, (p for p in range(parts) if p != q)).items():
         found = pair_cover(cut)
         post[p], cover[p] = found.post_rows, found.size
         pre[p] = uncovered_entries(cut, found.rows, found.columns).nnz

@@ -39,9 +39,10 @@ import torch
 
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
-from gridgnn.sparse.cover import covered_columns, pair_cover, uncovered_entries
+from gridgnn.sparse.cover import canonical, column_block_cuts, covered_columns, pair_cover, uncovered_entries
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.row_exchange import exchange_wanted
 from gridgnn.spmm.spmm_15d import SpMM15D
 
 
@@ -50,14 +51,13 @@ def pair_cut(adj, bounds: list[int], receiver: int, sender: int) -> sp.csr_matri
     ``adj``: a scipy CSR matrix or a memory-mapped `gridgnn.data.prepared.RowBlockCSR` (only the receiver's rows
     are read)."""
     rows, columns = slice(bounds[receiver], bounds[receiver + 1]), slice(bounds[sender], bounds[sender + 1])
-    return _canonical(adj[rows, columns])
+    return canonical(adj[rows, columns])
 
 
 def receiver_cuts(adj, bounds: list[int], receiver: int, senders: Sequence[int]) -> dict[int, sp.csr_matrix]:
-    """`pair_cut` of ``receiver`` with every block of ``senders``: its row block read once, converted to CSC
-    and sliced by column blocks."""
-    by_columns = sp.csr_matrix(adj[bounds[receiver]:bounds[receiver + 1]]).tocsc()
-    return {j: _canonical(by_columns[:, bounds[j]:bounds[j + 1]]) for j in senders}
+    """`pair_cut` of ``receiver`` with every block of ``senders``: its row block read once
+    (`gridgnn.sparse.cover.column_block_cuts`)."""
+    return column_block_cuts(adj[bounds[receiver]:bounds[receiver + 1]], bounds, senders)
 
 
 def tell_senders(comm: Communicator, told: dict[int, tuple[np.ndarray, sp.csr_matrix]], width: int,
@@ -65,49 +65,36 @@ def tell_senders(comm: Communicator, told: dict[int, tuple[np.ndarray, sp.csr_ma
     """Collective on ``row`` (three all-to-alls, set-up, the caller's phase): every process sends each sender
     j of its pairs ``told[j]`` = (the cover's columns, sender-local int64; the partial sums' entries, a CSR of
     the cover rows x block j's columns) and receives, as the sender of its own block (``width`` columns), the
-    same from each receiver q that covers a pair with it: ``heard[q]`` (none for an empty cover). Counts first
-    (three int64 per peer), then the ids (columns, each row's entry count, the entries' columns; int64), then
-    the values (``dtype``: Â's own, float32 as gridgnn builds it). Call it in phase ``other``: float32 values in
-    a wire-precision phase would be encoded."""
+    same from each receiver q that covers a pair with it: ``heard[q]`` (none for an empty cover). The ids go as
+    one int64 message per peer through the sparse index exchange (`gridgnn.spmm.row_exchange.exchange_wanted`:
+    its counts, then the messages ``[columns, rows, the columns, each row's entry count, the entries'
+    columns]``), then the values (``dtype``: Â's own, float32 as gridgnn builds it). Call it in phase ``other``:
+    float32 values in a wire-precision phase would be encoded."""
     size, me, device = comm.grid.size("row"), comm.grid.index("row"), comm.grid.device
-    peers = [p for p in range(size) if p != me]
     empty = (np.zeros(0, dtype=np.int64), sp.csr_matrix((0, 0), dtype=dtype))
     mine = [told.get(p, empty) for p in range(size)]
-    counts = np.array([[len(c), pre.shape[0], pre.nnz] for c, pre in mine], dtype=np.int64)
-    three = [3 if p != me else 0 for p in range(size)]
-    theirs = comm.all_to_all(torch.from_numpy(counts[peers].reshape(-1)).to(device), three, three, "row")
-    theirs = np.insert(theirs.cpu().numpy().reshape(-1, 3), me, 0, axis=0)
-    ids = [np.concatenate([c, np.diff(pre.indptr), pre.indices]).astype(np.int64) if p != me else empty[0]
-           for p, (c, pre) in enumerate(mine)]
-    id_rows, their_ids = [len(x) for x in ids], theirs.sum(axis=1).tolist()
-    got = comm.all_to_all(torch.from_numpy(np.concatenate(ids)).to(device), id_rows, their_ids, "row").cpu().numpy()
+    messages = [np.concatenate([[len(c), pre.shape[0]], c, np.diff(pre.indptr), pre.indices]).astype(np.int64)
+                if p != me else empty[0] for p, (c, pre) in enumerate(mine)]
+    heard_ids = exchange_wanted(comm, "row", messages)
     values = [pre.data.astype(dtype) if p != me else np.zeros(0, dtype=dtype) for p, (_, pre) in enumerate(mine)]
-    value_rows, their_values = [len(v) for v in values], theirs[:, 2].tolist()
-    got_values = comm.all_to_all(torch.from_numpy(np.concatenate(values)).to(device), value_rows, their_values,
-                                 "row").cpu().numpy()
-    heard, at, value_at = {}, 0, 0
-    for q in peers:
-        n_cols, n_rows, nnz = (int(v) for v in theirs[q])
+    their_values = [len(m) - 2 - int(m[0]) - int(m[1]) if len(m) else 0 for m in heard_ids]
+    got = comm.all_to_all(torch.from_numpy(np.concatenate(values)).to(device), [len(v) for v in values],
+                          their_values, "row").cpu().numpy()
+    heard, at = {}, 0
+    for q, message in enumerate(heard_ids):
+        if q == me:
+            continue
+        n_cols, n_rows, nnz = int(message[0]), int(message[1]), their_values[q]
         if n_cols + n_rows == 0:  # an empty cover: nothing to send to q (entries need cover rows)
             if nnz:
                 raise RuntimeError(f"cover set-up: process {q} of 'row' sent {nnz} entries without cover rows")
             continue
-        columns = got[at:at + n_cols]
-        pointers = np.concatenate([[0], np.cumsum(got[at + n_cols:at + n_cols + n_rows])])
-        indices = got[at + n_cols + n_rows:at + n_cols + n_rows + nnz]
-        at += n_cols + n_rows + nnz
-        pre = sp.csr_matrix((got_values[value_at:value_at + nnz], indices, pointers), shape=(n_rows, width))
-        value_at += nnz
+        columns = message[2:2 + n_cols]
+        pointers = np.concatenate([[0], np.cumsum(message[2 + n_cols:2 + n_cols + n_rows])])
+        pre = sp.csr_matrix((got[at:at + nnz], message[2 + n_cols + n_rows:], pointers), shape=(n_rows, width))
+        at += nnz
         heard[q] = (columns, pre)
     return heard
-
-
-def _canonical(cut) -> sp.csr_matrix:
-    """``cut`` as CSR with duplicates summed and sorted column ids (the pattern the receiver covers)."""
-    cut = sp.csr_matrix(cut)
-    cut.sum_duplicates()
-    cut.sort_indices()
-    return cut
 
 
 class CoverSpMM15D(SpMM15D):

@@ -27,7 +27,7 @@ def test_cover_setup_work_counts_what_each_receiver_cuts_and_covers(algo, p, c):
     shape = resolve_grid(algo, p, replication=c)
     blocks = shape_blocks(shape, stats)
     bounds = [int(b) for b in blocks.layout.row_bounds]
-    group = blocks.coords[blocks.layout.group_axis] if blocks.layout.group_axis else np.zeros(p, dtype=int)
+    group = blocks.groups
     expected = []
     for rank in range(p):
         i = int(blocks.coords["row"][rank])
