@@ -284,12 +284,17 @@ def weight_gather_line(result, stats, profile) -> str | None:
 
     best, pred = result.best, result.best.prediction
     spec = dataclasses.replace(pred.spec, defer_weight_gather=True)
-    if not spec.defers_weight_gather(best.shape, sparse_features(stats, profile.device)):
+    sparse = sparse_features(stats, profile.device)
+    if not spec.defers_weight_gather(best.shape, sparse):
         return None
     busiest = int(pred.bytes.argmax())
     saved = int(pred.bytes[busiest]) - int(_price_best(result, spec, stats, profile).bytes[busiest])
-    what = ("the col all-gather of its weight gradients" if best.shape.splits_features else
-            "the all-reduce of its feature weights' gradients, moved by rows instead")
+    by_rows = "its feature weights' gradients moved by rows instead of summed whole"
+    if not best.shape.splits_features:
+        what = by_rows
+    else:
+        what = "the col all-gather of its weight gradients" + (
+            f", and {by_rows}" if spec.reduces_feature_rows(best.shape, sparse) else "")
     return (f"weights    --defer-weight-gather would save {_human(saved)} of the {_human(int(pred.bytes[busiest]))} "
             f"{best.label} moves per rank per step: {what}; whole weights "
             "are then gathered only when read (gridgnn plan --defer-weight-gather prices it)")

@@ -25,12 +25,12 @@ weight_grad     1D/1.5D (and 2D/3D with one column block): one all-reduce of eve
                 column block (2D: all-reduce on ``row``; 3D: reduce-scatter on ``row``, all-reduce on
                 ``depth``, all-gather on ``row``) and all-gathered on ``col`` (not with
                 ``--defer-weight-gather``: each process updates only its blocks); the parameters read whole
-                (GAT's attention vectors, GIN's trained ε) are all-reduced on ``world``. 1D/1.5D with
-                ``--defer-weight-gather`` on sparse features: the weights only the features' products read
-                (`ModelOps.feature_weights`) are not all-reduced but moved by rows
-                (`gridgnn.parallel.feature_weight_rows`): an all-to-all of the gradient rows each block
-                row touches to their owners, and after the step an all-to-all of the updated rows back,
-                from `GraphStats.feature_touch_counts`; the other parameters all-reduced on ``row``
+                (GAT's attention vectors, GIN's trained ε) are all-reduced on ``world``. 1D/1.5D and 2D
+                (3D with d = 1) with ``--defer-weight-gather`` on sparse features: the weights only the
+                features' products read (`ModelOps.feature_weights`) are not summed whole but moved by rows
+                (`gridgnn.cost.feature_row_cost`): an all-to-all on ``row`` of the gradient rows each
+                block row touches to their owners, and after the step an all-to-all of the updated rows
+                back, from `GraphStats.feature_touch_in`; the other parameters as above
 loss            2D/3D: all-gather of the class columns on ``col`` (forward only); then the all-reduce of
                 the float64 loss on ``world`` (`GridOps.global_sum`)
 other           nothing in the training step
@@ -57,6 +57,7 @@ import numpy as np
 from gridgnn.config.sections import ExecutionOptions
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.column_steps import column_steps
+from gridgnn.cost.feature_row_cost import feature_row_axis, row_exchange_terms, weight_groups
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.halo_cost import edge_counts, halo_setup_terms, halo_terms
 from gridgnn.cost.memory_model import memory_per_rank, sparse_features
@@ -148,15 +149,21 @@ class ModelSpec:
 
     def defers_weight_gather(self, shape: GridShape, sparse_features: bool = False) -> bool:
         """Whether ``--defer-weight-gather`` takes effect on ``shape``: a grid that splits feature columns over
-        more than one column block (each process reads column blocks of the weights), or 1D/1.5D with more
-        than one block row where the input features stay sparse (``sparse_features``,
-        `gridgnn.cost.memory_model.sparse_features`) and some weight is read only by the features' products
-        (its rows reduced by rows: `gridgnn.parallel.feature_weight_rows`)."""
+        more than one column block (each process reads column blocks of the weights), or 1D/1.5D where the
+        feature weights are reduced by rows (`reduces_feature_rows`)."""
         if not self.defer_weight_gather:
             return False
         if shape.splits_features:
             return shape.col_blocks > 1
-        return sparse_features and shape.sizes[0] > 1 and bool(self.traced.feature_weights)
+        return self.reduces_feature_rows(shape, sparse_features)
+
+    def reduces_feature_rows(self, shape: GridShape, sparse_features: bool = False) -> bool:
+        """Whether ``--defer-weight-gather`` reduces the feature weights by rows on ``shape``
+        (`gridgnn.parallel.feature_weight_rows`): the input features stay sparse (``sparse_features``,
+        `gridgnn.cost.memory_model.sparse_features`), some weight is read only by the features' products, and
+        the grid has an axis to do it on (`gridgnn.cost.feature_row_cost.feature_row_axis`)."""
+        return (self.defer_weight_gather and sparse_features and feature_row_axis(shape) is not None
+                and bool(self.traced.feature_weights))
 
     def num_parameters(self) -> int:
         """Trained values (every parameter of the model that requires a gradient)."""
@@ -391,51 +398,48 @@ def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, feature_rows: bool,
     read whole all-reduced on ``world``; each rank's column blocks of the others
     (`gridgnn.cost.operations.ModelOps.parameter_slices`), packed, summed over the processes of its column
     block (`_block_sum_terms`), then all-gathered on ``col`` (padded to the largest block's; not with
-    ``spec.defer_weight_gather``); a collective with nothing to move is skipped, as `GridOps` skips it."""
+    ``spec.defer_weight_gather``); a collective with nothing to move is skipped, as `GridOps` skips it. With
+    `ModelSpec.reduces_feature_rows` the feature weights leave those sums and move by rows instead
+    (`gridgnn.cost.feature_row_cost`)."""
     shape = blocks.shape
     p = shape.world_size
-    if not shape.splits_features and spec.defers_weight_gather(shape, sparse_features):
-        counts = blocks.stats.feature_touch_counts(blocks.row_bounds, shape.sizes[0]) \
-            if blocks.stats is not None else None
-        if counts is not None:
-            return _feature_row_terms(blocks, spec, counts, sizes)
+    ops = spec.traced
+    by_rows = ops.feature_weights if spec.reduces_feature_rows(shape, sparse_features) else ()
+    if by_rows and (blocks.stats is None or blocks.stats.feature_indices is None):
+        by_rows = ()  # statistics from counts: the touched rows are unknown, priced as the plain reduction
+    moved = _feature_row_exchange(blocks, spec, by_rows, feature_rows, sizes) if by_rows else []
     if not shape.splits_features or shape.col_blocks == 1:
         axis, size = ("world", p) if shape.splits_features else ("row", shape.sizes[0])
-        return [] if size == 1 else [_all_reduce_term(axis, size, np.full(p, spec.num_parameters(), np.int64), sizes)]
-    slices = spec.traced.parameter_slices(feature_rows)
+        rest = spec.num_parameters() - sum(int(np.prod(ops.parameters[k])) for k in by_rows)
+        if size == 1 or not rest:
+            return moved
+        return [_all_reduce_term(axis, size, np.full(p, rest, np.int64), sizes)] + moved
+    slices = ops.parameter_slices(feature_rows)
     pcol = shape.col_blocks
     whole = sum(int(np.prod(dims)) for dims, dim in slices if dim is None)
-    per_block = sum((_slice_sizes(dims, dim, pcol) for dims, dim in slices if dim is not None),
-                    np.zeros(pcol, dtype=np.int64))
+    per_block = sum((_slice_sizes(dims, dim, pcol) for k, (dims, dim) in enumerate(slices)
+                     if dim is not None and k not in by_rows), np.zeros(pcol, dtype=np.int64))
     terms = [_all_reduce_term("world", p, np.full(p, whole, np.int64), sizes)] if whole else []
-    if not per_block.any():
-        return terms
-    terms += _block_sum_terms(blocks, per_block[blocks.coords["col"]], sizes)
-    if spec.defer_weight_gather:
-        return terms
-    terms.append(Term("weight_grad", "all_gather", "col", pcol, np.ones(p, dtype=np.int64),
-                      np.full(p, (pcol - 1) * int(per_block.max()) * sizes.value, dtype=np.int64)))
-    return terms
+    if per_block.any():
+        terms += _block_sum_terms(blocks, per_block[blocks.coords["col"]], sizes)
+        if not spec.defer_weight_gather:
+            terms.append(Term("weight_grad", "all_gather", "col", pcol, np.ones(p, dtype=np.int64),
+                              np.full(p, (pcol - 1) * int(per_block.max()) * sizes.value, dtype=np.int64)))
+    return terms + moved
 
 
-def _feature_row_terms(blocks: ShapeBlocks, spec: ModelSpec, counts: np.ndarray, sizes: SizeInfo) -> list[Term]:
-    """1D/1.5D, ``--defer-weight-gather`` on sparse features (`gridgnn.parallel.feature_weight_rows`): the
-    parameters other than the feature weights all-reduced on ``row`` (when there are any), then two
-    all-to-alls on ``row`` of rows as wide as the feature weights together: block row i receives
-    ``counts[r, i]`` gradient rows from every other block row r (the reduce), then ``counts[i, q]`` updated
-    rows from every other owner q (the refresh after the step). ``counts``: (R, R)
-    `GraphStats.feature_touch_counts`."""
+def _feature_row_exchange(blocks: ShapeBlocks, spec: ModelSpec, by_rows: tuple[int, ...], feature_rows: bool,
+                          sizes: SizeInfo) -> list[Term]:
+    """The feature weights ``by_rows`` moved by rows (`gridgnn.cost.feature_row_cost`): per group of them (one on
+    1D/1.5D; on 2D those read by input-column block, then by output-column block), the reduce and the
+    refresh all-to-alls on ``row``."""
     ops, shape = spec.traced, blocks.shape
-    p, size = shape.world_size, shape.sizes[0]
-    weights = ops.feature_weights
-    width = sum(ops.parameters[k][1] for k in weights)
-    rest = spec.num_parameters() - sum(int(np.prod(ops.parameters[k])) for k in weights)
-    i = blocks.coords["row"]
-    others = counts - np.diag(np.diag(counts))  # a block row keeps its own rows
-    ones = np.ones(p, dtype=np.int64)
-    terms = [_all_reduce_term("row", size, np.full(p, rest, np.int64), sizes)] if rest else []
-    for rows in (others.sum(axis=0)[i], others.sum(axis=1)[i]):  # reduce, then refresh
-        terms.append(Term("weight_grad", "all_to_all", "row", size, ones, rows * width * sizes.value))
+    dims = ops.parameter_slices(feature_rows) if shape.splits_features else [(s, None) for s in ops.parameters]
+    groups = weight_groups([ops.parameters[k] for k in by_rows], [dims[k][1] for k in by_rows], shape.col_blocks,
+                           blocks.stats.num_features)
+    terms = []
+    for ranges, widths in groups:
+        terms += row_exchange_terms(blocks, ranges, widths, sizes)
     return terms
 
 

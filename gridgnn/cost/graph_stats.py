@@ -72,7 +72,7 @@ class GraphStats:
     _table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False,
                                                                       compare=False)
     _columns: ColumnMajor | None = field(default=None, init=False, repr=False, compare=False)
-    _touch: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # feature_touch_counts
+    _touch: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # feature_touch_in
     _reader: BlockReader | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -154,19 +154,26 @@ class GraphStats:
         the feature columns its vertices have fall in each of ``owners`` balanced blocks of the ``num_features``
         columns (`gridgnn.partition.block_bounds`): the rows of a first-layer weight gradient block row r
         holds, by the process owning them (`gridgnn.parallel.feature_weight_rows`). None without the structure of
-        sparse features. Cached per (row bounds, owners)."""
-        if self.feature_indices is None:
-            return None
+        sparse features."""
         from gridgnn.partition import block_bounds
 
-        key = (tuple(int(b) for b in row_bounds), int(owners))
+        return self.feature_touch_in(row_bounds, block_bounds(self.num_features, owners, allow_empty=True,
+                                                              what="feature columns"))
+
+    def feature_touch_in(self, row_bounds: list[int], owner_bounds: list[int]) -> np.ndarray | None:
+        """(R, len(owner_bounds) - 1) int64: `feature_touch_counts` for any ascending feature-column bounds
+        ``owner_bounds`` (on 2D the owners cut one column block of the features: `gridgnn.cost.feature_row_cost`).
+        None without the structure of sparse features. Cached per (row bounds, owner bounds)."""
+        if self.feature_indices is None:
+            return None
+        key = (tuple(int(b) for b in row_bounds), tuple(int(b) for b in owner_bounds))
         if key not in self._touch:
-            owner_bounds = np.asarray(block_bounds(self.num_features, owners, allow_empty=True,
-                                                   what="feature columns"))
-            self._touch[key] = np.array([np.diff(np.searchsorted(columns, owner_bounds)) for columns in
-                                         block_row_columns(self.feature_indptr, self.feature_indices, row_bounds,
-                                                           self.num_features)],
-                                        dtype=np.int64).reshape(len(row_bounds) - 1, owners)
+            if key[0] not in self._touch:  # each block row's distinct feature columns, once per row bounds
+                self._touch[key[0]] = block_row_columns(self.feature_indptr, self.feature_indices, row_bounds,
+                                                        self.num_features)
+            owners = np.asarray(owner_bounds, dtype=np.int64)
+            self._touch[key] = np.array([np.diff(np.searchsorted(columns, owners)) for columns in self._touch[key[0]]],
+                                        dtype=np.int64).reshape(len(row_bounds) - 1, len(owners) - 1)
         return self._touch[key]
 
     def column_major(self) -> ColumnMajor:

@@ -1,4 +1,4 @@
-"""Sparse reduction of the weights that read sparse input features, on 1D and 1.5D (``--defer-weight-gather``).
+"""Sparse reduction of the weights that read sparse input features (``--defer-weight-gather``).
 
 A weight W (F, w) that only products of the input features read (a first layer's ``X W``:
 `gridgnn.cost.operations.ModelOps.feature_weights`) gets, on the processes holding block row i of X, a
@@ -22,9 +22,20 @@ Adam is element-wise, so each process's update of its own rows equals the single
 rows go stale (rows of T_i are refreshed before they are read, the rest are never read: they multiply feature
 columns this process's vertices lack). Per step a process receives the rows others touch in its block plus its
 touched rows owned by others, where the all-reduce moves about twice the whole weight; the cost model counts
-the same rows (`gridgnn.cost.epoch_model`, from `gridgnn.cost.graph_stats.GraphStats.feature_touch_counts`).
+the same rows (`gridgnn.cost.feature_row_cost`, from `gridgnn.cost.graph_stats.GraphStats.feature_touch_in`).
 Every process computes every T_r from the global feature structure it loaded (no index exchange).
 The 1.5D replicas of block row i hold the same rows and do the same, each on its own ``row`` group.
+
+On 2D (and 3D with one depth slice) a process (i, j) reads only its column block of such a weight
+(`gridgnn.parallel.grid_ops.GridOps.linear`): the rows F_j of the input columns it holds when its product
+reduce-scatters partial sums, or every row and the output columns of block j when it gathers the input or keeps
+full feature rows. Its gradient there is zero outside T_i, so the same three steps run on that block among the
+pr processes of grid column j (axis ``row``), with owners cutting the block's rows: `FeatureRowGroups` keeps one
+`FeatureWeightRows` per row range a weight's block spans. The ``col`` all-gather of the blocks is deferred as
+every ``--defer-weight-gather`` block is (`gather_parameters` runs the row gather, then the column gather).
+`gridgnn.cost.feature_row_cost.feature_row_axis` says on which axis, for a grid shape, or None where it does
+not apply (3D with both ``row`` and ``depth`` above 1: the processes sharing a column block span two axes; a
+grid with one column block on 2D/3D: every gradient is all-reduced whole); the cost model prices it there too.
 """
 
 from __future__ import annotations
@@ -37,18 +48,17 @@ import torch
 from gridgnn.grid.comm import Communicator
 from gridgnn.partition import block_bounds, block_sizes
 
-AXIS = "row"
-
 
 class FeatureWeightRows:
-    """The reduce, refresh and gather of the feature weights of the process at index ``me`` of ``row``.
+    """The reduce, refresh and gather of the feature weights of the process at index ``me`` of ``axis``.
 
-    ``touched[r]``: T_r, the sorted feature ids block row r holds (every r, alike on every process);
-    ``num_features``: F. Index tensors on ``device``."""
+    ``touched[r]``: T_r, the sorted feature ids block row r holds (every r, alike on every process), counted
+    from the first row of the weight block this object serves; ``num_features``: F, the block's rows. Index
+    tensors on ``device``."""
 
     def __init__(self, comm: Communicator, touched: Sequence[np.ndarray], num_features: int, me: int,
-                 device: torch.device):
-        self.comm, self.me = comm, me
+                 device: torch.device, axis: str = "row"):
+        self.comm, self.me, self.axis = comm, me, axis
         parts = len(touched)
         self.owner_bounds = block_bounds(num_features, parts, allow_empty=True, what="feature columns")
         lo, hi = self.owner_bounds[me], self.owner_bounds[me + 1]
@@ -71,7 +81,7 @@ class FeatureWeightRows:
         rows of ``outs`` (same shapes; zero elsewhere is the caller's). Collective on ``row``."""
         lo, hi = self.own
         send = torch.cat([g.index_select(0, self.mine_ids) for g in grads], dim=1)  # one row set for all weights
-        received = self.comm.all_to_all(send, self.mine_rows, self.their_rows, AXIS)
+        received = self.comm.all_to_all(send, self.mine_rows, self.their_rows, self.axis)
         own = torch.cat([g[lo:hi] for g in grads], dim=1)  # a new tensor: the sum is formed in it
         own.index_add_(0, self.their_ids, received)
         offset = 0
@@ -84,7 +94,7 @@ class FeatureWeightRows:
         place. Collective on ``row``."""
         rows = self.their_ids + self.own[0]
         send = torch.cat([w.detach().index_select(0, rows) for w in weights], dim=1)
-        received = self.comm.all_to_all(send, self.their_rows, self.mine_rows, AXIS)
+        received = self.comm.all_to_all(send, self.their_rows, self.mine_rows, self.axis)
         offset = 0
         for w in weights:
             w.detach().index_copy_(0, self.mine_ids, received[:, offset:offset + w.shape[1]])
@@ -97,8 +107,36 @@ class FeatureWeightRows:
             return
         lo, hi = self.own
         own = torch.cat([t.detach()[lo:hi] for t in tensors], dim=1)
-        every = self.comm.all_gather_rows(own, AXIS, block_sizes(self.owner_bounds))
+        every = self.comm.all_gather_rows(own, self.axis, block_sizes(self.owner_bounds))
         offset = 0
         for t in tensors:
             t.detach().copy_(every[:, offset:offset + t.shape[1]])
             offset += t.shape[1]
+
+
+def rows_within(touched: Sequence[np.ndarray], lo: int, hi: int) -> list[np.ndarray]:
+    """Each sorted id array of ``touched`` cut to ``[lo, hi)`` and counted from ``lo``. Not collective."""
+    out = []
+    for ids in touched:
+        a, b = np.searchsorted(ids, [lo, hi])
+        out.append(ids[a:b] - lo)
+    return out
+
+
+class FeatureRowGroups:
+    """One `FeatureWeightRows` per row range ``[lo, hi)`` of the feature weights a process holds (the whole
+    ``[0, F)`` on 1D/1.5D; on 2D a weight's column block may span the rows of the input columns it holds),
+    built on first use from the touched feature ids ``touched[r]`` of the ``len(touched)`` processes of
+    ``axis`` (global feature ids, sorted). Not collective."""
+
+    def __init__(self, comm: Communicator, touched: Sequence[np.ndarray], axis: str, device: torch.device):
+        self.comm, self.touched, self.axis, self.device = comm, list(touched), axis, device
+        self.me = comm.grid.index(axis)
+        self._groups: dict[tuple[int, int], FeatureWeightRows] = {}
+
+    def of(self, lo: int, hi: int) -> FeatureWeightRows:
+        """The exchanges of the weight rows ``[lo, hi)`` (feature ids). Not collective."""
+        if (lo, hi) not in self._groups:
+            self._groups[lo, hi] = FeatureWeightRows(self.comm, rows_within(self.touched, lo, hi), hi - lo,
+                                                     self.me, self.device, self.axis)
+        return self._groups[lo, hi]

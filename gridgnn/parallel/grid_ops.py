@@ -28,10 +28,11 @@ again, on ``col``, where something reads a parameter whole: a checkpoint (with A
 training; a copy of the best weights, taken as it is, is gathered the same way then (``copies``). Per step that
 saves the ``col`` all-gather: (pc - 1) / pc of the sliced parameters' values per rank.
 
-On 1D and 1.5D, ``defer_weight_gather`` takes effect where the input features are sparse
-(`set_feature_pattern`): the weights read only by products of the features (``X W``) are reduced by rows,
-each rank updating the rows it owns and fetching, after the step, the rows it reads (`after_step`):
-`gridgnn.parallel.feature_weight_rows`. Every other parameter is all-reduced as before.
+Where the input features are sparse (`set_feature_pattern`), ``defer_weight_gather`` on 1D, 1.5D and 2D (3D
+with d = 1: `gridgnn.cost.feature_row_cost.feature_row_axis`) also reduces by rows the weights read only by
+products of the features (``X W``; on 2D each rank's column block of them), each rank updating the rows it
+owns and fetching, after the step, the rows it reads (`after_step`): `gridgnn.parallel.feature_weight_rows`.
+Every other parameter is reduced as before.
 
 A model that passes messages (`gridgnn.nn.message_passing`: ``messages``) gets the edges of its block row and
 their halo exchange (`edges`, `source_rows`: `gridgnn.parallel.edge_halo`), on 1D and 1.5D, and on 2D and 3D
@@ -48,6 +49,7 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.cost.column_steps import ColumnStep, column_steps
+from gridgnn.cost.feature_row_cost import feature_row_axis
 from gridgnn.cost.operations import EdgeSum, FullRows, HeadMean, HeadSum, Product, RowSum
 from gridgnn.cost.rank_cost import cached_orientations
 from gridgnn.errors import ConfigError
@@ -56,7 +58,7 @@ from gridgnn.grid.process_grid import WORLD, ProcessGrid
 from gridgnn.nn.message_passing import EdgeSet, check_message_grid, with_original_ids
 from gridgnn.parallel.collectives import AllGatherCols, AllGatherColsReplicated, AllReduceCols, ReduceScatterCols
 from gridgnn.parallel.edge_halo import EdgeHalo
-from gridgnn.parallel.feature_weight_rows import FeatureWeightRows
+from gridgnn.parallel.feature_weight_rows import FeatureRowGroups, FeatureWeightRows
 from gridgnn.partition import block_bounds, block_sizes
 from gridgnn.sparse.attention import head_partial_sums
 from gridgnn.sparse.csr import SparseBlock
@@ -93,10 +95,11 @@ class GridOps:
         # left stale since the last `gather_parameters` ("params", "state"): alike on every rank
         self.defer_gather = defer_weight_gather and self._splits_params
         self._stale: set[str] = set()
-        # 1D/1.5D with sparse features (`set_feature_pattern`): the feature weights' row exchange, and the
+        # sparse features (`set_feature_pattern`): the feature weights' row exchanges (their F rows), and the
         # weights `linear` saw read by sparse features (id -> parameter) or by anything else (ids)
-        self._defer_rows = defer_weight_gather and self.col_axis is None and grid.size("row") > 1
-        self._feature_rows: FeatureWeightRows | None = None
+        self._rows_axis = feature_row_axis(grid.shape) if defer_weight_gather else None
+        self._feature_rows: FeatureRowGroups | None = None
+        self._num_features = 0
         self._sparse_reads: dict[int, torch.Tensor] = {}
         self._other_reads: set[int] = set()
         self._refresh_due = False
@@ -140,14 +143,15 @@ class GridOps:
 
     def set_feature_pattern(self, indptr: np.ndarray, indices: np.ndarray, num_features: int) -> None:
         """The trainer's set-up where the input features are sparse (a CSR structure of every row of the graph,
-        as trained on): with ``defer_weight_gather`` on 1D/1.5D, the feature weights are reduced by rows from
-        here on (`gridgnn.parallel.feature_weight_rows`; `defer_gather` becomes True). Not collective (every rank
-        computes every block row's feature columns alike); elsewhere nothing."""
-        if not self._defer_rows:
+        as trained on): with ``defer_weight_gather`` on a grid with a `feature_row_axis` (1D, 1.5D, 2D), the
+        feature weights are reduced by rows from here on (`gridgnn.parallel.feature_weight_rows`; `defer_gather`
+        becomes True). Not collective (every rank computes every block row's feature columns alike); elsewhere
+        nothing."""
+        if self._rows_axis is None:
             return
-        touched = block_row_columns(indptr, indices, self.spmm.bounds, num_features)
-        self._feature_rows = FeatureWeightRows(self.comm, touched, num_features, self.grid.index("row"),
-                                                self.device)
+        touched = block_row_columns(indptr, indices, self.spmm.stage_layout().row_bounds, num_features)
+        self._feature_rows = FeatureRowGroups(self.comm, touched, self._rows_axis, self.device)
+        self._num_features = num_features
         self.defer_gather = True
 
     def set_vertex_order(self, order: Sequence[int] | np.ndarray | None) -> None:
@@ -257,6 +261,10 @@ class GridOps:
                 return sparse_linear(h, weight)
             self._other_reads.add(id(weight))
             return h @ weight
+        if isinstance(h, SparseBlock):
+            self._sparse_reads[id(weight)] = weight
+        else:
+            self._other_reads.add(id(weight))
         f_in, f_out = weight.shape
         full_rows = f_in == self.feature_rows and h.shape[1] == f_in  # no column block of f_in is f_in wide
         steps = column_steps(Product(f_in, f_out, bool(getattr(h, "requires_grad", False)), 0, full_rows), full_rows)
@@ -299,23 +307,26 @@ class GridOps:
         ``weight_grad``). 1D/1.5D: one all-reduce of the flattened gradients on ``row``. 2D/3D: the parameters
         read whole all-reduced on ``world``; of the others (`_note_slice`) each rank's column blocks, packed,
         summed over the processes of its column block (`_sum_over_block`: ``row`` and ``depth``) and
-        all-gathered on ``col`` (with ``defer_gather``: not gathered, zeros in the other blocks). A parameter
-        without a gradient counts as zeros; afterwards every ``grad`` is a view into one fresh buffer."""
-        if self._feature_rows is not None:
+        all-gathered on ``col`` (with ``defer_gather``: not gathered, zeros in the other blocks). With
+        `set_feature_pattern` the feature weights' own rows are summed by rows on the `feature_row_axis`
+        instead (zeros elsewhere; `_reduce_feature_rows`). A parameter without a gradient counts as zeros;
+        afterwards every ``grad`` is a view into one fresh buffer."""
+        if self._feature_rows is not None and self.col_axis is None:
             self._reduce_by_rows(params)
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params) if self._noted(p)}
-        if not sliced:  # one all-reduce of everything, in place in the new buffer
+        by_rows = set(self._feature_weights(params)) if self._feature_rows is not None else set()
+        sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params) if self._noted(p) and k not in by_rows}
+        if not sliced and not by_rows:  # one all-reduce of everything, in place in the new buffer
             flat = torch.cat([g.reshape(-1) for g in grads])
         elif self.defer_gather:  # the own blocks and the whole parameters are written below, the rest stays 0
             flat = grads[0].new_zeros(sum(g.numel() for g in grads))
         else:  # every value is written below: the whole parameters' sums, then every gathered block
             flat = grads[0].new_empty(sum(g.numel() for g in grads))
         views = [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in grads]), grads, strict=True)]
-        whole = [k for k in range(len(params)) if k not in sliced]
+        whole = [k for k in range(len(params)) if k not in sliced and k not in by_rows]
         with self.comm.phase("weight_grad"):
-            if not sliced:
+            if not sliced and not by_rows:
                 self.comm.all_reduce(flat, self.grad_axis)
             elif whole:
                 part = torch.cat([grads[k].reshape(-1) for k in whole])
@@ -323,13 +334,62 @@ class GridOps:
                 _unpack(part, [views[k] for k in whole])
             if sliced:
                 self._reduce_slices([(grads[k], views[k], *sliced[k]) for k in sorted(sliced)])
+            if by_rows:
+                self._reduce_feature_rows(params, grads, views)
         for p, view in zip(params, views, strict=True):
             p.grad = view  # views into one fresh buffer
 
     def _feature_weights(self, params: list[torch.nn.Parameter]) -> list[int]:
-        """Indices into ``params`` of the weights reduced by rows: read by `linear` of sparse features only."""
+        """Indices into ``params`` of the weights reduced by rows: read by `linear` of sparse features only (and
+        on 2D/3D, read by column blocks: `_noted`)."""
         return [k for k, p in enumerate(params)
-                if self._sparse_reads.get(id(p)) is p and id(p) not in self._other_reads]
+                if self._sparse_reads.get(id(p)) is p and id(p) not in self._other_reads
+                and (self.col_axis is None or self._noted(p))]
+
+    def _row_groups(self, params: list[torch.nn.Parameter]) -> list[tuple[FeatureWeightRows, list[tuple]]]:
+        """The feature weights' row exchanges, each with its members ``(k, dim, start, length)``: parameter k's
+        part it moves is ``t.narrow(dim, start, length)`` of a tensor t of its shape (dim None: all of t).
+        1D/1.5D: one exchange of the whole weights (rows [0, F)). 2D: this rank's column block of each weight, by
+        the way it is cut (`gridgnn.cost.feature_row_cost.weight_groups`): the input's columns F_j (its rows
+        F_j, every column), then the output's (every row, its columns). Not collective."""
+        ids, f = self._feature_weights(params), self._num_features
+        if self.col_axis is None:
+            return [(self._feature_rows.of(0, f), [(k, None, 0, 0) for k in ids])] if ids else []
+        groups = []
+        for dim in (0, 1):
+            members = []
+            for k in ids:
+                _, noted_dim, width = self._slices[id(params[k])]
+                if noted_dim == dim:
+                    c0, c1 = self.col_range(width)
+                    members.append((k, dim, c0, c1 - c0))
+            if members:
+                lo, hi = self.col_range(f) if dim == 0 else (0, f)
+                groups.append((self._feature_rows.of(lo, hi), members))
+        return groups
+
+    @staticmethod
+    def _part(t: torch.Tensor, dim: int | None, start: int, length: int) -> torch.Tensor:
+        return t if dim is None else t.narrow(dim, start, length)
+
+    def _reduce_feature_rows(self, params: list[torch.nn.Parameter], grads: list[torch.Tensor],
+                             outs: list[torch.Tensor | None]) -> None:
+        """The feature weights' gradients (``grads[k]``, this rank's partial sums) summed by rows into their own
+        rows of ``outs[k]`` (zero elsewhere is the caller's); the next `after_step` refreshes. Collective on the
+        `feature_row_axis`."""
+        for rows, members in self._row_groups(params):
+            rows.reduce([self._part(grads[k], *cut) for k, *cut in members],
+                        [self._part(outs[k], *cut) for k, *cut in members])
+        self._stale = {"params", "state"}
+        self._refresh_due = True
+
+    def _gather_feature_rows(self, params: list[torch.nn.Parameter], tensors: list[list[torch.Tensor | None]]) -> None:
+        """Every owner's rows of the feature weights' parts into place in each tensor of ``tensors`` (lists of
+        one tensor, or None, per parameter: the parameters, a state tensor of each, copies): one all-gather per
+        row exchange. Collective on the `feature_row_axis`."""
+        for rows, members in self._row_groups(params):
+            rows.gather([self._part(kind[k], *cut) for kind in tensors for k, *cut in members
+                         if kind[k] is not None])
 
     def _reduce_by_rows(self, params: list[torch.nn.Parameter]) -> None:
         """`reduce_gradients` with `set_feature_pattern`: the feature weights' own rows summed on ``row`` (zero
@@ -337,20 +397,16 @@ class GridOps:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         by_rows = self._feature_weights(params)
         rest = [k for k in range(len(params)) if k not in by_rows]
-        outs = [torch.zeros_like(grads[k]) for k in by_rows]
+        outs = [torch.zeros_like(g) if k in by_rows else None for k, g in enumerate(grads)]
         with self.comm.phase("weight_grad"):
             if rest:
                 flat = torch.cat([grads[k].reshape(-1) for k in rest])
                 self.comm.all_reduce(flat, self.grad_axis)
                 _unpack(flat, [grads[k] for k in rest])
             if by_rows:
-                self._feature_rows.reduce([grads[k] for k in by_rows], outs)
-                self._stale = {"params", "state"}
-                self._refresh_due = True
-        for k, out in zip(by_rows, outs, strict=True):
-            params[k].grad = out
-        for k in rest:
-            params[k].grad = grads[k]
+                self._reduce_feature_rows(params, grads, outs)
+        for k, out in enumerate(outs):
+            params[k].grad = grads[k] if out is None else out
 
     def after_step(self, params: list[torch.nn.Parameter]) -> None:
         """After the optimizer step of a `reduce_gradients` that reduced feature weights by rows: fetch the rows
@@ -359,7 +415,8 @@ class GridOps:
         if not self._refresh_due:
             return
         with torch.no_grad(), self.comm.phase("weight_grad"):
-            self._feature_rows.refresh([params[k] for k in self._feature_weights(params)])
+            for rows, members in self._row_groups(params):
+                rows.refresh([self._part(params[k].detach(), *cut) for k, *cut in members])
         self._refresh_due = False
 
     def gather_parameters(self, params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer | None = None,
@@ -370,54 +427,36 @@ class GridOps:
         alike on every rank before reading a parameter whole; where no deferred step ran since the last call
         it does nothing (not collective). ``copies`` (one per parameter, of its shape, on this device): a copy
         of the parameters taken between steps, whose blocks are gathered in place instead (collective on
-        ``col`` whenever ``defer_gather``). On 1D/1.5D with `set_feature_pattern` the same for the feature weights'
-        row blocks, on ``row`` (`gridgnn.parallel.feature_weight_rows`)."""
-        if self._feature_rows is not None:
-            self._gather_rows(params, optimizer, copies)
-            return
+        ``col`` whenever ``defer_gather``). With `set_feature_pattern` the feature weights' owned rows are
+        gathered first, on the `feature_row_axis` (`gridgnn.parallel.feature_weight_rows`)."""
         if copies is not None:
             if self.defer_gather:
-                blocks = [(c, *self._slices[id(p)][1:]) for p, c in zip(params, copies, strict=True) if self._noted(p)]
                 with torch.no_grad(), self.comm.phase("weight_grad"):
-                    self._gather_blocks(self._block_views(blocks))
-            return
-        wanted = {"params", "state"} if optimizer is not None else {"params"}
-        todo = self._stale & wanted
-        if not todo:
-            return
-        blocks = []
-        for p in params:
-            if not self._noted(p):
-                continue
-            _, dim, width = self._slices[id(p)]
-            state = optimizer.state.get(p, {}) if "state" in todo else {}
-            tensors = ([p.detach()] if "params" in todo else []) + [
-                t for t in state.values() if torch.is_tensor(t) and t.shape == p.shape]
-            blocks += [(t, dim, width) for t in tensors]
-        with torch.no_grad(), self.comm.phase("weight_grad"):
-            self._gather_blocks(self._block_views(blocks))
-        self._stale -= todo
-
-    def _gather_rows(self, params: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer | None,
-                     copies: list[torch.Tensor] | None) -> None:
-        """`gather_parameters` of the feature weights' row blocks (1D/1.5D with `set_feature_pattern`)."""
-        by_rows = self._feature_weights(params)
-        if copies is not None:
-            with torch.no_grad(), self.comm.phase("weight_grad"):
-                self._feature_rows.gather([copies[k] for k in by_rows])
+                    self._gather_deferred(params, [copies])
             return
         todo = self._stale & ({"params", "state"} if optimizer is not None else {"params"})
         if not todo:
             return
-        tensors = []
-        for k in by_rows:
-            p = params[k]
-            state = optimizer.state.get(p, {}) if "state" in todo else {}
-            tensors += ([p] if "params" in todo else []) + [
-                t for t in state.values() if torch.is_tensor(t) and t.shape == p.shape]
+        kinds = [[p.detach() for p in params]] if "params" in todo else []
+        if "state" in todo:  # Adam's moments: the state tensors of each parameter's shape, in the state's order
+            states = [[t for t in optimizer.state.get(p, {}).values() if torch.is_tensor(t) and t.shape == p.shape]
+                      for p in params]
+            kinds += [[s[n] if n < len(s) else None for s in states] for n in range(max(map(len, states), default=0))]
         with torch.no_grad(), self.comm.phase("weight_grad"):
-            self._feature_rows.gather(tensors)
+            self._gather_deferred(params, kinds)
         self._stale -= todo
+
+    def _gather_deferred(self, params: list[torch.nn.Parameter], kinds: list[list[torch.Tensor | None]]) -> None:
+        """`gather_parameters` of ``kinds`` (lists of one tensor, or None, per parameter): the feature weights'
+        rows on the `feature_row_axis` (with `set_feature_pattern`), then every sliced parameter's column blocks
+        on ``col`` (2D/3D)."""
+        if self._feature_rows is not None:
+            self._gather_feature_rows(params, kinds)
+        if self.col_axis is None:
+            return
+        blocks = [(kind[k], *self._slices[id(p)][1:]) for kind in kinds for k, p in enumerate(params)
+                  if kind[k] is not None and self._noted(p)]
+        self._gather_blocks(self._block_views(blocks))
 
     def _noted(self, param: torch.Tensor) -> bool:
         """Whether this rank reads only a column block of ``param`` (so its gradient is reduced by blocks)."""

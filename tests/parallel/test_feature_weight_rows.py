@@ -1,5 +1,6 @@
-"""``--defer-weight-gather`` on 1D and 1.5D with sparse features (`gridgnn.parallel.feature_weight_rows`): the
-weights read only by the features' products move by rows: each block row sends the gradient rows its
+"""``--defer-weight-gather`` on 1D, 1.5D and 2D (3D with d = 1) with sparse features
+(`gridgnn.parallel.feature_weight_rows`): the weights read only by the features' products (on 2D each rank's
+column block of them) move by rows: each block row sends the gradient rows its
 vertices' feature columns touch to their owners and fetches the updated rows it reads after the step. On Cora
 (1,433 bag-of-words features): training equals ``--algo local`` and the plain run's weights to rounding; every
 rank's step bytes and calls are the model's per phase; the weight-gradient phase moves less than the
@@ -32,10 +33,13 @@ def _cases(root: str) -> list[dict]:
             dict(base, algo="1d", model="sage", comm="sparse", reorder="metis-balanced"),
             dict(base, algo="1.5d", replication=2, model="gat", heads=2, hidden=4),
             dict(base, algo="1d", model="gin", comm="cover", reorder="metis-balanced"),
-            dict(base, algo="1d", order="aggregate-first")]  # (Â X) W: no weight reads the features themselves
+            dict(base, algo="1d", order="aggregate-first"),  # (Â X) W: no weight reads the features themselves
+            dict(base, algo="2d"),  # X W reduce-scatters: each rank's input-column block of W (its rows F_j)
+            dict(base, algo="2d", model="sage", full_feature_rows=True, reorder="metis-balanced"),  # W's columns
+            dict(base, algo="3d", grid="2x2x1", model="gin")]
 
 
-TAKES_EFFECT = [True, True, True, True, False]
+TAKES_EFFECT = [True, True, True, True, False, True, True, True]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,7 @@ def test_training_equals_local_and_the_plain_run(trained):
         assert deferred[0]["setup"][0]["defer_weight_gather"] is TAKES_EFFECT[index], kwargs
         assert plain[0]["setup"][0]["defer_weight_gather"] is False, kwargs
         local = dataclasses.replace(TrainConfig(**kwargs), algo="local", nprocs=1, replication=1, comm="dense",
-                                    reorder="none")
+                                    reorder="none", grid=None, full_feature_rows=False)
         graph = load_graph(local)
         reference = Trainer(local, graph, build_aggregation(local, graph)).fit()
         np.testing.assert_allclose(deferred[0]["loss"], [r.loss for r in reference.epochs], rtol=1e-4)
@@ -71,7 +75,7 @@ def test_each_step_is_the_model_and_moves_fewer_weight_gradient_bytes(trained):
     for index, kwargs in enumerate(cases):
         plain, deferred = ranks[0][2 * index]["comm"], ranks[0][2 * index + 1]["comm"]
         run = TrainConfig(**kwargs, defer_weight_gather=True)
-        shape = resolve_grid(run.algo, run.nprocs, replication=run.replication)
+        shape = resolve_grid(run.algo, run.nprocs, replication=run.replication, grid=run.grid)
         ordered = reordered_for_grid(run, load_graph(run), shape)
         predicted = predict_epoch(model_spec(run, ordered), ordered, shape, comm=run.comm)
         rows = [t for t in predicted.terms if t.phase == "weight_grad" and t.op == "all_to_all"]
@@ -103,13 +107,14 @@ def test_the_touch_counts_are_the_executors_rows():
     assert 0 < counts.sum(axis=1).max() < graph.num_features  # a block row touches part of the features
 
 
-def test_a_checkpoint_holds_whole_weights_and_moments(tmp_path):
-    """Two row-deferred epochs on 1D with a checkpoint at 2, resumed on 2D to 5 epochs: the uninterrupted run
-    (stale rows or moments of rows a rank did not own would change the losses)."""
-    base = dict(dataset="cora", data_root=str(shared_datasets()), epochs=5, hidden=8, nprocs=4, algo="1d")
+@pytest.mark.parametrize("first, then", [("1d", "2d"), ("2d", "1d")])
+def test_a_checkpoint_holds_whole_weights_and_moments(tmp_path, first, then):
+    """Two row-deferred epochs on one grid with a checkpoint at 2, resumed on the other to 5 epochs: the
+    uninterrupted run (stale rows or moments of rows a rank did not own would change the losses)."""
+    base = dict(dataset="cora", data_root=str(shared_datasets()), epochs=5, hidden=8, nprocs=4, algo=first)
     folder = str(tmp_path / "ckpt")
     cases = [dict(base, defer_weight_gather=True, epochs=2, checkpoint_dir=folder, checkpoint_every=2),
-             dict(base, algo="2d", checkpoint_dir=folder, resume=True),
+             dict(base, algo=then, checkpoint_dir=folder, resume=True),
              dict(base)]
     out = run_workers(sw.train_with_weights, 4, cases, timeout_s=300)[0]
     resumed, whole = out[1], out[2]
