@@ -5,7 +5,7 @@ For each configuration (graph, P, grid; sparse communication with cached panels,
 the plain and the deferred run alternating (which goes first alternates too), each ``--epochs`` epochs. Per
 run: the median step time over the epochs after the first, the busiest rank's bytes per step (all phases and
 ``weight_grad``) and the whole-weight gathers of the run (``comm.gather_bytes`` summed over epochs, busiest
-rank). The two runs must train alike (same losses); the summary gives, per configuration, the median over
+rank). The two runs must train alike (losses within `LOSS_RTOL`); the summary gives, per configuration, the median over
 repeats of each run's median step and the ratio deferred / plain.
 
     python benchmarks/defer_weight_gather.py --out results/defer_weight_gather --data-root ../shared/datasets
@@ -28,6 +28,9 @@ from pathlib import Path
 CONFIGS = [("coauthor-physics", 4, "2d", "2x2"), ("coauthor-physics", 16, "2d", "4x4"),
            ("coauthor-physics", 16, "3d", "2x2x4"), ("amazon-computers", 16, "2d", "4x4"),
            ("amazon-computers", 16, "3d", "2x2x4")]
+LOSS_RTOL = 1e-5
+"""How far apart the two runs' losses may be: equal but for rounding (the feature weights moved by rows are
+summed in another order than the all-reduce's; the column deferral alone changes no bit)."""
 FLAGS = ["--comm", "sparse", "--cache-panels", "--full-feature-rows", "--reorder", "metis-balanced", "--quiet"]
 
 
@@ -88,8 +91,11 @@ def main() -> None:
             for defer in ((False, True) if repeat % 2 == 0 else (True, False)):
                 pair[defer] = run(*config, args.epochs, args.data_root, defer)
                 print(f"{config} defer={defer}: step {pair[defer]['step_s']} s", flush=True)
-            if pair[True]["losses"] != pair[False]["losses"]:
-                raise SystemExit(f"{config}: the deferred run's losses differ from the plain run's")
+            apart = max(abs(a - b) / max(abs(b), 1e-12) for a, b in
+                        zip(pair[True]["losses"], pair[False]["losses"], strict=True))
+            pair[True]["loss_rel_diff"], pair[False]["loss_rel_diff"] = apart, 0.0
+            if apart > LOSS_RTOL:
+                raise SystemExit(f"{config}: the deferred run's losses differ from the plain run's by {apart:.2e}")
             rows += [pair[False], pair[True]]
     with open(out / "runs.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "losses"], extrasaction="ignore")

@@ -2,8 +2,8 @@
 
 ``--defer-weight-gather`` on sparse input features moves the weights read only by the features' products by
 rows (`gridgnn.parallel.feature_weight_rows`, priced by `gridgnn.cost.feature_row_cost`): on 1D/1.5D instead of
-the all-reduce of the whole weight, on 2D (3D with d = 1) instead of the ``row`` all-reduce of each process's
-column block. For each graph and grid (GCN, hidden 16, ``metis-balanced`` order, P = 16) the busiest rank's
+the all-reduce of the whole weight, on 2D and 3D instead of the sum of each process's column block over
+``row`` (and ``depth``). For each graph and grid (GCN, hidden 16, ``metis-balanced`` order, P = 16) the busiest rank's
 ``weight_grad`` bytes per step, and its bytes per step in all phases, three ways:
 
 - plain: no deferral;
@@ -28,7 +28,8 @@ from pathlib import Path
 CASES = [("coauthor-physics", "1d", None), ("coauthor-physics", "2d", "4x4"), ("coauthor-physics", "3d", "4x4x1"),
          ("coauthor-physics", "3d", "2x2x4"), ("coauthor-cs", "1d", None), ("coauthor-cs", "2d", "4x4"),
          ("coauthor-cs", "3d", "2x2x4")]
-"""(dataset, algorithm, grid) at P = 16; 3D 2x2x4 has two axes besides ``col`` (no row exchange there)."""
+"""(dataset, algorithm, grid) at P = 16; on 3D 2x2x4 the exchange runs within each depth slice and the own rows'
+sums are all-reduced on ``depth``."""
 
 WAYS = (("plain", "cpu", False), ("columns deferred", "cuda", True), ("by rows", "cpu", True))
 """(name, device priced, --defer-weight-gather): the device decides whether the features stay sparse."""

@@ -34,16 +34,24 @@ from gridgnn.partition import block_bounds
 
 
 def feature_row_axis(shape: GridShape) -> str | None:
-    """The axis on which ``shape`` reduces its feature weights by rows: ``row`` on 1D/1.5D with more than one
-    block row, and on 2D/3D with more than one column block where ``row`` is the only other axis above 1 (2D,
-    3D with d = 1); else None. On 3D with both ``row`` and ``depth`` above 1 the processes sharing a column
-    block span two axes (their blocks are summed as today: `gridgnn.cost.epoch_model`); on 2D/3D with one
-    column block every gradient is all-reduced whole. `GridOps` asks here too."""
-    if shape.size("row") < 2:
+    """The axis on which ``shape`` exchanges its feature weights' rows: ``row`` on 1D/1.5D with more than one
+    block row, and on 2D/3D with more than one block row and more than one column block; else None (on 2D/3D
+    with one column block every gradient is all-reduced whole). `GridOps` asks here too."""
+    if shape.size("row") < 2 or (shape.splits_features and shape.col_blocks < 2):
         return None
-    if not shape.splits_features:
-        return "row"
-    return "row" if shape.col_blocks > 1 and shape.depth == 1 else None
+    return "row"
+
+
+def feature_row_sum_axis(shape: GridShape) -> str | None:
+    """``depth`` on 3D with d > 1: its processes hold other rows of the same block row and own the same weight
+    rows, whose sums they all-reduce after the exchange; else None."""
+    return "depth" if shape.depth > 1 else None
+
+
+def member_bounds(shape: GridShape, layout) -> list[int]:
+    """The vertex rows each process of the exchange holds, as consecutive bounds: the row blocks, or on 3D the
+    sub-blocks S[k][l] (k-major: process (i, ., l) holds sub-block i * d + l, `gridgnn.cost.stages`)."""
+    return layout.segments if shape.algo == "3d" else layout.row_bounds
 
 
 def row_exchange_terms(blocks: ShapeBlocks, ranges: np.ndarray, widths: np.ndarray,
@@ -53,24 +61,41 @@ def row_exchange_terms(blocks: ShapeBlocks, ranges: np.ndarray, widths: np.ndarr
     of them (C = 1 on 1D/1.5D), and ``widths`` (C,), their values per row there, summed over the group. Process
     (i, j) receives, per step, ``counts_j[r, i]`` rows from every other r (the gradient rows of its own rows),
     then ``counts_j[i, q]`` rows from every other owner q (the updated rows it reads); ``counts_j`` from
-    `GraphStats.feature_touch_in`. None without the features' structure (statistics from counts)."""
+    `GraphStats.feature_touch_in`. On 3D (`feature_row_sum_axis`) process (i, j, l) exchanges with the
+    processes of depth slice l, and between the two the own rows' sums are all-reduced on ``depth`` (skipped
+    where a process owns no rows, as `FeatureWeightRows` skips it). None without the features' structure."""
     shape = blocks.shape
     size, p = shape.size("row"), shape.world_size
     i = blocks.coords["row"]
-    j = blocks.coords.get("col", np.zeros(p, dtype=np.int64))
+    zeros = np.zeros(p, dtype=np.int64)
+    j = blocks.coords.get("col", zeros)
+    depth = shape.depth
+    slice_ = blocks.coords.get("depth", zeros)
+    bounds = member_bounds(shape, blocks.layout)
     received = np.zeros((2, p), dtype=np.int64)
+    summed = np.zeros(p, dtype=np.int64)  # values of the own rows all-reduced on depth
     for block in range(len(ranges)):
         lo, hi = (int(b) for b in ranges[block])
-        owners = [lo + b for b in block_bounds(hi - lo, size, allow_empty=True, what="feature columns")]
-        counts = blocks.stats.feature_touch_in(blocks.row_bounds, owners) if blocks.stats is not None else None
+        owner_cuts = block_bounds(hi - lo, size, allow_empty=True, what="feature columns")
+        counts = blocks.stats.feature_touch_in(bounds, [lo + b for b in owner_cuts]) \
+            if blocks.stats is not None else None
         if counts is None:
             return None
-        others = counts - np.diag(np.diag(counts))  # a block row keeps its own rows
         mine = j == block
-        for step, rows in enumerate((others.sum(axis=0)[i], others.sum(axis=1)[i])):  # reduce, then refresh
-            received[step] += np.where(mine, rows * int(widths[block]) * sizes.value, 0)
+        for level in range(depth):
+            at = counts[level::depth]  # (row blocks, owners): the members of depth slice `level`
+            others = at - np.diag(np.diag(at))  # a process keeps its own rows
+            ranks = mine & (slice_ == level)
+            for step, rows in enumerate((others.sum(axis=0)[i], others.sum(axis=1)[i])):  # reduce, then refresh
+                received[step] += np.where(ranks, rows * int(widths[block]) * sizes.value, 0)
+        summed += np.where(mine, np.diff(owner_cuts)[i] * int(widths[block]), 0)
     ones = np.ones(p, dtype=np.int64)
-    return [Term("weight_grad", "all_to_all", "row", size, ones, received[step]) for step in range(2)]
+    terms = [Term("weight_grad", "all_to_all", "row", size, ones, received[step]) for step in range(2)]
+    if feature_row_sum_axis(shape) is not None:
+        calls = (summed > 0).astype(np.int64)
+        terms.append(Term("weight_grad", "all_reduce", "depth", depth, calls,
+                          2 * summed * sizes.value * (depth - 1) // depth * calls))
+    return terms
 
 
 def weight_groups(shapes: list[tuple[int, ...]], dims: list[int | None], col_blocks: int,

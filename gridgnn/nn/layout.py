@@ -179,10 +179,10 @@ class Layout(Protocol):
         ...
 
     def after_step(self, params: list[nn.Parameter]) -> None:
-        """The trainer calls it after each optimizer step: on 1D/1.5D and 2D with ``--defer-weight-gather`` and
-        sparse features, each rank fetches the rows of the feature weights it reads from the ranks that updated
-        them (collective on ``row``, phase ``weight_grad``: `gridgnn.parallel.feature_weight_rows`); else not
-        collective, nothing to do."""
+        """The trainer calls it after each optimizer step: with ``--defer-weight-gather`` and sparse features,
+        each rank fetches the rows of the feature weights it reads from the ranks that updated them (collective
+        on ``row``, phase ``weight_grad``: `gridgnn.parallel.feature_weight_rows`); else not collective, nothing
+        to do."""
         ...
 
     def gather_parameters(self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer | None = None,

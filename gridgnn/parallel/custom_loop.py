@@ -33,7 +33,7 @@ def grid_aggregation(adjacency: sp.spmatrix, *, algo: str = "1d", replication: i
     reading a weight whole (saving it, or using it outside ``agg``), and ``agg.gather_parameters(params,
     copies=...)`` on a copy of the weights taken between steps. On 1D/1.5D it takes effect after
     ``agg.set_feature_pattern(indptr, indices, num_features)`` (the global sparse features' CSR structure):
-    the feature weights then move by rows (on 2D, and 3D with d = 1, their column blocks do), and
+    the feature weights then move by rows (on 2D and 3D their column blocks do), and
     ``agg.after_step(params)`` must follow every optimizer step (`gridgnn.parallel.feature_weight_rows`).
 
     ``messages`` (or ``edge_features``, (nnz, d) aligned with the adjacency's stored entries in CSR order):

@@ -26,16 +26,19 @@ the same rows (`gridgnn.cost.feature_row_cost`, from `gridgnn.cost.graph_stats.G
 Every process computes every T_r from the global feature structure it loaded (no index exchange).
 The 1.5D replicas of block row i hold the same rows and do the same, each on its own ``row`` group.
 
-On 2D (and 3D with one depth slice) a process (i, j) reads only its column block of such a weight
+On 2D and 3D a process (i, j) (3D: (i, j, l)) reads only its column block of such a weight
 (`gridgnn.parallel.grid_ops.GridOps.linear`): the rows F_j of the input columns it holds when its product
 reduce-scatters partial sums, or every row and the output columns of block j when it gathers the input or keeps
 full feature rows. Its gradient there is zero outside T_i, so the same three steps run on that block among the
 pr processes of grid column j (axis ``row``), with owners cutting the block's rows: `FeatureRowGroups` keeps one
-`FeatureWeightRows` per row range a weight's block spans. The ``col`` all-gather of the blocks is deferred as
-every ``--defer-weight-gather`` block is (`gather_parameters` runs the row gather, then the column gather).
-`gridgnn.cost.feature_row_cost.feature_row_axis` says on which axis, for a grid shape, or None where it does
-not apply (3D with both ``row`` and ``depth`` above 1: the processes sharing a column block span two axes; a
-grid with one column block on 2D/3D: every gradient is all-reduced whole); the cost model prices it there too.
+`FeatureWeightRows` per row range a weight's block spans. On 3D process (i, j, l) holds the rows of sub-block
+S[i][l] (T_il their features): the exchange runs on ``row`` within depth slice l, and the d processes (i, j, *)
+own the same rows, whose sums they all-reduce on ``depth`` before each updates them alike (with every T_il all
+features this moves exactly the bytes of the block sum it replaces; fewer with fewer). The ``col`` all-gather of
+the blocks is deferred as every ``--defer-weight-gather`` block is (`gather_parameters` runs the row gather,
+then the column gather). `gridgnn.cost.feature_row_cost.feature_row_axis` says on which axis, for a grid shape,
+or None where it does not apply (one block row; a 2D/3D grid with one column block, where every gradient is
+all-reduced whole); the cost model prices it there too.
 """
 
 from __future__ import annotations
@@ -57,8 +60,10 @@ class FeatureWeightRows:
     tensors on ``device``."""
 
     def __init__(self, comm: Communicator, touched: Sequence[np.ndarray], num_features: int, me: int,
-                 device: torch.device, axis: str = "row"):
-        self.comm, self.me, self.axis = comm, me, axis
+                 device: torch.device, axis: str = "row", sum_axis: str | None = None):
+        """``sum_axis`` (3D: ``depth``): the processes along it hold other rows of the same block row and the
+        same owners; the owned rows' sums are all-reduced over it after the exchange on ``axis``."""
+        self.comm, self.me, self.axis, self.sum_axis = comm, me, axis, sum_axis
         parts = len(touched)
         self.owner_bounds = block_bounds(num_features, parts, allow_empty=True, what="feature columns")
         lo, hi = self.owner_bounds[me], self.owner_bounds[me + 1]
@@ -77,13 +82,16 @@ class FeatureWeightRows:
         self.their_ids = torch.from_numpy(np.concatenate(theirs) - lo).to(device)  # rows of my block
 
     def reduce(self, grads: list[torch.Tensor], outs: list[torch.Tensor]) -> None:
-        """Sum the gradients ``grads`` (each (F, w_k), this process's partial sums) over ``row`` into the own
-        rows of ``outs`` (same shapes; zero elsewhere is the caller's). Collective on ``row``."""
+        """Sum the gradients ``grads`` (each (F, w_k), this process's partial sums) over ``axis`` into the own
+        rows of ``outs`` (same shapes; zero elsewhere is the caller's). Collective on ``axis``, then
+        ``sum_axis``."""
         lo, hi = self.own
         send = torch.cat([g.index_select(0, self.mine_ids) for g in grads], dim=1)  # one row set for all weights
         received = self.comm.all_to_all(send, self.mine_rows, self.their_rows, self.axis)
         own = torch.cat([g[lo:hi] for g in grads], dim=1)  # a new tensor: the sum is formed in it
         own.index_add_(0, self.their_ids, received)
+        if self.sum_axis is not None and own.numel():  # alike on the sum axis: the same owners, the same rows
+            self.comm.all_reduce(own, self.sum_axis)
         offset = 0
         for out in outs:
             out[lo:hi].copy_(own[:, offset:offset + out.shape[1]])
@@ -125,12 +133,14 @@ def rows_within(touched: Sequence[np.ndarray], lo: int, hi: int) -> list[np.ndar
 
 class FeatureRowGroups:
     """One `FeatureWeightRows` per row range ``[lo, hi)`` of the feature weights a process holds (the whole
-    ``[0, F)`` on 1D/1.5D; on 2D a weight's column block may span the rows of the input columns it holds),
+    ``[0, F)`` on 1D/1.5D; on 2D/3D a weight's column block may span the rows of the input columns it holds),
     built on first use from the touched feature ids ``touched[r]`` of the ``len(touched)`` processes of
-    ``axis`` (global feature ids, sorted). Not collective."""
+    ``axis`` (global feature ids, sorted); ``sum_axis`` as `FeatureWeightRows`. Not collective."""
 
-    def __init__(self, comm: Communicator, touched: Sequence[np.ndarray], axis: str, device: torch.device):
+    def __init__(self, comm: Communicator, touched: Sequence[np.ndarray], axis: str, device: torch.device,
+                 sum_axis: str | None = None):
         self.comm, self.touched, self.axis, self.device = comm, list(touched), axis, device
+        self.sum_axis = sum_axis
         self.me = comm.grid.index(axis)
         self._groups: dict[tuple[int, int], FeatureWeightRows] = {}
 
@@ -138,5 +148,5 @@ class FeatureRowGroups:
         """The exchanges of the weight rows ``[lo, hi)`` (feature ids). Not collective."""
         if (lo, hi) not in self._groups:
             self._groups[lo, hi] = FeatureWeightRows(self.comm, rows_within(self.touched, lo, hi), hi - lo,
-                                                     self.me, self.device, self.axis)
+                                                     self.me, self.device, self.axis, self.sum_axis)
         return self._groups[lo, hi]

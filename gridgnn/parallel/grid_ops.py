@@ -28,8 +28,9 @@ again, on ``col``, where something reads a parameter whole: a checkpoint (with A
 training; a copy of the best weights, taken as it is, is gathered the same way then (``copies``). Per step that
 saves the ``col`` all-gather: (pc - 1) / pc of the sliced parameters' values per rank.
 
-Where the input features are sparse (`set_feature_pattern`), ``defer_weight_gather`` on 1D, 1.5D and 2D (3D
-with d = 1: `gridgnn.cost.feature_row_cost.feature_row_axis`) also reduces by rows the weights read only by
+Where the input features are sparse (`set_feature_pattern`), ``defer_weight_gather`` on every grid with more
+than one block row (and on 2D/3D more than one column block: `gridgnn.cost.feature_row_cost.feature_row_axis`)
+also reduces by rows the weights read only by
 products of the features (``X W``; on 2D each rank's column block of them), each rank updating the rows it
 owns and fetching, after the step, the rows it reads (`after_step`): `gridgnn.parallel.feature_weight_rows`.
 Every other parameter is reduced as before.
@@ -49,7 +50,7 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.cost.column_steps import ColumnStep, column_steps
-from gridgnn.cost.feature_row_cost import feature_row_axis
+from gridgnn.cost.feature_row_cost import feature_row_axis, feature_row_sum_axis, member_bounds
 from gridgnn.cost.operations import EdgeSum, FullRows, HeadMean, HeadSum, Product, RowSum
 from gridgnn.cost.rank_cost import cached_orientations
 from gridgnn.errors import ConfigError
@@ -143,14 +144,18 @@ class GridOps:
 
     def set_feature_pattern(self, indptr: np.ndarray, indices: np.ndarray, num_features: int) -> None:
         """The trainer's set-up where the input features are sparse (a CSR structure of every row of the graph,
-        as trained on): with ``defer_weight_gather`` on a grid with a `feature_row_axis` (1D, 1.5D, 2D), the
+        as trained on): with ``defer_weight_gather`` on a grid with a `feature_row_axis` (1D, 1.5D, 2D, 3D), the
         feature weights are reduced by rows from here on (`gridgnn.parallel.feature_weight_rows`; `defer_gather`
         becomes True). Not collective (every rank computes every block row's feature columns alike); elsewhere
         nothing."""
         if self._rows_axis is None:
             return
-        touched = block_row_columns(indptr, indices, self.spmm.stage_layout().row_bounds, num_features)
-        self._feature_rows = FeatureRowGroups(self.comm, touched, self._rows_axis, self.device)
+        shape = self.grid.shape
+        touched = block_row_columns(indptr, indices, member_bounds(shape, self.spmm.stage_layout()), num_features)
+        if shape.depth > 1:  # 3D: the sub-blocks S[k][l] of this process's depth slice l, k = 0 .. q - 1
+            touched = touched[self.grid.index("depth")::shape.depth]
+        self._feature_rows = FeatureRowGroups(self.comm, touched, self._rows_axis, self.device,
+                                              feature_row_sum_axis(shape))
         self._num_features = num_features
         self.defer_gather = True
 

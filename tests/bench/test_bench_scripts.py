@@ -198,18 +198,15 @@ def test_mesh_regression_summary_and_edge_models_halo_count():
 
 
 def test_feature_rows_on_cora():
-    """The feature weights by rows on Cora's sparse features (model): on 1D and 2D never above the column-deferred
-    step and below it somewhere, on 3D with two axes besides ``col`` the same as it; the table shows the ratio."""
+    """The feature weights by rows on Cora's sparse features (model): on 1D, 2D and 3D below the column-deferred
+    step's weight gradient, which is below the plain step's; the table shows the ratio."""
     pytest.importorskip("pymetis")
     bench = _load("feature_rows")
     root = str(shared_datasets())
     records = [bench.measure("cora", algo, grid, root, False) for algo, grid in
                (("1d", None), ("2d", "4x4"), ("3d", "2x2x4"))]
     for record in records:
-        assert record["by rows"]["weight_grad"] <= record["columns deferred"]["weight_grad"] \
+        assert record["by rows"]["weight_grad"] < record["columns deferred"]["weight_grad"] \
             <= record["plain"]["weight_grad"], record
         assert 0 < record["touched"] < 1
-    assert records[0]["by rows"]["weight_grad"] < records[0]["columns deferred"]["weight_grad"]
-    assert records[1]["by rows"]["weight_grad"] < records[1]["columns deferred"]["weight_grad"]
-    assert records[2]["by rows"] == records[2]["columns deferred"]  # no row exchange on 3D 2x2x4
     assert "| cora | 2d 4x4 |" in bench.table(records)

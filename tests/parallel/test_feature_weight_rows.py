@@ -36,24 +36,30 @@ def _cases(root: str) -> list[dict]:
             dict(base, algo="1d", order="aggregate-first"),  # (Â X) W: no weight reads the features themselves
             dict(base, algo="2d"),  # X W reduce-scatters: each rank's input-column block of W (its rows F_j)
             dict(base, algo="2d", model="sage", full_feature_rows=True, reorder="metis-balanced"),  # W's columns
-            dict(base, algo="3d", grid="2x2x1", model="gin")]
+            dict(base, algo="3d", grid="2x2x1", model="gin"),
+            dict(base, algo="3d", grid="2x2x2", nprocs=8)]  # the own rows' sums all-reduced on depth
 
 
-TAKES_EFFECT = [True, True, True, True, False, True, True, True]
+TAKES_EFFECT = [True, True, True, True, False, True, True, True, True]
 
 
 @pytest.fixture(scope="module")
 def trained():
     cases = _cases(str(shared_datasets()))
     both = [dict(kwargs, defer_weight_gather=defer) for kwargs in cases for defer in (False, True)]
-    return cases, run_workers(sw.train_with_weights, 4, both, timeout_s=300)
+    runs = [None] * len(both)  # per run: every rank's output
+    for nprocs in sorted({kwargs["nprocs"] for kwargs in both}):
+        mine = [k for k, kwargs in enumerate(both) if kwargs["nprocs"] == nprocs]
+        ranks = run_workers(sw.train_with_weights, nprocs, [both[k] for k in mine], timeout_s=300)
+        for position, k in enumerate(mine):
+            runs[k] = [rank[position] for rank in ranks]
+    return cases, runs
 
 
 def test_training_equals_local_and_the_plain_run(trained):
-    cases, ranks = trained
+    cases, runs = trained
     for index, kwargs in enumerate(cases):
-        plain = [rank[2 * index] for rank in ranks]
-        deferred = [rank[2 * index + 1] for rank in ranks]
+        plain, deferred = runs[2 * index], runs[2 * index + 1]
         assert deferred[0]["setup"][0]["defer_weight_gather"] is TAKES_EFFECT[index], kwargs
         assert plain[0]["setup"][0]["defer_weight_gather"] is False, kwargs
         local = dataclasses.replace(TrainConfig(**kwargs), algo="local", nprocs=1, replication=1, comm="dense",
@@ -71,9 +77,9 @@ def test_training_equals_local_and_the_plain_run(trained):
 
 
 def test_each_step_is_the_model_and_moves_fewer_weight_gradient_bytes(trained):
-    cases, ranks = trained
+    cases, runs = trained
     for index, kwargs in enumerate(cases):
-        plain, deferred = ranks[0][2 * index]["comm"], ranks[0][2 * index + 1]["comm"]
+        plain, deferred = runs[2 * index][0]["comm"], runs[2 * index + 1][0]["comm"]
         run = TrainConfig(**kwargs, defer_weight_gather=True)
         shape = resolve_grid(run.algo, run.nprocs, replication=run.replication, grid=run.grid)
         ordered = reordered_for_grid(run, load_graph(run), shape)
