@@ -26,6 +26,20 @@ every replica holds the whole block row's output, so a replica receives, in each
 of the other replica's partial sums that are not zero; the owner of the diagonal block touches nearly all of
 them, so no row-sparse reduction receives fewer than that count times the width (counted from the graph).
 
+It also gives a floor on the busiest rank for the partition, whatever the 1.5D c = 2 schedule: the mean over
+the P ranks of what the step must move in all (the busiest receives at least the mean):
+
+- the replica completions: the replica that multiplies block row i's diagonal block has partial sums on
+  every row of the block (every vertex has its self-loop), so the other replica receives at least n_i rows in
+  each forward SpMM, and one replica receives at least n_i rows of dX[i] in each backward SpMM: n times the
+  widths, forward and backward;
+- the row exchanges: for each pair of block rows the minimum vertex cover of its cut, in every SpMM half (the
+  cover configuration's own row terms, summed over ranks: exact minima, whichever replica runs the pair);
+- the feature weights' gradient: a feature column touched by t block rows has t partial sums, of which t - 1
+  must travel, and 2t processes (both replicas of each block row) read its updated row, of which 2t - 1 must
+  receive it: sum over the touched columns of (3t - 2) rows of the weight's width; the other weights' share of
+  the priced all-reduce.
+
     python benchmarks/sparse_floor.py --out results/sparse_comm/floor.md
     python benchmarks/sparse_floor.py --cover --out results/sparse_comm/cover_floor.md
     python benchmarks/sparse_floor.py --fifteen --out results/sparse_comm/cover_15d_floor.md
@@ -46,7 +60,7 @@ from gridgnn.grid.shape import resolve_grid
 from gridgnn.nn.trace import model_spec
 from gridgnn.sparse.adjacency import gcn_normalize
 
-DATA = "/work/shared/datasets"
+DATA = "../shared/datasets"
 FIXED_PHASES = ("dense", "weight_grad", "loss", "other")
 
 
@@ -165,14 +179,14 @@ def write_cover(args, config: TrainConfig) -> None:
     print(text)
 
 
-def fifteen_rows(name: str, p: int) -> tuple[list[tuple], dict]:
-    """The busiest rank's bytes of 1.5D (c = 2) cover by (phase, axis, op), and the replica rows' floor."""
+def fifteen_rows(name: str, p: int, order: str = "metis-balanced") -> tuple[list[tuple], dict]:
+    """The busiest rank's bytes of 1.5D (c = 2) cover in ``order`` by (phase, axis, op), and the floors."""
     from gridgnn.cost.rank_cost import shape_blocks
     from gridgnn.data.reorder import reorder_graph
 
     base = load_dataset(name, data_root=DATA)
     shape = resolve_grid("1.5d", p, replication=2)
-    ordered = reorder_graph(base, "metis-balanced", shape.sizes[0])
+    ordered = reorder_graph(base, order, shape.sizes[0])
     stats, natural = GraphStats.from_graph(ordered), GraphStats.from_graph(base)
     dense = predict_epoch(model_spec(TrainConfig(), natural), natural, shape, comm="dense")
     cover = predict_epoch(model_spec(TrainConfig(defer_weight_gather=True), stats), stats, shape, comm="cover")
@@ -194,7 +208,39 @@ def fifteen_rows(name: str, p: int) -> tuple[list[tuple], dict]:
     widths = sum(layer.spmm_width for layer in cover.spec.ops.layers)
     floor = {"rows": needed, "block_rows": int(np.diff(bounds).max()), "forward_bytes": needed * widths * 4,
              "dense": int(dense.bytes.max()), "cover": int(cover.bytes.max()), "busiest": busiest}
+    floor.update(mean_floor(cover, stats, ordered, shape))
     return sorted(parts.items(), key=lambda kv: -kv[1]), floor
+
+
+def mean_floor(cover, stats: GraphStats, ordered, shape) -> dict:
+    """The floor on the busiest rank of any 1.5D c = 2 schedule of this partition (module docstring): each part's
+    total bytes over ranks, and their sum divided by P."""
+    import scipy.sparse as sp
+
+    from gridgnn.sparse.cut import block_row_columns
+
+    p, c, n = shape.world_size, shape.replication, stats.num_nodes
+    ops = cover.spec.ops
+    forward = sum(op.width for layer in ops.layers for op in layer.aggregations)
+    backward = sum(op.width for layer in ops.layers for op in layer.aggregations if op.backward)
+    rows = sum(int(t.bytes.sum()) for t in cover.terms if t.axis == "row" and t.phase.startswith("spmm"))
+    features = ordered.features
+    features = features.tocsr() if sp.issparse(features) else sp.csr_matrix(np.asarray(features))
+    touched = block_row_columns(features.indptr, features.indices, list(ordered.meta["reorder_bounds"]),
+                                ordered.num_features)
+    times = np.bincount(np.concatenate(touched), minlength=ordered.num_features)
+    times = times[times > 0]
+    feature_width = sum(ops.parameters[k][1] for k in ops.feature_weights)
+    rest = ops.num_parameters - sum(int(np.prod(ops.parameters[k])) for k in ops.feature_weights)
+    summed = sum(int(t.bytes.sum()) for t in cover.terms if t.phase == "weight_grad" and t.op == "all_reduce")
+    by_rows = any(t.phase == "weight_grad" and t.op == "all_to_all" for t in cover.terms)
+    # the all-reduce's share of the other weights (all of it where the feature weights move by rows; on dense
+    # features it reduces every weight, in proportion to their values)
+    others = summed if by_rows else summed * rest // ops.num_parameters
+    parts = {"replica_forward": n * forward * 4, "replica_backward": n * backward * 4, "row_exchange": rows,
+             "feature_weights": int(((times - 1) + (c * times - 1)).sum()) * feature_width * 4,
+             "other_weights": others}
+    return {"mean_parts": parts, "mean_floor": sum(parts.values()) // p}
 
 
 def write_fifteen(args) -> None:
@@ -211,7 +257,22 @@ def write_fifteen(args) -> None:
                   f"{floor['rows']:,} of its {floor['block_rows']:,} rows, so each forward all-reduce receives at "
                   f"least {floor['forward_bytes']:,} B with any row-sparse reduction "
                   f"({floor['forward_bytes'] / floor['dense']:.3f} of dense); the dense all-reduce already moves "
-                  "about that.", ""]
+                  "about that.", "",
+                  f"Floor on the busiest rank for this partition, any 1.5D c = 2 schedule (the mean over "
+                  f"{args.p} ranks of what must move): {floor['mean_floor']:,} B = "
+                  f"{floor['mean_floor'] / floor['dense']:.3f} of dense 1.5D.", "",
+                  "| part (all ranks together) | bytes | per rank, of dense 1.5D |", "|---|---|---|"]
+        lines += [f"| {part.replace('_', ' ')} | {b:,} | {b / args.p / floor['dense']:.3f} |"
+                  for part, b in floor["mean_parts"].items()]
+        lines += ["", "The other METIS-family orders (same model, configuration and floor):", "",
+                  "| order | cover, busiest rank / dense 1.5D | floor / dense 1.5D |", "|---|---|---|",
+                  f"| metis-balanced | {floor['cover'] / floor['dense']:.3f} | "
+                  f"{floor['mean_floor'] / floor['dense']:.3f} |"]
+        for order in ("metis", "metis-nnz"):
+            other = fifteen_rows(name, args.p, order)[1]
+            lines.append(f"| {order} | {other['cover'] / other['dense']:.3f} | "
+                         f"{other['mean_floor'] / other['dense']:.3f} |")
+        lines += [""]
     text = "\n".join(lines) + "\n"
     Path(args.out).write_text(text, encoding="utf-8")
     print(text)

@@ -210,3 +210,34 @@ def test_feature_rows_on_cora():
             <= record["plain"]["weight_grad"], record
         assert 0 < record["touched"] < 1
     assert "| cora | 2d 4x4 |" in bench.table(records)
+
+
+def test_fifteen_floor_lies_below_the_cover_schedule():
+    """The 1.5D floor of `benchmarks/sparse_floor.py --fifteen` on Cora (P = 4, c = 2): each part at most what
+    the cover configuration (one valid schedule of the partition) moves in that part over all ranks, so the floor
+    lies below that schedule's mean and busiest rank."""
+    pytest.importorskip("pymetis")
+    bench = _load("sparse_floor")
+    bench.DATA = str(shared_datasets())
+    _, floor = bench.fifteen_rows("cora", 4)
+    parts = floor["mean_parts"]
+    assert all(value > 0 for name, value in parts.items() if name != "other_weights"), parts
+    from gridgnn.config import TrainConfig
+    from gridgnn.cost.epoch_model import predict_epoch
+    from gridgnn.cost.graph_stats import GraphStats
+    from gridgnn.data.registry import load_dataset
+    from gridgnn.data.reorder import reorder_graph
+    from gridgnn.grid.shape import resolve_grid
+    from gridgnn.nn.trace import model_spec
+
+    shape = resolve_grid("1.5d", 4, replication=2)
+    ordered = reorder_graph(load_dataset("cora", data_root=bench.DATA), "metis-balanced", shape.sizes[0])
+    stats = GraphStats.from_graph(ordered)
+    cover = predict_epoch(model_spec(TrainConfig(defer_weight_gather=True), stats), stats, shape, comm="cover")
+    moved = {axis: sum(int(t.bytes.sum()) for t in cover.terms if t.axis == axis and t.phase.startswith("spmm"))
+             for axis in ("rep", "row")}
+    assert parts["replica_forward"] + parts["replica_backward"] <= moved["rep"]
+    assert parts["row_exchange"] == moved["row"]
+    weights = sum(int(t.bytes.sum()) for t in cover.terms if t.phase == "weight_grad")
+    assert parts["feature_weights"] + parts["other_weights"] <= weights
+    assert floor["mean_floor"] <= int(cover.bytes.sum()) // 4 <= floor["cover"]
