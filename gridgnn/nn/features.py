@@ -72,15 +72,29 @@ def _with_values(block: SparseBlock, values: np.ndarray, perm_t: np.ndarray) -> 
 
 
 
+def stays_sparse(features) -> bool:
+    """Whether a graph's whole features (scipy sparse, or a prepared folder's memory-mapped CSR: anything with
+    ``nnz`` and ``shape``) stay sparse in training: no denser than `SPARSE_DENSITY_LIMIT`. Decided on the whole
+    matrix, so that every rank of a grid decides alike (a rank's block may be denser or sparser than the whole),
+    and as the cost model decides (`gridgnn.cost.memory_model.sparse_features`). Dense arrays: False."""
+    nnz = getattr(features, "nnz", None)
+    if nnz is None or isinstance(features, (np.ndarray, Tensor)):
+        return False
+    n, f = features.shape
+    return int(nnz) <= SPARSE_DENSITY_LIMIT * n * f
+
+
 def as_model_input(features: np.ndarray | sp.spmatrix, *, row_ids: Tensor | None = None,
-                   col_ids: Tensor | None = None) -> Tensor | SparseFeatures:
+                   col_ids: Tensor | None = None, sparse: bool | None = None) -> Tensor | SparseFeatures:
     """Graph features (shape (m, f)) as model input: `SparseFeatures` when sparse enough, else dense.
 
     ``row_ids``/``col_ids``: global ids of the block's rows/columns when it is one rank's block (dropout).
+    ``sparse``: the decision for a rank's block, taken on the whole graph (`stays_sparse`); None: from the
+    block's own density (the whole graph on one process).
     """
     if sp.issparse(features):
         n, f = features.shape
-        if features.nnz <= SPARSE_DENSITY_LIMIT * n * f:
+        if features.nnz <= SPARSE_DENSITY_LIMIT * n * f if sparse is None else sparse:
             return SparseFeatures(features, row_ids=row_ids, col_ids=col_ids)
         features = features.toarray()
     return torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))

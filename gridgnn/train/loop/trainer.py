@@ -25,7 +25,7 @@ from gridgnn.data.shard import LocalShard
 from gridgnn.data.targets import present_entries, standardization, target_block
 from gridgnn.errors import ConfigError
 from gridgnn.nn import as_model_input, build_model, operator_of
-from gridgnn.nn.features import SparseFeatures
+from gridgnn.nn.features import SparseFeatures, stays_sparse
 from gridgnn.nn.gcn import Aggregation
 from gridgnn.nn.layout import Layout, as_layout, input_ids
 from gridgnn.nn.loss import masked_task_loss
@@ -168,10 +168,12 @@ def build_optimizer(model: nn.Module, training: TrainingOptions) -> torch.optim.
     return torch.optim.Adam(model.parameters(), lr=training.lr, weight_decay=training.weight_decay)
 
 
-def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width: int) -> Tensor | SparseFeatures:
+def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width: int,
+                sparse: bool | None = None) -> Tensor | SparseFeatures:
     """This process's feature block (the ``input_range(width)`` columns of its rows) as model input:
-    `SparseFeatures` on CPU when sparse enough (dropout draws by the layout's global row and column ids), else
-    a dense tensor on the layout's device. Not collective."""
+    `SparseFeatures` on CPU when sparse enough (``sparse``: as decided on the whole graph,
+    `gridgnn.nn.features.stays_sparse`; dropout draws by the layout's global row and column ids), else a dense
+    tensor on the layout's device. Not collective."""
     if isinstance(block, Tensor):
         return block
     if layout.device.type != "cpu":
@@ -179,7 +181,7 @@ def model_input(block: np.ndarray | sp.spmatrix | Tensor, layout: Layout, width:
         return torch.from_numpy(dense).to(layout.device)
     cpu = torch.device("cpu")
     rows, cols = input_ids(layout, width, cpu)
-    return as_model_input(block, row_ids=rows, col_ids=cols)
+    return as_model_input(block, row_ids=rows, col_ids=cols, sparse=sparse)
 
 
 def whole_graph(graph: Graph, device: torch.device | str = "cpu") -> LocalShard:
@@ -226,7 +228,8 @@ class Trainer:
         self.layout = as_layout(agg, operator_of(config.model), graph.num_nodes)
         self.layout.set_vertex_order(graph.meta.get("reorder_order"))  # dropout by a reordered graph's old ids
         data = self.node_data(graph)
-        self.features = model_input(data.features, self.layout, graph.num_features)
+        # sparse or dense as the whole graph is, alike on every rank (a block's own density may differ)
+        self.features = model_input(data.features, self.layout, graph.num_features, stays_sparse(graph.features))
         self.labels, self.masks, self.mask_totals = data.labels, list(data.masks), data.mask_totals
         self.task = task_of(config, graph)
         self.metric = resolve_metric(config.metric, self.task)

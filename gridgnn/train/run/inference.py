@@ -22,6 +22,7 @@ from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import GridShape
 from gridgnn.nn import as_model_input
 from gridgnn.nn.export import ModelFileError, build_model, load_model, recorded_options
+from gridgnn.nn.features import stays_sparse
 from gridgnn.nn.layout import LocalLayout
 from gridgnn.nn.models import MODELS, operator_of, reads_edges
 from gridgnn.parallel.grid_ops import GridOps
@@ -54,7 +55,7 @@ def grid_inputs(config: TrainConfig, graph, shape: GridShape) -> tuple[object, G
                   parts=graph.meta.get("reorder_bounds"), messages=reads_edges(config),
                   edge_attr=operator_edge_rows(graph, adj))
     shard = shard_node_data(graph, ops.row_range, ops.input_range(graph.num_features), grid.device)
-    return model_input(shard.features, ops, graph.num_features), ops
+    return model_input(shard.features, ops, graph.num_features, stays_sparse(graph.features)), ops
 
 
 def load_trained(path: str | os.PathLike) -> tuple[nn.Module, dict]:
