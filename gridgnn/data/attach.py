@@ -92,6 +92,14 @@ def _drawn(split: object) -> bool:
     return isinstance(split, str) and split.startswith(("random-", "per-class-"))
 
 
+def split_digest(part_files: dict[str, Path]) -> str:
+    """The SHA-256 that names a split folder: over the SHA-256 of its train, valid and test index files."""
+    digest = hashlib.sha256()
+    for part in ("train", "valid", "test"):
+        digest.update(file_digest(part_files[part]).encode())
+    return digest.hexdigest()
+
+
 def read_edge_features_file(path: Path, graph: Graph) -> np.ndarray:
     """The (E, d) float32 edge features of ``graph``'s stored edges from the ``.npy`` at ``path`` (rows in the
     source's edge order, `Graph.edge_order`, else CSR order); `DataError` (one line) on another suffix, row
@@ -145,10 +153,7 @@ def attach_node_data(graph: Graph, files: NodeFiles, seed: int = 0) -> Graph:
             if count:
                 raise DataError(f"{part_files[part]}: names {count} vertices without a label (unlabelled or all "
                                 "NaN); a split names labelled vertices only")
-        digest = hashlib.sha256()
-        for part in ("train", "valid", "test"):
-            digest.update(file_digest(part_files[part]).encode())
-        meta.update(split="files", split_dir=str(folder), split_sha256=digest.hexdigest())
+        meta.update(split="files", split_dir=str(folder), split_sha256=split_digest(part_files))
     elif files.labels and _drawn(graph.meta.get("split")):
         masks = random_split(n, seed=seed, among=labelled)
         meta["split"] = "random-60-20-20"

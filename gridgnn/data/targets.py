@@ -27,7 +27,8 @@ from gridgnn.errors import DataError
 from gridgnn.limits import MAX_CLASSES
 
 __all__ = ["TASKS", "TASK_CHOICES", "UNLABELLED", "Targets", "canonical_targets", "check_graph_targets",
-           "infer_task", "labelled_vertices", "present_entries", "standardization", "target_block"]
+           "infer_task", "labelled_vertices", "present_entries", "standardization", "target_block", "task_facts",
+           "task_of"]
 UNLABELLED = -1
 """The multiclass label of a vertex without one (NaN in float label files becomes this)."""
 
@@ -50,21 +51,37 @@ def infer_task(values: np.ndarray) -> str:
     ``task="regression"`` for those."""
     values = np.asarray(values)
     columns = 1 if values.ndim == 1 else values.shape[1]
-    if values.dtype == np.bool_:
-        return "multiclass" if columns == 1 else "multilabel"
+    return task_of(columns, values.dtype == np.bool_, *task_facts(values))
+
+
+def task_facts(values: np.ndarray) -> tuple[bool, bool]:
+    """(integral, binary) of ``values``' present entries (NaN is missing): all whole numbers, all 0 or 1. Facts
+    of row blocks combine by ``and``, so that processes holding blocks infer the task of the whole
+    (`gridgnn.prepare.node_data`)."""
+    values = np.asarray(values)
     present = values[~np.isnan(values)] if values.dtype.kind == "f" else values.reshape(-1)
     integral = present.size == 0 or bool(np.all(present == np.round(present)))
+    return integral, bool(np.all((present == 0) | (present == 1)))
+
+
+def task_of(columns: int, boolean: bool, integral: bool, binary: bool) -> str:
+    """`infer_task` from the shape, the dtype and the `task_facts` of the values."""
+    if boolean:
+        return "multiclass" if columns == 1 else "multilabel"
     if columns == 1 and integral:  # a class below -1 is refused as one, not read as a value
         return "multiclass"
-    if columns > 1 and bool(np.all((present == 0) | (present == 1))):
+    if columns > 1 and binary:
         return "multilabel"
     return "regression"
 
 
-def canonical_targets(values, num_nodes: int, task: str = "auto", where: str = "labels") -> Targets:
+def canonical_targets(values, num_nodes: int, task: str = "auto", where: str = "labels",
+                      whole: bool = True) -> Targets:
     """``values`` ((n,) or (n, T), any numeric dtype) as `Targets` for ``task`` (or the inferred one).
     Raises `DataError` with one line naming ``where`` when they do not fit: another length, a shape or
-    dtype the task cannot take, values out of range, or no labelled vertex at all."""
+    dtype the task cannot take, values out of range, or (``whole``) no labelled vertex at all. ``whole=False``:
+    ``values`` are one row block of the targets (its ``num_outputs`` that of the block alone, and a block
+    without a labelled vertex allowed: the caller checks the whole)."""
     if task not in TASK_CHOICES:
         raise DataError(f"{where}: unknown task {task!r} (choose from {', '.join(TASK_CHOICES)})")
     values = np.asarray(values)
@@ -80,7 +97,7 @@ def canonical_targets(values, num_nodes: int, task: str = "auto", where: str = "
         raise DataError(f"{where}: targets contain inf")
     task = infer_task(values) if task == "auto" else task
     targets = {"multiclass": _multiclass, "multilabel": _multilabel, "regression": _regression}[task](values, where)
-    if num_nodes and not labelled_vertices(targets.values, task).any():
+    if whole and num_nodes and not labelled_vertices(targets.values, task).any():
         raise DataError(f"{where}: no vertex has a target (all unlabelled or NaN)")
     return targets
 

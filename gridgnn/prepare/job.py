@@ -23,7 +23,8 @@ class PrepareJob:
     shards; ``folder``: the (partial) folder the shards are written into; ``source_state``: the edge list's
     [size, mtime_ns, inode] when the preparation started; ``generator``: R-MAT's parameters; ``reorder``:
     ``none`` or ``random`` (`gridgnn.data.bijection.random_bijection` of ``reorder_seed``, its statistics over
-    ``reorder_parts`` row blocks, as ``prepare --reorder random --parts K``)."""
+    ``reorder_parts`` row blocks, as ``prepare --reorder random --parts K``); ``node_files``: the ``features``,
+    ``labels`` and ``split`` files read by rows (`gridgnn.prepare.node_data`), by name."""
 
     source: str
     kind: str
@@ -40,6 +41,7 @@ class PrepareJob:
     reorder: str = "none"
     reorder_parts: int = 1
     reorder_seed: int = 0
+    node_files: dict = field(default_factory=dict)
     launcher_pid: int | None = None
     summary_path: str | None = None
     command: str = "prepare"
@@ -49,7 +51,8 @@ class PrepareJob:
         """12 hex digits naming this preparation's shards: a digest of what decides the folder's content (the
         source and its state, the generator, operator, direction, seed, feature normalization, shard count),
         so that every P gives the same names and another input gives others."""
-        decides = {k: v for k, v in asdict(self).items() if k not in ("folder", "launcher_pid", "summary_path")}
+        decides = {k: v for k, v in asdict(self).items() if k not in ("folder", "launcher_pid", "summary_path")
+                   and (k != "node_files" or v)}  # the files' digests are in ``meta``
         return hashlib.sha256(json.dumps(decides, sort_keys=True).encode()).hexdigest()[:12]
 
     def write(self, path: str | os.PathLike) -> Path:

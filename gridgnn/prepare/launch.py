@@ -34,10 +34,10 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
     from gridgnn.data.formats import EDGE_LIST_SUFFIXES
     from gridgnn.data.readers.edgelist import is_edge_array
 
-    if NodeFiles.of(args) or getattr(args, "edge_features", None):
-        raise ConfigError("--features, --labels, --split and --edge-features are read by one process: prepare "
-                          "without --nprocs (distributed preparation reads edge lists, .npy edge arrays and rmat: "
-                          "specs)")
+    files = NodeFiles.of(args)
+    if files.edge_features:
+        raise ConfigError("--edge-features is read by one process: prepare without --nprocs (distributed "
+                          "preparation reads --features and --labels .npy arrays and --split folders by rows)")
     if getattr(args, "task", None) not in (None, "auto", "multiclass"):
         raise ConfigError(f"--task {args.task} needs targets that distributed preparation does not generate: "
                           "prepare without --nprocs")
@@ -50,6 +50,9 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
                   normalize_features=bool(args.normalize_features), reorder=args.reorder,
                   reorder_parts=int(getattr(args, "parts", None) or 1), reorder_seed=int(args.seed))
     if text.split(":", 1)[0].lower() == "rmat":
+        if files:
+            raise ConfigError(f"{', '.join(files.flags())} with a generator: prepare without --nprocs "
+                              "(distributed preparation attaches node files to edge lists and .npy edge arrays)")
         from gridgnn.data.generators import check_rmat
         from gridgnn.data.registry import generator_arguments
 
@@ -73,12 +76,15 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
         from gridgnn.data.readers.edgelist import open_edge_array
 
         open_edge_array(path)  # its dtype and shape, one line now rather than in every process
+    from gridgnn.prepare.node_data import check_files
+
     meta = {"source": str(path), "format": "edge-array" if binary else "edge-list", "id_base": "compact",
             "features": "placeholder",
             "labels": "none", "split": "random-60-20-20", "symmetrized": not args.directed,
             "feature_normalization": feature_norm}
+    node_files, node_meta = check_files(files.features, files.labels, files.split)
     return PrepareJob(source=str(path), kind="edge-list", name=path.name.split(".")[0],
-                      source_state=file_state(path), meta=meta, **common)
+                      source_state=file_state(path), meta=meta | node_meta, node_files=node_files, **common)
 
 
 def run_job(job: PrepareJob, say=print) -> dict | None:
@@ -86,7 +92,6 @@ def run_job(job: PrepareJob, say=print) -> dict | None:
     the run's summary (None on the other ranks)."""
     import torch.distributed as dist
 
-    from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
     from gridgnn.prepare.exchange import world
     from gridgnn.prepare.manifest import write_manifest
     from gridgnn.prepare.pipeline import peak_rss_bytes, prepare_part
@@ -100,9 +105,8 @@ def run_job(job: PrepareJob, say=print) -> dict | None:
     if rank != 0:
         return None
     finish = time.perf_counter()
-    num_features = int(job.generator["features"]) if job.kind == "rmat" else PLACEHOLDER_WIDTH
-    num_classes = int(job.generator["classes"]) if job.kind == "rmat" else 1
-    manifest = write_manifest(job, parts, num_features, num_classes)
+    info = part.node_info  # alike on every process
+    manifest = write_manifest(job, parts, info.num_features, info.num_classes, info.task)
     parts[0].peak_rss_bytes = peak_rss_bytes()  # rank 0 also hashed the graph for the manifest
     seconds = {phase: max(p.seconds.get(phase, 0.0) for p in parts) for phase in part.seconds}
     seconds["manifest"] = time.perf_counter() - finish

@@ -157,7 +157,8 @@ def reorder_meta(job: PrepareJob, parts: list, folder: Path, shards: list[dict],
             "content_digest": content}
 
 
-def write_manifest(job: PrepareJob, parts: list, num_features: int, num_classes: int) -> dict:
+def write_manifest(job: PrepareJob, parts: list, num_features: int, num_classes: int,
+                   task: str = "multiclass") -> dict:
     """Write ``prepared.json`` into ``job.folder`` (a new file; the last one written) from every process's
     `gridgnn.prepare.pipeline.PartResult`; returns it."""
     folder = Path(job.folder)
@@ -171,7 +172,7 @@ def write_manifest(job: PrepareJob, parts: list, num_features: int, num_classes:
                 "num_edges": sum(s["edges"] for s in shards), "norm_nnz": sum(s["nnz"] for s in shards),
                 "num_features": num_features, "num_classes": num_classes, "directed": job.directed,
                 "digest": graph_digest_of_shards(folder, shards, num_features, job.operator, job.token),
-                "sparse_features": False, "meta": meta, "operator": job.operator, "task": "multiclass",
+                "sparse_features": False, "meta": meta, "operator": job.operator, "task": task,
                 "num_edge_features": 0,
                 "shard_token": job.token, "shards": [{"rows": s["rows"], "nnz": s["nnz"]} for s in shards],
                 "has_vertex_ids": job.kind == "edge-list" or job.reorder != "none",

@@ -7,7 +7,8 @@ the exchange), ``ids`` (compact
 renumbering of an edge list's ids, `gridgnn.prepare.renumber`), ``exchange`` (every entry of A, both
 directions for an undirected graph, to the owner of its row: all-to-alls with uneven splits, in rounds),
 ``operator`` (duplicates and self-loops dropped, the operator's values; GCN gathers every row's degree),
-``nodes`` (features, labels, masks of its rows), ``reorder`` (``--reorder random`` only: the node rows to the
+``nodes`` (features, labels, masks of its rows: generated, placeholders, or read from node files by rows,
+`gridgnn.prepare.node_data`), ``reorder`` (``--reorder random`` only: the node rows to the
 owners of their new ids, `gridgnn.data.bijection.random_bijection`, which also maps both ends of every edge
 before the exchange), ``write`` (its shards and their SHA-256). The K shards
 (``--shards``, default P) are balanced row blocks; process p owns shards [K p / P, K (p + 1) / P), so the
@@ -45,6 +46,7 @@ from gridgnn.partition import block_bounds
 from gridgnn.prepare.exchange import agree, exchange_counts, maximum, send_to_owners, total, world
 from gridgnn.prepare.heap import release_free_memory, steady_heap
 from gridgnn.prepare.job import PrepareJob
+from gridgnn.prepare.node_data import NodeInfo, attach_rows
 from gridgnn.prepare.renumber import renumber
 from gridgnn.prepare.rows import RowBlock, keys_overflow, operator_values, pattern_block, pattern_from_keys
 from gridgnn.prepare.text_edges import byte_range, file_state, read_edge_range
@@ -68,6 +70,7 @@ class PartResult:
     bytes_read: int = 0
     entries_sent: int = 0
     blocks_after: np.ndarray | None = None  # --reorder: (parts, 2) A's entries per row block, and inside it
+    node_info: NodeInfo | None = None  # the node data's widths and task (alike on every process)
 
 
 class Clock:
@@ -155,7 +158,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     speak(f"prepare    operator  {clock.seconds['operator']:7.1f} s  {total(operator.indices.size)} entries of "
           f"the {job.operator} operator")
     with clock.phase("nodes"):
-        nodes = _node_rows(job, n, r0, r1)
+        nodes, result.node_info = _node_rows(job, n, r0, r1)
         if share is not None:
             nodes["vertex_ids"] = share.vertex_ids(r0, r1)
         elif permute is not None:  # a reordered graph names its rows by their ids before (`reorder_graph`)
@@ -311,27 +314,36 @@ def _entries(edges: np.ndarray, directed: bool, union: bool, permute=None):
     return rows, cols, forward
 
 
-def _node_rows(job: PrepareJob, n: int, r0: int, r1: int) -> dict:
-    """Features (rows, f) float32, labels and masks of rows [r0, r1), as the one-process loader makes them; an
-    edge list's placeholder degree column and the feature normalization wait for `_finish_features`."""
+def _node_rows(job: PrepareJob, n: int, r0: int, r1: int) -> tuple[dict, NodeInfo]:
+    """Features (rows, f) float32, labels and masks of rows [r0, r1), as the one-process loader makes them, and
+    their widths and task; an edge list's placeholder degree column and the feature normalization wait for
+    `_finish_features`. Node files (``job.node_files``) replace what they give (`gridgnn.prepare.node_data`:
+    collective on the world then)."""
     if job.kind == "rmat":
         g = job.generator
         features, labels, (train, val, test) = rmat_node_rows(r0, r1, g["features"], g["classes"], job.seed)
+        info = NodeInfo(int(g["features"]), int(g["classes"]), "multiclass")
     else:  # `gridgnn.data.synthetic.placeholder_features` and `structure_only_graph`
         features = np.empty((r1 - r0, PLACEHOLDER_WIDTH), dtype=np.float32)
-        features[:, 0] = 1.0
-        features[:, 1] = 0.0  # the degree: `_finish_features`, where the vertex's row lives
-        features[:, 2:] = _normal_rows(job.seed, r0, r1, PLACEHOLDER_WIDTH - 2)
+        if "features" not in job.node_files:
+            features[:, 0] = 1.0
+            features[:, 1] = 0.0  # the degree: `_finish_features`, where the vertex's row lives
+            features[:, 2:] = _normal_rows(job.seed, r0, r1, PLACEHOLDER_WIDTH - 2)
         labels = np.zeros(r1 - r0, dtype=np.int64)
         train, val, test = (m[r0:r1].copy() for m in random_split(n, seed=job.seed))
-    return {"features": features, "labels": target_block(labels), "train_mask": train, "val_mask": val,
-            "test_mask": test}
+        info = NodeInfo(PLACEHOLDER_WIDTH, 1, "multiclass")
+    nodes = {"features": features, "labels": target_block(labels), "train_mask": train, "val_mask": val,
+             "test_mask": test}
+    if job.node_files:
+        nodes, info = attach_rows(job.node_files, job.name, n, r0, r1, job.seed, nodes, info)
+    return nodes, info
 
 
 def _finish_features(job: PrepareJob, features: np.ndarray, union_degree: np.ndarray | None) -> np.ndarray:
     """The node features of this process's rows made final: an edge list's placeholder degree column from its
-    rows' degrees (``union_degree``), then the row normalization if asked."""
-    if job.kind != "rmat":
+    rows' degrees (``union_degree``; not where a features file replaced them), then the row normalization if
+    asked."""
+    if job.kind != "rmat" and "features" not in job.node_files:
         features[:, 1] = np.log1p(union_degree.astype(np.int64))
     if job.normalize_features:
         features = row_normalize_features(features, "l1")

@@ -22,8 +22,11 @@ ARRAYS = ("features", "labels", "train_mask", "val_mask", "test_mask")
 
 
 def one_process(tmp_path: Path, dataset: str, model: str, **flags) -> Path:
+    from gridgnn.data.attach import NodeFiles
+
     graph = load_dataset(dataset, directed=flags.get("directed", False), seed=flags.get("seed", 0),
-                         normalize_features=flags.get("normalize_features"))
+                         normalize_features=flags.get("normalize_features"),
+                         node_files=NodeFiles(*(flags.get(k) for k in ("features", "labels", "split"))))
     return prepare_graph(graph, tmp_path / "one", operator=operator_of(model))
 
 
@@ -43,7 +46,7 @@ def assert_same_graph(expected: Path, actual: Path) -> None:
         assert x.dtype == y.dtype and np.array_equal(x, y), name
     for name in ARRAYS:
         x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
-        assert x.dtype == y.dtype and np.array_equal(x, y), name
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name
     if "vertex_ids" in a.meta:
         assert np.array_equal(np.asarray(a.meta["vertex_ids"]), np.asarray(b.meta["vertex_ids"]))
     one = json.loads((expected / "prepared.json").read_text())
@@ -119,10 +122,12 @@ def test_renumbering_a_sparse_64_bit_id_space_matches_np_unique():
 
 
 def one_process_reordered(tmp_path: Path, dataset: str, model: str, parts: int, **flags) -> Path:
+    from gridgnn.data.attach import NodeFiles
     from gridgnn.data.reorder import reorder_graph
 
     graph = load_dataset(dataset, directed=flags.get("directed", False), seed=flags.get("seed", 0),
-                         normalize_features=flags.get("normalize_features"))
+                         normalize_features=flags.get("normalize_features"),
+                         node_files=NodeFiles(*(flags.get(k) for k in ("features", "labels", "split"))))
     graph = reorder_graph(graph, "random", parts, flags.get("seed", 0))
     return prepare_graph(graph, tmp_path / "one-random", operator=operator_of(model))
 
@@ -147,7 +152,7 @@ def assert_same_reordered_graph(expected: Path, actual: Path) -> None:
         assert np.array_equal(np.asarray(getattr(a.norm_adj, name)), np.asarray(getattr(b.norm_adj, name))), name
     for name in ARRAYS:
         x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
-        assert x.dtype == y.dtype and np.array_equal(x, y), name
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name
     if "vertex_ids" in a.meta:
         assert np.array_equal(np.asarray(a.meta["vertex_ids"]), np.asarray(b.meta["vertex_ids"]))
 
@@ -204,3 +209,87 @@ def test_a_bad_edge_array_is_one_line_for_train_and_for_prepare(tmp_path, capsys
         err = capsys.readouterr().err
         assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+HEPPH = EDGE_LISTS / "ca-HepPh.txt"
+
+
+def write_node_files(folder: Path, n: int, task: str, split: bool = False) -> dict:
+    """``--features`` (n, 6) float64, ``--labels`` for ``task`` with unlabelled vertices or missing entries, and
+    with ``split`` a ``--split`` folder of .npy index files naming labelled vertices only."""
+    rng = np.random.default_rng(7)
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "features.npy", rng.normal(size=(n, 6)))
+    if task == "multiclass":
+        labels = rng.integers(0, 4, n)
+        labels[rng.random(n) < 0.2] = -1
+        labelled = labels >= 0
+    else:
+        labels = rng.integers(0, 2, (n, 3)).astype(np.float32) if task == "multilabel" else rng.normal(size=(n, 2))
+        labels[rng.random(labels.shape) < 0.3] = np.nan
+        labelled = ~np.all(np.isnan(labels), axis=1)
+    np.save(folder / "labels.npy", labels)
+    files = {"features": str(folder / "features.npy"), "labels": str(folder / "labels.npy")}
+    if split:
+        ids = rng.permutation(np.flatnonzero(labelled))
+        (folder / "split").mkdir()
+        for part, chunk in zip(("train", "valid", "test"), np.array_split(ids, [len(ids) // 2, 3 * len(ids) // 4]),
+                               strict=True):
+            np.save(folder / "split" / f"{part}.npy", np.sort(chunk))
+        files["split"] = str(folder / "split")
+    return files
+
+
+@pytest.mark.parametrize("task, split, nprocs, shards", [("multiclass", False, 2, 3), ("multilabel", True, 3, 4),
+                                                         ("regression", False, 3, 3)])
+def test_node_files_read_by_rows_give_the_one_process_folder(tmp_path, task, split, nprocs, shards):
+    """--features, --labels (every task, inferred) and --split, each process reading its rows: the folder of
+    one process attaching the files (arrays, task, class count, the files' digests in the meta)."""
+    n = load_dataset(str(HEPPH)).num_nodes
+    files = write_node_files(tmp_path / "node", n, task, split)
+    expected = one_process(tmp_path, str(HEPPH), "gcn", seed=3, **files)
+    actual = distributed(tmp_path, str(HEPPH), "gcn", nprocs, shards, seed=3, **files)
+    assert_same_graph(expected, actual)
+    manifest = json.loads((actual / "prepared.json").read_text())
+    assert manifest["task"] == task and manifest["num_features"] == 6
+    assert manifest["meta"]["labels_sha256"] and manifest["meta"]["split"] == ("files" if split else "random-60-20-20")
+    prepared = open_prepared(actual)
+    assert prepared.num_classes == (4 if task == "multiclass" else 3 if task == "multilabel" else 2)
+
+
+def test_node_files_with_a_random_order_and_normalized_features(tmp_path):
+    n = load_dataset(str(HEPPH)).num_nodes
+    files = write_node_files(tmp_path / "node", n, "multilabel")
+    flags = dict(seed=2, normalize_features=True, **files)
+    expected = one_process_reordered(tmp_path, str(HEPPH), "sage", 3, **flags)
+    assert_same_reordered_graph(expected, distributed(tmp_path, str(HEPPH), "sage", 2, 3, reorder="random",
+                                                      parts=3, **flags))
+
+
+def test_node_files_that_do_not_fit_stop_every_process_alike(tmp_path):
+    """A feature file of another row count, a label file with a negative class on one process's rows only, a
+    split naming an unlabelled vertex: every process stops with the one line, and nothing looks finished."""
+    from prepare_workers import failing_worker
+
+    n = load_dataset(str(HEPPH)).num_nodes
+    files = write_node_files(tmp_path / "node", n, "multiclass", split=True)
+    np.save(tmp_path / "short.npy", np.zeros((n - 1, 3)))
+    labels = np.load(files["labels"])
+    labels[n - 2] = -3  # on the last process's rows: a class below -1
+    np.save(tmp_path / "negative.npy", labels)
+    unlabelled = np.flatnonzero(np.load(files["labels"]) < 0)[:1]
+    bad_split = tmp_path / "bad_split"
+    bad_split.mkdir()
+    for part in ("train", "valid", "test"):
+        np.save(bad_split / f"{part}.npy", np.load(Path(files["split"]) / f"{part}.npy"))
+    np.save(bad_split / "test.npy", np.concatenate([np.load(bad_split / "test.npy"), unlabelled]))
+    for index, (flags, says) in enumerate([
+            (dict(features=str(tmp_path / "short.npy")), f"{n - 1} feature rows for the {n} vertices"),
+            (dict(labels=str(tmp_path / "negative.npy")), "negative label -3"),
+            (dict(labels=files["labels"], split=str(bad_split)), "names 1 vertices without a label")]):
+        folder = tmp_path / f"out{index}"
+        folder.mkdir()
+        job = plan_job(job_args(str(HEPPH), **flags), "gcn", 3, str(folder))
+        errors = run_workers(failing_worker, 3, vars(job), timeout_s=120)
+        assert errors[0] == errors[1] == errors[2] and says in errors[0], errors
+        assert "\n" not in errors[0] and not (folder / "prepared.json").exists()

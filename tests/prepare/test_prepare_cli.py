@@ -22,6 +22,8 @@ from gridgnn.launch.spawn import run_workers
 from gridgnn.prepare.launch import _publish, plan_job
 
 SPEC = "rmat:scale=10,edge_factor=8,features=6,classes=3"
+EDGES = str(Path(__file__).resolve().parents[3] / "shared" / "datasets" / "networkrepository-edgelists" /
+            "ca-HepPh.txt")
 
 
 def gridgnn(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
@@ -125,7 +127,11 @@ def test_sources_and_flags_a_distributed_preparation_refuses(tmp_path, capsys):
                        ([SPEC, "--nprocs", "3", "--shards", "2"], "--shards 2 is below --nprocs 3"),
                        ([SPEC, "--shards", "2"], "give --nprocs P too"),
                        ([SPEC, "--nprocs", "2", "--reorder", "rcm"], "--reorder rcm with --nprocs"),
-                       ([SPEC, "--nprocs", "0"], "--nprocs must be at least 1")]:
+                       ([SPEC, "--nprocs", "0"], "--nprocs must be at least 1"),
+                       ([SPEC, "--nprocs", "2", "--labels", str(tmp_path / "l.npy")], "with a generator"),
+                       ([EDGES, "--nprocs", "2", "--features", str(tmp_path / "f.npz")], "by rows from a .npy"),
+                       ([EDGES, "--nprocs", "2", "--edge-features", str(tmp_path / "e.npy")],
+                        "--edge-features is read by one process")]:
         assert main(["prepare", *args, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
         assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
@@ -203,3 +209,31 @@ def test_torchrun_processes_prepare_the_same_folder_as_local_workers(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert (local / "prepared.json").read_bytes() == (elastic / "prepared.json").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elastic", "local"]
+
+
+def test_prepare_attaches_node_files_by_rows_and_training_reads_them(tmp_path):
+    """``prepare EDGES --nprocs 2 --features F.npy --labels L.npy``, then training on the folder: the task and
+    classes of the labels, and the same losses as training on the edge list with the files attached."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    edges = tmp_path / "g.txt"  # 300 vertices, every one on an edge
+    pairs = np.concatenate([np.stack([np.arange(300), (np.arange(300) + 1) % 300], axis=1),
+                            rng.integers(0, 300, (900, 2))])
+    edges.write_text("".join(f"{u} {v}\n" for u, v in pairs))
+    n = load_dataset(str(edges)).num_nodes
+    np.save(tmp_path / "f.npy", rng.normal(size=(n, 4)).astype(np.float32))
+    np.save(tmp_path / "l.npy", rng.integers(0, 3, n))
+    files = ["--features", str(tmp_path / "f.npy"), "--labels", str(tmp_path / "l.npy")]
+    done = gridgnn("prepare", str(edges), "--out", str(tmp_path / "out"), "--nprocs", "2", *files)
+    assert done.returncode == 0, done.stderr
+    metrics = {}
+    for name, source in (("folder", [str(tmp_path / "out")]), ("files", [str(edges), *files])):
+        out = tmp_path / f"{name}.json"
+        run = gridgnn("train", "--dataset", *source, "--nprocs", "2", "--algo", "1d", "--epochs", "2", "--quiet",
+                      "--comm", "dense", "--reorder", "none", "--metrics-out", str(out))
+        assert run.returncode == 0, run.stderr
+        metrics[name] = json.loads(out.read_text())
+    assert metrics["folder"]["config"]["task"] == "multiclass"
+    assert [e["loss"] for e in metrics["folder"]["epochs"]] == pytest.approx(
+        [e["loss"] for e in metrics["files"]["epochs"]], rel=1e-5)
