@@ -26,19 +26,23 @@ every replica holds the whole block row's output, so a replica receives, in each
 of the other replica's partial sums that are not zero; the owner of the diagonal block touches nearly all of
 them, so no row-sparse reduction receives fewer than that count times the width (counted from the graph).
 
-It also gives a floor on the busiest rank for the partition, whatever the 1.5D c = 2 schedule: the mean over
-the P ranks of what the step must move in all (the busiest receives at least the mean):
+It also gives a floor on the busiest rank for the partition, for every schedule of the 1.5D decomposition
+(c = 2 replicas of each block row, each block Â[i, j] multiplied by one replica, both replicas ending each SpMM
+with the whole Y[i] and dX[i]): the mean over the P ranks of what the step must move in all (the busiest
+receives at least the mean):
 
 - the replica completions: the replica that multiplies block row i's diagonal block has partial sums on
   every row of the block (every vertex has its self-loop), so the other replica receives at least n_i rows in
   each forward SpMM, and one replica receives at least n_i rows of dX[i] in each backward SpMM: n times the
-  widths, forward and backward;
+  widths, forward and backward (a schedule multiplying the diagonal block on both replicas, twice the work,
+  is outside this bound);
 - the row exchanges: for each pair of block rows the minimum vertex cover of its cut, in every SpMM half (the
-  cover configuration's own row terms, summed over ranks: exact minima, whichever replica runs the pair);
-- the feature weights' gradient: a feature column touched by t block rows has t partial sums, of which t - 1
-  must travel, and 2t processes (both replicas of each block row) read its updated row, of which 2t - 1 must
-  receive it: sum over the touched columns of (3t - 2) rows of the weight's width; the other weights' share of
-  the priced all-reduce.
+  cover configuration's own row terms, summed over ranks: exact minima, whichever replica runs the pair, as
+  the statistics here are exact);
+- the weights' gradients: a value touched by t > 1 block rows has t partial sums, of which t - 1 must travel,
+  and 2t processes (both replicas of each block row) read its update, of which 2t - 1 must receive it: 3t - 2
+  per value (none where t = 1: both replicas hold the whole gradient and update alike); the feature weights'
+  rows from the columns each block row touches, every other weight touched by all R block rows.
 
     python benchmarks/sparse_floor.py --out results/sparse_comm/floor.md
     python benchmarks/sparse_floor.py --cover --out results/sparse_comm/cover_floor.md
@@ -229,17 +233,13 @@ def mean_floor(cover, stats: GraphStats, ordered, shape) -> dict:
     touched = block_row_columns(features.indptr, features.indices, list(ordered.meta["reorder_bounds"]),
                                 ordered.num_features)
     times = np.bincount(np.concatenate(touched), minlength=ordered.num_features)
-    times = times[times > 0]
+    times = times[times > 1]  # a column one block row touches: its replicas update it alike, nothing moves
     feature_width = sum(ops.parameters[k][1] for k in ops.feature_weights)
     rest = ops.num_parameters - sum(int(np.prod(ops.parameters[k])) for k in ops.feature_weights)
-    summed = sum(int(t.bytes.sum()) for t in cover.terms if t.phase == "weight_grad" and t.op == "all_reduce")
-    by_rows = any(t.phase == "weight_grad" and t.op == "all_to_all" for t in cover.terms)
-    # the all-reduce's share of the other weights (all of it where the feature weights move by rows; on dense
-    # features it reduces every weight, in proportion to their values)
-    others = summed if by_rows else summed * rest // ops.num_parameters
+    blocks = shape.sizes[0]  # every block row touches every value of the other weights
     parts = {"replica_forward": n * forward * 4, "replica_backward": n * backward * 4, "row_exchange": rows,
              "feature_weights": int(((times - 1) + (c * times - 1)).sum()) * feature_width * 4,
-             "other_weights": others}
+             "other_weights": rest * ((blocks - 1) + (c * blocks - 1)) * 4}
     return {"mean_parts": parts, "mean_floor": sum(parts.values()) // p}
 
 
@@ -258,7 +258,8 @@ def write_fifteen(args) -> None:
                   f"least {floor['forward_bytes']:,} B with any row-sparse reduction "
                   f"({floor['forward_bytes'] / floor['dense']:.3f} of dense); the dense all-reduce already moves "
                   "about that.", "",
-                  f"Floor on the busiest rank for this partition, any 1.5D c = 2 schedule (the mean over "
+                  "Floor on the busiest rank for this partition, every schedule of the 1.5D c = 2 decomposition "
+                  f"(each block multiplied by one replica; the mean over "
                   f"{args.p} ranks of what must move): {floor['mean_floor']:,} B = "
                   f"{floor['mean_floor'] / floor['dense']:.3f} of dense 1.5D.", "",
                   "| part (all ranks together) | bytes | per rank, of dense 1.5D |", "|---|---|---|"]

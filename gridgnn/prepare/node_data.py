@@ -64,10 +64,12 @@ def check_files(features: str | None, labels: str | None, split: str | None) -> 
             raise DataError(f"{path}: {name} file not found")
         with reading(path, name):
             array = np.load(path, mmap_mode="r", allow_pickle=False)
+        what = "features" if name == "features" else "targets"  # the one-process readers' words
         if array.dtype.kind not in "biuf":
-            raise DataError(f"{path}: {name} must be numbers, got dtype {array.dtype}")
+            raise DataError(f"{path}: {what} must be numbers, got dtype {array.dtype}")
         if array.ndim not in (1, 2):
-            raise DataError(f"{path}: {name} must have shape (n,) or (n, k), got {array.shape}")
+            shape = "(n, f)" if name == "features" else "(n,) or (n, T)"
+            raise DataError(f"{path}: {what} must have shape {shape}, got {array.shape}")
         paths[name] = str(path)
         meta.update({name: "file", f"{name}_file": str(path), f"{name}_sha256": file_digest(path)})
     if split:
@@ -86,17 +88,19 @@ def check_files(features: str | None, labels: str | None, split: str | None) -> 
 
 
 def attach_rows(files: dict, name: str, n: int, r0: int, r1: int, seed: int, nodes: dict,
-                placeholder: NodeInfo) -> tuple[dict, NodeInfo]:
+                placeholder: NodeInfo, ids: tuple[int, int]) -> tuple[dict, NodeInfo]:
     """Collective on the world: ``nodes`` (this process's rows [r0, r1) of the source's own node data) with the
     rows of ``files`` (`check_files`' paths) in place of what they give; ``placeholder``: the source's own
-    widths and task. Returns the rows and the `NodeInfo` of the result."""
+    widths and task; ``ids``: the smallest and the largest id of the edge list (for a row count's message).
+    Returns the rows and the `NodeInfo` of the result."""
     info = NodeInfo(placeholder.num_features, placeholder.num_classes, placeholder.task)
     nodes = dict(nodes)
+    where = (name, n, ids)
     if "features" in files:
-        nodes["features"], info.num_features = _feature_rows(Path(files["features"]), name, n, r0, r1)
+        nodes["features"], info.num_features = _feature_rows(Path(files["features"]), where, r0, r1)
     labelled = None
     if "labels" in files:
-        labels, info.task, info.num_classes = _label_rows(Path(files["labels"]), name, n, r0, r1)
+        labels, info.task, info.num_classes = _label_rows(Path(files["labels"]), where, r0, r1)
         nodes["labels"] = target_block(labels)
         labelled = labelled_vertices(labels, info.task)
     if "split" in files:
@@ -110,18 +114,21 @@ def attach_rows(files: dict, name: str, n: int, r0: int, r1: int, seed: int, nod
     return nodes, info
 
 
-def _rows_of(path: Path, what: str, name: str, n: int):
-    """The memory-mapped array of ``path`` after the row count check, alike on every process."""
+def _rows_of(path: Path, what: str, where: tuple):
+    """The memory-mapped array of ``path`` after the row count check (the line `gridgnn.data.attach` prints),
+    alike on every process. ``where``: the graph's name, vertex count and (smallest, largest) id."""
+    name, n, (first, last) = where
     array = np.load(path, mmap_mode="r", allow_pickle=False)
     agree(None if array.shape[0] == n else
           f"{path}: {array.shape[0]} {what} rows for the {n} vertices of graph '{name}' (its vertices are the "
-          f"{n} distinct ids of the edge list, in sorted order: an id on no edge is no vertex)")
+          f"{n} distinct ids of the edge list, ids {first} to {last}, in sorted order: an id on no edge is no "
+          "vertex)")
     return array
 
 
-def _feature_rows(path: Path, name: str, n: int, r0: int, r1: int) -> tuple[np.ndarray, int]:
+def _feature_rows(path: Path, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, int]:
     """(rows, f) float32 of rows [r0, r1), and f. Collective on the world (the checks)."""
-    array = _rows_of(path, "feature", name, n)
+    array = _rows_of(path, "feature", where)
     width = 1 if array.ndim == 1 else int(array.shape[1])
     out = np.empty((r1 - r0, width), dtype=np.float32)
     finite = True
@@ -134,15 +141,18 @@ def _feature_rows(path: Path, name: str, n: int, r0: int, r1: int) -> tuple[np.n
     return out, width
 
 
-def _label_rows(path: Path, name: str, n: int, r0: int, r1: int) -> tuple[np.ndarray, str, int]:
+def _label_rows(path: Path, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, str, int]:
     """Canonical targets of rows [r0, r1), the task and the outputs, as one process lays out the whole file.
     Collective on the world."""
-    array = _rows_of(path, "label", name, n)
+    n = where[1]
+    array = _rows_of(path, "label", where)
     if array.ndim == 2 and array.shape[1] == 1:
         array = array[:, 0]
     raw = np.asarray(array[r0:r1])
     if array.ndim == 2 and array.shape[1] == 0:
         agree(f"{path}: targets have no columns")
+    infinite = raw.dtype.kind == "f" and bool(np.any(np.isinf(raw)))  # checked on the whole first, as one process
+    agree(f"{path}: targets contain inf" if total(int(infinite)) else None)
     integral, binary = task_facts(raw)
     _, size = world()
     integral, binary = (total(int(fact)) == size for fact in (integral, binary))  # true on every process

@@ -158,7 +158,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     speak(f"prepare    operator  {clock.seconds['operator']:7.1f} s  {total(operator.indices.size)} entries of "
           f"the {job.operator} operator")
     with clock.phase("nodes"):
-        nodes, result.node_info = _node_rows(job, n, r0, r1)
+        nodes, result.node_info = _node_rows(job, n, r0, r1, share)
         if share is not None:
             nodes["vertex_ids"] = share.vertex_ids(r0, r1)
         elif permute is not None:  # a reordered graph names its rows by their ids before (`reorder_graph`)
@@ -314,11 +314,12 @@ def _entries(edges: np.ndarray, directed: bool, union: bool, permute=None):
     return rows, cols, forward
 
 
-def _node_rows(job: PrepareJob, n: int, r0: int, r1: int) -> tuple[dict, NodeInfo]:
+def _node_rows(job: PrepareJob, n: int, r0: int, r1: int, share=None) -> tuple[dict, NodeInfo]:
     """Features (rows, f) float32, labels and masks of rows [r0, r1), as the one-process loader makes them, and
     their widths and task; an edge list's placeholder degree column and the feature normalization wait for
     `_finish_features`. Node files (``job.node_files``) replace what they give (`gridgnn.prepare.node_data`:
-    collective on the world then)."""
+    collective on the world then; ``share``: the renumbering, whose smallest and largest ids a row count's
+    message names)."""
     if job.kind == "rmat":
         g = job.generator
         features, labels, (train, val, test) = rmat_node_rows(r0, r1, g["features"], g["classes"], job.seed)
@@ -335,7 +336,10 @@ def _node_rows(job: PrepareJob, n: int, r0: int, r1: int) -> tuple[dict, NodeInf
     nodes = {"features": features, "labels": target_block(labels), "train_mask": train, "val_mask": val,
              "test_mask": test}
     if job.node_files:
-        nodes, info = attach_rows(job.node_files, job.name, n, r0, r1, job.seed, nodes, info)
+        held = share.held
+        none = np.iinfo(np.int64).max
+        ids = (-maximum(-int(held[0]) if held.size else -none), maximum(int(held[-1]) if held.size else -none))
+        nodes, info = attach_rows(job.node_files, job.name, n, r0, r1, job.seed, nodes, info, ids)
     return nodes, info
 
 

@@ -268,8 +268,12 @@ def test_node_files_with_a_random_order_and_normalized_features(tmp_path):
 
 def test_node_files_that_do_not_fit_stop_every_process_alike(tmp_path):
     """A feature file of another row count, a label file with a negative class on one process's rows only, a
-    split naming an unlabelled vertex: every process stops with the one line, and nothing looks finished."""
+    split naming an unlabelled vertex: every process stops with the line one process prints, and nothing looks
+    finished."""
     from prepare_workers import failing_worker
+
+    from gridgnn.data.attach import NodeFiles
+    from gridgnn.errors import DataError
 
     n = load_dataset(str(HEPPH)).num_nodes
     files = write_node_files(tmp_path / "node", n, "multiclass", split=True)
@@ -293,3 +297,6 @@ def test_node_files_that_do_not_fit_stop_every_process_alike(tmp_path):
         errors = run_workers(failing_worker, 3, vars(job), timeout_s=120)
         assert errors[0] == errors[1] == errors[2] and says in errors[0], errors
         assert "\n" not in errors[0] and not (folder / "prepared.json").exists()
+        with pytest.raises(DataError) as one:  # the line one process prints
+            load_dataset(str(HEPPH), node_files=NodeFiles(*(flags.get(k) for k in ("features", "labels", "split"))))
+        assert str(one.value) == errors[0]
