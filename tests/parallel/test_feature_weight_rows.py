@@ -37,10 +37,11 @@ def _cases(root: str) -> list[dict]:
             dict(base, algo="2d"),  # X W reduce-scatters: each rank's input-column block of W (its rows F_j)
             dict(base, algo="2d", model="sage", full_feature_rows=True, reorder="metis-balanced"),  # W's columns
             dict(base, algo="3d", grid="2x2x1", model="gin"),
+            dict(base, algo="2d", model="gat", heads=2, hidden=4),  # attention vectors read whole, beside the rows
             dict(base, algo="3d", grid="2x2x2", nprocs=8)]  # the own rows' sums all-reduced on depth
 
 
-TAKES_EFFECT = [True, True, True, True, False, True, True, True, True]
+TAKES_EFFECT = [True, True, True, True, False, True, True, True, True, True]
 
 
 @pytest.fixture(scope="module")
