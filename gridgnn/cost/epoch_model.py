@@ -76,6 +76,7 @@ from gridgnn.cost.sparse_cost import comm_spmm_terms, cover_setup_terms, index_e
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.terms import gather_term, scatter_sum_term, sum_terms
 from gridgnn.cost.terms import term as make_term
+from gridgnn.cost.weight_grad_steps import weight_grad_steps
 from gridgnn.grid.comm_records import PHASES, WIRE_PHASES
 from gridgnn.grid.placement import axis_bytes, host_axis_order, within_node_by_position
 from gridgnn.grid.shape import GridShape
@@ -394,72 +395,65 @@ def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes
 
 def _weight_grad_terms(blocks: ShapeBlocks, spec: ModelSpec, feature_rows: bool, sizes: SizeInfo,
                        sparse_features: bool = False) -> list[Term]:
-    """1D/1.5D: one all-reduce of every gradient on ``row``. 2D/3D with several column blocks: the parameters
-    read whole all-reduced on ``world``; each rank's column blocks of the others
-    (`gridgnn.cost.operations.ModelOps.parameter_slices`), packed, summed over the processes of its column
-    block (`_block_sum_terms`), then all-gathered on ``col`` (padded to the largest block's; not with
-    ``spec.defer_weight_gather``); a collective with nothing to move is skipped, as `GridOps` skips it. With
-    `ModelSpec.reduces_feature_rows` the feature weights leave those sums and move by rows instead
-    (`gridgnn.cost.feature_row_cost`)."""
+    """The steps of the weight-gradient reduction (`gridgnn.cost.weight_grad_steps`, which `GridOps` runs),
+    each priced on every rank: the parameters read whole (1D/1.5D: all but the feature weights moved by rows;
+    2D/3D: `gridgnn.cost.operations.ModelOps.parameter_slices` with no dim), each rank's column blocks of the
+    others, packed (padded to the largest block's in the ``col`` all-gather), and with
+    `ModelSpec.reduces_feature_rows` the feature weights' rows (`gridgnn.cost.feature_row_cost`). A step
+    with nothing to move on a rank (an empty column block) is not counted there, as `GridOps` skips it."""
     shape = blocks.shape
     p = shape.world_size
     ops = spec.traced
     by_rows = ops.feature_weights if spec.reduces_feature_rows(shape, sparse_features) else ()
     if by_rows and (blocks.stats is None or blocks.stats.feature_indices is None):
         by_rows = ()  # statistics from counts: the touched rows are unknown, priced as the plain reduction
-    moved = _feature_row_exchange(blocks, spec, by_rows, feature_rows, sizes) if by_rows else []
-    if not shape.splits_features or shape.col_blocks == 1:
-        axis, size = ("world", p) if shape.splits_features else ("row", shape.sizes[0])
-        rest = spec.num_parameters() - sum(int(np.prod(ops.parameters[k])) for k in by_rows)
-        if size == 1 or not rest:
-            return moved
-        return [_all_reduce_term(axis, size, np.full(p, rest, np.int64), sizes)] + moved
-    slices = ops.parameter_slices(feature_rows)
-    pcol = shape.col_blocks
-    whole = sum(int(np.prod(dims)) for dims, dim in slices if dim is None)
-    per_block = sum((_slice_sizes(dims, dim, pcol) for k, (dims, dim) in enumerate(slices)
-                     if dim is not None and k not in by_rows), np.zeros(pcol, dtype=np.int64))
-    terms = [_all_reduce_term("world", p, np.full(p, whole, np.int64), sizes)] if whole else []
-    if per_block.any():
-        terms += _block_sum_terms(blocks, per_block[blocks.coords["col"]], sizes)
-        if not spec.defer_weight_gather:
-            terms.append(Term("weight_grad", "all_gather", "col", pcol, np.ones(p, dtype=np.int64),
-                              np.full(p, (pcol - 1) * int(per_block.max()) * sizes.value, dtype=np.int64)))
-    return terms + moved
-
-
-def _feature_row_exchange(blocks: ShapeBlocks, spec: ModelSpec, by_rows: tuple[int, ...], feature_rows: bool,
-                          sizes: SizeInfo) -> list[Term]:
-    """The feature weights ``by_rows`` moved by rows (`gridgnn.cost.feature_row_cost`): per group of them (one on
-    1D/1.5D; on 2D those read by input-column block, then by output-column block), the reduce and the
-    refresh all-to-alls on ``row``."""
-    ops, shape = spec.traced, blocks.shape
-    dims = ops.parameter_slices(feature_rows) if shape.splits_features else [(s, None) for s in ops.parameters]
-    groups = weight_groups([ops.parameters[k] for k in by_rows], [dims[k][1] for k in by_rows], shape.col_blocks,
-                           blocks.stats.num_features)
-    terms = []
-    for ranges, widths in groups:
-        terms += row_exchange_terms(blocks, ranges, widths, sizes)
+    groups = _feature_row_groups(blocks, spec, by_rows, feature_rows) if by_rows else []
+    by_rows_values = sum(int(np.prod(ops.parameters[k])) for k in by_rows)
+    per_block = np.zeros(max(shape.col_blocks, 1), dtype=np.int64)
+    if shape.splits_features and shape.col_blocks > 1:
+        slices = ops.parameter_slices(feature_rows)
+        whole = sum(int(np.prod(dims)) for dims, dim in slices if dim is None)
+        per_block = sum((_slice_sizes(dims, dim, shape.col_blocks) for k, (dims, dim) in enumerate(slices)
+                         if dim is not None and k not in by_rows), per_block)
+    else:
+        whole = spec.num_parameters() - by_rows_values
+    steps = weight_grad_steps(shape, whole=whole > 0, blocks=bool(per_block.any()), row_groups=len(groups),
+                              defer=spec.defer_weight_gather)
+    own = per_block[blocks.coords["col"]] if shape.splits_features and shape.col_blocks > 1 else per_block[:1]
+    rows = [row_exchange_terms(blocks, ranges, widths, sizes) for ranges, widths in groups]
+    terms, part = [], None
+    taken = {"reduce": 0, "sum": 0, "refresh": 0}  # the row groups' steps priced so far, by kind
+    for step in steps:
+        size = p if step.axis == "world" else shape.size(step.axis)
+        if step.part == "whole":
+            terms.append(_all_reduce_term(step.axis, size, np.full(p, whole, np.int64), sizes))
+        elif step.part == "rows":  # group by group: its reduce, its sum on depth; after the step the refreshes
+            kind = "refresh" if step.after_step else ("sum" if step.op == "all_reduce" else "reduce")
+            terms.append(rows[taken[kind]][kind])
+            taken[kind] += 1
+        elif step.axis == "col":  # the blocks gathered, padded to the largest
+            terms.append(Term("weight_grad", "all_gather", "col", size, np.ones(p, dtype=np.int64),
+                              np.full(p, (size - 1) * int(per_block.max()) * sizes.value, dtype=np.int64)))
+        elif step.op == "all_reduce" and part is None:  # the blocks summed on one axis
+            terms.append(_all_reduce_term(step.axis, size, own, sizes, (own > 0).astype(np.int64)))
+        elif step.op == "all_reduce":  # the reduce-scattered part summed on the second axis
+            terms.append(_all_reduce_term(step.axis, size, part, sizes, (part > 0).astype(np.int64)))
+        else:  # the reduce-scatter of balanced parts (padded to the largest), and their all-gather
+            base, extra = np.divmod(own, size)
+            part = base + (blocks.coords[step.axis] < extra)
+            terms.append(Term("weight_grad", step.op, step.axis, size, (own > 0).astype(np.int64),
+                              ((size - 1) * -(-own // size) * sizes.value).astype(np.int64)))
     return terms
 
 
-def _block_sum_terms(blocks: ShapeBlocks, own: np.ndarray, sizes: SizeInfo) -> list[Term]:
-    """The sum of each rank's ``own`` (P,) packed values over the processes of its column block: an all-reduce
-    on the one axis besides ``col`` of size > 1, or on 3D with both: a reduce-scatter on ``row`` (balanced
-    parts, padded to the largest), an all-reduce of the rank's part on ``depth``, an all-gather on ``row``."""
-    shape = blocks.shape
-    axes = [a for a in shape.axes if a != "col" and shape.size(a) > 1]
-    active = (own > 0).astype(np.int64)
-    if len(axes) < 2:
-        return [_all_reduce_term(a, shape.size(a), own, sizes, active) for a in axes]
-    first, second = axes
-    a = shape.size(first)
-    base, extra = np.divmod(own, a)
-    part = base + (blocks.coords[first] < extra)
-    chunk = (a - 1) * -(-own // a) * sizes.value
-    return [Term("weight_grad", "reduce_scatter", first, a, active, chunk.astype(np.int64)),
-            _all_reduce_term(second, shape.size(second), part, sizes, (part > 0).astype(np.int64)),
-            Term("weight_grad", "all_gather", first, a, active, chunk.astype(np.int64))]
+def _feature_row_groups(blocks: ShapeBlocks, spec: ModelSpec, by_rows: tuple[int, ...],
+                        feature_rows: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The groups of feature weights ``by_rows`` moved together (`gridgnn.cost.feature_row_cost.weight_groups`:
+    one on 1D/1.5D; on 2D/3D those read by input-column block, then by output-column block)."""
+    ops, shape = spec.traced, blocks.shape
+    dims = ops.parameter_slices(feature_rows) if shape.splits_features else [(s, None) for s in ops.parameters]
+    return weight_groups([ops.parameters[k] for k in by_rows], [dims[k][1] for k in by_rows], shape.col_blocks,
+                         blocks.stats.num_features)
 
 
 def _slice_sizes(dims: tuple[int, ...], dim: int, pcol: int) -> np.ndarray:

@@ -55,7 +55,7 @@ def member_bounds(shape: GridShape, layout) -> list[int]:
 
 
 def row_exchange_terms(blocks: ShapeBlocks, ranges: np.ndarray, widths: np.ndarray,
-                       sizes: SizeInfo) -> list[Term] | None:
+                       sizes: SizeInfo) -> dict[str, Term] | None:
     """The reduce and the refresh (two ``weight_grad`` all-to-alls on ``row``) of one group of feature weights
     exchanged together: ``ranges`` (C, 2), the feature rows ``[lo, hi)`` the processes of column block j hold
     of them (C = 1 on 1D/1.5D), and ``widths`` (C,), their values per row there, summed over the group. Process
@@ -63,7 +63,8 @@ def row_exchange_terms(blocks: ShapeBlocks, ranges: np.ndarray, widths: np.ndarr
     then ``counts_j[i, q]`` rows from every other owner q (the updated rows it reads); ``counts_j`` from
     `GraphStats.feature_touch_in`. On 3D (`feature_row_sum_axis`) process (i, j, l) exchanges with the
     processes of depth slice l, and between the two the own rows' sums are all-reduced on ``depth`` (skipped
-    where a process owns no rows, as `FeatureWeightRows` skips it). None without the features' structure."""
+    where a process owns no rows, as `FeatureWeightRows` skips it). The terms by step: ``reduce``, ``sum``
+    (3D) and ``refresh`` (`gridgnn.cost.weight_grad_steps`). None without the features' structure."""
     shape = blocks.shape
     size, p = shape.size("row"), shape.world_size
     i = blocks.coords["row"]
@@ -90,11 +91,12 @@ def row_exchange_terms(blocks: ShapeBlocks, ranges: np.ndarray, widths: np.ndarr
                 received[step] += np.where(ranks, rows * int(widths[block]) * sizes.value, 0)
         summed += np.where(mine, np.diff(owner_cuts)[i] * int(widths[block]), 0)
     ones = np.ones(p, dtype=np.int64)
-    terms = [Term("weight_grad", "all_to_all", "row", size, ones, received[step]) for step in range(2)]
+    terms = {kind: Term("weight_grad", "all_to_all", "row", size, ones, received[step])
+             for step, kind in enumerate(("reduce", "refresh"))}
     if feature_row_sum_axis(shape) is not None:
         calls = (summed > 0).astype(np.int64)
-        terms.append(Term("weight_grad", "all_reduce", "depth", depth, calls,
-                          2 * summed * sizes.value * (depth - 1) // depth * calls))
+        terms["sum"] = Term("weight_grad", "all_reduce", "depth", depth, calls,
+                            2 * summed * sizes.value * (depth - 1) // depth * calls)
     return terms
 
 

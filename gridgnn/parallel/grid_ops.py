@@ -53,6 +53,7 @@ from gridgnn.cost.column_steps import ColumnStep, column_steps
 from gridgnn.cost.feature_row_cost import feature_row_axis, feature_row_sum_axis, member_bounds
 from gridgnn.cost.operations import EdgeSum, FullRows, HeadMean, HeadSum, Product, RowSum
 from gridgnn.cost.rank_cost import cached_orientations
+from gridgnn.cost.weight_grad_steps import GradStep, weight_grad_steps
 from gridgnn.errors import ConfigError
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import WORLD, ProcessGrid
@@ -82,7 +83,6 @@ class GridOps:
         self._row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
         self._order: torch.Tensor | None = None  # and of every row (attention dropout names columns too)
         self.col_axis = self.spmm.num_col_blocks_axis
-        self.grad_axis = "row" if self.col_axis is None else WORLD
         self.row_replicas = grid.shape.replication * grid.shape.col_blocks  # processes holding each row
         # the width of the input features this rank keeps in full (`gridgnn.cost.operations.ModelOps.
         # keeps_feature_rows`; the caller decides, alike on every rank); None: its column block, as every activation
@@ -91,7 +91,6 @@ class GridOps:
         # (None: read two ways, reduced whole); filled by linear and add_bias, alike on every rank
         self._slices: dict[int, tuple[torch.Tensor, int, int] | None] = {}
         self._splits_params = self.col_axis is not None and grid.size(self.col_axis) > 1
-        self._slice_axes = [a for a in grid.shape.axes if a != self.col_axis and grid.size(a) > 1]
         # whether a step leaves the other column blocks of the sliced parameters stale, and what a deferred step
         # left stale since the last `gather_parameters` ("params", "state"): alike on every rank
         self.defer_gather = defer_weight_gather and self._splits_params
@@ -309,36 +308,40 @@ class GridOps:
 
     def reduce_gradients(self, params: list[torch.nn.Parameter]) -> None:
         """Sum replicated parameters' gradients over the processes holding distinct parts (phase
-        ``weight_grad``). 1D/1.5D: one all-reduce of the flattened gradients on ``row``. 2D/3D: the parameters
-        read whole all-reduced on ``world``; of the others (`_note_slice`) each rank's column blocks, packed,
-        summed over the processes of its column block (`_sum_over_block`: ``row`` and ``depth``) and
-        all-gathered on ``col`` (with ``defer_gather``: not gathered, zeros in the other blocks). With
-        `set_feature_pattern` the feature weights' own rows are summed by rows on the `feature_row_axis`
-        instead (zeros elsewhere; `_reduce_feature_rows`). A parameter without a gradient counts as zeros;
-        afterwards every ``grad`` is a view into one fresh buffer."""
-        if self._feature_rows is not None and self.col_axis is None:
-            self._reduce_by_rows(params)
-            return
+        ``weight_grad``), running the steps of `gridgnn.cost.weight_grad_steps` (which the cost model prices):
+        the parameters read whole all-reduced packed (1D/1.5D on ``row``, 2D/3D on ``world``); on 2D/3D each
+        rank's column blocks of the others (`_note_slice`), packed, summed over the processes of its column
+        block (`_sum_over_block`) and all-gathered on ``col`` (with ``defer_gather``: not gathered, zeros in the
+        other blocks); with `set_feature_pattern` the feature weights' own rows summed by rows on the
+        `feature_row_axis` (zeros elsewhere; `_reduce_feature_rows`). A parameter without a gradient counts as
+        zeros; afterwards every ``grad`` is a view into one fresh buffer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         by_rows = set(self._feature_weights(params)) if self._feature_rows is not None else set()
         sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params) if self._noted(p) and k not in by_rows}
+        whole = [k for k in range(len(params)) if k not in sliced and k not in by_rows]
         if not sliced and not by_rows:  # one all-reduce of everything, in place in the new buffer
             flat = torch.cat([g.reshape(-1) for g in grads])
-        elif self.defer_gather:  # the own blocks and the whole parameters are written below, the rest stays 0
+        elif self.defer_gather:  # the own blocks and rows and the whole parameters are written below, the rest 0
             flat = grads[0].new_zeros(sum(g.numel() for g in grads))
         else:  # every value is written below: the whole parameters' sums, then every gathered block
             flat = grads[0].new_empty(sum(g.numel() for g in grads))
         views = [v.view_as(g) for v, g in zip(flat.split([g.numel() for g in grads]), grads, strict=True)]
-        whole = [k for k in range(len(params)) if k not in sliced and k not in by_rows]
+        slices = [(grads[k], views[k], *sliced[k]) for k in sorted(sliced)]
+        blocks = bool(slices) and any(x.numel() for block in self._block_views([(o, d, w) for _, o, d, w in slices])
+                                      for x in block)  # alike on every rank: widths below the column count
+        steps = weight_grad_steps(self.grid.shape, whole=bool(whole), blocks=blocks,
+                                  row_groups=len(self._row_groups(params)) if by_rows else 0,
+                                  defer=self.defer_gather)
         with self.comm.phase("weight_grad"):
-            if not sliced and not by_rows:
-                self.comm.all_reduce(flat, self.grad_axis)
-            elif whole:
-                part = torch.cat([grads[k].reshape(-1) for k in whole])
-                self.comm.all_reduce(part, self.grad_axis)
-                _unpack(part, [views[k] for k in whole])
-            if sliced:
-                self._reduce_slices([(grads[k], views[k], *sliced[k]) for k in sorted(sliced)])
+            if whole:
+                part = flat if len(whole) == len(params) else torch.cat([grads[k].reshape(-1) for k in whole])
+                for step in steps:
+                    if step.part == "whole":
+                        self.comm.all_reduce(part, step.axis)
+                if part is not flat:
+                    _unpack(part, [views[k] for k in whole])
+            if blocks:
+                self._reduce_slices(slices, [step for step in steps if step.part == "blocks"])
             if by_rows:
                 self._reduce_feature_rows(params, grads, views)
         for p, view in zip(params, views, strict=True):
@@ -395,23 +398,6 @@ class GridOps:
         for rows, members in self._row_groups(params):
             rows.gather([self._part(kind[k], *cut) for kind in tensors for k, *cut in members
                          if kind[k] is not None])
-
-    def _reduce_by_rows(self, params: list[torch.nn.Parameter]) -> None:
-        """`reduce_gradients` with `set_feature_pattern`: the feature weights' own rows summed on ``row`` (zero
-        elsewhere), every other gradient all-reduced on ``row`` packed; the next `after_step` refreshes."""
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        by_rows = self._feature_weights(params)
-        rest = [k for k in range(len(params)) if k not in by_rows]
-        outs = [torch.zeros_like(g) if k in by_rows else None for k, g in enumerate(grads)]
-        with self.comm.phase("weight_grad"):
-            if rest:
-                flat = torch.cat([grads[k].reshape(-1) for k in rest])
-                self.comm.all_reduce(flat, self.grad_axis)
-                _unpack(flat, [grads[k] for k in rest])
-            if by_rows:
-                self._reduce_feature_rows(params, grads, outs)
-        for k, out in enumerate(outs):
-            params[k].grad = grads[k] if out is None else out
 
     def after_step(self, params: list[torch.nn.Parameter]) -> None:
         """After the optimizer step of a `reduce_gradients` that reduced feature weights by rows: fetch the rows
@@ -476,19 +462,19 @@ class GridOps:
                 for t, dim, width in tensors]
         return [[t.narrow(dim, b[k], b[k + 1] - b[k]) for t, dim, b in cuts] for k in range(pcol)]
 
-    def _reduce_slices(self, slices: list[tuple[torch.Tensor, torch.Tensor, int, int]]) -> None:
+    def _reduce_slices(self, slices: list[tuple[torch.Tensor, torch.Tensor, int, int]],
+                       steps: list[GradStep]) -> None:
         """For each ``(gradient, out, dim, width)``: this rank's column block of the gradient (along ``dim``,
-        of ``width``) summed over the processes sharing it into ``out``'s block, then (unless ``defer_gather``)
-        every block gathered into ``out`` (the full reduced gradient). Collective on the axes other than
-        ``col``, then ``col``."""
+        of ``width``) summed over the processes sharing it into ``out``'s block by the blocks' ``steps``
+        (`gridgnn.cost.weight_grad_steps`), then, where they end with the ``col`` all-gather, every block
+        gathered into ``out`` (the full reduced gradient). Collective on the axes other than ``col``, then
+        ``col``."""
         mine = self.grid.index(self.col_axis)
         outs = self._block_views([(out, dim, width) for _, out, dim, width in slices])
-        if not any(x.numel() for block in outs for x in block):
-            return  # every block empty (widths below the column count): alike on every rank
         own = torch.cat([x.reshape(-1) for x in self._block_views([(g, d, w) for g, _, d, w in slices])[mine]])
         if own.numel():  # alike on the processes sharing this column block
-            own = self._sum_over_block(own)
-        if self.defer_gather:
+            own = self._sum_over_block(own, [step for step in steps if step.axis != self.col_axis])
+        if not any(step.axis == self.col_axis for step in steps):  # deferred: the own block only
             _unpack(own, outs[mine])
             self._stale = {"params", "state"}
             return
@@ -507,21 +493,22 @@ class GridOps:
         every = self.comm.all_gather_rows(own.view(-1, 1), self.col_axis, counts).view(-1)
         _unpack(every, [x for block in blocks for x in block])
 
-    def _sum_over_block(self, own: torch.Tensor) -> torch.Tensor:
-        """``own`` (1-D, non-empty) summed over the processes of this column block. One axis (2D; 3D with
-        depth or row 1): an all-reduce on it. Two (3D): a reduce-scatter on ``row``, an all-reduce of this
-        process's part on ``depth``, an all-gather on ``row``: the bytes of one all-reduce over both, which two
-        consecutive all-reduces would exceed."""
-        if len(self._slice_axes) < 2:
-            for axis in self._slice_axes:
-                self.comm.all_reduce(own, axis)
-            return own
-        first, second = self._slice_axes
-        parts = block_sizes(block_bounds(own.numel(), self.grid.size(first), allow_empty=True, what="values"))
-        part = self.comm.reduce_scatter_rows(own.view(-1, 1), first, parts)
-        if part.numel():  # alike on the processes of this part's ``second`` group
-            self.comm.all_reduce(part, second)
-        return self.comm.all_gather_rows(part, first, parts).view(-1)
+    def _sum_over_block(self, own: torch.Tensor, steps: list[GradStep]) -> torch.Tensor:
+        """``own`` (1-D, non-empty) summed over the processes of this column block by ``steps``: an all-reduce
+        on the one axis above 1 besides ``col``; with two (3D) a reduce-scatter on ``row``, an all-reduce of
+        this process's part on ``depth``, an all-gather on ``row`` (the bytes of one all-reduce over both,
+        which two consecutive all-reduces would exceed)."""
+        part, parts = own, None
+        for step in steps:
+            if step.op == "reduce_scatter":
+                parts = block_sizes(block_bounds(own.numel(), self.grid.size(step.axis), allow_empty=True,
+                                                 what="values"))
+                part = self.comm.reduce_scatter_rows(own.view(-1, 1), step.axis, parts).view(-1)
+            elif step.op == "all_gather":
+                part = self.comm.all_gather_rows(part.view(-1, 1), step.axis, parts).view(-1)
+            elif part.numel():  # an all-reduce; a part may be empty, alike on the processes of its group
+                self.comm.all_reduce(part, step.axis)
+        return part
 
     def global_sum(self, values: torch.Tensor) -> torch.Tensor:
         """Sum of per-row quantities over all rows of the graph (phase ``loss``, collective on world).
