@@ -316,7 +316,8 @@ class GridOps:
         `feature_row_axis` (zeros elsewhere; `_reduce_feature_rows`). A parameter without a gradient counts as
         zeros; afterwards every ``grad`` is a view into one fresh buffer."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        by_rows = set(self._feature_weights(params)) if self._feature_rows is not None else set()
+        groups = self._row_groups(params) if self._feature_rows is not None else []
+        by_rows = {k for _, members in groups for k, *_ in members}
         sliced = {k: self._slices[id(p)][1:] for k, p in enumerate(params) if self._noted(p) and k not in by_rows}
         whole = [k for k in range(len(params)) if k not in sliced and k not in by_rows]
         if not sliced and not by_rows:  # one all-reduce of everything, in place in the new buffer
@@ -330,7 +331,7 @@ class GridOps:
         blocks = bool(slices) and any(x.numel() for block in self._block_views([(o, d, w) for _, o, d, w in slices])
                                       for x in block)  # alike on every rank: widths below the column count
         steps = weight_grad_steps(self.grid.shape, whole=bool(whole), blocks=blocks,
-                                  row_groups=len(self._row_groups(params)) if by_rows else 0,
+                                  row_groups=len(groups),
                                   defer=self.defer_gather)
         with self.comm.phase("weight_grad"):
             if whole:
@@ -342,8 +343,8 @@ class GridOps:
                     _unpack(part, [views[k] for k in whole])
             if blocks:
                 self._reduce_slices(slices, [step for step in steps if step.part == "blocks"])
-            if by_rows:
-                self._reduce_feature_rows(params, grads, views)
+            if groups:
+                self._reduce_feature_rows(groups, grads, views)
         for p, view in zip(params, views, strict=True):
             p.grad = view  # views into one fresh buffer
 
@@ -380,12 +381,12 @@ class GridOps:
     def _part(t: torch.Tensor, dim: int | None, start: int, length: int) -> torch.Tensor:
         return t if dim is None else t.narrow(dim, start, length)
 
-    def _reduce_feature_rows(self, params: list[torch.nn.Parameter], grads: list[torch.Tensor],
+    def _reduce_feature_rows(self, groups: list[tuple[FeatureWeightRows, list[tuple]]], grads: list[torch.Tensor],
                              outs: list[torch.Tensor | None]) -> None:
         """The feature weights' gradients (``grads[k]``, this rank's partial sums) summed by rows into their own
-        rows of ``outs[k]`` (zero elsewhere is the caller's); the next `after_step` refreshes. Collective on the
-        `feature_row_axis`."""
-        for rows, members in self._row_groups(params):
+        rows of ``outs[k]`` (zero elsewhere is the caller's), exchange by exchange of ``groups`` (`_row_groups`);
+        the next `after_step` refreshes. Collective on the `feature_row_axis`."""
+        for rows, members in groups:
             rows.reduce([self._part(grads[k], *cut) for k, *cut in members],
                         [self._part(outs[k], *cut) for k, *cut in members])
         self._stale = {"params", "state"}

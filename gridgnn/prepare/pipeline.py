@@ -325,8 +325,9 @@ def _node_rows(job: PrepareJob, n: int, r0: int, r1: int, share=None) -> tuple[d
         features, labels, (train, val, test) = rmat_node_rows(r0, r1, g["features"], g["classes"], job.seed)
         info = NodeInfo(int(g["features"]), int(g["classes"]), "multiclass")
     else:  # `gridgnn.data.synthetic.placeholder_features` and `structure_only_graph`
-        features = np.empty((r1 - r0, PLACEHOLDER_WIDTH), dtype=np.float32)
-        if "features" not in job.node_files:
+        from_file = "features" in job.node_files  # read by `attach_rows` below: no placeholder to draw
+        features = np.empty((r1 - r0, 0 if from_file else PLACEHOLDER_WIDTH), dtype=np.float32)
+        if not from_file:
             features[:, 0] = 1.0
             features[:, 1] = 0.0  # the degree: `_finish_features`, where the vertex's row lives
             features[:, 2:] = _normal_rows(job.seed, r0, r1, PLACEHOLDER_WIDTH - 2)
