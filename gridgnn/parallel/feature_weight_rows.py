@@ -34,7 +34,7 @@ pr processes of grid column j (axis ``row``), with owners cutting the block's ro
 `FeatureWeightRows` per row range a weight's block spans. On 3D process (i, j, l) holds the rows of sub-block
 S[i][l] (T_il their features): the exchange runs on ``row`` within depth slice l, and the d processes (i, j, *)
 own the same rows, whose sums they all-reduce on ``depth`` before each updates them alike (with every T_il all
-features this moves exactly the bytes of the block sum it replaces; fewer with fewer). The ``col`` all-gather of
+features this moves the bytes of the block sum it replaces, up to rounding; fewer with fewer). The ``col`` all-gather of
 the blocks is deferred as every ``--defer-weight-gather`` block is (`gather_parameters` runs the row gather,
 then the column gather). `gridgnn.cost.feature_row_cost.feature_row_axis` says on which axis, for a grid shape,
 or None where it does not apply (one block row; a 2D/3D grid with one column block, where every gradient is
