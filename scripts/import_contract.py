@@ -39,7 +39,7 @@ LAYERS = {
     "gridgnn.partition": 1, "gridgnn.cost": 1, "gridgnn.grid.shape": 1, "gridgnn.grid.placement": 1,
     "gridgnn.grid.comm_records": 1,
     "gridgnn.sparse.layout": 1, "gridgnn.sparse.cut": 1, "gridgnn.sparse.adjacency": 1,
-    "gridgnn.sparse.cover": 1,
+    "gridgnn.sparse.cover": 1, "gridgnn.data.bijection": 1,
     "gridgnn.run_spec": 1,
     "gridgnn.grid": 2, "gridgnn.peer_errors": 2,
     "gridgnn.sparse": 3,

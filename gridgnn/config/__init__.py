@@ -11,6 +11,7 @@ share, are `gridgnn.config.choices`'.
 
 from gridgnn.config.choices import (
     ALGOS,
+    COLUMN_ORDERED,
     COMM_PRECISION_CHOICES,
     COMM_PRECISIONS,
     COMMS,
@@ -48,8 +49,8 @@ from gridgnn.config.sections import (
 from gridgnn.config.train_config import FIELD_ORDER, TrainConfig
 
 __all__ = [
-    "ALGOS", "COMM_PRECISIONS", "COMM_PRECISION_CHOICES", "COMMS", "FIELD_ORDER", "GRID_RE", "LOWER_IS_BETTER",
-    "LR_DEFAULTS", "LR_SCHEDULES", "MAX_EDGE_FEATURES", "MAX_HEADS",
+    "ALGOS", "COLUMN_ORDERED", "COMM_PRECISIONS", "COMM_PRECISION_CHOICES", "COMMS", "FIELD_ORDER", "GRID_RE",
+    "LOWER_IS_BETTER", "LR_DEFAULTS", "LR_SCHEDULES", "MAX_EDGE_FEATURES", "MAX_HEADS",
     "MAX_SEED", "METRICS", "METRIC_CHOICES", "MODELS", "ORDERS", "REORDERS", "REORDER_CHOICES",
     "SCHEDULE_PARAMETERS", "SECTIONS", "SWITCHES", "TASKS", "TASK_CHOICES", "WEIGHTS", "CheckpointOptions",
     "DataOptions", "ExecutionOptions", "ModelOptions", "OutputOptions", "Section", "TrainConfig",

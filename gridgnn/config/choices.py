@@ -52,8 +52,28 @@ SWITCHES = ("cache_panels", "full_feature_rows", "defer_weight_gather")
 """The on/off execution options (`gridgnn.config.ExecutionOptions`): True, False, or unset (None): the planner
 decides (`gridgnn.plan.execution`)."""
 
-REORDERS = ("none", "random", "rcm", "metis", "metis-nnz", "metis-balanced")
-"""Vertex reorderings applied before sharding (`gridgnn.data.reorder`)."""
+REORDERS = ("none", "random", "double-random", "rcm", "metis", "metis-nnz", "metis-balanced")
+"""Vertex reorderings applied before sharding (`gridgnn.data.reorder`); ``double-random`` (2D and 3D) also puts
+Â's columns in a second random order (`gridgnn.cost.column_order`)."""
+
+COLUMN_ORDERED = ("double-random",)
+"""The reorderings that put Â's columns in an order of their own: dense 2D and 3D only (`check_column_order`)."""
+
+
+def check_column_order(reorder: str, algo: str, comm: str, model: str, edge_dim: int | None = None) -> None:
+    """Raise `ConfigError` (one line) where ``reorder`` (of `COLUMN_ORDERED`) cannot run: on 1D and 1.5D (a
+    process holds whole rows of Â, so its columns' order changes nothing), with sparse or cover communication
+    (their index sets follow the vertex order), and for GAT's attention (its stages read Â's columns in the
+    vertex order); ``auto`` values are left to the planner, which prices dense 2D and 3D only."""
+    if algo in ("1d", "1.5d"):
+        raise ConfigError(f"--reorder {reorder} puts Â's columns in a second order, which only 2D and 3D use (a "
+                          f"{algo} process holds whole rows): use --algo 2d, 3d or auto, or --reorder random")
+    if comm in ("sparse", "cover"):
+        raise ConfigError(f"--reorder {reorder} runs with --comm dense (or auto), not {comm}: a random order leaves "
+                          "no locality for sparse communication")
+    if model == "gat" and not edge_dim:
+        raise ConfigError(f"--reorder {reorder} is not implemented for --model gat (its attention stages read Â's "
+                          "columns in the vertex order); use --reorder random")
 
 REORDER_CHOICES = (*REORDERS, "auto")
 """``--reorder``'s values: a reordering of `REORDERS`, or ``auto``: the one the planner prices best

@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from gridgnn.config.checks import check_int
+from gridgnn.config.choices import COLUMN_ORDERED, check_column_order
 from gridgnn.config.sections import (
     SECTIONS,
     CheckpointOptions,
@@ -52,7 +53,8 @@ class TrainConfig(DataOptions, ModelOptions, TrainingOptions, ExecutionOptions, 
 
     Validation runs every section's own checks, in the order of `SECTIONS`, then the rules that join two
     sections: a regression-only ``standardize_targets`` and the ``task``, ``embedding_layer`` and ``layers``,
-    a GAT ``model`` and ``comm="sparse"`` or ``"cover"``, ``comm="cover"`` and a 2D or 3D ``algo``.
+    a GAT ``model`` and ``comm="sparse"`` or ``"cover"``, ``comm="cover"`` and a 2D or 3D ``algo``,
+    ``reorder="double-random"`` and what it runs on (`gridgnn.config.choices.check_column_order`).
     """
 
     def validate(self) -> None:
@@ -66,6 +68,8 @@ class TrainConfig(DataOptions, ModelOptions, TrainingOptions, ExecutionOptions, 
         if self.model == "gat" and not self.edge_dim and self.comm in ("sparse", "cover"):  # --edge-dim: messages
             raise ConfigError(f"--comm {self.comm} is not implemented for --model gat (its attention stages move "
                               "whole blocks); use --comm dense or auto")
+        if self.reorder in COLUMN_ORDERED:
+            check_column_order(self.reorder, self.algo, self.comm, self.model, self.edge_dim)
         if self.comm == "cover" and self.algo in ("2d", "3d"):
             raise ConfigError(f"--comm cover runs on --algo 1d and 1.5d, not {self.algo} (a 2D/3D process holds "
                               "only a block of a row's entries); use --comm sparse, dense or auto")

@@ -17,6 +17,7 @@ Pure code, no process group.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.cost.block_stats import BlockReader, pool_processes
+from gridgnn.cost.column_order import permuted_indices, sigma_for
 from gridgnn.cost.sparse_stages import ColumnMajor, column_major, touched_counts
 from gridgnn.sparse.adjacency import add_self_loops
 from gridgnn.sparse.cut import block_row_columns, csr_structure
@@ -45,9 +47,11 @@ class GraphStats:
     blocks follow (`gridgnn.cost.stages.row_blocks`); None: balanced blocks. ``feature_indptr`` and
     ``feature_indices``: the CSR structure of sparse input features (exact statistics of a graph with sparse
     features; else None), for `feature_touch_counts`. ``num_edge_features``: the d features of every edge (0:
-    none; the width a message-passing model's edge weights take). ``opener`` and ``workers``: for a prepared
-    folder, a picklable callable returning its (indptr, indices) and the processes that read its row blocks
-    (`gridgnn.cost.block_stats.BlockReader`; 1: this process).
+    none; the width a message-passing model's edge weights take). ``column_seed``: a run on 2D or 3D puts Â's
+    columns in σ's order of that seed (``--reorder double-random``: ``meta["column_seed"]``); ``indices`` stay in
+    the vertex order and `in_column_order` gives the copy a grid's blocks are counted on. None: no second order.
+    ``opener`` and ``workers``: for a prepared folder, a picklable callable returning its (indptr, indices) and
+    the processes that read its row blocks (`gridgnn.cost.block_stats.BlockReader`; 1: this process).
 
     Statistics of a structure held in memory (scipy arrays) use its column-major copy (`column_major`, fast
     for every grid shape at once); those of a memory-mapped or sharded one (`streamed`) are computed block by
@@ -66,6 +70,7 @@ class GraphStats:
     feature_indptr: np.ndarray | None = field(default=None, repr=False)
     feature_indices: np.ndarray | None = field(default=None, repr=False)
     num_edge_features: int = 0
+    column_seed: int | None = None
     opener: Callable | None = field(default=None, repr=False, compare=False)
     workers: int = field(default=1, repr=False, compare=False)
     # (row bounds, column bounds, counts) of the last `count_once`, or None
@@ -73,6 +78,7 @@ class GraphStats:
                                                                       compare=False)
     _columns: ColumnMajor | None = field(default=None, init=False, repr=False, compare=False)
     _touch: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # feature_touch_in
+    _in_columns: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # in_column_order
     _reader: BlockReader | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -133,6 +139,7 @@ class GraphStats:
         return cls(graph.name, int(adj.shape[0]), int(adj.nnz), int(graph.num_features), int(graph.num_classes),
                    feature_nnz, adj.indptr, adj.indices, None if parts is None else tuple(int(b) for b in parts),
                    *pattern, num_edge_features=int(getattr(graph, "num_edge_features", 0) or 0),
+                   column_seed=getattr(graph, "meta", {}).get("column_seed"),
                    opener=opener() if opener else None, workers=workers)
 
     @classmethod
@@ -148,6 +155,22 @@ class GraphStats:
             feature_nnz = int(round(feature_density * num_nodes * num_features))
         nnz = int(num_edges) + (int(num_nodes) if self_loops else 0)
         return cls(name, int(num_nodes), nnz, int(num_features), int(num_classes), feature_nnz)
+
+    def in_column_order(self, rows: int, depth: int = 1) -> GraphStats:
+        """These statistics with Â's columns in σ's order of ``column_seed`` (``--reorder double-random``) on a
+        grid of ``rows`` row blocks, each cut into ``depth`` sub-blocks (`gridgnn.cost.column_order.sigma_for`):
+        what `gridgnn.cost.rank_cost.shape_blocks` counts a 2D or 3D grid's blocks on. A copy of ``indices``
+        (nnz int64, in memory), made once per (rows, depth); itself without a seed when there is none or the
+        statistics are the uniform estimate (which has no columns)."""
+        if self.column_seed is None or not self.exact:
+            return self
+        key = (rows, depth)
+        if key not in self._in_columns:
+            sigma = sigma_for(self.num_nodes, rows, depth, self.column_seed)
+            self._in_columns[key] = dataclasses.replace(
+                self, indptr=np.asarray(self.indptr), indices=permuted_indices(self.indices, sigma), opener=None,
+                workers=1, column_seed=None)
+        return self._in_columns[key]
 
     def feature_touch_counts(self, row_bounds: list[int], owners: int) -> np.ndarray | None:
         """(R, owners) int64: for each block of rows ``row_bounds[r]:row_bounds[r + 1]`` (R blocks), how many of

@@ -18,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from gridgnn.cost.algorithms import costs_of
+from gridgnn.cost.column_order import column_positions, exchanged_rows
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.stages import stage_layout
@@ -34,18 +35,33 @@ def nnz_bounds(shape: GridShape, n: int, parts: tuple[int, ...] | None = None) -
 
 
 def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
-    """Partition and block nnz of ``stats``'s Â on ``shape`` (exact or uniform, as ``stats`` is)."""
+    """Partition and block nnz of ``stats``'s Â on ``shape`` (exact or uniform, as ``stats`` is); with Â's
+    columns in σ's order (``stats.column_seed``, 2D and 3D), the rows each rank moves into that order."""
     coords = {a: c.astype(np.int64) for a, c in zip(shape.axes, np.unravel_index(np.arange(shape.world_size),
                                                                                    shape.sizes), strict=True)}
     layout = stage_layout(shape.algo, shape.sizes, stats.num_nodes, stats.parts)
-    return costs_of(shape.algo).blocks(shape, stats, layout, coords)
+    if stats.column_seed is None or not shape.splits_features:  # 1D and 1.5D hold whole rows: no column order
+        return costs_of(shape.algo).blocks(shape, stats, layout, coords)
+    blocks = costs_of(shape.algo).blocks(shape, stats.in_column_order(shape.sizes[0], shape.depth), layout, coords)
+    per_process = exchanged_rows(layout, column_positions(layout, stats.column_seed))
+    groups = coords["depth"] if shape.algo == "3d" else np.zeros(shape.world_size, dtype=np.int64)
+    blocks.column_rows = per_process[coords["row"], groups]
+    return blocks
 
 
 def spmm_terms(blocks: ShapeBlocks, width: int, *, backward: bool, sizes: SizeInfo = FLOAT32,
                cached: bool = False) -> list[Term]:
     """Terms of one dense SpMM of width ``width``: its forward (``Â X``) or its backward (``Âᵀ G``) half (the
-    sparse variants: `gridgnn.cost.sparse_cost.comm_spmm_terms`); ``cached``: with ``--cache-panels``."""
-    return costs_of(blocks.shape.algo).spmm_terms(blocks, width, backward, sizes, cached)
+    sparse variants: `gridgnn.cost.sparse_cost.comm_spmm_terms`); ``cached``: with ``--cache-panels``. With
+    Â's columns in σ's order (``blocks.column_rows``), the move into that order (forward, before the SUMMA) or
+    out of it (backward, after): one all-to-all on ``row`` (`gridgnn.spmm.column_exchange`)."""
+    terms = costs_of(blocks.shape.algo).spmm_terms(blocks, width, backward, sizes, cached)
+    if blocks.column_rows is not None and blocks.shape.sizes[0] > 1:
+        fw = feature_widths(width, blocks.shape.col_blocks)[blocks.coords["col"]]
+        phase = "spmm_backward" if backward else "spmm_forward"
+        terms.append(Term(phase, "all_to_all", "row", blocks.shape.sizes[0], (fw > 0).astype(np.int64),
+                          np.where(fw > 0, blocks.column_rows * sizes.row_bytes(fw), 0).astype(np.int64)))
+    return terms
 
 
 def cached_orientations(operator: str) -> tuple[bool, ...]:

@@ -59,6 +59,7 @@ class ShapeBlocks:
     mult_nnz: np.ndarray
     sub: np.ndarray | None = None  # 3D: (q, d) rows of each sub-block S[k][l]
     stats: GraphStats | None = field(default=None, repr=False)  # for the sparse variants' touched rows
+    column_rows: np.ndarray | None = None  # (P,) rows each rank moves into σ's column order (double-random)
     cache: dict = field(default_factory=dict, repr=False)  # width-independent Â panel terms
 
     @property

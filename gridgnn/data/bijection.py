@@ -33,19 +33,21 @@ def mix_bits(ids: np.ndarray, bits: int, keys: np.ndarray) -> np.ndarray:
     return x
 
 
-def seeded_keys(seed: int, stream: int) -> np.ndarray:
-    """The (4, 2) uint64 round keys of `mix_bits` drawn from ``default_rng([seed, stream])``."""
-    return np.random.default_rng([seed, stream]).integers(0, 1 << 62, size=(4, 2), dtype=np.uint64)
+def seeded_keys(seed: int, stream: int | tuple[int, ...]) -> np.ndarray:
+    """The (4, 2) uint64 round keys of `mix_bits` drawn from ``default_rng([seed, *stream])``."""
+    stream = (stream,) if isinstance(stream, int) else tuple(stream)
+    return np.random.default_rng([seed, *stream]).integers(0, 1 << 62, size=(4, 2), dtype=np.uint64)
 
 
-def random_bijection(ids: np.ndarray, n: int, seed: int) -> np.ndarray:
+def random_bijection(ids: np.ndarray, n: int, seed: int, stream: int | tuple[int, ...] = REORDER_STREAM) -> np.ndarray:
     """The seeded bijection of [0, n) of ``--reorder random`` applied to ``ids`` (int64 in [0, n); int64 out): the
-    new position of each vertex. Same ``seed``, same ``n``: the same map, whatever the ids' order or chunking."""
+    new position of each vertex. Same ``seed``, same ``n``: the same map, whatever the ids' order or chunking.
+    ``stream``: the generator stream of the keys (`seeded_keys`; another stream, another bijection)."""
     ids = np.asarray(ids, dtype=np.int64)
     if n <= 1 or ids.size == 0:
         return ids.copy()
     bits = int(n - 1).bit_length()
-    keys = seeded_keys(seed, REORDER_STREAM)
+    keys = seeded_keys(seed, stream)
     out = mix_bits(ids, bits, keys)
     outside = np.flatnonzero(out >= np.uint64(n))
     while outside.size:  # cycle walking: each pass maps the stragglers once more

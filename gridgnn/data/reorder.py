@@ -8,6 +8,9 @@ any rank cuts its blocks, so the row blocks of the grid are runs of the new orde
 none            the identity
 random          a seeded pseudo-random permutation, computed vertex by vertex (`gridgnn.data.bijection`; the
                 distributed preparation gives the same): balances non-zeros across blocks, destroys locality
+double-random   the vertex order of ``random``, and Â's columns in a second seeded random order on 2D and 3D
+                (Plexus's double permutation, `gridgnn.cost.column_order`): balances the Â blocks each
+                process keeps, the diagonal's too; ``meta["column_seed"]`` keeps the seed
 rcm             reverse Cuthill-McKee of the symmetrized pattern (`scipy.sparse.csgraph`): a narrow band
 metis           METIS k-way (`gridgnn.data.metis`) into the grid's number of row blocks, parts laid out
                 one after another (a part's vertices keep their original relative order) and their
@@ -74,7 +77,7 @@ def vertex_order(adj: sp.spmatrix, method: str, parts: int, seed: int = 0,
     n = adj.shape[0]
     if method == "none":
         return np.arange(n, dtype=np.int64), None
-    if method == "random":  # id by id, so that a distributed preparation computes the same order
+    if method in ("random", "double-random"):  # id by id: a distributed preparation computes the same order
         return random_order(n, seed), None
     if method == "rcm":
         return reverse_cuthill_mckee(symmetric_pattern(adj), symmetric_mode=True).astype(np.int64), None
@@ -197,6 +200,10 @@ def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0, nest: in
                         content_digest=graph.meta.get("content_digest") or graph_digest(graph))
     if bounds is not None:
         out.meta["reorder_bounds"] = bounds
+    if method == "double-random":
+        out.meta["column_seed"] = int(seed)
+    else:
+        out.meta.pop("column_seed", None)
     return out
 
 

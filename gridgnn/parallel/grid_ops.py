@@ -35,6 +35,9 @@ products of the features (``X W``; on 2D each rank's column block of them), each
 owns and fetching, after the step, the rows it reads (`after_step`): `gridgnn.parallel.feature_weight_rows`.
 Every other parameter is reduced as before.
 
+With ``column_seed`` (``--reorder double-random``, 2D and 3D) the SpMM multiplies Â with its columns in a second
+order between two moves of the rows (`gridgnn.spmm.column_exchange`); everything else here is unchanged.
+
 A model that passes messages (`gridgnn.nn.message_passing`: ``messages``) gets the edges of its block row and
 their halo exchange (`edges`, `source_rows`: `gridgnn.parallel.edge_halo`), on 1D and 1.5D, and on 2D and 3D
 for a message separable over feature columns (the exchange of each process's column block on ``row``; 3D
@@ -76,10 +79,12 @@ class GridOps:
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, operator: str = "gcn", comm_mode: str = "dense",
                  parts: Sequence[int] | None = None, cache_panels: bool = False, feature_rows: int | None = None,
-                 defer_weight_gather: bool = False, messages: bool = False, edge_attr=None):
+                 defer_weight_gather: bool = False, messages: bool = False, edge_attr=None,
+                 column_seed: int | None = None):
         self.grid, self.comm, self.operator = grid, comm, operator
         self.spmm = build_spmm(grid, comm, adj, dtype=dtype, comm_mode=comm_mode, parts=parts,
-                               cache_panels=cached_orientations(operator) if cache_panels else ())
+                               cache_panels=cached_orientations(operator) if cache_panels else (),
+                               column_seed=column_seed)
         self._row_ids: torch.Tensor | None = None  # original ids of the rows when the graph was reordered
         self._order: torch.Tensor | None = None  # and of every row (attention dropout names columns too)
         self.col_axis = self.spmm.num_col_blocks_axis

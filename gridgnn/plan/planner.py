@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gridgnn.config.choices import COVER_ALGOS
+from gridgnn.config.choices import COLUMN_ORDERED, COVER_ALGOS
 from gridgnn.cost.epoch_model import EpochPrediction, ModelSpec, predict_epoch, stats_for
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.memory_model import sparse_features
@@ -279,16 +279,18 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     entries = []
     baseline = process_baseline(profile.device)
     for order in orders:
-        by_rows = {(s.sizes[0], s.depth): stats_for_order(order, s.sizes[0], s.depth) for s in shapes}
+        in_columns = order in COLUMN_ORDERED  # dense 2D and 3D only, not attention (`check_column_order`)
+        order_shapes = [s for s in shapes if s.splits_features and not spec.traced.attends] if in_columns else shapes
+        by_rows = {(s.sizes[0], s.depth): stats_for_order(order, s.sizes[0], s.depth) for s in order_shapes}
         for ordered in {id(x): x for x in by_rows.values()}.values():  # one pass over each order's Â
-            ordered.count_once(nnz_bounds(shape, ordered.num_nodes, ordered.parts) for shape in shapes
-                               if by_rows[(shape.sizes[0], shape.depth)] is ordered)
+            ordered.count_once(nnz_bounds(shape, ordered.num_nodes, ordered.parts) for shape in order_shapes
+                               if by_rows[(shape.sizes[0], shape.depth)] is ordered and ordered.column_seed is None)
         setup = reorder_s(order) if reorder_s is not None and order != "none" else 0.0
-        for shape in shapes:
+        for shape in order_shapes:
             priced = by_rows[(shape.sizes[0], shape.depth)]
             blocks = shape_blocks(shape, priced)  # shared by every variant of this shape
             seen = set()
-            for comm in comms:
+            for comm in (("dense",) if in_columns else comms):
                 if comm == "cover" and shape.algo not in COVER_ALGOS:
                     continue  # a 2D/3D process holds a block of each row's entries: no partial sum to send
                 for cache, variant in variants:

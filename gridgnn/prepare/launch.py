@@ -41,9 +41,9 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
     if getattr(args, "task", None) not in (None, "auto", "multiclass"):
         raise ConfigError(f"--task {args.task} needs targets that distributed preparation does not generate: "
                           "prepare without --nprocs")
-    if args.reorder not in ("none", "random"):
+    if args.reorder not in ("none", "random", "double-random"):
         raise ConfigError(f"--reorder {args.reorder} with --nprocs: a distributed preparation computes --reorder "
-                          "random (vertex by vertex); prepare without --nprocs for the other orders")
+                          "random and double-random (vertex by vertex); prepare without --nprocs for the other orders")
     text = args.dataset.strip()
     feature_norm = "l1-row" if args.normalize_features else "none"
     common = dict(operator=operator, shards=shards, folder=folder, directed=args.directed, seed=args.seed,

@@ -138,10 +138,10 @@ def original_order_digest(folder: Path, shards: list[dict], num_features: int, j
 
 
 def reorder_meta(job: PrepareJob, parts: list, folder: Path, shards: list[dict], num_features: int) -> dict:
-    """The meta keys `gridgnn.data.reorder.reorder_graph` gives a reordered graph, for a ``--reorder random``
-    folder: the method, parts and nest, the slowest process's seconds moving node rows and the largest peak
-    memory, the old order's content digest and statistics (`original_order_digest`) and the new order's (from
-    every process's counts of its rows)."""
+    """The meta keys `gridgnn.data.reorder.reorder_graph` gives a reordered graph, for a ``--reorder random`` or
+    ``double-random`` folder (its ``column_seed`` too): the method, parts and nest, the slowest process's seconds
+    moving node rows and the largest peak memory, the old order's content digest and statistics
+    (`original_order_digest`) and the new order's (from every process's counts of its rows)."""
 
     content, before = original_order_digest(folder, shards, num_features, job)
     after = sum(part.blocks_after for part in parts)
@@ -154,7 +154,8 @@ def reorder_meta(job: PrepareJob, parts: list, folder: Path, shards: list[dict],
             "row_imbalance_after": row_imbalance(n, job.reorder_parts),
             "cut_fraction_before": before["cut_fraction_before"],
             "cut_fraction_after": 1.0 - int(after[:, 1].sum()) / edges if edges else 0.0,
-            "content_digest": content}
+            "content_digest": content,
+            **({"column_seed": job.reorder_seed} if job.reorder == "double-random" else {})}
 
 
 def write_manifest(job: PrepareJob, parts: list, num_features: int, num_classes: int,

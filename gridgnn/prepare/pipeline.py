@@ -127,7 +127,8 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
         return np.searchsorted(owner_bounds, ids, side="right") - 1
 
     union = job.kind == "edge-list" and job.directed  # placeholder features count neighbours both ways
-    permute = functools.partial(random_bijection, n=n, seed=job.reorder_seed) if job.reorder == "random" else None
+    shuffled = job.reorder in ("random", "double-random")  # the same vertex order (double-random: Â's columns later)
+    permute = functools.partial(random_bijection, n=n, seed=job.reorder_seed) if shuffled else None
     with clock.phase("exchange"):
         rounds = functools.partial(_edge_rounds, job, edges, rank, size, clock)  # called once per pass
         del edges

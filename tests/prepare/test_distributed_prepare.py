@@ -121,15 +121,16 @@ def test_renumbering_a_sparse_64_bit_id_space_matches_np_unique():
     np.testing.assert_array_equal(np.concatenate([r[1] for r in results]), distinct)
 
 
-def one_process_reordered(tmp_path: Path, dataset: str, model: str, parts: int, **flags) -> Path:
+def one_process_reordered(tmp_path: Path, dataset: str, model: str, parts: int, method: str = "random",
+                          **flags) -> Path:
     from gridgnn.data.attach import NodeFiles
     from gridgnn.data.reorder import reorder_graph
 
     graph = load_dataset(dataset, directed=flags.get("directed", False), seed=flags.get("seed", 0),
                          normalize_features=flags.get("normalize_features"),
                          node_files=NodeFiles(*(flags.get(k) for k in ("features", "labels", "split"))))
-    graph = reorder_graph(graph, "random", parts, flags.get("seed", 0))
-    return prepare_graph(graph, tmp_path / "one-random", operator=operator_of(model))
+    graph = reorder_graph(graph, method, parts, flags.get("seed", 0))
+    return prepare_graph(graph, tmp_path / f"one-{method}", operator=operator_of(model))
 
 
 TIMED = {"reorder_seconds", "reorder_peak_rss_bytes"}
@@ -167,6 +168,17 @@ def test_a_random_order_computed_by_p_processes_equals_the_one_process_reorderin
     unordered = json.loads((one_process(tmp_path, source, "gcn", seed=3) / "prepared.json").read_text())
     assert meta["content_digest"] == unordered["digest"]  # the original order's: checkpoints move between them
     assert meta["cut_fraction_after"] > meta["cut_fraction_before"]  # a random order destroys the locality
+
+
+def test_a_double_random_order_computed_by_p_processes_equals_the_one_process_reordering(tmp_path):
+    """``--reorder double-random``: the vertex order of ``random``, and the seed of Â's second column order that
+    2D and 3D training computes vertex by vertex (`gridgnn.cost.column_order`), in the folder's meta."""
+    source = str(EDGE_LISTS / "ca-HepPh.txt")
+    expected = one_process_reordered(tmp_path, source, "gcn", 4, method="double-random", seed=3)
+    actual = distributed(tmp_path, source, "gcn", 2, 3, reorder="double-random", parts=4, seed=3)
+    assert_same_reordered_graph(expected, actual)
+    meta = json.loads((actual / "prepared.json").read_text())["meta"]
+    assert meta["reorder"] == "double-random" and meta["column_seed"] == 3
 
 
 def test_a_random_order_of_a_directed_list_and_of_rmat(tmp_path):

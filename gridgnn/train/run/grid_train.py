@@ -87,7 +87,7 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
                   parts=graph.meta.get("reorder_bounds"), cache_panels=config.cache_panels,  # blocks follow METIS parts
                   feature_rows=feature_rows, defer_weight_gather=config.defer_weight_gather,
                   messages=spec_for(config, graph).traced.passes_messages,
-                  edge_attr=operator_edge_rows(graph, operator))
+                  edge_attr=operator_edge_rows(graph, operator), column_seed=column_seed_of(graph, shape))
     setup = spmm_setup_record(config, comm.records, time.perf_counter() - setup_start, feature_rows is not None,
                               ops.defer_gather)
     trainer = DistributedTrainer(config, graph, ops)
@@ -128,6 +128,13 @@ def train_on_grid(config: TrainConfig, graph: Graph, on_epoch: Callable[[EpochRe
     outcome = TrainedGrid(result, merged, shape, point, gather_to_rank0(setup_peak), gather_to_rank0(setup),
                           reorder, graph, grid.placement)
     return (outcome, trainer.model) if return_model else outcome
+
+
+def column_seed_of(graph: Graph | PreparedGraph, shape: GridShape) -> int | None:
+    """The seed of Â's second column order (``--reorder double-random``: ``meta["column_seed"]``) where ``shape``
+    uses one (2D and 3D), else None. Not collective."""
+    seed = graph.meta.get("column_seed")
+    return int(seed) if seed is not None and shape.splits_features else None
 
 
 def kept_feature_rows(config: TrainConfig, graph: Graph | PreparedGraph, shape: GridShape) -> int | None:

@@ -47,13 +47,13 @@ def grid_inputs(config: TrainConfig, graph, shape: GridShape) -> tuple[object, G
 
     Collective on the world (builds the device mesh); without a process group, a 1-process grid.
     """
-    from gridgnn.train.run.grid_train import model_operator, operator_edge_rows
+    from gridgnn.train.run.grid_train import column_seed_of, model_operator, operator_edge_rows
 
     grid = ProcessGrid.create(shape)
     adj = model_operator(config, graph)  # config.model's operator; a prepared graph must hold that one
     ops = GridOps(grid, Communicator(grid, overlap=False), adj, operator=operator_of(config.model),
                   parts=graph.meta.get("reorder_bounds"), messages=reads_edges(config),
-                  edge_attr=operator_edge_rows(graph, adj))
+                  edge_attr=operator_edge_rows(graph, adj), column_seed=column_seed_of(graph, shape))
     shard = shard_node_data(graph, ops.row_range, ops.input_range(graph.num_features), grid.device)
     return model_input(shard.features, ops, graph.num_features, stays_sparse(graph.features)), ops
 

@@ -1,0 +1,131 @@
+"""``--reorder double-random`` on 2D and 3D: an SpMM of ``Â Pσᵀ`` (Â's columns in a second random order σ,
+`gridgnn.cost.column_order`) between two moves of the dense rows.
+
+`ColumnOrderedSpMM` wraps the algorithm's SpMM built on ``Â Pσᵀ`` (``inner``: `gridgnn.spmm.spmm_2d.SpMM2D` or
+`gridgnn.spmm.spmm_3d.SpMM3D`): forward ``Y = (Â Pσᵀ)(Pσ X)``, backward ``dX = Pσᵀ ((Â Pσᵀ)ᵀ G)``. Its layout
+is the inner one's (X, Y, dX, dY in the vertex order); `ColumnExchange` moves a block between the vertex order
+and σ's order: one all-to-all on ``row`` each way (σ keeps every row within its ``row`` group), the rows a
+process keeps copied in place.
+
+Only the rank's own block row of ``Â Pσᵀ`` is built (`own_rows_relabelled`): the inner SpMMs cut their panels
+from their block row alone.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from gridgnn.cost.column_order import column_positions, peer_ranges, permuted_indices
+from gridgnn.grid.comm import Communicator
+from gridgnn.grid.process_grid import ProcessGrid
+from gridgnn.spmm.base import DistributedSpMM
+
+
+class ColumnExchange:
+    """Moves one process's dense rows between the vertex order and σ's order. Collective on ``row``.
+
+    The process at ``row`` coordinate i of class ``group`` holds rows ``[a, b)`` (`peer_ranges`) in both orders:
+    vertex v in the vertex order, column position c = σ(v) in σ's. A row whose σ stays in ``[a, b)`` is copied
+    locally; the others go to the process holding their position, sorted by position, so a receiver knows each
+    row's place from σ alone.
+    """
+
+    def __init__(self, comm: Communicator, ranges: list[tuple[int, int]], i: int, sigma: np.ndarray):
+        self.comm = comm
+        a, b = ranges[i]
+        starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
+        owner = lambda ids: np.searchsorted(starts, ids, side="right") - 1  # noqa: E731 - the range of an id
+        count = len(ranges)
+        # sending side (forward): my vertices, by the process of their position, then by position
+        positions = sigma[a:b]
+        order = np.argsort(positions, kind="stable")
+        dest = owner(positions[order])
+        away = dest != i
+        self.send_local = torch.from_numpy(order[away])  # local rows sent, in wire order
+        self.send_rows = np.bincount(dest[away], minlength=count).tolist()
+        self.keep_from = torch.from_numpy(order[~away])  # local rows kept ...
+        self.keep_to = torch.from_numpy(positions[order[~away]] - a)  # ... at these local positions
+        # receiving side (forward): the vertices whose position is mine, by their process, then by position
+        vertices = np.flatnonzero((sigma >= a) & (sigma < b))
+        source = owner(vertices)
+        incoming = source != i
+        arrival = np.lexsort((sigma[vertices[incoming]], source[incoming]))
+        self.recv_local = torch.from_numpy(sigma[vertices[incoming]][arrival] - a)  # positions, in wire order
+        self.recv_rows = np.bincount(source[incoming], minlength=count).tolist()
+
+    def to_columns(self, x: torch.Tensor) -> torch.Tensor:
+        """This process's rows of ``Pσ X`` from its rows of X (same shape). Collective on ``row``."""
+        out = x.new_empty(x.shape)
+        out[self.keep_to] = x[self.keep_from]
+        if x.shape[1] > 0:
+            out[self.recv_local] = self.comm.all_to_all(x[self.send_local], self.send_rows, self.recv_rows, "row")
+        return out
+
+    def to_vertices(self, g: torch.Tensor) -> torch.Tensor:
+        """The inverse of `to_columns`: rows in the vertex order from rows in σ's. Collective on ``row``."""
+        out = g.new_empty(g.shape)
+        out[self.keep_from] = g[self.keep_to]
+        if g.shape[1] > 0:
+            out[self.send_local] = self.comm.all_to_all(g[self.recv_local], self.recv_rows, self.send_rows, "row")
+        return out
+
+
+class OwnRowsRelabelled:
+    """The CSR rows ``[r0, r1)`` of Â with column ids ``sigma[id]`` (sorted within each row), every other row empty:
+    what an inner SpMM cuts its panels from (`gridgnn.sparse.cut.cut_panels` reads ``indptr``, ``indices``,
+    ``data``, ``shape``). ``nnz`` stays Â's, so every process picks the same index dtype."""
+
+    def __init__(self, adj, rows: tuple[int, int], sigma: np.ndarray):
+        r0, r1 = rows
+        n = int(adj.shape[0])
+        indptr = np.asarray(adj.indptr[r0:r1 + 1], dtype=np.int64)
+        lo, hi = int(indptr[0]), int(indptr[-1])
+        columns = permuted_indices(adj.indices[lo:hi], sigma)
+        values = np.asarray(adj.data[lo:hi])
+        local = indptr - lo
+        row_of = np.repeat(np.arange(r1 - r0), np.diff(local))
+        order = np.lexsort((columns, row_of))  # each row's entries by their new column
+        self.indices, self.data = columns[order], values[order]
+        self.indptr = np.concatenate([np.zeros(r0, dtype=np.int64), local, np.full(n - r1, hi - lo, dtype=np.int64)])
+        self.shape = tuple(adj.shape)
+        self.nnz = int(adj.nnz)
+        self.source = getattr(adj, "source", "adjacency")
+
+
+class ColumnOrderedSpMM(DistributedSpMM):
+    """``inner_cls`` (2D or 3D) on ``Â Pσᵀ`` between the moves of `ColumnExchange`: ``--reorder double-random``.
+    Built once from the global Â; the layout, stages and panels are the inner SpMM's."""
+
+    moves_panels = True
+
+    def __init__(self, inner_cls: type[DistributedSpMM], grid: ProcessGrid, comm: Communicator, adj, *, seed: int,
+                 dtype: torch.dtype = torch.float32, parts=None, cache_panels: tuple[bool, ...] = ()):
+        super().__init__(grid, comm, adj.shape[0], parts)
+        self.num_col_blocks_axis = inner_cls.num_col_blocks_axis
+        layout = self.stage_layout()
+        sigma = column_positions(layout, seed)
+        i = grid.index("row")
+        block_row = (layout.row_bounds[i], layout.row_bounds[i + 1])  # what 2D and 3D cut their panels from
+        self.inner = inner_cls(grid, comm, OwnRowsRelabelled(adj, block_row, sigma), dtype=dtype, parts=parts,
+                               cache_panels=cache_panels)
+        group = grid.index("depth") if grid.algo == "3d" else 0
+        self.exchange = ColumnExchange(comm, peer_ranges(layout, group), i, sigma)
+
+    @property
+    def row_range(self) -> tuple[int, int]:
+        return self.inner.row_range
+
+    @property
+    def stored_nnz(self) -> int:
+        return self.inner.stored_nnz
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """X (vertex order) -> Y = Â X: ``Pσ X`` by `ColumnExchange`, then the inner SpMM. Collective on ``row``
+        and the inner SpMM's axes."""
+        return self.inner.forward(self.exchange.to_columns(x))
+
+    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
+        """G -> dX = Âᵀ G in the vertex order: the inner backward (σ's order), then moved back. Collective on
+        ``row`` and the inner SpMM's axes."""
+        return self.exchange.to_vertices(self.inner.backward(grad_y))
