@@ -11,9 +11,10 @@ from pathlib import Path
 
 from gridgnn.errors import ConfigError
 
-KINDS = ("edge-list", "rmat")
-"""Sources a distributed preparation reads in parts: a text edge list (byte ranges) and the R-MAT generator
-(chunks). Other sources are prepared by one process."""
+KINDS = ("edge-list", "rmat", "ogb-binary")
+"""Sources a distributed preparation reads in parts: a text edge list or ``.npy`` edge array (byte or row ranges),
+the R-MAT generator (chunks) and an OGB folder in the binary layout (ranges of its compressed arrays:
+`gridgnn.prepare.ogb_parts`). Other sources are prepared by one process."""
 
 
 @dataclass
@@ -24,7 +25,8 @@ class PrepareJob:
     [size, mtime_ns, inode] when the preparation started; ``generator``: R-MAT's parameters; ``reorder``:
     ``none`` or ``random`` (`gridgnn.data.bijection.random_bijection` of ``reorder_seed``, its statistics over
     ``reorder_parts`` row blocks, as ``prepare --reorder random --parts K``); ``node_files``: the ``features``,
-    ``labels`` and ``split`` files read by rows (`gridgnn.prepare.node_data`), by name."""
+    ``labels`` and ``split`` files read by rows (`gridgnn.prepare.node_data`), by name; ``layout``: an OGB binary
+folder's vertex and edge counts and data file (`gridgnn.prepare.ogb_parts.ogb_layout`)."""
 
     source: str
     kind: str
@@ -42,6 +44,7 @@ class PrepareJob:
     reorder_parts: int = 1
     reorder_seed: int = 0
     node_files: dict = field(default_factory=dict)
+    layout: dict = field(default_factory=dict)
     launcher_pid: int | None = None
     summary_path: str | None = None
     command: str = "prepare"

@@ -64,12 +64,23 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
         return PrepareJob(source=text, kind="rmat", name=text, generator=kwargs, meta=meta,
                           **{**common, "seed": kwargs["seed"]})
     path = Path(text).expanduser()
+    from gridgnn.prepare.ogb_parts import is_ogb_binary, ogb_layout
+
+    if is_ogb_binary(path):
+        if files:
+            raise ConfigError(f"{', '.join(files.flags())} with an OGB folder: it names its own node data; prepare "
+                              "without them")
+        layout, node_files, meta = ogb_layout(path)
+        return PrepareJob(source=str(path), kind="ogb-binary", name=path.name, layout=layout,
+                          meta=meta | {"symmetrized": not args.directed, "feature_normalization": feature_norm},
+                          node_files=node_files, **common)
     binary = is_edge_array(path)
     if not path.is_file() or not (binary or path.name.lower().endswith(EDGE_LIST_SUFFIXES)):
         gz = " (a .gz edge list cannot be cut into byte ranges: decompress it first)" \
             if path.name.lower().endswith(".gz") else ""
         raise ConfigError(f"--nprocs: distributed preparation reads text edge lists ({', '.join(EDGE_LIST_SUFFIXES)}), "
-                          f".npy edge arrays and rmat: specs, not '{text}'{gz}; prepare it without --nprocs")
+                          f".npy edge arrays, OGB folders in the binary layout (raw/data.npz) and rmat: specs, not "
+                          f"'{text}'{gz}; prepare it without --nprocs")
     from gridgnn.prepare.text_edges import file_state
 
     if binary:

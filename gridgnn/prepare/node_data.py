@@ -29,6 +29,7 @@ from gridgnn.data.attach import split_digest
 from gridgnn.data.file_digest import file_digest
 from gridgnn.data.node_files import SPLIT_PARTS, index_file, read_split_dir
 from gridgnn.data.readers._common import reading
+from gridgnn.data.readers.npz_rows import NpzMember
 from gridgnn.data.splits import random_split
 from gridgnn.data.targets import canonical_targets, labelled_vertices, target_block, task_facts, task_of
 from gridgnn.errors import ConfigError, DataError
@@ -88,23 +89,25 @@ def check_files(features: str | None, labels: str | None, split: str | None) -> 
 
 
 def attach_rows(files: dict, name: str, n: int, r0: int, r1: int, seed: int, nodes: dict,
-                placeholder: NodeInfo, ids: tuple[int, int]) -> tuple[dict, NodeInfo]:
+                placeholder: NodeInfo, ids: tuple[int, int] | None, check_split: bool = True) -> tuple[dict, NodeInfo]:
     """Collective on the world: ``nodes`` (this process's rows [r0, r1) of the source's own node data) with the
-    rows of ``files`` (`check_files`' paths) in place of what they give; ``placeholder``: the source's own
-    widths and task; ``ids``: the smallest and the largest id of the edge list (for a row count's message).
+    rows of ``files`` (`check_files`' paths, or `gridgnn.prepare.ogb_parts`' member specs) in place of what they
+    give; ``placeholder``: the source's own widths and task; ``ids``: the smallest and the largest id of the edge
+    list (for a row count's message; None: the source numbers its vertices). ``check_split``: refuse a split
+    naming an unlabelled vertex (``--split``; an OGB folder's own split is taken as it is, as one process does).
     Returns the rows and the `NodeInfo` of the result."""
     info = NodeInfo(placeholder.num_features, placeholder.num_classes, placeholder.task)
     nodes = dict(nodes)
     where = (name, n, ids)
     if "features" in files:
-        nodes["features"], info.num_features = _feature_rows(Path(files["features"]), where, r0, r1)
+        nodes["features"], info.num_features = _feature_rows(files["features"], where, r0, r1)
     labelled = None
     if "labels" in files:
-        labels, info.task, info.num_classes = _label_rows(Path(files["labels"]), where, r0, r1)
+        labels, info.task, info.num_classes = _label_rows(files["labels"], where, r0, r1)
         nodes["labels"] = target_block(labels)
         labelled = labelled_vertices(labels, info.task)
     if "split" in files:
-        masks = _split_rows(Path(files["split"]), n, r0, r1, labelled)
+        masks = _split_rows(Path(files["split"]), n, r0, r1, labelled if check_split else None)
     elif labelled is not None:  # the source drew its split: drawn again among the labelled vertices
         every = all_gather_rows(labelled.astype(np.uint8)).astype(bool)
         masks = [mask[r0:r1].copy() for mask in random_split(n, seed=seed, among=every)]
@@ -114,21 +117,44 @@ def attach_rows(files: dict, name: str, n: int, r0: int, r1: int, seed: int, nod
     return nodes, info
 
 
-def _rows_of(path: Path, what: str, where: tuple):
-    """The memory-mapped array of ``path`` after the row count check (the line `gridgnn.data.attach` prints),
-    alike on every process. ``where``: the graph's name, vertex count and (smallest, largest) id."""
-    name, n, (first, last) = where
-    array = np.load(path, mmap_mode="r", allow_pickle=False)
-    agree(None if array.shape[0] == n else
-          f"{path}: {array.shape[0]} {what} rows for the {n} vertices of graph '{name}' (its vertices are the "
-          f"{n} distinct ids of the edge list, ids {first} to {last}, in sorted order: an id on no edge is no "
-          "vertex)")
+def _rows_of(spec: str, what: str, where: tuple):
+    """The rows of ``spec`` after the row count check (the line `gridgnn.data.attach` prints), alike on every
+    process: a memory-mapped ``.npy`` path, or ``PATH::member`` of a ``.npz`` (`NpzMember`, streamed: OGB's binary
+    layout). ``where``: the graph's name, vertex count and (smallest, largest) id of an edge list (None: the
+    source numbers its vertices itself)."""
+    name, n, ids = where
+    path, member = _path_of(spec), _member_of(spec)
+    array = NpzMember(path, member) if member else np.load(path, mmap_mode="r", allow_pickle=False)
+    if ids is None:
+        vertices = f"the {n} vertices of graph '{name}'"
+    else:
+        vertices = (f"the {n} vertices of graph '{name}' (its vertices are the {n} distinct ids of the edge list, "
+                    f"ids {ids[0]} to {ids[1]}, in sorted order: an id on no edge is no vertex)")
+    agree(None if array.shape[0] == n else f"{path}: {array.shape[0]} {what} rows for {vertices}")
     return array
 
 
-def _feature_rows(path: Path, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, int]:
+def _path_of(spec: str) -> Path:
+    """The file of a rows spec (``PATH`` or ``PATH::member[::dtype]``)."""
+    return Path(spec.split("::")[0])
+
+
+def _member_of(spec: str) -> str | None:
+    """The ``.npz`` member of a rows spec, or None for a ``.npy`` file."""
+    parts = spec.split("::")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _cast_of(spec: str) -> np.dtype | None:
+    """The dtype a rows spec's values are read as before anything else (``PATH::member::float64``), or None."""
+    parts = spec.split("::")
+    return np.dtype(parts[2]) if len(parts) > 2 else None
+
+
+def _feature_rows(spec: str, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, int]:
     """(rows, f) float32 of rows [r0, r1), and f. Collective on the world (the checks)."""
-    array = _rows_of(path, "feature", where)
+    path = _path_of(spec)
+    array = _rows_of(spec, "feature", where)
     width = 1 if array.ndim == 1 else int(array.shape[1])
     out = np.empty((r1 - r0, width), dtype=np.float32)
     finite = True
@@ -141,22 +167,27 @@ def _feature_rows(path: Path, where: tuple, r0: int, r1: int) -> tuple[np.ndarra
     return out, width
 
 
-def _label_rows(path: Path, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, str, int]:
+def _label_rows(spec: str, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, str, int]:
     """Canonical targets of rows [r0, r1), the task and the outputs, as one process lays out the whole file.
     Collective on the world."""
     n = where[1]
-    array = _rows_of(path, "label", where)
-    if array.ndim == 2 and array.shape[1] == 1:
-        array = array[:, 0]
+    path, cast = _path_of(spec), _cast_of(spec)
+    array = _rows_of(spec, "label", where)
+    ndim, dtype = array.ndim, cast or array.dtype
+    columns = 1 if ndim == 1 else int(array.shape[1])
     raw = np.asarray(array[r0:r1])
-    if array.ndim == 2 and array.shape[1] == 0:
+    if cast is not None:
+        raw = raw.astype(cast, copy=False)
+    if ndim == 2 and columns == 1:
+        raw, ndim = raw[:, 0], 1
+    if ndim == 2 and columns == 0:
         agree(f"{path}: targets have no columns")
     infinite = raw.dtype.kind == "f" and bool(np.any(np.isinf(raw)))  # checked on the whole first, as one process
     agree(f"{path}: targets contain inf" if total(int(infinite)) else None)
     integral, binary = task_facts(raw)
     _, size = world()
     integral, binary = (total(int(fact)) == size for fact in (integral, binary))  # true on every process
-    task = task_of(1 if array.ndim == 1 else int(array.shape[1]), array.dtype == np.bool_, integral, binary)
+    task = task_of(1 if ndim == 1 else columns, dtype == np.bool_, integral, binary)
     targets, problem = None, None
     try:
         targets = canonical_targets(raw, r1 - r0, task, where=str(path), whole=False)

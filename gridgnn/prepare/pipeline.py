@@ -42,11 +42,13 @@ from gridgnn.data.splits import random_split
 from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
 from gridgnn.data.targets import target_block
 from gridgnn.data.transforms import row_normalize_features
+from gridgnn.errors import DataError
 from gridgnn.partition import block_bounds
 from gridgnn.prepare.exchange import agree, exchange_counts, maximum, send_to_owners, total, world
 from gridgnn.prepare.heap import release_free_memory, steady_heap
 from gridgnn.prepare.job import PrepareJob
 from gridgnn.prepare.node_data import NodeInfo, attach_rows
+from gridgnn.prepare.ogb_parts import read_edge_part
 from gridgnn.prepare.renumber import renumber
 from gridgnn.prepare.rows import RowBlock, keys_overflow, operator_values, pattern_block, pattern_from_keys
 from gridgnn.prepare.text_edges import byte_range, file_state, read_edge_range
@@ -115,6 +117,17 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
                   else None)
             edges, share = renumber(edges)
         n = share.num_nodes
+    elif job.kind == "ogb-binary":  # OGB numbers its vertices 0 to n - 1: nothing to renumber
+        with clock.phase("read"):
+            problem = None
+            try:
+                edges, result.bytes_read = read_edge_part(job.layout, rank, size)
+            except DataError as exc:  # every process must hear of it before the next collective
+                problem = str(exc)
+            agree(problem)
+        speak(f"prepare    read      {clock.seconds['read']:7.1f} s  {total(result.bytes_read) / 1e6:.1f} MB, "
+              f"{job.layout['num_edges']} edges")
+        n = int(job.layout["num_nodes"])
     else:
         n = 1 << int(job.generator["scale"])
     result.num_nodes = n
@@ -337,7 +350,9 @@ def _node_rows(job: PrepareJob, n: int, r0: int, r1: int, share=None) -> tuple[d
         info = NodeInfo(PLACEHOLDER_WIDTH, 1, "multiclass")
     nodes = {"features": features, "labels": target_block(labels), "train_mask": train, "val_mask": val,
              "test_mask": test}
-    if job.node_files:
+    if job.node_files and share is None:  # the source numbers its vertices (OGB) and names its own files
+        nodes, info = attach_rows(job.node_files, job.name, n, r0, r1, job.seed, nodes, info, None, check_split=False)
+    elif job.node_files:
         held = share.held
         none = np.iinfo(np.int64).max
         ids = (-maximum(-int(held[0]) if held.size else -none), maximum(int(held[-1]) if held.size else -none))

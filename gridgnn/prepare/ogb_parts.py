@@ -1,0 +1,94 @@
+"""OGB's binary layout (``raw/data.npz``, as ogbn-papers100M ships it) prepared by P processes, each reading its part.
+
+What one process reads whole (`gridgnn.data.readers.ogb_binary`), each process of a distributed preparation reads
+by ranges of the compressed members (`gridgnn.data.readers.npz_rows.NpzMember`, streamed, never loaded):
+
+- ``edge_index`` (2, E): its columns [E p / P, E (p + 1) / P), sources then targets (one forward pass);
+- ``node_feat`` (n, f): its rows of the features (`gridgnn.prepare.node_data`, as a ``--features`` file);
+- ``raw/node-label.npz`` ``node_label`` (n,) or (n, T): its rows, as float64 the way one process reads them;
+- ``split/<kind>/``: the alphabetically first kind's index files, as a ``--split`` folder; none: a seeded
+  60/20/20 split of the labelled vertices.
+
+The vertex count is ``num_nodes_list``'s (OGB's ids are 0 to n - 1: no renumbering, an isolated vertex stays).
+A folder without ``node_feat`` (placeholder features drawn from the whole graph) or with ``edge_feat`` is
+prepared by one process (refused here with one line). The folder equals the one-process folder (tested).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gridgnn.data.readers.npz_rows import NpzMember
+from gridgnn.data.readers.ogb_binary import DATA_FILE, LABEL_FILE
+from gridgnn.errors import ConfigError, DataError
+
+LABELS_AS = "float64"
+"""How one process reads OGB's labels (`gridgnn.data.readers.ogb_binary.read_binary_raw`), and so each process."""
+
+
+def is_ogb_binary(path: Path) -> bool:
+    """True when ``path`` is an OGB folder in the binary layout."""
+    return path.is_dir() and (path / "raw" / DATA_FILE).is_file()
+
+
+def ogb_layout(folder: Path) -> tuple[dict, dict, dict]:
+    """(the job's ``layout``: vertex and edge counts, the data file; its ``node_files``, as `gridgnn.prepare.
+    node_data` reads them: member specs ``PATH::member[::dtype]`` and the split folder; the ``meta`` one process
+    records). `ConfigError` for what one process must prepare, `DataError` for a broken file. Not collective."""
+    raw = folder / "raw"
+    data = raw / DATA_FILE
+    try:
+        with np.load(data, allow_pickle=False) as arrays:
+            names = set(arrays.files)
+            counts = np.asarray(arrays["num_nodes_list"] if "num_nodes_list" in names
+                                else arrays["num_nodes"] if "num_nodes" in names else [])
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{data}: cannot read ({exc})") from None
+    if "edge_index" not in names:
+        raise DataError(f"{data}: no 'edge_index' array (keys: {', '.join(sorted(names)[:8])})")
+    if "edge_feat" in names:
+        raise ConfigError(f"{data} has edge features (edge_feat), which --nprocs does not read by parts: prepare "
+                          "without --nprocs")
+    if "node_feat" not in names:
+        raise ConfigError(f"{data} has no node_feat: its placeholder features need the whole graph; prepare "
+                          "without --nprocs")
+    counts = counts.reshape(-1)
+    if counts.size != 1 or counts.dtype.kind not in "iu" or int(counts[0]) <= 0:
+        raise ConfigError(f"{data}: --nprocs needs num_nodes_list with one positive node count (one graph), got "
+                          f"{counts[:4].tolist()}; prepare without --nprocs")
+    edges = NpzMember(data, "edge_index")
+    if edges.ndim != 2 or edges.shape[0] != 2 or edges.dtype.kind not in "iu":
+        raise DataError(f"{data}: edge_index must be integers of shape (2, E), got {edges.dtype} {edges.shape}")
+    if edges.shape[1] == 0:
+        raise DataError(f"{data}: edge_index holds no edge")
+    edges.close()
+    files = {"features": f"{data}::node_feat"}
+    if (raw / LABEL_FILE).is_file():
+        files["labels"] = f"{raw / LABEL_FILE}::node_label::{LABELS_AS}"
+    split_root = folder / "split"
+    kinds = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
+    if kinds:
+        files["split"] = str(split_root / kinds[0])
+    layout = {"num_nodes": int(counts[0]), "num_edges": int(edges.shape[1]), "data": str(data)}
+    meta = {"source": str(folder), "format": "ogb", "split": kinds[0] if kinds else "random-60-20-20"}
+    return layout, files, meta
+
+
+def read_edge_part(layout: dict, rank: int, size: int) -> tuple[np.ndarray, int]:
+    """This process's edges (m, 2) int64 (source, target): columns [E p / P, E (p + 1) / P) of ``edge_index``,
+    and the bytes of them it read. Every id must lie in [0, n) (`DataError` otherwise)."""
+    count, n = layout["num_edges"], layout["num_nodes"]
+    lo, hi = count * rank // size, count * (rank + 1) // size
+    member = NpzMember(layout["data"], "edge_index")
+    try:
+        sources = member.flat(lo, hi - lo)
+        targets = member.flat(count + lo, hi - lo)
+    finally:
+        member.close()
+    edges = np.stack([sources.astype(np.int64), targets.astype(np.int64)], axis=1)
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        bad = int(edges.min()) if edges.min() < 0 else int(edges.max())
+        raise DataError(f"{layout['data']}: edge_index names vertex {bad}, outside the {n} nodes of num_nodes_list")
+    return edges, 2 * (hi - lo) * member.dtype.itemsize
