@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from gridgnn.cli.model_args import add_model_arguments, model_flags, model_label
 from gridgnn.cli.node_file_flags import add_node_file_arguments
 from gridgnn.config import COMM_PRECISION_CHOICES, COMMS, MAX_HEADS, ORDERS, REORDER_CHOICES, TrainConfig, model_comms
-from gridgnn.config.choices import COVER_ALGOS
+from gridgnn.config.choices import COLUMN_ORDERED, COVER_ALGOS, check_column_order
 from gridgnn.cost.memory_model import sparse_features
 from gridgnn.cost.process_baseline import baseline_note
 from gridgnn.cost.profile import profile_names
@@ -377,6 +377,9 @@ def run_plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--comm {args.comm} is not implemented for --model gat (its attention stages move "
                           "whole blocks); use --comm dense or auto")
     comms = model_comms(args.model, args.comm)
+    if args.reorder in COLUMN_ORDERED:  # the refusals of `gridgnn train`, for the grids asked
+        grids = [a for a in args.algo if a not in ("1d", "1.5d")] or args.algo
+        check_column_order(args.reorder, grids[0], args.comm, args.model, args.edge_dim)
     if args.comm == "cover" and not set(args.algo) & set(COVER_ALGOS):
         raise ConfigError(f"--comm cover runs on --algo 1d and 1.5d, not {' '.join(args.algo)}; use --comm sparse, "
                           "dense or auto")

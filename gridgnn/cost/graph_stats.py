@@ -160,11 +160,12 @@ class GraphStats:
         """These statistics with Â's columns in σ's order of ``column_seed`` (``--reorder double-random``) on a
         grid of ``rows`` row blocks, each cut into ``depth`` sub-blocks (`gridgnn.cost.column_order.sigma_for`):
         what `gridgnn.cost.rank_cost.shape_blocks` counts a 2D or 3D grid's blocks on. A copy of ``indices``
-        (nnz int64, in memory), made once per (rows, depth); itself without a seed when there is none or the
-        statistics are the uniform estimate (which has no columns)."""
+        (nnz int64, in memory, even for a memory-mapped folder: this is the one place statistics copy Â's
+        structure), made once per σ (one for every 2D grid, one per 3D row count and depth); itself without a
+        seed when there is none or the statistics are the uniform estimate (which has no columns)."""
         if self.column_seed is None or not self.exact:
             return self
-        key = (rows, depth)
+        key = (rows, depth) if depth > 1 else 1  # 2D and 3D with d = 1: one class, the same σ for any row count
         if key not in self._in_columns:
             sigma = sigma_for(self.num_nodes, rows, depth, self.column_seed)
             self._in_columns[key] = dataclasses.replace(

@@ -49,6 +49,12 @@ def _group_mean(values: np.ndarray, groups: np.ndarray, num_groups: int) -> tupl
     return (sums / np.maximum(counts, 1)[:, None]).astype(np.float32), counts
 
 
+def group_mean(values: np.ndarray, groups: np.ndarray, num_groups: int) -> np.ndarray:
+    """(num_groups, d) float32: the mean of the rows of ``values`` in each group (``groups`` (E,)), summed in
+    float64 in the rows' order (0 for an empty group): how every mean of edge-feature rows here is taken."""
+    return _group_mean(values, groups, num_groups)[0]
+
+
 def edge_positions(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> np.ndarray:
     """(E_in,) int64: the CSR entry of each input edge src -> dst in the adjacency built from these edges with
     duplicates collapsed (`gridgnn.data.readers._common.adjacency_from_edges`): ``adj[dst, src]``."""

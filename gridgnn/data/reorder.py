@@ -174,6 +174,23 @@ def permute(graph: Graph, order: np.ndarray) -> Graph:
                                test_mask=graph.test_mask[order], meta=dict(graph.meta))
 
 
+def with_column_order(graph, method: str, seed: int = 0):
+    """``graph`` (a `Graph` or prepared folder already in the vertex order of ``random``) for ``method``, one of
+    ``random`` and ``double-random``, which share that vertex order: without a column seed for ``random``; with
+    one for ``double-random`` (its own, when it records one, else ``seed``). Nothing is reordered."""
+    meta = {k: v for k, v in graph.meta.items() if k != "column_seed"}
+    if method == "double-random":
+        meta["column_seed"] = int(graph.meta.get("column_seed", seed))
+    meta["reorder"] = method
+    return dataclasses.replace(graph, meta=meta)
+
+
+def same_vertex_order(have: str, method: str) -> bool:
+    """Whether a graph reordered by ``have`` is already in the vertex order ``method`` asks (the same method, or
+    ``random`` and ``double-random``, which differ only in Â's column order: `with_column_order`)."""
+    return have == method or {have, method} == {"random", "double-random"}
+
+
 def reorder_graph(graph: Graph, method: str, parts: int, seed: int = 0, nest: int = 1) -> Graph:
     """``graph`` reordered by ``method`` for ``parts`` row blocks, with the meta keys of the module docstring
     and ``reorder`` (the method), ``reorder_parts``, ``reorder_seconds``, ``reorder_peak_rss_bytes`` and

@@ -68,6 +68,8 @@ def orders_to_price(options: ExecutionOptions, graph) -> tuple[str, ...]:
     if options.reorder != "auto":
         return (options.reorder,)
     have = getattr(graph, "meta", {}).get("reorder", "none")
+    if have == "double-random":  # Â's second column order serves 2D and 3D; the vertex order alone, every grid
+        return (have, "random")
     if have != "none" or hasattr(graph, "norm_adj") or not metis_available():  # a prepared folder keeps its order
         return (have,)
     return ("none", AUTO_ORDER)
@@ -151,18 +153,21 @@ class OrderedStats:
 
     def _entry(self, order: str, rows: int, depth: int) -> tuple[object, GraphStats]:
         from gridgnn.data.prepared import PreparedGraph
-        from gridgnn.data.reorder import reorder_graph
+        from gridgnn.data.reorder import reorder_graph, same_vertex_order, with_column_order
 
         key = self.key(order, rows, depth)
-        if key != ("none",) and isinstance(self.source, PreparedGraph):
+        swap = order != have_order(self.source) and same_vertex_order(have_order(self.source), order)
+        if key != ("none",) and not swap and isinstance(self.source, PreparedGraph):
             have = self.source.meta.get("reorder", "none")
             raise ConfigError(f"prepared graph '{self.source.folder}' was made with --reorder {have}, but --reorder "
                               f"{order} was asked: train with --reorder {have}, or prepare it again with "
                               f"--reorder {order}")
         if key not in self.memo:
-            graph = self.source if key == ("none",) else reorder_graph(self.source, order, rows, self.seed,
-                                                                       nest=depth)
-            if key != ("none",) and self.say is not None:
+            if key == ("none",) or swap:  # the vertex order it has (swap: another column order of it)
+                graph = with_column_order(self.source, order, self.seed) if swap else self.source
+            else:
+                graph = reorder_graph(self.source, order, rows, self.seed, nest=depth)
+            if key != ("none",) and not swap and self.say is not None:
                 self.say(_reorder_line(graph, order, rows, depth))
             if isinstance(graph, PreparedGraph):
                 stats = GraphStats.from_graph(graph, normalized_adj=graph.norm_adj)
@@ -172,6 +177,11 @@ class OrderedStats:
                 stats = GraphStats.from_graph(graph, self_loops=self_loops_of(self.model))
             self.memo[key] = (graph, stats)
         return self.memo[key]
+
+
+def have_order(graph) -> str:
+    """The vertex order ``graph`` is in (``meta["reorder"]``; ``none`` for the source's own)."""
+    return getattr(graph, "meta", {}).get("reorder", "none")
 
 
 def _reorder_line(graph, order: str, rows: int, depth: int) -> str:

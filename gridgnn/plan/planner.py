@@ -27,6 +27,7 @@ from gridgnn.cost.memory_model import sparse_features
 from gridgnn.cost.profile import MachineProfile
 from gridgnn.cost.rank_cost import nnz_bounds, shape_blocks
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
+from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import ALGORITHMS, GridShape
 
 ALGO_ORDER = {algo: k for k, algo in enumerate(ALGORITHMS)}
@@ -316,6 +317,10 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
         return (not e.fits, float(f"{e.prediction.epoch_s:.12g}"), int(e.prediction.bytes.max()), e.tricks,
                 ALGO_ORDER[e.algo], e.shape.sizes, COMM_ORDER.index(e.comm), orders.index(e.reorder))
 
+    if not entries:
+        raise ConfigError(f"no configuration to price on {world_size} processes: --reorder "
+                          f"{' and '.join(orders)} and the grids asked exclude each other (--reorder double-random "
+                          "runs on dense 2d and 3d, not with attention)")
     entries.sort(key=rank)
     _prefer_fewer_bytes(entries)
     if entries and entries[0].fits:

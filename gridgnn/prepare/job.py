@@ -23,10 +23,12 @@ class PrepareJob:
     the one-process loader names it; ``operator``: the model's (`gridgnn.data.operators`); ``shards``: K row
     shards; ``folder``: the (partial) folder the shards are written into; ``source_state``: the edge list's
     [size, mtime_ns, inode] when the preparation started; ``generator``: R-MAT's parameters; ``reorder``:
-    ``none`` or ``random`` (`gridgnn.data.bijection.random_bijection` of ``reorder_seed``, its statistics over
-    ``reorder_parts`` row blocks, as ``prepare --reorder random --parts K``); ``node_files``: the ``features``,
-    ``labels`` and ``split`` files read by rows (`gridgnn.prepare.node_data`), by name; ``layout``: an OGB binary
-folder's vertex and edge counts and data file (`gridgnn.prepare.ogb_parts.ogb_layout`)."""
+    ``none``, ``random`` or ``double-random`` (`gridgnn.data.bijection.random_bijection` of ``reorder_seed``, its
+    statistics over ``reorder_parts`` row blocks, as ``prepare --reorder random --parts K``; ``double-random``
+    also records the seed of Â's column order); ``node_files``: the ``features``, ``labels`` and ``split`` files
+    read by rows (`gridgnn.prepare.node_data`: a path, or ``PATH::member[::dtype]`` of an OGB ``.npz``) and the
+    ``edge_features`` file (`gridgnn.prepare.edge_rows`), by name; ``layout``: an OGB binary folder's vertex and
+    edge counts and data file (`gridgnn.prepare.ogb_parts.ogb_layout`)."""
 
     source: str
     kind: str

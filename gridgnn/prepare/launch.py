@@ -35,9 +35,6 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
     from gridgnn.data.readers.edgelist import is_edge_array
 
     files = NodeFiles.of(args)
-    if files.edge_features:
-        raise ConfigError("--edge-features is read by one process: prepare without --nprocs (distributed "
-                          "preparation reads --features and --labels .npy arrays and --split folders by rows)")
     if getattr(args, "task", None) not in (None, "auto", "multiclass"):
         raise ConfigError(f"--task {args.task} needs targets that distributed preparation does not generate: "
                           "prepare without --nprocs")
@@ -94,6 +91,13 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
             "labels": "none", "split": "random-60-20-20", "symmetrized": not args.directed,
             "feature_normalization": feature_norm}
     node_files, node_meta = check_files(files.features, files.labels, files.split)
+    if files.edge_features:  # one row per edge of the list, read by each process for its edges
+        from gridgnn.data.file_digest import file_digest
+        from gridgnn.prepare.edge_rows import check_file
+
+        node_files["edge_features"], _ = check_file(files.edge_features)
+        node_meta |= {"edge_features": "file", "edge_features_file": node_files["edge_features"],
+                      "edge_features_sha256": file_digest(Path(node_files["edge_features"]))}
     return PrepareJob(source=str(path), kind="edge-list", name=path.name.split(".")[0],
                       source_state=file_state(path), meta=meta | node_meta, node_files=node_files, **common)
 

@@ -174,7 +174,7 @@ def write_manifest(job: PrepareJob, parts: list, num_features: int, num_classes:
                 "num_features": num_features, "num_classes": num_classes, "directed": job.directed,
                 "digest": graph_digest_of_shards(folder, shards, num_features, job.operator, job.token),
                 "sparse_features": False, "meta": meta, "operator": job.operator, "task": task,
-                "num_edge_features": 0,
+                "num_edge_features": max(part.num_edge_features for part in parts),
                 "shard_token": job.token, "shards": [{"rows": s["rows"], "nnz": s["nnz"]} for s in shards],
                 "has_vertex_ids": job.kind == "edge-list" or job.reorder != "none",
                 "has_reorder_order": job.reorder != "none",

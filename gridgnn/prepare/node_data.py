@@ -134,6 +134,12 @@ def _rows_of(spec: str, what: str, where: tuple):
     return array
 
 
+def _close(array) -> None:
+    """Release a streamed member's archive (a memory map is left to the garbage collector)."""
+    if isinstance(array, NpzMember):
+        array.close()
+
+
 def _path_of(spec: str) -> Path:
     """The file of a rows spec (``PATH`` or ``PATH::member[::dtype]``)."""
     return Path(spec.split("::")[0])
@@ -157,12 +163,18 @@ def _feature_rows(spec: str, where: tuple, r0: int, r1: int) -> tuple[np.ndarray
     array = _rows_of(spec, "feature", where)
     width = 1 if array.ndim == 1 else int(array.shape[1])
     out = np.empty((r1 - r0, width), dtype=np.float32)
-    finite = True
-    for a in range(r0, r1, ROWS_AT_A_TIME):
-        b = min(a + ROWS_AT_A_TIME, r1)
-        block = np.asarray(array[a:b], dtype=np.float32).reshape(b - a, width)
-        finite = finite and bool(np.all(np.isfinite(block)))
-        out[a - r0:b - r0] = block
+    finite, problem = True, None
+    try:
+        for a in range(r0, r1, ROWS_AT_A_TIME):
+            b = min(a + ROWS_AT_A_TIME, r1)
+            block = np.asarray(array[a:b], dtype=np.float32).reshape(b - a, width)
+            finite = finite and bool(np.all(np.isfinite(block)))
+            out[a - r0:b - r0] = block
+    except Exception as exc:  # noqa: BLE001 - a damaged file: every process must hear of it
+        problem = str(exc) or repr(exc)
+    finally:
+        _close(array)
+    agree(problem)
     agree(None if finite else f"{path}: features contain NaN or inf")
     return out, width
 
@@ -175,7 +187,14 @@ def _label_rows(spec: str, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, 
     array = _rows_of(spec, "label", where)
     ndim, dtype = array.ndim, cast or array.dtype
     columns = 1 if ndim == 1 else int(array.shape[1])
-    raw = np.asarray(array[r0:r1])
+    raw, problem = None, None
+    try:
+        raw = np.asarray(array[r0:r1])
+    except Exception as exc:  # noqa: BLE001 - a damaged file: every process must hear of it
+        problem = str(exc) or repr(exc)
+    finally:
+        _close(array)
+    agree(problem)
     if cast is not None:
         raw = raw.astype(cast, copy=False)
     if ndim == 2 and columns == 1:

@@ -16,6 +16,8 @@ prepared by one process (refused here with one line). The folder equals the one-
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +46,8 @@ def ogb_layout(folder: Path) -> tuple[dict, dict, dict]:
             names = set(arrays.files)
             counts = np.asarray(arrays["num_nodes_list"] if "num_nodes_list" in names
                                 else arrays["num_nodes"] if "num_nodes" in names else [])
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{data}: cannot read ({exc})") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise DataError(f"{data}: cannot read OGB binary graph: {exc}") from None
     if "edge_index" not in names:
         raise DataError(f"{data}: no 'edge_index' array (keys: {', '.join(sorted(names)[:8])})")
     if "edge_feat" in names:
@@ -56,24 +58,33 @@ def ogb_layout(folder: Path) -> tuple[dict, dict, dict]:
                           "without --nprocs")
     counts = counts.reshape(-1)
     if counts.size != 1 or counts.dtype.kind not in "iu" or int(counts[0]) <= 0:
-        raise ConfigError(f"{data}: --nprocs needs num_nodes_list with one positive node count (one graph), got "
-                          f"{counts[:4].tolist()}; prepare without --nprocs")
-    edges = NpzMember(data, "edge_index")
-    if edges.ndim != 2 or edges.shape[0] != 2 or edges.dtype.kind not in "iu":
-        raise DataError(f"{data}: edge_index must be integers of shape (2, E), got {edges.dtype} {edges.shape}")
-    if edges.shape[1] == 0:
+        raise DataError(f"{data}: num_nodes_list must hold one positive node count (one graph), got "
+                        f"{counts[:4].tolist()}")
+    with NpzMember(data, "edge_index") as edges:
+        shape, dtype = edges.shape, edges.dtype
+    if len(shape) != 2 or shape[0] != 2 or dtype.kind not in "iu":
+        raise DataError(f"{data}: edge_index must be integers of shape (2, E), got {dtype} {shape}")
+    if shape[1] == 0:
         raise DataError(f"{data}: edge_index holds no edge")
-    edges.close()
+    _check_numbers(data, "node_feat", "node_feat")
     files = {"features": f"{data}::node_feat"}
     if (raw / LABEL_FILE).is_file():
+        _check_numbers(raw / LABEL_FILE, "node_label", "node_label")
         files["labels"] = f"{raw / LABEL_FILE}::node_label::{LABELS_AS}"
     split_root = folder / "split"
     kinds = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
     if kinds:
         files["split"] = str(split_root / kinds[0])
-    layout = {"num_nodes": int(counts[0]), "num_edges": int(edges.shape[1]), "data": str(data)}
+    layout = {"num_nodes": int(counts[0]), "num_edges": int(shape[1]), "data": str(data)}
     meta = {"source": str(folder), "format": "ogb", "split": kinds[0] if kinds else "random-60-20-20"}
     return layout, files, meta
+
+
+def _check_numbers(path: Path, member: str, what: str) -> None:
+    """`DataError` (one line, as one process prints it) unless the member holds numbers."""
+    with NpzMember(path, member) as array:
+        if array.dtype.kind not in "biuf":
+            raise DataError(f"{path}: {what} must be numbers, got dtype {array.dtype}")
 
 
 def read_edge_part(layout: dict, rank: int, size: int) -> tuple[np.ndarray, int]:
@@ -81,14 +92,12 @@ def read_edge_part(layout: dict, rank: int, size: int) -> tuple[np.ndarray, int]
     and the bytes of them it read. Every id must lie in [0, n) (`DataError` otherwise)."""
     count, n = layout["num_edges"], layout["num_nodes"]
     lo, hi = count * rank // size, count * (rank + 1) // size
-    member = NpzMember(layout["data"], "edge_index")
-    try:
-        sources = member.flat(lo, hi - lo)
-        targets = member.flat(count + lo, hi - lo)
-    finally:
-        member.close()
-    edges = np.stack([sources.astype(np.int64), targets.astype(np.int64)], axis=1)
+    edges = np.empty((hi - lo, 2), dtype=np.int64)
+    with NpzMember(layout["data"], "edge_index") as member:
+        edges[:, 0] = member.flat(lo, hi - lo)  # the sources, then (further on in the stream) the targets
+        edges[:, 1] = member.flat(count + lo, hi - lo)
+        itemsize = member.dtype.itemsize
     if edges.size and (edges.min() < 0 or edges.max() >= n):
         bad = int(edges.min()) if edges.min() < 0 else int(edges.max())
         raise DataError(f"{layout['data']}: edge_index names vertex {bad}, outside the {n} nodes of num_nodes_list")
-    return edges, 2 * (hi - lo) * member.dtype.itemsize
+    return edges, 2 * (hi - lo) * itemsize

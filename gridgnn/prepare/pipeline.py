@@ -42,8 +42,8 @@ from gridgnn.data.splits import random_split
 from gridgnn.data.synthetic import PLACEHOLDER_WIDTH
 from gridgnn.data.targets import target_block
 from gridgnn.data.transforms import row_normalize_features
-from gridgnn.errors import DataError
 from gridgnn.partition import block_bounds
+from gridgnn.prepare.edge_rows import entry_rows_of, operator_rows, read_part_rows
 from gridgnn.prepare.exchange import agree, exchange_counts, maximum, send_to_owners, total, world
 from gridgnn.prepare.heap import release_free_memory, steady_heap
 from gridgnn.prepare.job import PrepareJob
@@ -73,6 +73,7 @@ class PartResult:
     entries_sent: int = 0
     blocks_after: np.ndarray | None = None  # --reorder: (parts, 2) A's entries per row block, and inside it
     node_info: NodeInfo | None = None  # the node data's widths and task (alike on every process)
+    num_edge_features: int = 0  # d of --edge-features (0: none)
 
 
 class Clock:
@@ -103,7 +104,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     clock = Clock()
     result = PartResult()
     speak = say if rank == 0 else (lambda *_: None)
-    share, edges = None, None
+    share, edges, edge_rows = None, None, None
     if job.kind == "edge-list":  # the whole part first: its ids are renumbered before anything moves
         with clock.phase("read"):
             edges, result.bytes_read = _read_text(job, rank, size)
@@ -117,13 +118,16 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
                   else None)
             edges, share = renumber(edges)
         n = share.num_nodes
+        if "edge_features" in job.node_files:  # the rows of this process's edges, numbered in the list's order
+            with clock.phase("read"):
+                edge_rows = read_part_rows(job.node_files["edge_features"], len(edges))
     elif job.kind == "ogb-binary":  # OGB numbers its vertices 0 to n - 1: nothing to renumber
         with clock.phase("read"):
             problem = None
             try:
                 edges, result.bytes_read = read_edge_part(job.layout, rank, size)
-            except DataError as exc:  # every process must hear of it before the next collective
-                problem = str(exc)
+            except Exception as exc:  # noqa: BLE001 - every process must hear of it before the next collective
+                problem = str(exc) or repr(exc)
             agree(problem)
         speak(f"prepare    read      {clock.seconds['read']:7.1f} s  {total(result.bytes_read) / 1e6:.1f} MB, "
               f"{job.layout['num_edges']} edges")
@@ -143,8 +147,8 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     shuffled = job.reorder in ("random", "double-random")  # the same vertex order (double-random: Â's columns later)
     permute = functools.partial(random_bijection, n=n, seed=job.reorder_seed) if shuffled else None
     with clock.phase("exchange"):
-        rounds = functools.partial(_edge_rounds, job, edges, rank, size, clock)  # called once per pass
-        del edges
+        rounds = functools.partial(_edge_rounds, job, edges, rank, size, clock, edge_rows)  # once per pass
+        del edges, edge_rows
         received, result.entries_sent = _route(rounds, job.directed, union, owner_of, r0, r1, n, permute)
         del rounds  # and with it an edge list's part
         release_free_memory()
@@ -155,6 +159,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
           "the owners of their rows")
     with clock.phase("operator"):
         union_degree = None
+        entry_rows = received.edge_rows(union)  # before the pattern consumes the keys; None without edge features
         if union:  # placeholder features count neighbours both ways: the pattern of every entry received
             adjacency = received.pattern(r0, r1, n, forward_only=True)
             union_degree = received.pattern(r0, r1, n, forward_only=False).counts
@@ -167,6 +172,11 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
         if permute is not None:  # A's entries per row block of --parts, and those inside their block
             result.blocks_after = _block_entries(adjacency, job.reorder_parts)
         edge_pointers = adjacency.indptr
+        operator_edges = None
+        if entry_rows is not None:  # aligned with A's entries, then with the operator's
+            operator_edges = operator_rows(job.operator, adjacency, entry_rows)
+            result.num_edge_features = int(entry_rows.shape[1])
+            del entry_rows
         operator = operator_values(job.operator, adjacency)
         del adjacency
     speak(f"prepare    operator  {clock.seconds['operator']:7.1f} s  {total(operator.indices.size)} entries of "
@@ -185,7 +195,8 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
     nodes["features"] = _finish_features(job, nodes["features"], union_degree)
     with clock.phase("write"):
         for k in range(*mine):
-            result.shards.append(_write_shard(job, k, shard_bounds, edge_pointers, operator, nodes, result.files))
+            result.shards.append(_write_shard(job, k, shard_bounds, edge_pointers, operator, nodes, result.files,
+                                              operator_edges))
     speak(f"prepare    write     {clock.seconds['write']:7.1f} s  {job.shards} shards, each written and hashed by "
           "its process")
     result.seconds, result.peaks = clock.seconds, clock.peaks
@@ -198,9 +209,11 @@ ROUND_EDGES = 1 << 18
 temporaries (about 64 bytes per entry) stay small beside what the process keeps (8 bytes per entry)."""
 
 
-def _edge_rounds(job: PrepareJob, edges: np.ndarray | None, rank: int, size: int, clock: Clock):
+def _edge_rounds(job: PrepareJob, edges: np.ndarray | None, rank: int, size: int, clock: Clock,
+                 edge_rows: tuple[np.ndarray, np.ndarray] | None = None):
     """This process's edges (m, 2) int64, `ROUND_EDGES` at a time, as many rounds on every process (an empty
-    array where a process has run out): an edge list's part, or R-MAT chunks generated round by round."""
+    array where a process has run out): an edge list's part, or R-MAT chunks generated round by round; each with
+    its edges' feature rows and numbers (``edge_rows``: `gridgnn.prepare.edge_rows.read_part_rows`), or None."""
     if job.kind == "rmat":
         g = job.generator
         chunks = rmat_chunks(g["scale"], g["edge_factor"], g["chunk_edges"])
@@ -213,11 +226,12 @@ def _edge_rounds(job: PrepareJob, edges: np.ndarray | None, rank: int, size: int
             src, dst = rmat_edge_chunks(g["scale"], g["edge_factor"], (g["a"], g["b"], g["c"]), g["chunk_edges"],
                                         job.seed, a, b)
             clock.seconds["read"] = clock.seconds.get("read", 0.0) + time.perf_counter() - start
-            yield np.stack([src.astype(np.int64), dst.astype(np.int64)], axis=1)
+            yield np.stack([src.astype(np.int64), dst.astype(np.int64)], axis=1), None
         return
     count = maximum(-(-len(edges) // ROUND_EDGES))
     for k in range(count):
-        yield edges[k * ROUND_EDGES:(k + 1) * ROUND_EDGES]
+        part = slice(k * ROUND_EDGES, (k + 1) * ROUND_EDGES)
+        yield edges[part], (None if edge_rows is None else (edge_rows[0][part], edge_rows[1][part]))
 
 
 @dataclass
@@ -229,6 +243,21 @@ class Received:
     keys: np.ndarray | None = None
     pairs: tuple[np.ndarray, np.ndarray] | None = None
     forward: np.ndarray | None = None
+    features: np.ndarray | None = None  # --edge-features: (m, d) float32 rows that travelled with the entries,
+    numbers: np.ndarray | None = None  # their edges' numbers in the list (m,) int64,
+    reverse: np.ndarray | None = None  # and which entries are the reverse ones symmetrization adds (m,) bool
+
+    def edge_rows(self, union: bool) -> np.ndarray | None:
+        """(A's entries, d) float32: the edge-feature row of every distinct entry of A in CSR order
+        (`gridgnn.prepare.edge_rows.entry_rows_of`; ``union``: A is the forward entries only), or None without
+        edge features. Call before `pattern`, which consumes the keys; frees the rows."""
+        if self.features is None:
+            return None
+        keys, rows, numbers, reverse = self.keys, self.features, self.numbers, self.reverse
+        if union:  # the reverse entries only counted the degree of a directed graph: not entries of A
+            keys, rows, numbers, reverse = keys[~reverse], rows[~reverse], numbers[~reverse], reverse[~reverse]
+        self.features = self.numbers = self.reverse = None
+        return entry_rows_of(keys, rows, numbers, reverse)
 
     def pattern(self, r0: int, r1: int, n: int, forward_only: bool) -> RowBlock:
         """The 0/1 pattern of the entries (only A's own with ``forward_only``); consumes them unless
@@ -251,7 +280,7 @@ def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: i
     received and the entries it sent."""
     ids = index_dtype(n)
     total, sent = 0, 0
-    for edges in rounds():
+    for edges, _ in rounds():
         rows, cols, _ = _entries(edges, directed, union, permute)
         counts = np.bincount(owner_of(rows[rows != cols]), minlength=world()[1]).astype(np.int64)
         total += int(exchange_counts(counts).sum())
@@ -260,13 +289,21 @@ def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: i
     keys = None if overflow else np.empty(total, dtype=np.int64)
     pairs = (np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)) if overflow else None
     forward = np.empty(total, dtype=bool) if union else None
+    out = Received(keys, pairs, forward)
     filled = 0
-    for edges in rounds():
+    for edges, extra in rounds():
         rows, cols, ahead = _entries(edges, directed, union, permute)
         keep = rows != cols
         rows, cols, ahead = rows[keep], cols[keep], (None if ahead is None else ahead[keep])
         sent += len(rows)
         moved = (rows.astype(ids), cols.astype(ids)) + (() if ahead is None else (ahead,))
+        if extra is not None:  # the rows travel with their entries (the reverse entries after the edges)
+            moved += _with_entries(extra, len(edges), len(keep), keep)
+            if out.features is None:
+                agree("--edge-features: the entry keys of this graph overflow int64; prepare it in one process"
+                      if overflow else None)
+                out.features = np.empty((total, extra[0].shape[1]), dtype=np.float32)
+                out.numbers, out.reverse = np.empty(total, dtype=np.int64), np.empty(total, dtype=bool)
         received = send_to_owners(owner_of(rows), *moved)
         del rows, cols, ahead, moved
         m = len(received[0])
@@ -278,9 +315,24 @@ def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: i
             keys[filled:filled + m] += received[1]
         if union:
             forward[filled:filled + m] = received[2]
+        if extra is not None:
+            features, numbers, reverse = received[-3:]
+            out.features[filled:filled + m], out.numbers[filled:filled + m] = features, numbers
+            out.reverse[filled:filled + m] = reverse
         filled += m
         del received, local
-    return Received(keys, pairs, forward), sent
+    return out, sent
+
+
+def _with_entries(extra: tuple[np.ndarray, np.ndarray], num_edges: int, num_entries: int,
+                  keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(feature rows, edge numbers, reverse flags) of a round's entries (`_entries`: the edges, then, where
+    there are twice as many entries, their reverse entries), filtered by ``keep`` (self-loops out)."""
+    features, numbers = extra
+    if num_entries == 2 * num_edges:
+        features, numbers = np.concatenate([features, features]), np.concatenate([numbers, numbers])
+    reverse = np.arange(num_entries) >= num_edges
+    return features[keep], numbers[keep], reverse[keep]
 
 
 def _read_text(job: PrepareJob, rank: int, size: int) -> tuple[np.ndarray, int]:
@@ -350,7 +402,7 @@ def _node_rows(job: PrepareJob, n: int, r0: int, r1: int, share=None) -> tuple[d
         info = NodeInfo(PLACEHOLDER_WIDTH, 1, "multiclass")
     nodes = {"features": features, "labels": target_block(labels), "train_mask": train, "val_mask": val,
              "test_mask": test}
-    if job.node_files and share is None:  # the source numbers its vertices (OGB) and names its own files
+    if job.kind == "ogb-binary":  # the source numbers its vertices and names its own files
         nodes, info = attach_rows(job.node_files, job.name, n, r0, r1, job.seed, nodes, info, None, check_split=False)
     elif job.node_files:
         held = share.held
@@ -421,13 +473,16 @@ def _normal_rows(seed: int, r0: int, r1: int, width: int) -> np.ndarray:
 
 
 def _write_shard(job: PrepareJob, k: int, shard_bounds: list[int], edge_pointers: np.ndarray, operator: RowBlock,
-                 nodes: dict, files: dict) -> dict:
-    """Write shard k (rows shard_bounds[k]..shard_bounds[k+1] of this process's blocks) and record its files."""
+                 nodes: dict, files: dict, operator_edges: np.ndarray | None = None) -> dict:
+    """Write shard k (rows shard_bounds[k]..shard_bounds[k+1] of this process's blocks) and record its files;
+    ``operator_edges``: the edge-feature rows of the operator's entries (`gridgnn.prepare.edge_rows`), or None."""
     a, b = shard_bounds[k] - operator.r0, shard_bounds[k + 1] - operator.r0
     lo, hi = int(operator.indptr[a]), int(operator.indptr[b])
     arrays = {"adj_indptr": operator.indptr[a:b + 1] - lo,
               "adj_indices": operator.indices[lo:hi].astype(index_dtype(operator.n), copy=False),
               "adj_data": operator.data[lo:hi]}
+    if operator_edges is not None:
+        arrays["edge_attr"] = operator_edges[lo:hi]
     arrays |= {name: value[a:b] for name, value in nodes.items()}
     folder = Path(job.folder)
     for name, value in arrays.items():

@@ -7,8 +7,9 @@ is the inner one's (X, Y, dX, dY in the vertex order); `ColumnExchange` moves a 
 and σ's order: one all-to-all on ``row`` each way (σ keeps every row within its ``row`` group), the rows a
 process keeps copied in place.
 
-Only the rank's own block row of ``Â Pσᵀ`` is built (`own_rows_relabelled`): the inner SpMMs cut their panels
-from their block row alone.
+Only the rank's own block row of ``Â Pσᵀ`` is built (`OwnRowsRelabelled`): the inner SpMMs cut their panels
+from their block row alone. Set-up per process: σ for every vertex (n int64, `gridgnn.cost.column_order`), one
+pass over it, and the block row's entries relabelled (its nnz, int64).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ class ColumnExchange:
     row's place from σ alone.
     """
 
-    def __init__(self, comm: Communicator, ranges: list[tuple[int, int]], i: int, sigma: np.ndarray):
+    def __init__(self, comm: Communicator, ranges: list[tuple[int, int]], i: int, sigma: np.ndarray,
+                 device: torch.device | str = "cpu"):
         self.comm = comm
+        index = lambda values: torch.from_numpy(np.ascontiguousarray(values)).to(device)  # noqa: E731
         a, b = ranges[i]
         starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
         owner = lambda ids: np.searchsorted(starts, ids, side="right") - 1  # noqa: E731 - the range of an id
@@ -42,16 +45,16 @@ class ColumnExchange:
         order = np.argsort(positions, kind="stable")
         dest = owner(positions[order])
         away = dest != i
-        self.send_local = torch.from_numpy(order[away])  # local rows sent, in wire order
+        self.send_local = index(order[away])  # local rows sent, in wire order
         self.send_rows = np.bincount(dest[away], minlength=count).tolist()
-        self.keep_from = torch.from_numpy(order[~away])  # local rows kept ...
-        self.keep_to = torch.from_numpy(positions[order[~away]] - a)  # ... at these local positions
+        self.keep_from = index(order[~away])  # local rows kept ...
+        self.keep_to = index(positions[order[~away]] - a)  # ... at these local positions
         # receiving side (forward): the vertices whose position is mine, by their process, then by position
         vertices = np.flatnonzero((sigma >= a) & (sigma < b))
         source = owner(vertices)
         incoming = source != i
         arrival = np.lexsort((sigma[vertices[incoming]], source[incoming]))
-        self.recv_local = torch.from_numpy(sigma[vertices[incoming]][arrival] - a)  # positions, in wire order
+        self.recv_local = index(sigma[vertices[incoming]][arrival] - a)  # positions, in wire order
         self.recv_rows = np.bincount(source[incoming], minlength=count).tolist()
 
     def to_columns(self, x: torch.Tensor) -> torch.Tensor:
@@ -110,7 +113,7 @@ class ColumnOrderedSpMM(DistributedSpMM):
         self.inner = inner_cls(grid, comm, OwnRowsRelabelled(adj, block_row, sigma), dtype=dtype, parts=parts,
                                cache_panels=cache_panels)
         group = grid.index("depth") if grid.algo == "3d" else 0
-        self.exchange = ColumnExchange(comm, peer_ranges(layout, group), i, sigma)
+        self.exchange = ColumnExchange(comm, peer_ranges(layout, group), i, sigma, grid.device)
 
     @property
     def row_range(self) -> tuple[int, int]:

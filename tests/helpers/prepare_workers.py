@@ -70,9 +70,9 @@ def route_worker(rank: int, world: int, n: int, edges: np.ndarray, rows: tuple[i
     graph (two passes, in two rounds) and return its pattern block."""
     from gridgnn.prepare.pipeline import _route
 
-    def rounds():
-        yield edges[: len(edges) // 2]
-        yield edges[len(edges) // 2:]
+    def rounds():  # each round's edges, without edge-feature rows
+        yield edges[: len(edges) // 2], None
+        yield edges[len(edges) // 2:], None
 
     received, sent = _route(rounds, True, False, lambda ids: np.zeros(len(ids), dtype=np.int64), *rows, n)
     block = received.pattern(*rows, n, forward_only=False)

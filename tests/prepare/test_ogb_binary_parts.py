@@ -106,3 +106,33 @@ def test_the_streamed_member_reads_the_rows_a_load_gives(tmp_path):
     flat = NpzMember(tmp_path / "a.npz", "pairs")
     np.testing.assert_array_equal(flat.flat(4990, 10), pairs[0, 4990:])
     np.testing.assert_array_equal(flat.flat(5000 + 4990, 10), pairs[1, 4990:])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_a_damaged_archive_stops_every_process_in_one_line(tmp_path, damage):
+    """A truncated archive fails at planning; bytes flipped near the end of ``edge_index`` fail only in the
+    last process's range (a bad CRC there), and every process stops with its line, no folder left."""
+    import subprocess
+    import sys
+
+    folder = ogb_folder(tmp_path, n=3000, edges=200_000)
+    data = folder / "raw" / "data.npz"
+    raw = bytearray(data.read_bytes())
+    if damage == "truncated":
+        raw = raw[:len(raw) // 2]
+    else:
+        import zipfile
+
+        with zipfile.ZipFile(data) as archive:
+            info = archive.getinfo("edge_index.npy")
+        end = info.header_offset + 30 + len(info.filename) + len(info.extra) + info.compress_size
+        for k in range(end - 40, end - 32):
+            raw[k] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "gridgnn", "prepare", str(folder), "--out", str(out), "--nprocs", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert str(data) in run.stderr
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith("out")]

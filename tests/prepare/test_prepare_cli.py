@@ -130,8 +130,9 @@ def test_sources_and_flags_a_distributed_preparation_refuses(tmp_path, capsys):
                        ([SPEC, "--nprocs", "0"], "--nprocs must be at least 1"),
                        ([SPEC, "--nprocs", "2", "--labels", str(tmp_path / "l.npy")], "with a generator"),
                        ([EDGES, "--nprocs", "2", "--features", str(tmp_path / "f.npz")], "by rows from a .npy"),
+                       ([SPEC, "--nprocs", "2", "--edge-features", str(tmp_path / "e.npy")], "with a generator"),
                        ([EDGES, "--nprocs", "2", "--edge-features", str(tmp_path / "e.npy")],
-                        "--edge-features is read by one process")]:
+                        "edge features file not found")]:
         assert main(["prepare", *args, "--out", str(tmp_path / "x")]) == 2
         err = capsys.readouterr().err
         assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

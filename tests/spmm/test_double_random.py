@@ -191,3 +191,45 @@ def test_the_command_line_refuses_1d_and_plan_prices_2d_and_3d_only(tmp_path):
     assert {e["world_size"] for e in entries} == {4, 8}
     assert {e["algo"] for e in entries} <= {"2d", "3d"}
     assert {e["comm"] for e in entries} == {"dense"} and {e["reorder"] for e in entries} == {"double-random"}
+
+
+def test_a_checkpoint_resumes_on_another_order_and_grid(tmp_path):
+    """Two epochs in the double random order on 2D with a checkpoint, resumed in the graph's own order on 1D to
+    four epochs: the uninterrupted run (the checkpoint holds weights in no vertex order)."""
+    import sparse_workers as sw
+
+    base = dict(dataset="cora", data_root=str(shared_datasets()), epochs=4, hidden=8, nprocs=4, algo="1d",
+                comm="dense", reorder="none", cache_panels=False, full_feature_rows=False, defer_weight_gather=False)
+    folder = str(tmp_path / "ckpt")
+    cases = [dict(base, algo="2d", reorder="double-random", epochs=2, checkpoint_dir=folder, checkpoint_every=2),
+             dict(base, checkpoint_dir=folder, resume=True),
+             dict(base)]
+    out = run_workers(sw.train_with_weights, 4, cases, timeout_s=300)[0]
+    resumed, whole = out[1], out[2]
+    np.testing.assert_allclose(resumed["loss"], whole["loss"], rtol=1e-4)
+    assert resumed["acc"] == whole["acc"]
+
+
+def test_plan_refuses_what_train_refuses(tmp_path):
+    root = str(shared_datasets())
+    for extra, words in ((["--algo", "1d"], "only 2D and 3D"), (["--model", "gat"], "--model gat"),
+                         (["--comm", "sparse"], "--comm dense")):
+        plan = subprocess.run([sys.executable, "-m", "gridgnn", "plan", "--dataset", "cora", "--data-root", root,
+                               "--nprocs", "4", "--reorder", "double-random", *extra],
+                              capture_output=True, text=True, timeout=120)
+        assert plan.returncode == 2 and "Traceback" not in plan.stderr, plan.stderr
+        assert len(plan.stderr.strip().splitlines()) == 1 and words in plan.stderr, plan.stderr
+
+
+def test_a_double_random_folder_trains_on_1d_in_its_vertex_order(tmp_path):
+    """A 1D process holds whole rows: the folder's vertex order (``random``) serves it, pinned or planned."""
+    cora = load_graph(TrainConfig(dataset="cora", data_root=str(shared_datasets())))
+    folder = tmp_path / "cora"
+    prepare_graph(reorder_graph(cora, "double-random", 1, seed=0), folder)
+    for reorder in ("random", "auto"):
+        metrics = tmp_path / f"{reorder}.json"
+        run = subprocess.run([sys.executable, "-m", "gridgnn", "train", "--dataset", str(folder), "--nprocs", "2",
+                              "--algo", "1d", "--reorder", reorder, "--epochs", "2", "--metrics-out", str(metrics)],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(metrics.read_text())["config"]["reorder"] == "random"

@@ -10,14 +10,15 @@ Reads in increasing order continue the stream; a read behind it opens the member
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from gridgnn.errors import DataError
 
-SKIP_BYTES = 1 << 24
-"""Bytes decompressed and discarded at a time while seeking forward in a member."""
+SKIP_BYTES = 1 << 20
+"""Bytes decompressed at a time: discarded while seeking forward in a member, or copied into the result."""
 
 
 class NpzMember:
@@ -28,12 +29,23 @@ class NpzMember:
         self.path, self.name = Path(path), name
         self._archive: zipfile.ZipFile | None = None
         self._stream = None
-        try:
-            self._open()
-        except (OSError, zipfile.BadZipFile, KeyError, ValueError) as exc:
-            raise DataError(f"{self.path}: cannot read the array '{name}' ({exc})") from None
+        self._open()
+
+    def __enter__(self) -> NpzMember:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
 
     def _open(self) -> None:
+        """(Re)open the member at its first value; `DataError` (one line) for a damaged or foreign file."""
+        try:
+            self._start()
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, ValueError) as exc:
+            self.close()
+            raise DataError(f"{self.path}: cannot read the array '{self.name}' ({exc})") from None
+
+    def _start(self) -> None:
         self.close()
         self._archive = zipfile.ZipFile(self.path)
         self._stream = self._archive.open(f"{self.name}.npy")
@@ -62,21 +74,29 @@ class NpzMember:
         return int(self.shape[0])
 
     def flat(self, start: int, count: int) -> np.ndarray:
-        """Values ``[start, start + count)`` of the array in C order, shape (count,)."""
+        """Values ``[start, start + count)`` of the array in C order, shape (count,), read straight into the
+        returned array. `DataError` (one line) for a member cut short or damaged."""
         if start < self._position or self._stream is None:
             self._open()
-        itemsize = self.dtype.itemsize
-        skip = (start - self._position) * itemsize
-        while skip > 0:
-            got = len(self._stream.read(min(skip, SKIP_BYTES)))
-            if got == 0:
-                raise DataError(f"{self.path}: the array '{self.name}' is cut short")
-            skip -= got
-        data = self._stream.read(count * itemsize)
-        if len(data) != count * itemsize:
-            raise DataError(f"{self.path}: the array '{self.name}' is cut short")
+        out = np.empty(count, dtype=self.dtype)
+        try:
+            skip = (start - self._position) * self.dtype.itemsize
+            while skip > 0:
+                got = len(self._stream.read(min(skip, SKIP_BYTES)))
+                if got == 0:
+                    raise EOFError("cut short")
+                skip -= got
+            view, filled = memoryview(out).cast("B"), 0
+            while filled < len(view):
+                got = self._stream.readinto(view[filled:filled + SKIP_BYTES])
+                if not got:
+                    raise EOFError("cut short")
+                filled += got
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            self.close()
+            raise DataError(f"{self.path}: cannot read the array '{self.name}' ({exc})") from None
         self._position = start + count
-        return np.frombuffer(data, dtype=self.dtype).copy()
+        return out
 
     def __getitem__(self, rows: slice) -> np.ndarray:
         if not isinstance(rows, slice) or rows.step not in (None, 1):

@@ -111,9 +111,13 @@ def reordered_for_grid(config: TrainConfig, graph: Graph | PreparedGraph, shape:
     grid's row blocks (on 3D each block again into its d depth sub-blocks: ``nest``); as is when it already has
     that order. A prepared folder made with another reordering is
     refused (`ConfigError`, one line): it cannot be reordered in place. Not collective (deterministic)."""
+    from gridgnn.data.reorder import same_vertex_order, with_column_order
+
     have = graph.meta.get("reorder", "none")
     if have == config.reorder:
         return graph
+    if same_vertex_order(have, config.reorder):  # random and double-random: only Â's column order differs
+        return with_column_order(graph, config.reorder, config.seed)
     if isinstance(graph, PreparedGraph):
         raise ConfigError(f"prepared graph '{graph.folder}' was made with --reorder {have}, but --reorder "
                           f"{config.reorder} was asked: train with --reorder {have}, or prepare it again with "
