@@ -17,8 +17,9 @@ and its backward's result back into the vertex order (`gridgnn.spmm.column_excha
 3d  the sub-blocks S[k][l] of depth slice l, every k        the vertices of slice l (class l), into themselves
 ==  =====================================================  ===================================================
 
-σ is computed vertex by vertex (`gridgnn.data.bijection.random_bijection`, stream `COLUMN_STREAM` and the class),
-so every process computes it alone, with no table shared. Pure numpy, no process group.
+σ and its inverse are computed vertex by vertex (`ColumnOrder`: `gridgnn.data.bijection.random_bijection` and its
+inverse, stream `COLUMN_STREAM` and the class), so every process maps the ids it needs alone, with no table of n
+entries held or shared. Pure numpy, no process group.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from gridgnn.cost.stages import StageLayout, stage_layout
-from gridgnn.data.bijection import random_bijection
+from gridgnn.data.bijection import random_bijection, random_bijection_inverse
 
 COLUMN_STREAM = 4
 """The generator stream of σ's keys (``--reorder random`` uses 3, R-MAT's scramble 2)."""
@@ -46,40 +47,84 @@ def peer_ranges(layout: StageLayout, group: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
-def class_members(ranges: list[tuple[int, int]]) -> np.ndarray:
-    """The vertices of ``ranges`` one range after another (int64): a class in its index order."""
-    return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in ranges] or [np.zeros(0, dtype=np.int64)])
+class ColumnOrder:
+    """σ of a grid's layout and a seed, evaluated pointwise: `position` maps vertices to their columns and `vertex`
+    columns to their vertices, for any ids, in any order, in time and memory of the ids asked (no table of n)."""
+
+    def __init__(self, layout: StageLayout, seed: int):
+        self.seed = seed
+        self.depth_classes = layout.group_axis == "depth"
+        self.segments, self.group = np.asarray(layout.segments, dtype=np.int64), np.asarray(layout.group)
+        self.tables = []  # per class: its ranges' starts and their offsets in the class's index order (one more)
+        for group in range(num_classes(layout)):
+            ranges = peer_ranges(layout, group)
+            starts = np.array([a for a, _ in ranges], dtype=np.int64)
+            sizes = np.array([b - a for a, b in ranges], dtype=np.int64)
+            self.tables.append((starts, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)))
+
+    def _classes(self, ids: np.ndarray) -> np.ndarray:
+        """The class of every id: its sub-block's depth slice on 3D, 0 elsewhere."""
+        if not self.depth_classes:
+            return np.zeros(ids.size, dtype=np.int64)
+        return self.group[np.searchsorted(self.segments, ids, side="right") - 1]
+
+    def _map(self, ids, inverse: bool) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.empty_like(ids)
+        classes = self._classes(ids)
+        for group, (starts, offsets) in enumerate(self.tables):
+            chosen = np.flatnonzero(classes == group)
+            if chosen.size == 0:
+                continue
+            member = ids[chosen]
+            k = np.searchsorted(starts, member, side="right") - 1
+            index = member - starts[k] + offsets[k]  # the id's place in its class
+            walk = random_bijection_inverse if inverse else random_bijection
+            index = walk(index, int(offsets[-1]), self.seed, stream=(COLUMN_STREAM, group))
+            k = np.searchsorted(offsets, index, side="right") - 1
+            out[chosen] = starts[k] + index - offsets[k]
+        return out
+
+    def position(self, vertices) -> np.ndarray:
+        """σ(v): the column of Â each vertex takes (int64, the shape of ``vertices``)."""
+        return self._map(vertices, inverse=False)
+
+    def vertex(self, positions) -> np.ndarray:
+        """σ⁻¹(c): the vertex at each column (int64)."""
+        return self._map(positions, inverse=True)
+
+
+CHUNK_IDS = 1 << 22
+"""Ids mapped at a time where many are (a block row's entries, a row block's vertices)."""
 
 
 def column_positions(layout: StageLayout, seed: int) -> np.ndarray:
-    """σ: the column of Â each vertex takes (int64, shape (n,)); a bijection of every class onto itself."""
-    n = layout.row_bounds[-1]
-    sigma = np.empty(n, dtype=np.int64)
-    for group in range(num_classes(layout)):
-        members = class_members(peer_ranges(layout, group))
-        sigma[members] = members[random_bijection(np.arange(members.size), members.size, seed,
-                                                  stream=(COLUMN_STREAM, group))]
-    return sigma
+    """σ of every vertex (int64, shape (n,)): a table, for the tests; the code maps what it needs (`ColumnOrder`)."""
+    return ColumnOrder(layout, seed).position(np.arange(layout.row_bounds[-1], dtype=np.int64))
 
 
-def sigma_for(n: int, rows: int, depth: int, seed: int) -> np.ndarray:
-    """`column_positions` of a 2D grid of ``rows`` row blocks (any column count: one class) or a 3D grid of
+def order_for(n: int, rows: int, depth: int, seed: int) -> ColumnOrder:
+    """The `ColumnOrder` of a 2D grid of ``rows`` row blocks (any column count: one class) or a 3D grid of
     ``rows`` x ``rows`` x ``depth`` (``depth`` 1: the same σ as 2D's), n vertices in balanced blocks (a random
     vertex order has no partition to follow)."""
-    return column_positions(stage_layout("3d", (rows, rows, depth), n), seed)
+    return ColumnOrder(stage_layout("3d", (rows, rows, depth), n), seed)
 
 
-def exchanged_rows(layout: StageLayout, sigma: np.ndarray) -> np.ndarray:
+def exchanged_rows(layout: StageLayout, order: ColumnOrder) -> np.ndarray:
     """(row processes, classes) int64: the rows each process receives in one move into the column order, the same
     number as it receives moving back (its rows whose column lies in another process's rows of the group)."""
     counts = np.zeros((len(layout.row_bounds) - 1, num_classes(layout)), dtype=np.int64)
     for group in range(counts.shape[1]):
         for k, (a, b) in enumerate(peer_ranges(layout, group)):
-            moved = sigma[a:b]
-            counts[k, group] = np.count_nonzero((moved < a) | (moved >= b))
+            for lo in range(a, b, CHUNK_IDS):
+                moved = order.position(np.arange(lo, min(b, lo + CHUNK_IDS), dtype=np.int64))
+                counts[k, group] += np.count_nonzero((moved < a) | (moved >= b))
     return counts
 
 
-def permuted_indices(indices: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """Column ids of Â's stored entries in σ's column order (``sigma[indices]``, int64)."""
-    return sigma[np.asarray(indices, dtype=np.int64)]
+def permuted_indices(indices: np.ndarray, order: ColumnOrder) -> np.ndarray:
+    """Column ids of Â's stored entries in σ's order (int64), `CHUNK_IDS` at a time."""
+    out = np.empty(len(indices), dtype=np.int64)
+    for lo in range(0, len(indices), CHUNK_IDS):
+        out[lo:lo + CHUNK_IDS] = order.position(np.asarray(indices[lo:lo + CHUNK_IDS], dtype=np.int64))
+    return out

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.cost.block_stats import BlockReader, pool_processes
-from gridgnn.cost.column_order import permuted_indices, sigma_for
+from gridgnn.cost.column_order import order_for, permuted_indices
 from gridgnn.cost.sparse_stages import ColumnMajor, column_major, touched_counts
 from gridgnn.sparse.adjacency import add_self_loops
 from gridgnn.sparse.cut import block_row_columns, csr_structure
@@ -158,7 +158,7 @@ class GraphStats:
 
     def in_column_order(self, rows: int, depth: int = 1) -> GraphStats:
         """These statistics with Â's columns in σ's order of ``column_seed`` (``--reorder double-random``) on a
-        grid of ``rows`` row blocks, each cut into ``depth`` sub-blocks (`gridgnn.cost.column_order.sigma_for`):
+        grid of ``rows`` row blocks, each cut into ``depth`` sub-blocks (`gridgnn.cost.column_order.order_for`):
         what `gridgnn.cost.rank_cost.shape_blocks` counts a 2D or 3D grid's blocks on. A copy of ``indices``
         (nnz int64, in memory, even for a memory-mapped folder: this is the one place statistics copy Â's
         structure), made once per σ (one for every 2D grid, one per 3D row count and depth); itself without a
@@ -167,9 +167,9 @@ class GraphStats:
             return self
         key = (rows, depth) if depth > 1 else 1  # 2D and 3D with d = 1: one class, the same σ for any row count
         if key not in self._in_columns:
-            sigma = sigma_for(self.num_nodes, rows, depth, self.column_seed)
-            self._in_columns[key] = dataclasses.replace(
-                self, indptr=np.asarray(self.indptr), indices=permuted_indices(self.indices, sigma), opener=None,
+            order = order_for(self.num_nodes, rows, depth, self.column_seed)
+            self._in_columns[key] = dataclasses.replace(  # in memory (nnz int64), not streamed
+                self, indptr=np.asarray(self.indptr), indices=permuted_indices(self.indices, order), opener=None,
                 workers=1, column_seed=None)
         return self._in_columns[key]
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from gridgnn.cost.algorithms import costs_of
-from gridgnn.cost.column_order import column_positions, exchanged_rows
+from gridgnn.cost.column_order import ColumnOrder, exchanged_rows
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.stages import stage_layout
@@ -43,7 +43,7 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
     if stats.column_seed is None or not shape.splits_features:  # 1D and 1.5D hold whole rows: no column order
         return costs_of(shape.algo).blocks(shape, stats, layout, coords)
     blocks = costs_of(shape.algo).blocks(shape, stats.in_column_order(shape.sizes[0], shape.depth), layout, coords)
-    per_process = exchanged_rows(layout, column_positions(layout, stats.column_seed))
+    per_process = exchanged_rows(layout, ColumnOrder(layout, stats.column_seed))
     groups = coords["depth"] if shape.algo == "3d" else np.zeros(shape.world_size, dtype=np.int64)
     blocks.column_rows = per_process[coords["row"], groups]
     return blocks

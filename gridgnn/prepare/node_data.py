@@ -140,20 +140,28 @@ def _close(array) -> None:
         array.close()
 
 
+def _spec_parts(spec: str) -> list[str]:
+    """``[PATH]`` of a ``.npy`` path (which may contain ``::``), ``[PATH, member(, dtype)]`` of an OGB member spec
+    (`gridgnn.prepare.ogb_parts`: its PATH ends in ``.npz``)."""
+    parts = spec.split("::")
+    at = next((k for k in range(len(parts) - 1, 0, -1) if parts[k - 1].lower().endswith(".npz")), None)
+    return [spec] if at is None else ["::".join(parts[:at]), *parts[at:]]
+
+
 def _path_of(spec: str) -> Path:
     """The file of a rows spec (``PATH`` or ``PATH::member[::dtype]``)."""
-    return Path(spec.split("::")[0])
+    return Path(_spec_parts(spec)[0])
 
 
 def _member_of(spec: str) -> str | None:
     """The ``.npz`` member of a rows spec, or None for a ``.npy`` file."""
-    parts = spec.split("::")
+    parts = _spec_parts(spec)
     return parts[1] if len(parts) > 1 else None
 
 
 def _cast_of(spec: str) -> np.dtype | None:
     """The dtype a rows spec's values are read as before anything else (``PATH::member::float64``), or None."""
-    parts = spec.split("::")
+    parts = _spec_parts(spec)
     return np.dtype(parts[2]) if len(parts) > 2 else None
 
 

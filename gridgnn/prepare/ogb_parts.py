@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gridgnn.data.readers._common import check_inflation
 from gridgnn.data.readers.npz_rows import NpzMember
 from gridgnn.data.readers.ogb_binary import DATA_FILE, LABEL_FILE
 from gridgnn.errors import ConfigError, DataError
@@ -41,6 +42,9 @@ def ogb_layout(folder: Path) -> tuple[dict, dict, dict]:
     records). `ConfigError` for what one process must prepare, `DataError` for a broken file. Not collective."""
     raw = folder / "raw"
     data = raw / DATA_FILE
+    for archive in (data, raw / LABEL_FILE):  # as one process refuses them, before anything is inflated
+        if archive.is_file():
+            check_inflation(archive, archive)
     try:
         with np.load(data, allow_pickle=False) as arrays:
             names = set(arrays.files)

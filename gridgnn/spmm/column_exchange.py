@@ -8,8 +8,9 @@ and σ's order: one all-to-all on ``row`` each way (σ keeps every row within it
 process keeps copied in place.
 
 Only the rank's own block row of ``Â Pσᵀ`` is built (`OwnRowsRelabelled`): the inner SpMMs cut their panels
-from their block row alone. Set-up per process: σ for every vertex (n int64, `gridgnn.cost.column_order`), one
-pass over it, and the block row's entries relabelled (its nnz, int64).
+from their block row alone. Set-up per process: σ of its rows and σ⁻¹ of its positions, pointwise
+(`gridgnn.cost.column_order.ColumnOrder`), and its block row's entries relabelled (their count, int64): nothing
+of size n.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gridgnn.cost.column_order import column_positions, peer_ranges, permuted_indices
+from gridgnn.cost.column_order import ColumnOrder, peer_ranges, permuted_indices
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.spmm.base import DistributedSpMM
@@ -29,10 +30,10 @@ class ColumnExchange:
     The process at ``row`` coordinate i of class ``group`` holds rows ``[a, b)`` (`peer_ranges`) in both orders:
     vertex v in the vertex order, column position c = σ(v) in σ's. A row whose σ stays in ``[a, b)`` is copied
     locally; the others go to the process holding their position, sorted by position, so a receiver knows each
-    row's place from σ alone.
+    row's place from σ⁻¹ of its own positions alone.
     """
 
-    def __init__(self, comm: Communicator, ranges: list[tuple[int, int]], i: int, sigma: np.ndarray,
+    def __init__(self, comm: Communicator, ranges: list[tuple[int, int]], i: int, order: ColumnOrder,
                  device: torch.device | str = "cpu"):
         self.comm = comm
         index = lambda values: torch.from_numpy(np.ascontiguousarray(values)).to(device)  # noqa: E731
@@ -40,21 +41,21 @@ class ColumnExchange:
         starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
         owner = lambda ids: np.searchsorted(starts, ids, side="right") - 1  # noqa: E731 - the range of an id
         count = len(ranges)
+        mine = np.arange(a, b, dtype=np.int64)
         # sending side (forward): my vertices, by the process of their position, then by position
-        positions = sigma[a:b]
-        order = np.argsort(positions, kind="stable")
-        dest = owner(positions[order])
+        positions = order.position(mine)
+        ordered = np.argsort(positions, kind="stable")
+        dest = owner(positions[ordered])
         away = dest != i
-        self.send_local = index(order[away])  # local rows sent, in wire order
+        self.send_local = index(ordered[away])  # local rows sent, in wire order
         self.send_rows = np.bincount(dest[away], minlength=count).tolist()
-        self.keep_from = index(order[~away])  # local rows kept ...
-        self.keep_to = index(positions[order[~away]] - a)  # ... at these local positions
-        # receiving side (forward): the vertices whose position is mine, by their process, then by position
-        vertices = np.flatnonzero((sigma >= a) & (sigma < b))
-        source = owner(vertices)
-        incoming = source != i
-        arrival = np.lexsort((sigma[vertices[incoming]], source[incoming]))
-        self.recv_local = index(sigma[vertices[incoming]][arrival] - a)  # positions, in wire order
+        self.keep_from = index(ordered[~away])  # local rows kept ...
+        self.keep_to = index(positions[ordered[~away]] - a)  # ... at these local positions
+        # receiving side (forward): my positions, by the process of their vertex, then by position
+        source = owner(order.vertex(mine))
+        incoming = np.flatnonzero(source != i)
+        arrival = incoming[np.argsort(source[incoming], kind="stable")]  # positions ascend within a source
+        self.recv_local = index(arrival)  # local positions, in wire order
         self.recv_rows = np.bincount(source[incoming], minlength=count).tolist()
 
     def to_columns(self, x: torch.Tensor) -> torch.Tensor:
@@ -75,16 +76,16 @@ class ColumnExchange:
 
 
 class OwnRowsRelabelled:
-    """The CSR rows ``[r0, r1)`` of Â with column ids ``sigma[id]`` (sorted within each row), every other row empty:
+    """The CSR rows ``[r0, r1)`` of Â with column ids σ(id) (sorted within each row), every other row empty:
     what an inner SpMM cuts its panels from (`gridgnn.sparse.cut.cut_panels` reads ``indptr``, ``indices``,
     ``data``, ``shape``). ``nnz`` stays Â's, so every process picks the same index dtype."""
 
-    def __init__(self, adj, rows: tuple[int, int], sigma: np.ndarray):
+    def __init__(self, adj, rows: tuple[int, int], order: ColumnOrder):
         r0, r1 = rows
         n = int(adj.shape[0])
         indptr = np.asarray(adj.indptr[r0:r1 + 1], dtype=np.int64)
         lo, hi = int(indptr[0]), int(indptr[-1])
-        columns = permuted_indices(adj.indices[lo:hi], sigma)
+        columns = permuted_indices(adj.indices[lo:hi], order)
         values = np.asarray(adj.data[lo:hi])
         local = indptr - lo
         row_of = np.repeat(np.arange(r1 - r0), np.diff(local))
@@ -107,13 +108,13 @@ class ColumnOrderedSpMM(DistributedSpMM):
         super().__init__(grid, comm, adj.shape[0], parts)
         self.num_col_blocks_axis = inner_cls.num_col_blocks_axis
         layout = self.stage_layout()
-        sigma = column_positions(layout, seed)
+        order = ColumnOrder(layout, seed)
         i = grid.index("row")
         block_row = (layout.row_bounds[i], layout.row_bounds[i + 1])  # what 2D and 3D cut their panels from
-        self.inner = inner_cls(grid, comm, OwnRowsRelabelled(adj, block_row, sigma), dtype=dtype, parts=parts,
+        self.inner = inner_cls(grid, comm, OwnRowsRelabelled(adj, block_row, order), dtype=dtype, parts=parts,
                                cache_panels=cache_panels)
         group = grid.index("depth") if grid.algo == "3d" else 0
-        self.exchange = ColumnExchange(comm, peer_ranges(layout, group), i, sigma, grid.device)
+        self.exchange = ColumnExchange(comm, peer_ranges(layout, group), i, order, grid.device)
 
     @property
     def row_range(self) -> tuple[int, int]:

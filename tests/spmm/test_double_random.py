@@ -22,7 +22,7 @@ import spmm_workers as w
 from model_helpers import shared_datasets
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.column_order import column_positions, exchanged_rows, sigma_for
+from gridgnn.cost.column_order import ColumnOrder, column_positions, exchanged_rows, order_for
 from gridgnn.cost.epoch_model import predict_run
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
@@ -133,18 +133,22 @@ def test_sigma_permutes_each_class_into_itself_and_counts_the_moved_rows():
     layout = stage_layout("3d", (3, 3, 2), 50)
     sigma = column_positions(layout, seed=1)
     assert sorted(sigma.tolist()) == list(range(50))
+    order = ColumnOrder(layout, seed=1)
+    assert np.array_equal(order.vertex(sigma), np.arange(50))  # σ⁻¹, pointwise, in any order of ids
+    assert np.array_equal(order.position([7, 3, 7]), sigma[[7, 3, 7]])
     for k in range(3):  # each depth slice's vertices keep to that slice
         for group in range(2):
             a, b = layout.segment(k * 2 + group)
             members = set(np.concatenate([np.arange(*layout.segment(j * 2 + group)) for j in range(3)]).tolist())
             assert set(sigma[a:b].tolist()) <= members
-    counts = exchanged_rows(layout, sigma)
+    counts = exchanged_rows(layout, order)
     for k in range(3):
         for group in range(2):
             a, b = layout.segment(k * 2 + group)
             assert counts[k, group] == sum(not a <= s < b for s in sigma[a:b])
-    assert np.array_equal(sigma_for(50, 3, 1, seed=4), column_positions(stage_layout("2d", (3, 2), 50), seed=4))
-    assert not np.array_equal(sigma_for(50, 3, 1, seed=4), sigma_for(50, 3, 1, seed=5))
+    two = column_positions(stage_layout("2d", (3, 2), 50), seed=4)
+    assert np.array_equal(order_for(50, 3, 1, seed=4).position(np.arange(50)), two)
+    assert not np.array_equal(order_for(50, 3, 1, seed=5).position(np.arange(50)), two)
 
 
 def test_the_second_order_spreads_the_diagonal_over_the_blocks():
