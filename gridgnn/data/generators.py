@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gridgnn.data.bijection import mix_bits, seeded_keys
+from gridgnn.data.csbm_parts import CsbmParts
 from gridgnn.data.graph import Graph
 from gridgnn.data.readers._common import adjacency_from_edges
 from gridgnn.data.splits import per_class_split, random_split
@@ -32,6 +33,7 @@ def csbm(
     seed: int = 0,
     directed: bool = False,
     labelled: float = 1.0,
+    chunked: bool = False,
 ) -> Graph:
     """Contextual SBM: class labels drive both the edges and the features.
 
@@ -47,17 +49,16 @@ def csbm(
     vertices drawn uniformly (``default_rng([seed, 1])``, so structure and features stay those of
     ``labelled=1``) keep their class, every other one is -1 (unlabelled), and the split is a random 60/20/20
     among the labelled vertices (`random_split`); ``meta["split"]`` says which split was drawn.
+
+    ``chunked`` draws the same distributions in seeded parts (`gridgnn.data.csbm_parts`), so that
+    ``prepare --nprocs P`` generates the very graph one process does, for any P; the default keeps the single
+    stream (and every graph) of earlier versions.
     """
-    _require(nodes >= 1 and 1 <= classes <= nodes, f"csbm: need 1 <= classes <= nodes, got {classes}, {nodes}")
-    _require(features >= 1, f"csbm: features must be >= 1, got {features}")
-    if (p_in is None) != (p_out is None):
-        raise DataError("csbm: give both p_in and p_out, or neither")
-    if p_in is not None:
-        avg_degree, homophily = _from_probabilities(nodes, classes, p_in, p_out)
-    _require(avg_degree >= 0, f"csbm: avg_degree must be >= 0, got {avg_degree}")
-    _require(0.0 <= homophily <= 1.0, f"csbm: homophily must lie in [0, 1], got {homophily}")
-    _require(signal >= 0, f"csbm: signal must be >= 0, got {signal}")
-    _require(0.0 < labelled <= 1.0, f"csbm: labelled must lie in (0, 1], got {labelled}")
+    parts = csbm_parts(nodes, classes, features, avg_degree, homophily, p_in, p_out, signal, seed, directed,
+                       labelled)
+    if chunked:
+        return _chunked_csbm(parts)
+    avg_degree, homophily = parts.avg_degree, parts.homophily
     rng = np.random.default_rng(seed)
     labels = rng.permutation(np.arange(nodes, dtype=np.int64) % classes)
     num_edges = int(round(nodes * avg_degree / (1 if directed else 2)))
@@ -80,6 +81,35 @@ def csbm(
         adj=adj, features=x, labels=labels, train_mask=train, val_mask=val, test_mask=test,
         num_classes=classes, name="csbm", directed=directed, meta=meta,
     )  # fmt: skip
+
+
+def csbm_parts(nodes: int = 2000, classes: int = 5, features: int = 32, avg_degree: float = 10.0,
+               homophily: float = 0.8, p_in: float | None = None, p_out: float | None = None, signal: float = 0.3,
+               seed: int = 0, directed: bool = False, labelled: float = 1.0, **_) -> CsbmParts:
+    """`csbm`'s parameters checked (`DataError`, one line) and resolved (``p_in``/``p_out`` into ``avg_degree``
+    and ``homophily``), as a `gridgnn.data.csbm_parts.CsbmParts`; other keywords (``chunked``) are ignored."""
+    _require(nodes >= 1 and 1 <= classes <= nodes, f"csbm: need 1 <= classes <= nodes, got {classes}, {nodes}")
+    _require(features >= 1, f"csbm: features must be >= 1, got {features}")
+    if (p_in is None) != (p_out is None):
+        raise DataError("csbm: give both p_in and p_out, or neither")
+    if p_in is not None:
+        avg_degree, homophily = _from_probabilities(nodes, classes, p_in, p_out)
+    _require(avg_degree >= 0, f"csbm: avg_degree must be >= 0, got {avg_degree}")
+    _require(0.0 <= homophily <= 1.0, f"csbm: homophily must lie in [0, 1], got {homophily}")
+    _require(signal >= 0, f"csbm: signal must be >= 0, got {signal}")
+    _require(0.0 < labelled <= 1.0, f"csbm: labelled must lie in (0, 1], got {labelled}")
+    return CsbmParts(nodes, classes, features, avg_degree, homophily, signal, seed, directed, labelled)
+
+
+def _chunked_csbm(parts: CsbmParts) -> Graph:
+    """The whole graph of a chunked csbm, drawn part by part as P processes draw theirs."""
+    src, dst = parts.edges(0, parts.num_chunks)
+    adj = remove_self_loops(adjacency_from_edges(src, dst, parts.nodes, "csbm"))
+    if not parts.directed:
+        adj = symmetrize(adj)
+    x, labels, (train, val, test) = parts.node_rows(0, parts.nodes)
+    return Graph(adj=adj, features=x, labels=labels, train_mask=train, val_mask=val, test_mask=test,
+                 num_classes=parts.classes, name="csbm", directed=parts.directed, meta=parts.meta())
 
 
 def _labelled_share(nodes: int, share: float, seed: int) -> np.ndarray:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from gridgnn.errors import ConfigError
 
-KINDS = ("edge-list", "rmat", "ogb-binary")
+KINDS = ("edge-list", "rmat", "csbm", "ogb-binary")
 """Sources a distributed preparation reads in parts: a text edge list or ``.npy`` edge array (byte or row ranges),
-the R-MAT generator (chunks) and an OGB folder in the binary layout (ranges of its compressed arrays:
-`gridgnn.prepare.ogb_parts`). Other sources are prepared by one process."""
+the R-MAT generator and the chunked csbm (chunks: `gridgnn.data.csbm_parts`) and an OGB folder in the binary
+layout (ranges of its compressed arrays: `gridgnn.prepare.ogb_parts`). Other sources are prepared by one
+process."""
 
 
 @dataclass
@@ -22,7 +23,7 @@ class PrepareJob:
     """``source``: the dataset spec as given; ``kind``: one of `KINDS`; ``name`` and ``meta``: the graph's, as
     the one-process loader names it; ``operator``: the model's (`gridgnn.data.operators`); ``shards``: K row
     shards; ``folder``: the (partial) folder the shards are written into; ``source_state``: the edge list's
-    [size, mtime_ns, inode] when the preparation started; ``generator``: R-MAT's parameters; ``reorder``:
+    [size, mtime_ns, inode] when the preparation started; ``generator``: R-MAT's or csbm's parameters; ``reorder``:
     ``none``, ``random`` or ``double-random`` (`gridgnn.data.bijection.random_bijection` of ``reorder_seed``, its
     statistics over ``reorder_parts`` row blocks, as ``prepare --reorder random --parts K``; ``double-random``
     also records the seed of Â's column order); ``node_files``: the ``features``, ``labels`` and ``split`` files

@@ -60,6 +60,22 @@ def plan_job(args: argparse.Namespace, operator: str, shards: int, folder: str) 
                 "symmetrized": not args.directed, "feature_normalization": feature_norm}
         return PrepareJob(source=text, kind="rmat", name=text, generator=kwargs, meta=meta,
                           **{**common, "seed": kwargs["seed"]})
+    if text.split(":", 1)[0].lower() == "csbm":
+        if files:
+            raise ConfigError(f"{', '.join(files.flags())} with a generator: prepare without --nprocs "
+                              "(distributed preparation attaches node files to edge lists and .npy edge arrays)")
+        from gridgnn.data.generators import csbm_parts
+        from gridgnn.data.registry import generator_arguments
+
+        _, kwargs = generator_arguments(text, args.seed)
+        if not kwargs["chunked"]:
+            raise ConfigError("csbm draws its graph from one generator in sequence, which processes cannot share: "
+                              "add chunked=1 (the same distributions in seeded parts: the same graph on any "
+                              "--nprocs, and without it), or prepare without --nprocs")
+        meta = csbm_parts(**kwargs, directed=args.directed).meta() | {
+            "symmetrized": not args.directed, "feature_normalization": feature_norm}
+        return PrepareJob(source=text, kind="csbm", name=text, generator=kwargs, meta=meta,
+                          **{**common, "seed": kwargs["seed"]})
     path = Path(text).expanduser()
     from gridgnn.prepare.ogb_parts import is_ogb_binary, ogb_layout
 

@@ -33,8 +33,9 @@ import numpy as np
 import torch
 
 from gridgnn.data.bijection import random_bijection
+from gridgnn.data.csbm_parts import CHUNK_EDGES as CSBM_CHUNK_EDGES
 from gridgnn.data.file_digest import file_digest
-from gridgnn.data.generators import RMAT_ROW_CHUNK, rmat_chunks, rmat_edge_chunks, rmat_node_rows
+from gridgnn.data.generators import RMAT_ROW_CHUNK, csbm_parts, rmat_chunks, rmat_edge_chunks, rmat_node_rows
 from gridgnn.data.prepared import index_dtype
 from gridgnn.data.readers.edgelist import is_edge_array, open_edge_array
 from gridgnn.data.row_shards import shard_prefix
@@ -132,6 +133,8 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
         speak(f"prepare    read      {clock.seconds['read']:7.1f} s  {total(result.bytes_read) / 1e6:.1f} MB, "
               f"{job.layout['num_edges']} edges")
         n = int(job.layout["num_nodes"])
+    elif job.kind == "csbm":
+        n = _csbm(job).nodes
     else:
         n = 1 << int(job.generator["scale"])
     result.num_nodes = n
@@ -152,7 +155,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
         received, result.entries_sent = _route(rounds, job.directed, union, owner_of, r0, r1, n, permute)
         del rounds  # and with it an edge list's part
         release_free_memory()
-    if job.kind == "rmat":
+    if job.kind in ("rmat", "csbm"):
         clock.seconds["exchange"] -= clock.seconds.get("read", 0.0)  # generation (twice) is timed as reading
         speak(f"prepare    read      {clock.seconds['read']:7.1f} s  generated the edges (rank 0)")
     speak(f"prepare    exchange  {clock.seconds['exchange']:7.1f} s  {total(result.entries_sent)} entries to "
@@ -227,6 +230,16 @@ def _edge_rounds(job: PrepareJob, edges: np.ndarray | None, rank: int, size: int
                                         job.seed, a, b)
             clock.seconds["read"] = clock.seconds.get("read", 0.0) + time.perf_counter() - start
             yield np.stack([src.astype(np.int64), dst.astype(np.int64)], axis=1), None
+        return
+    if job.kind == "csbm":  # its edge chunks, `ROUND_EDGES` at a time, as rmat's
+        parts = _csbm(job)
+        first, last = parts.num_chunks * rank // size, parts.num_chunks * (rank + 1) // size
+        per_round = max(1, ROUND_EDGES // CSBM_CHUNK_EDGES)
+        for k in range(maximum(-(-(last - first) // per_round))):
+            start = time.perf_counter()
+            src, dst = parts.edges(min(last, first + k * per_round), min(last, first + (k + 1) * per_round))
+            clock.seconds["read"] = clock.seconds.get("read", 0.0) + time.perf_counter() - start
+            yield np.stack([src, dst], axis=1), None
         return
     count = maximum(-(-len(edges) // ROUND_EDGES))
     for k in range(count):
@@ -390,6 +403,10 @@ def _node_rows(job: PrepareJob, n: int, r0: int, r1: int, share=None) -> tuple[d
         g = job.generator
         features, labels, (train, val, test) = rmat_node_rows(r0, r1, g["features"], g["classes"], job.seed)
         info = NodeInfo(int(g["features"]), int(g["classes"]), "multiclass")
+    elif job.kind == "csbm":
+        parts = _csbm(job)
+        features, labels, (train, val, test) = parts.node_rows(r0, r1)
+        info = NodeInfo(parts.features, parts.classes, "multiclass")
     else:  # `gridgnn.data.synthetic.placeholder_features` and `structure_only_graph`
         from_file = "features" in job.node_files  # read by `attach_rows` below: no placeholder to draw
         features = np.empty((r1 - r0, 0 if from_file else PLACEHOLDER_WIDTH), dtype=np.float32)
@@ -412,11 +429,16 @@ def _node_rows(job: PrepareJob, n: int, r0: int, r1: int, share=None) -> tuple[d
     return nodes, info
 
 
+def _csbm(job: PrepareJob):
+    """The chunked csbm of ``job`` (`gridgnn.data.csbm_parts.CsbmParts`)."""
+    return csbm_parts(**job.generator, directed=job.directed)
+
+
 def _finish_features(job: PrepareJob, features: np.ndarray, union_degree: np.ndarray | None) -> np.ndarray:
     """The node features of this process's rows made final: an edge list's placeholder degree column from its
     rows' degrees (``union_degree``; not where a features file replaced them), then the row normalization if
     asked."""
-    if job.kind != "rmat" and "features" not in job.node_files:
+    if job.kind not in ("rmat", "csbm") and "features" not in job.node_files:
         features[:, 1] = np.log1p(union_degree.astype(np.int64))
     if job.normalize_features:
         features = row_normalize_features(features, "l1")
