@@ -72,32 +72,28 @@ def random_bijection(ids: np.ndarray, n: int, seed: int, stream: int | tuple[int
     """The seeded bijection of [0, n) of ``--reorder random`` applied to ``ids`` (int64 in [0, n); int64 out): the
     new position of each vertex. Same ``seed``, same ``n``: the same map, whatever the ids' order or chunking.
     ``stream``: the generator stream of the keys (`seeded_keys`; another stream, another bijection)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    if n <= 1 or ids.size == 0:
-        return ids.copy()
-    bits = int(n - 1).bit_length()
-    keys = seeded_keys(seed, stream)
-    out = mix_bits(ids, bits, keys)
-    outside = np.flatnonzero(out >= np.uint64(n))
-    while outside.size:  # cycle walking: each pass maps the stragglers once more
-        out[outside] = mix_bits(out[outside], bits, keys)
-        outside = outside[out[outside] >= np.uint64(n)]
-    return out.astype(np.int64)
+    return _cycle_walk(mix_bits, ids, n, seed, stream)
 
 
 def random_bijection_inverse(positions: np.ndarray, n: int, seed: int,
                              stream: int | tuple[int, ...] = REORDER_STREAM) -> np.ndarray:
     """The inverse of `random_bijection` (same n, seed and stream) applied to ``positions`` (int64 in [0, n);
     int64 out): the id at each position, pointwise (cycle walking backwards through the same cycles)."""
-    positions = np.asarray(positions, dtype=np.int64)
-    if n <= 1 or positions.size == 0:
-        return positions.copy()
+    return _cycle_walk(mix_bits_inverse, positions, n, seed, stream)
+
+
+def _cycle_walk(step, ids: np.ndarray, n: int, seed: int, stream) -> np.ndarray:
+    """``step`` (`mix_bits` or its inverse, on the bits of n - 1) applied to ``ids`` again while a value is n or
+    more: a bijection of [0, n), or its inverse."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if n <= 1 or ids.size == 0:
+        return ids.copy()
     bits = int(n - 1).bit_length()
     keys = seeded_keys(seed, stream)
-    out = mix_bits_inverse(positions, bits, keys)
+    out = step(ids, bits, keys)
     outside = np.flatnonzero(out >= np.uint64(n))
-    while outside.size:
-        out[outside] = mix_bits_inverse(out[outside], bits, keys)
+    while outside.size:  # each pass maps the stragglers once more
+        out[outside] = step(out[outside], bits, keys)
         outside = outside[out[outside] >= np.uint64(n)]
     return out.astype(np.int64)
 
