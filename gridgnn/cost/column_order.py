@@ -52,7 +52,7 @@ class ColumnOrder:
     columns to their vertices, for any ids, in any order, in time and memory of the ids asked (no table of n)."""
 
     def __init__(self, layout: StageLayout, seed: int):
-        self.seed = seed
+        self.seed, self.n = seed, int(layout.row_bounds[-1])
         self.depth_classes = layout.group_axis == "depth"
         self.segments, self.group = np.asarray(layout.segments, dtype=np.int64), np.asarray(layout.group)
         self.tables = []  # per class: its ranges' starts and their offsets in the class's index order (one more)
@@ -122,9 +122,17 @@ def exchanged_rows(layout: StageLayout, order: ColumnOrder) -> np.ndarray:
     return counts
 
 
-def permuted_indices(indices: np.ndarray, order: ColumnOrder) -> np.ndarray:
-    """Column ids of Â's stored entries in σ's order (int64), `CHUNK_IDS` at a time."""
+def permuted_indices(indices: np.ndarray, order: ColumnOrder, table: bool = False) -> np.ndarray:
+    """Column ids of Â's stored entries in σ's order (int64), `CHUNK_IDS` at a time: pointwise, or with
+    ``table`` through σ of every vertex computed once (n int64; an order of magnitude faster per entry, for a
+    caller that maps more entries than there are vertices and holds them anyway)."""
+    sigma = None
+    if table:
+        sigma = np.empty(order.n, dtype=np.int64)
+        for lo in range(0, order.n, CHUNK_IDS):
+            sigma[lo:lo + CHUNK_IDS] = order.position(np.arange(lo, min(order.n, lo + CHUNK_IDS), dtype=np.int64))
     out = np.empty(len(indices), dtype=np.int64)
     for lo in range(0, len(indices), CHUNK_IDS):
-        out[lo:lo + CHUNK_IDS] = order.position(np.asarray(indices[lo:lo + CHUNK_IDS], dtype=np.int64))
+        ids = np.asarray(indices[lo:lo + CHUNK_IDS], dtype=np.int64)
+        out[lo:lo + CHUNK_IDS] = sigma[ids] if table else order.position(ids)
     return out

@@ -168,9 +168,9 @@ class GraphStats:
         key = (rows, depth) if depth > 1 else 1  # 2D and 3D with d = 1: one class, the same σ for any row count
         if key not in self._in_columns:
             order = order_for(self.num_nodes, rows, depth, self.column_seed)
-            self._in_columns[key] = dataclasses.replace(  # in memory (nnz int64), not streamed
-                self, indptr=np.asarray(self.indptr), indices=permuted_indices(self.indices, order), opener=None,
-                workers=1, column_seed=None)
+            columns = permuted_indices(self.indices, order, table=True)  # in memory (nnz int64), not streamed
+            self._in_columns[key] = dataclasses.replace(self, indptr=np.asarray(self.indptr), indices=columns,
+                                                        opener=None, workers=1, column_seed=None)
         return self._in_columns[key]
 
     def feature_touch_counts(self, row_bounds: list[int], owners: int) -> np.ndarray | None:

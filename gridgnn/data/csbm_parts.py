@@ -42,6 +42,9 @@ CHUNK_EDGES = 1 << 16
 CHUNK_ROWS = 1 << 16
 """Vertices whose feature noise one generator draws."""
 
+DRAW_ROWS = 1 << 12
+"""Rows of noise drawn at a time from a chunk's generator (the same stream as drawing the chunk whole)."""
+
 
 @dataclass(frozen=True)
 class CsbmParts:
@@ -120,10 +123,12 @@ class CsbmParts:
         x = np.empty((r1 - r0, self.features), dtype=np.float32)
         for j in range(r0 // CHUNK_ROWS, -(-r1 // CHUNK_ROWS)):
             lo, hi = j * CHUNK_ROWS, min((j + 1) * CHUNK_ROWS, self.nodes)
-            noise = np.random.default_rng([self.seed, CSBM_STREAM, 3, j]).standard_normal(
-                (hi - lo, self.features), dtype=np.float32)
-            a, b = max(lo, r0), min(hi, r1)
-            x[a - r0:b - r0] = noise[a - lo:b - lo]
+            rng = np.random.default_rng([self.seed, CSBM_STREAM, 3, j])
+            for s in range(lo, min(hi, r1), DRAW_ROWS):  # the chunk's stream in slices, up to the last row wanted
+                noise = rng.standard_normal((min(DRAW_ROWS, hi - s), self.features), dtype=np.float32)
+                a, b = max(s, r0), min(s + len(noise), r1)
+                if b > a:
+                    x[a - r0:b - r0] = noise[a - s:b - s]
         x += self.means()[self._pi(ids) % self.classes]  # the true class, also where the label is hidden
         if self.labelled < 1.0:
             rho, kept = self._rho(ids), self._kept_count()

@@ -265,6 +265,7 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     profile = GPU_CLUSTER if profile is None else profile
     limit = memory_per_proc if memory_per_proc is not None else profile.memory_per_proc_bytes
     flags = (*(run_flags or ()), "--layers", str(spec.layers), "--hidden", str(spec.hidden), "--order", spec.order)
+    asked = list(algos) if shapes is None else sorted({shape.algo for shape in shapes})  # for a refusal's line
     shapes = [shape for shape in (candidate_shapes(world_size, algos) if shapes is None else shapes)
               if shape.algo == "1d" or stats.num_nodes >= max(shape.sizes[0], 1)]
     if spec.traced.passes_messages:  # a message runs where whole rows (1D, 1.5D) or a separable one's columns
@@ -318,14 +319,24 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
                 ALGO_ORDER[e.algo], e.shape.sizes, COMM_ORDER.index(e.comm), orders.index(e.reorder))
 
     if not entries:
-        raise ConfigError(f"no configuration to price on {world_size} processes: --reorder "
-                          f"{' and '.join(orders)} and the grids asked exclude each other (--reorder double-random "
-                          "runs on dense 2d and 3d, not with attention)")
+        raise ConfigError(_nothing_to_price(spec, world_size, asked, orders))
     entries.sort(key=rank)
     _prefer_fewer_bytes(entries)
     if entries and entries[0].fits:
         entries[0].best = True
     return Plan(entries, stats, spec, profile, limit, tuple(comms))
+
+
+def _nothing_to_price(spec: ModelSpec, world_size: int, algos, orders) -> str:
+    """The one line that says why no grid of ``algos`` was left to price, naming the causes that apply."""
+    causes = []
+    if spec.traced.passes_messages and not spec.traced.messages_separable:
+        causes.append("the model's messages need whole rows (1d or 1.5d)")
+    if any(order in COLUMN_ORDERED for order in orders):
+        causes.append("--reorder double-random runs on dense 2d and 3d, not with attention")
+    if not causes:
+        causes.append("the graph has fewer vertices than the grids' row blocks")
+    return f"no grid of --algo {' '.join(algos)} can run this on {world_size} processes: {'; '.join(causes)}"
 
 
 def _prefer_fewer_bytes(entries: list[PlanEntry]) -> None:

@@ -39,13 +39,18 @@ def read_part_rows(path: str, count: int) -> tuple[np.ndarray, np.ndarray]:
     counts = gather_all(np.array([count], dtype=np.int64))[:, 0]
     first, edges = int(counts[:rank].sum()), int(counts.sum())
     where = f"{path} (one row per edge of the source, in its order)"
-    array = np.load(path, mmap_mode="r", allow_pickle=False)
+    array, problem = None, None
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception as exc:  # noqa: BLE001 - a file one host lacks: every process must hear of it
+        problem = f"{path}: {exc}"
+    agree(problem)
     agree(None if array.shape[0] == edges else f"{where}: {array.shape[0]} edge-feature rows for {edges} edges")
-    rows, problem = None, None
+    rows = None
     try:
         rows = check_edge_rows(array[first:first + count], count, where)
-    except DataError as exc:
-        problem = str(exc)
+    except Exception as exc:  # noqa: BLE001 - as above
+        problem = str(exc) or repr(exc)
     agree(problem)
     return rows, np.arange(first, first + count, dtype=np.int64)
 
@@ -58,6 +63,10 @@ def entry_rows_of(keys: np.ndarray, rows: np.ndarray, numbers: np.ndarray, rever
     has_edge = np.bincount(inverse[~reverse], minlength=unique.size) > 0
     chosen = ~reverse | ~has_edge[inverse]
     chosen = np.flatnonzero(chosen)
+    if chosen.size == unique.size:  # one row per entry (no duplicate): the mean is the row, bit for bit
+        out = np.empty((unique.size, rows.shape[1]), dtype=np.float32)
+        out[inverse[chosen]] = rows[chosen]
+        return out
     chosen = chosen[np.argsort(numbers[chosen], kind="stable")]  # summed in the order one process sums them
     return group_mean(rows[chosen], inverse[chosen], unique.size)
 

@@ -88,7 +88,7 @@ class Clock:
     def phase(self, name: str):
         start = time.perf_counter()
         yield
-        self.seconds[name] = time.perf_counter() - start
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start  # a phase may recur
         self.peaks[name] = peak_rss_bytes()  # the high-water mark so far: where it rose says which phase
 
 
@@ -122,6 +122,7 @@ def prepare_part(job: PrepareJob, say=print) -> PartResult:
         if "edge_features" in job.node_files:  # the rows of this process's edges, numbered in the list's order
             with clock.phase("read"):
                 edge_rows = read_part_rows(job.node_files["edge_features"], len(edges))
+            result.bytes_read += edge_rows[0].nbytes
     elif job.kind == "ogb-binary":  # OGB numbers its vertices 0 to n - 1: nothing to renumber
         with clock.phase("read"):
             problem = None

@@ -75,9 +75,23 @@ class ColumnExchange:
         return out
 
 
+class _RowPointers:
+    """The row pointers of rows ``[r0, r0 + len(local) - 1)`` only, addressed by global row: what `cut_panels`
+    slices (``indptr[r0:r1 + 1]``); any other row is refused."""
+
+    def __init__(self, local: np.ndarray, r0: int):
+        self.local, self.r0 = local, r0
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        a, b = rows.start - self.r0, rows.stop - self.r0
+        if rows.step not in (None, 1) or a < 0 or b > len(self.local):
+            raise IndexError(f"rows {rows.start}..{rows.stop} outside the block row held from {self.r0}")
+        return self.local[a:b]
+
+
 class OwnRowsRelabelled:
-    """The CSR rows ``[r0, r1)`` of Â with column ids σ(id) (sorted within each row), every other row empty:
-    what an inner SpMM cuts its panels from (`gridgnn.sparse.cut.cut_panels` reads ``indptr``, ``indices``,
+    """The CSR rows ``[r0, r1)`` of Â with column ids σ(id) (sorted within each row), and no other row: what an
+    inner SpMM cuts its panels from (`gridgnn.sparse.cut.cut_panels` reads ``indptr[r0:r1 + 1]``, ``indices``,
     ``data``, ``shape``). ``nnz`` stays Â's, so every process picks the same index dtype."""
 
     def __init__(self, adj, rows: tuple[int, int], order: ColumnOrder):
@@ -91,8 +105,8 @@ class OwnRowsRelabelled:
         row_of = np.repeat(np.arange(r1 - r0), np.diff(local))
         order = np.lexsort((columns, row_of))  # each row's entries by their new column
         self.indices, self.data = columns[order], values[order]
-        self.indptr = np.concatenate([np.zeros(r0, dtype=np.int64), local, np.full(n - r1, hi - lo, dtype=np.int64)])
-        self.shape = tuple(adj.shape)
+        self.indptr = _RowPointers(local, r0)
+        self.shape = (n, n)
         self.nnz = int(adj.nnz)
         self.source = getattr(adj, "source", "adjacency")
 

@@ -91,6 +91,8 @@ def test_plan_from_counts_says_it_estimates(capsys):
     (["plan", *REDDIT, "--nprocs", "0"], "--nprocs must be positive"),
     (["plan", *REDDIT, "--profile", "nowhere.json"], "no profile 'nowhere.json'"),
     (["plan", *REDDIT, "--memory-per-proc", "lots"], "memory size 'lots'"),
+    (["plan", "--dataset", "mesh", "--model", "meshgraphnet", "--algo", "2d", "3d", "--nprocs", "4"],
+     "no grid of --algo 2d 3d can run this on 4 processes: the model's messages need whole rows"),
 ])
 def test_plan_errors_are_one_line(capsys, argv, fragment):
     code, out, err = _run(capsys, *argv)

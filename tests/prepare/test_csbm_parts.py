@@ -1,8 +1,8 @@
 """``csbm:...,chunked=1`` (`gridgnn.data.csbm_parts`): the contextual SBM drawn in seeded parts, so that P processes
 of a distributed preparation each draw their own edges and rows and the folder equals the one-process folder
-(several P, shard counts, directed, hidden labels, ``p_in``/``p_out``, one class, edges over several chunks and
-rounds); its distributions are ``csbm``'s (balanced classes, the asked homophily and degree, 20/30 per class);
-the unchunked ``csbm`` is refused by distributed preparation in one line and keeps its graphs."""
+(several P, shard counts, directed, hidden labels, ``p_in``/``p_out``, one class, edges over several chunks);
+its distributions are ``csbm``'s (balanced classes, the asked homophily and degree, 20/30 per class); the
+unchunked ``csbm`` is refused by distributed preparation in one line and keeps its graphs."""
 
 from __future__ import annotations
 

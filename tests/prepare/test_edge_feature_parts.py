@@ -101,3 +101,26 @@ def test_a_file_that_does_not_fit_stops_every_process_with_the_one_process_line(
         run_workers(prepare_worker, 2, vars(job) | {"command": "prepare"}, timeout_s=120)
     assert str(one.value) in str(many.value)
     assert not (folder / "prepared.json").exists()
+
+
+def test_duplicates_spread_over_processes_are_summed_in_the_one_process_order(tmp_path, monkeypatch):
+    """An edge given four times, on lines that three processes read, with values whose float64 sum depends on
+    the order (1e30 + 1 - 1e30), routed in rounds of 100 edges (so a later line of one process arrives before an
+    earlier line of the next): the mean is the one process's to the bit."""
+    from gridgnn.prepare import pipeline
+
+    monkeypatch.setattr(pipeline, "ROUND_EDGES", 100)  # forked workers inherit it
+    rng = np.random.default_rng(3)
+    edges = rng.integers(0, 300, size=(2400, 2)) * 2 + 1
+    lines = [5, 790, 850, 1650]  # rounds 0 and 7 of process 0, round 0 of processes 1 and 2: they arrive
+    # 5, 850, 1650, 790, and the file's order gives another float64 sum
+    edges[lines] = [7, 9]
+    edges[1000] = [9, 7]  # its reverse given once: the entry (7, 9) keeps the edges' own mean
+    values = rng.normal(size=(2400, 2)).astype(np.float32)
+    values[lines] = np.array([[1e30, 3.0], [1.0, -1e30], [-1e30, 1.0], [3.0, 1e30]], dtype=np.float32)
+    source = tmp_path / "edges.npy"  # rows [800 p, 800 (p + 1)) per process, exactly
+    np.save(source, edges)
+    np.save(tmp_path / "ef.npy", values)
+    expected = one_process(tmp_path, str(source), str(tmp_path / "ef.npy"), "gin")  # the sum operator: A
+    actual = distributed(tmp_path, str(source), "gin", 3, 3, edge_features=str(tmp_path / "ef.npy"))
+    assert_same_edge_rows(expected, actual)
