@@ -27,10 +27,12 @@ attention              GAT only: the pattern of the rank's own attention tiles (
 receive_buffers        the largest transient receive buffers of a stage (a dense panel and, on 2D/3D,
                        `PANELS_IN_FLIGHT` Â panels: the next arrives before the last is freed, and the
                        transport may stage an early message) and on 3D the partial product and the
-                       gathered gradient. ``--comm sparse`` (`_sparse_row_bytes`): on 1D/1.5D the one
-                       all-to-all's send and receive buffers (every touched row at once: on a graph
-                       without locality nearly all of X, where dense holds two blocks; ``--comm cover``:
-                       `COVER_BUFFER_COPIES` of its pairs' covers); on 2D/3D a
+                       gathered gradient; with Â's columns in a second order (``--reorder double-random``)
+                       the block moved into that order and the rows sent and received to move it.
+                       ``--comm sparse`` (`_sparse_row_bytes`): on 1D/1.5D the one all-to-all's send
+                       and receive buffers (every touched row at once: on a graph without locality nearly
+                       all of X, where dense holds two blocks; ``--comm cover``: `COVER_BUFFER_COPIES` of
+                       its pairs' covers); on 2D/3D a
                        stage's touched rows, sent (the root: every receiver's) or received with the
                        dense panel they fill, in place of the broadcast panel. ``--cache-panels``: no
                        Â panel in flight (they are in ``graph``)
@@ -204,6 +206,8 @@ def _buffer_bytes(blocks: ShapeBlocks, ops: ModelOps, pcol: int, sz: SizeInfo, c
     panel = np.where(cached, 0, panel)  # --cache-panels: received once, counted in ``graph``
     dense = costs_of(blocks.shape.algo).DENSE_BUFFERS * heights[i] * width * sz.value
     x_panel = _sparse_row_bytes(blocks, width, sz) if sparse else heights.max() * width * sz.value
+    if blocks.column_rows is not None:  # `gridgnn.spmm.column_exchange`: X in σ's order, and the rows it moved
+        x_panel = x_panel + (blocks.local_rows + 2 * blocks.column_rows) * width * sz.value
     return (panel + dense + x_panel).astype(np.int64)
 
 
