@@ -257,7 +257,8 @@ class Received:
     keys: np.ndarray | None = None
     pairs: tuple[np.ndarray, np.ndarray] | None = None
     forward: np.ndarray | None = None
-    features: np.ndarray | None = None  # --edge-features: (m, d) float32 rows that travelled with the entries,
+    features: np.ndarray | None = None  # --edge-features: (m, d) float32 rows that travelled with the entries
+    # (a directed list's with its edges only: A's entries, in their order among the entries),
     numbers: np.ndarray | None = None  # their edges' numbers in the list (m,) int64,
     reverse: np.ndarray | None = None  # and which entries are the reverse ones symmetrization adds (m,) bool
 
@@ -268,8 +269,8 @@ class Received:
         if self.features is None:
             return None
         keys, rows, numbers, reverse = self.keys, self.features, self.numbers, self.reverse
-        if union:  # the reverse entries only counted the degree of a directed graph: not entries of A
-            keys, rows, numbers, reverse = keys[~reverse], rows[~reverse], numbers[~reverse], reverse[~reverse]
+        if union:  # A is the forward entries (the others only counted a directed graph's degree); the rows
+            keys = keys[self.forward]  # came with them alone, in their order
         self.features = self.numbers = self.reverse = None
         return entry_rows_of(keys, rows, numbers, reverse)
 
@@ -293,31 +294,41 @@ def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: i
     (``--reorder random``): the new id of each old one, applied to both ends first. Returns what this process
     received and the entries it sent."""
     ids = index_dtype(n)
-    total, sent = 0, 0
-    for edges, _ in rounds():
-        rows, cols, _ = _entries(edges, directed, union, permute)
-        counts = np.bincount(owner_of(rows[rows != cols]), minlength=world()[1]).astype(np.int64)
+    total, total_edges, sent = 0, 0, 0
+    for edges, extra in rounds():
+        rows, cols, ahead = _entries(edges, directed, union, permute)
+        keep = rows != cols
+        counts = np.bincount(owner_of(rows[keep]), minlength=world()[1]).astype(np.int64)
         total += int(exchange_counts(counts).sum())
-        del rows, cols
+        if extra is not None and union:  # a directed list's feature rows go with its edges only
+            counts = np.bincount(owner_of(rows[keep & ahead]), minlength=world()[1]).astype(np.int64)
+            total_edges += int(exchange_counts(counts).sum())
+        del rows, cols, ahead
     overflow = keys_overflow(r0, r1, n)
     keys = None if overflow else np.empty(total, dtype=np.int64)
     pairs = (np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64)) if overflow else None
     forward = np.empty(total, dtype=bool) if union else None
     out = Received(keys, pairs, forward)
-    filled = 0
+    filled, filled_edges = 0, 0
     for edges, extra in rounds():
         rows, cols, ahead = _entries(edges, directed, union, permute)
         keep = rows != cols
         rows, cols, ahead = rows[keep], cols[keep], (None if ahead is None else ahead[keep])
         sent += len(rows)
         moved = (rows.astype(ids), cols.astype(ids)) + (() if ahead is None else (ahead,))
+        with_edges = None
         if extra is not None:  # the rows travel with their entries (the reverse entries after the edges)
-            moved += _with_entries(extra, len(edges), len(keep), keep)
+            features, numbers, reverse = _with_entries(extra, len(edges), len(keep), keep)
             if out.features is None:
                 agree("--edge-features: the entry keys of this graph overflow int64; prepare it in one process"
                       if overflow else None)
-                out.features = np.empty((total, extra[0].shape[1]), dtype=np.float32)
-                out.numbers, out.reverse = np.empty(total, dtype=np.int64), np.empty(total, dtype=bool)
+                size = total_edges if union else total
+                out.features = np.empty((size, extra[0].shape[1]), dtype=np.float32)
+                out.numbers, out.reverse = np.empty(size, dtype=np.int64), np.empty(size, dtype=bool)
+            if union:  # the reverse entries only count a degree: their edges' rows in a send of their own
+                with_edges = send_to_owners(owner_of(rows[ahead]), features[ahead], numbers[ahead])
+            else:
+                moved += (features, numbers, reverse)
         received = send_to_owners(owner_of(rows), *moved)
         del rows, cols, ahead, moved
         m = len(received[0])
@@ -329,7 +340,12 @@ def _route(rounds, directed: bool, union: bool, owner_of, r0: int, r1: int, n: i
             keys[filled:filled + m] += received[1]
         if union:
             forward[filled:filled + m] = received[2]
-        if extra is not None:
+        if with_edges is not None:  # in the order of the forward entries among those received
+            k = len(with_edges[0])
+            out.features[filled_edges:filled_edges + k], out.numbers[filled_edges:filled_edges + k] = with_edges
+            out.reverse[filled_edges:filled_edges + k] = False
+            filled_edges += k
+        elif extra is not None:
             features, numbers, reverse = received[-3:]
             out.features[filled:filled + m], out.numbers[filled:filled + m] = features, numbers
             out.reverse[filled:filled + m] = reverse

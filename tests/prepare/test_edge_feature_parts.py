@@ -103,10 +103,12 @@ def test_a_file_that_does_not_fit_stops_every_process_with_the_one_process_line(
     assert not (folder / "prepared.json").exists()
 
 
-def test_duplicates_spread_over_processes_are_summed_in_the_one_process_order(tmp_path, monkeypatch):
+@pytest.mark.parametrize("directed", [False, True])
+def test_duplicates_spread_over_processes_are_summed_in_the_one_process_order(tmp_path, monkeypatch, directed):
     """An edge given four times, on lines that three processes read, with values whose float64 sum depends on
     the order (1e30 + 1 - 1e30), routed in rounds of 100 edges (so a later line of one process arrives before an
-    earlier line of the next): the mean is the one process's to the bit."""
+    earlier line of the next): the mean is the one process's to the bit; directed too, where the rows travel with
+    the edges alone, beside the entries that only count a degree."""
     from gridgnn.prepare import pipeline
 
     monkeypatch.setattr(pipeline, "ROUND_EDGES", 100)  # forked workers inherit it
@@ -121,6 +123,7 @@ def test_duplicates_spread_over_processes_are_summed_in_the_one_process_order(tm
     source = tmp_path / "edges.npy"  # rows [800 p, 800 (p + 1)) per process, exactly
     np.save(source, edges)
     np.save(tmp_path / "ef.npy", values)
-    expected = one_process(tmp_path, str(source), str(tmp_path / "ef.npy"), "gin")  # the sum operator: A
-    actual = distributed(tmp_path, str(source), "gin", 3, 3, edge_features=str(tmp_path / "ef.npy"))
+    features = str(tmp_path / "ef.npy")
+    expected = one_process(tmp_path, str(source), features, "gin", directed=directed)  # the sum operator: A
+    actual = distributed(tmp_path, str(source), "gin", 3, 3, edge_features=features, directed=directed)
     assert_same_edge_rows(expected, actual)
