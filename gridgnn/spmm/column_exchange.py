@@ -103,8 +103,8 @@ class OwnRowsRelabelled:
         values = np.asarray(adj.data[lo:hi])
         local = indptr - lo
         row_of = np.repeat(np.arange(r1 - r0), np.diff(local))
-        order = np.lexsort((columns, row_of))  # each row's entries by their new column
-        self.indices, self.data = columns[order], values[order]
+        by_column = np.lexsort((columns, row_of))  # each row's entries by their new column
+        self.indices, self.data = columns[by_column], values[by_column]
         self.indptr = _RowPointers(local, r0)
         self.shape = (n, n)
         self.nnz = int(adj.nnz)
