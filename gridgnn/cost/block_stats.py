@@ -29,6 +29,7 @@ from contextlib import contextmanager
 import numpy as np
 import scipy.sparse as sp
 
+from gridgnn.cost.column_order import ColumnOrder
 from gridgnn.sparse.cover import block_row_covers
 from gridgnn.sparse.cut import CHUNK_ENTRIES, block_columns, checked_column_ids
 
@@ -60,14 +61,17 @@ def touched_in_block(indptr, indices, rows: tuple[int, int], segments: Sequence[
 
 
 def groups_in_block(indptr, indices, rows: tuple[int, int], col_bounds: Sequence[int], group: np.ndarray,
-                    num_groups: int, label: str) -> np.ndarray:
+                    num_groups: int, label: str, columns: ColumnOrder | None = None) -> np.ndarray:
     """(num_groups,) int64: the entries of the rows [a, b) per column group (column block c is in group
-    ``group[c]``); `gridgnn.errors.DataError` for a column id outside the matrix."""
+    ``group[c]``), their column ids first mapped through ``columns`` (Â's second column order of ``--reorder
+    double-random``) when given; `gridgnn.errors.DataError` for a column id outside the matrix."""
     bounds = np.asarray(col_bounds, dtype=np.int64)
     counts = np.zeros(num_groups, dtype=np.int64)
     lo, hi = int(indptr[rows[0]]), int(indptr[rows[1]])
     for s in range(lo, hi, CHUNK_ENTRIES):  # bounded temporaries, whatever the graph's size
         cols = checked_column_ids(indices, s, min(s + CHUNK_ENTRIES, hi), int(bounds[-1]), rows, label)
+        if columns is not None:
+            cols = columns.looked_up(cols)
         counts += np.bincount(group[np.searchsorted(bounds, cols, side="right") - 1], minlength=num_groups)
     return counts
 

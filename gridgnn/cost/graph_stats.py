@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gridgnn.cost.block_stats import BlockReader, pool_processes
-from gridgnn.cost.column_order import order_for, permuted_indices
+from gridgnn.cost.column_order import ColumnOrder, order_for
 from gridgnn.cost.sparse_stages import ColumnMajor, column_major, touched_counts
 from gridgnn.sparse.adjacency import add_self_loops
 from gridgnn.sparse.cut import block_row_columns, csr_structure
@@ -49,7 +49,7 @@ class GraphStats:
     features; else None), for `feature_touch_counts`. ``num_edge_features``: the d features of every edge (0:
     none; the width a message-passing model's edge weights take). ``column_seed``: a run on 2D or 3D puts Â's
     columns in σ's order of that seed (``--reorder double-random``: ``meta["column_seed"]``); ``indices`` stay in
-    the vertex order and `in_column_order` gives the copy a grid's blocks are counted on. None: no second order.
+    the vertex order and `in_column_order` gives the statistics a grid's blocks are counted on. None: no second order.
     ``opener`` and ``workers``: for a prepared folder, a picklable callable returning its (indptr, indices) and
     the processes that read its row blocks (`gridgnn.cost.block_stats.BlockReader`; 1: this process).
 
@@ -79,6 +79,7 @@ class GraphStats:
     _columns: ColumnMajor | None = field(default=None, init=False, repr=False, compare=False)
     _touch: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # feature_touch_in
     _in_columns: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # in_column_order
+    _column_order: ColumnOrder | None = field(default=None, init=False, repr=False, compare=False)  # its σ
     _reader: BlockReader | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -159,18 +160,18 @@ class GraphStats:
     def in_column_order(self, rows: int, depth: int = 1) -> GraphStats:
         """These statistics with Â's columns in σ's order of ``column_seed`` (``--reorder double-random``) on a
         grid of ``rows`` row blocks, each cut into ``depth`` sub-blocks (`gridgnn.cost.column_order.order_for`):
-        what `gridgnn.cost.rank_cost.shape_blocks` counts a 2D or 3D grid's blocks on. A copy of ``indices``
-        (nnz int64, in memory, even for a memory-mapped folder: this is the one place statistics copy Â's
-        structure), made once per σ (one for every 2D grid, one per 3D row count and depth); itself without a
-        seed when there is none or the statistics are the uniform estimate (which has no columns)."""
+        what `gridgnn.cost.rank_cost.shape_blocks` counts a 2D or 3D grid's blocks on. Nothing of Â is copied:
+        the copy's `grouped_nnz` maps each chunk of column ids through σ as it reads it (in memory or
+        memory-mapped, here or on the pool), the only statistic the dense 2D and 3D blocks ask for. One copy per
+        σ (one for every 2D grid, one per 3D row count and depth); itself without a seed, or for the uniform
+        estimate (which has no columns)."""
         if self.column_seed is None or not self.exact:
             return self
         key = (rows, depth) if depth > 1 else 1  # 2D and 3D with d = 1: one class, the same σ for any row count
         if key not in self._in_columns:
-            order = order_for(self.num_nodes, rows, depth, self.column_seed)
-            columns = permuted_indices(self.indices, order, table=True)  # in memory (nnz int64), not streamed
-            self._in_columns[key] = dataclasses.replace(self, indptr=np.asarray(self.indptr), indices=columns,
-                                                        opener=None, workers=1, column_seed=None)
+            copy = dataclasses.replace(self, column_seed=None)
+            copy._column_order = order_for(self.num_nodes, rows, depth, self.column_seed)
+            self._in_columns[key] = copy
         return self._in_columns[key]
 
     def feature_touch_counts(self, row_bounds: list[int], owners: int) -> np.ndarray | None:
@@ -267,7 +268,8 @@ class GraphStats:
         """One pass over Â's entries in the rows of ``row_bounds``, block by block
         (`gridgnn.cost.block_stats.groups_in_block`)."""
         rows = self.blocks().map("groups", row_bounds, np.asarray(col_bounds, dtype=np.int64),
-                                 np.asarray(group, dtype=np.int64), num_groups, f"{self.name}: column ids of Â")
+                                 np.asarray(group, dtype=np.int64), num_groups, f"{self.name}: column ids of Â",
+                                 self._column_order)
         return np.stack(rows) if rows else np.zeros((0, num_groups), dtype=np.int64)
 
     def describe(self) -> str:
