@@ -28,7 +28,7 @@ import numpy as np
 from gridgnn.data.edge_features import check_edge_rows, group_mean
 from gridgnn.errors import DataError
 from gridgnn.prepare.exchange import agree, gather_all, world
-from gridgnn.prepare.rows import RowBlock
+from gridgnn.prepare.rows import RowBlock, diagonal_places
 
 
 def read_part_rows(path: str, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,20 +74,17 @@ def entry_rows_of(keys: np.ndarray, rows: np.ndarray, numbers: np.ndarray, rever
 def operator_rows(operator: str, block: RowBlock, rows: np.ndarray) -> np.ndarray:
     """The rows of the operator's entries of ``block`` (the loop-free pattern of A, ``rows`` aligned with its
     entries): A's own for ``sum`` and ``mean``; with a self-loop at its sorted place in each row for ``gcn`` and
-    ``gat`` (the mean of the row's entries, zeros for a row without any), as `gridgnn.prepare.rows.with_diagonal`
-    places it."""
+    ``gat`` (the mean of the row's entries, zeros for a row without any), at the places
+    `gridgnn.prepare.rows.diagonal_places` gives the operator's entries."""
     if operator in ("sum", "mean"):
         return rows
     if operator not in ("gcn", "gat"):
         raise ValueError(f"unknown operator {operator!r}")
     num_rows = block.r1 - block.r0
-    local = block.local_rows()
-    loops = group_mean(rows, local, num_rows)  # each row's entries in CSR order, as one process sums them
-    above = np.asarray(block.indices, dtype=np.int64) > local + block.r0
+    entries, loops = diagonal_places(block, 0, num_rows)
     out = np.empty((rows.shape[0] + num_rows, rows.shape[1]), dtype=np.float32)
-    out[np.arange(rows.shape[0], dtype=np.int64) + local + above] = rows
-    below = np.bincount(local[~above], minlength=num_rows)
-    out[block.indptr[:-1] + np.arange(num_rows, dtype=np.int64) + below] = loops
+    out[entries] = rows
+    out[loops] = group_mean(rows, block.local_rows(), num_rows)  # each row's entries in CSR order, as one process
     return out
 
 

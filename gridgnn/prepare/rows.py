@@ -105,22 +105,30 @@ def _row_chunks(indptr: np.ndarray):
         a = b
 
 
+def diagonal_places(block: RowBlock, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where the entries of block rows [a, b) of a loop-free pattern block of A go in A + I (each row gains its
+    diagonal at its sorted place): (the place of each stored entry [indptr[a], indptr[b]), the place of each
+    row's diagonal), both global places in A + I's arrays of the block."""
+    lo, hi = int(block.indptr[a]), int(block.indptr[b])
+    local = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(block.indptr[a:b + 1]))
+    above = np.asarray(block.indices[lo:hi], dtype=np.int64) > local + block.r0  # after the diagonal: one further
+    below = np.bincount(local[~above] - a, minlength=b - a)
+    rows = np.arange(a, b, dtype=np.int64)
+    return np.arange(lo, hi, dtype=np.int64) + local + above, block.indptr[a:b] + rows + below
+
+
 def with_diagonal(block: RowBlock) -> RowBlock:
-    """The pattern of A + I from a loop-free pattern block of A: each row gains its diagonal entry at its
-    sorted place. Computed `CHUNK_ENTRIES` at a time."""
+    """The pattern of A + I from a loop-free pattern block of A (`diagonal_places`). Computed `CHUNK_ENTRIES`
+    at a time."""
     rows = block.r1 - block.r0
     indptr = block.indptr + np.arange(rows + 1, dtype=np.int64)
     from gridgnn.data.prepared import index_dtype
 
     out = np.empty(block.indices.size + rows, dtype=index_dtype(block.n))  # the diagonal's ids fit it too
     for a, b in _row_chunks(block.indptr):
-        lo, hi = int(block.indptr[a]), int(block.indptr[b])
-        local = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(block.indptr[a:b + 1]))
-        columns = block.indices[lo:hi]
-        above = columns > local + block.r0  # entries after the diagonal move one further
-        out[np.arange(lo, hi, dtype=np.int64) + local + 1 - (~above)] = columns
-        below = np.bincount(local[~above] - a, minlength=b - a)
-        out[indptr[a:b] + below] = np.arange(a, b, dtype=np.int64) + block.r0
+        entries, loops = diagonal_places(block, a, b)
+        out[entries] = block.indices[int(block.indptr[a]):int(block.indptr[b])]
+        out[loops] = np.arange(a, b, dtype=np.int64) + block.r0
     return RowBlock(block.r0, block.r1, block.n, indptr, out)
 
 
