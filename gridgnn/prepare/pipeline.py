@@ -216,36 +216,37 @@ temporaries (about 64 bytes per entry) stay small beside what the process keeps 
 def _edge_rounds(job: PrepareJob, edges: np.ndarray | None, rank: int, size: int, clock: Clock,
                  edge_rows: tuple[np.ndarray, np.ndarray] | None = None):
     """This process's edges (m, 2) int64, `ROUND_EDGES` at a time, as many rounds on every process (an empty
-    array where a process has run out): an edge list's part, or R-MAT chunks generated round by round; each with
-    its edges' feature rows and numbers (``edge_rows``: `gridgnn.prepare.edge_rows.read_part_rows`), or None."""
+    array where a process has run out): an edge list's part, or a generator's (R-MAT's, the chunked csbm's)
+    chunks; each with its edges' feature rows and numbers (``edge_rows``:
+    `gridgnn.prepare.edge_rows.read_part_rows`), or None."""
     if job.kind == "rmat":
         g = job.generator
         chunks = rmat_chunks(g["scale"], g["edge_factor"], g["chunk_edges"])
-        first, last = chunks * rank // size, chunks * (rank + 1) // size
-        per_round = max(1, ROUND_EDGES // g["chunk_edges"])
-        count = maximum(-(-(last - first) // per_round))
-        for k in range(count):
-            a, b = min(last, first + k * per_round), min(last, first + (k + 1) * per_round)
-            start = time.perf_counter()
-            src, dst = rmat_edge_chunks(g["scale"], g["edge_factor"], (g["a"], g["b"], g["c"]), g["chunk_edges"],
-                                        job.seed, a, b)
-            clock.seconds["read"] = clock.seconds.get("read", 0.0) + time.perf_counter() - start
-            yield np.stack([src.astype(np.int64), dst.astype(np.int64)], axis=1), None
+        draw = functools.partial(rmat_edge_chunks, g["scale"], g["edge_factor"], (g["a"], g["b"], g["c"]),
+                                 g["chunk_edges"], job.seed)
+        yield from _generated_rounds(chunks, g["chunk_edges"], draw, rank, size, clock)
         return
-    if job.kind == "csbm":  # its edge chunks, `ROUND_EDGES` at a time, as rmat's
+    if job.kind == "csbm":
         parts = _csbm(job)
-        first, last = parts.num_chunks * rank // size, parts.num_chunks * (rank + 1) // size
-        per_round = max(1, ROUND_EDGES // CSBM_CHUNK_EDGES)
-        for k in range(maximum(-(-(last - first) // per_round))):
-            start = time.perf_counter()
-            src, dst = parts.edges(min(last, first + k * per_round), min(last, first + (k + 1) * per_round))
-            clock.seconds["read"] = clock.seconds.get("read", 0.0) + time.perf_counter() - start
-            yield np.stack([src, dst], axis=1), None
+        yield from _generated_rounds(parts.num_chunks, CSBM_CHUNK_EDGES, parts.edges, rank, size, clock)
         return
     count = maximum(-(-len(edges) // ROUND_EDGES))
     for k in range(count):
         part = slice(k * ROUND_EDGES, (k + 1) * ROUND_EDGES)
         yield edges[part], (None if edge_rows is None else (edge_rows[0][part], edge_rows[1][part]))
+
+
+def _generated_rounds(chunks: int, chunk_edges: int, draw, rank: int, size: int, clock: Clock):
+    """A generator's rounds: this process's share [C p / P, C (p + 1) / P) of its ``chunks`` edge chunks,
+    `ROUND_EDGES` edges a round (as many rounds on every process), each drawn by ``draw(first, last)`` ->
+    (src, dst) and timed as reading."""
+    first, last = chunks * rank // size, chunks * (rank + 1) // size
+    per_round = max(1, ROUND_EDGES // chunk_edges)
+    for k in range(maximum(-(-(last - first) // per_round))):
+        start = time.perf_counter()
+        src, dst = draw(min(last, first + k * per_round), min(last, first + (k + 1) * per_round))
+        clock.seconds["read"] = clock.seconds.get("read", 0.0) + time.perf_counter() - start
+        yield np.stack([src.astype(np.int64), dst.astype(np.int64)], axis=1), None
 
 
 @dataclass
