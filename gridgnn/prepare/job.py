@@ -27,7 +27,7 @@ class PrepareJob:
     ``none``, ``random`` or ``double-random`` (`gridgnn.data.bijection.random_bijection` of ``reorder_seed``, its
     statistics over ``reorder_parts`` row blocks, as ``prepare --reorder random --parts K``; ``double-random``
     also records the seed of Â's column order); ``node_files``: the ``features``, ``labels`` and ``split`` files
-    read by rows (`gridgnn.prepare.node_data`: a path, or ``PATH::member[::dtype]`` of an OGB ``.npz``) and the
+    read by rows (`gridgnn.prepare.node_data`: a path, or an OGB ``.npz`` member ``{"npz", "member", "as"}``) and the
     ``edge_features`` file (`gridgnn.prepare.edge_rows`), by name; ``layout``: an OGB binary folder's vertex and
     edge counts and data file (`gridgnn.prepare.ogb_parts.ogb_layout`)."""
 

@@ -117,13 +117,13 @@ def attach_rows(files: dict, name: str, n: int, r0: int, r1: int, seed: int, nod
     return nodes, info
 
 
-def _rows_of(spec: str, what: str, where: tuple):
+def _rows_of(spec: str | dict, what: str, where: tuple):
     """The rows of ``spec`` after the row count check (the line `gridgnn.data.attach` prints), alike on every
-    process: a memory-mapped ``.npy`` path, or ``PATH::member`` of a ``.npz`` (`NpzMember`, streamed: OGB's binary
-    layout). ``where``: the graph's name, vertex count and (smallest, largest) id of an edge list (None: the
+    process: a memory-mapped ``.npy`` path, or a member of a ``.npz`` (`_source`; `NpzMember`, streamed: OGB's
+    binary layout). ``where``: the graph's name, vertex count and (smallest, largest) id of an edge list (None: the
     source numbers its vertices itself)."""
     name, n, ids = where
-    path, member = _path_of(spec), _member_of(spec)
+    path, member, _ = _source(spec)
     array = NpzMember(path, member) if member else np.load(path, mmap_mode="r", allow_pickle=False)
     if ids is None:
         vertices = f"the {n} vertices of graph '{name}'"
@@ -140,34 +140,17 @@ def _close(array) -> None:
         array.close()
 
 
-def _spec_parts(spec: str) -> list[str]:
-    """``[PATH]`` of a ``.npy`` path (which may contain ``::``), ``[PATH, member(, dtype)]`` of an OGB member spec
-    (`gridgnn.prepare.ogb_parts`: its PATH ends in ``.npz``)."""
-    parts = spec.split("::")
-    at = next((k for k in range(len(parts) - 1, 0, -1) if parts[k - 1].lower().endswith(".npz")), None)
-    return [spec] if at is None else ["::".join(parts[:at]), *parts[at:]]
+def _source(spec: str | dict) -> tuple[Path, str | None, np.dtype | None]:
+    """(file, ``.npz`` member or None, dtype its values are read as or None) of a node file: a ``.npy`` path, or
+    an OGB member ``{"npz": PATH, "member": NAME, "as": DTYPE or None}`` (`gridgnn.prepare.ogb_parts`)."""
+    if isinstance(spec, dict):
+        return Path(spec["npz"]), spec["member"], (np.dtype(spec["as"]) if spec.get("as") else None)
+    return Path(spec), None, None
 
 
-def _path_of(spec: str) -> Path:
-    """The file of a rows spec (``PATH`` or ``PATH::member[::dtype]``)."""
-    return Path(_spec_parts(spec)[0])
-
-
-def _member_of(spec: str) -> str | None:
-    """The ``.npz`` member of a rows spec, or None for a ``.npy`` file."""
-    parts = _spec_parts(spec)
-    return parts[1] if len(parts) > 1 else None
-
-
-def _cast_of(spec: str) -> np.dtype | None:
-    """The dtype a rows spec's values are read as before anything else (``PATH::member::float64``), or None."""
-    parts = _spec_parts(spec)
-    return np.dtype(parts[2]) if len(parts) > 2 else None
-
-
-def _feature_rows(spec: str, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, int]:
+def _feature_rows(spec: str | dict, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, int]:
     """(rows, f) float32 of rows [r0, r1), and f. Collective on the world (the checks)."""
-    path = _path_of(spec)
+    path = _source(spec)[0]
     array = _rows_of(spec, "feature", where)
     width = 1 if array.ndim == 1 else int(array.shape[1])
     out = np.empty((r1 - r0, width), dtype=np.float32)
@@ -187,11 +170,11 @@ def _feature_rows(spec: str, where: tuple, r0: int, r1: int) -> tuple[np.ndarray
     return out, width
 
 
-def _label_rows(spec: str, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, str, int]:
+def _label_rows(spec: str | dict, where: tuple, r0: int, r1: int) -> tuple[np.ndarray, str, int]:
     """Canonical targets of rows [r0, r1), the task and the outputs, as one process lays out the whole file.
     Collective on the world."""
     n = where[1]
-    path, cast = _path_of(spec), _cast_of(spec)
+    path, _, cast = _source(spec)
     array = _rows_of(spec, "label", where)
     ndim, dtype = array.ndim, cast or array.dtype
     columns = 1 if ndim == 1 else int(array.shape[1])

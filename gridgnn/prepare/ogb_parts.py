@@ -38,7 +38,7 @@ def is_ogb_binary(path: Path) -> bool:
 
 def ogb_layout(folder: Path) -> tuple[dict, dict, dict]:
     """(the job's ``layout``: vertex and edge counts, the data file; its ``node_files``, as `gridgnn.prepare.
-    node_data` reads them: member specs ``PATH::member[::dtype]`` and the split folder; the ``meta`` one process
+    node_data` reads them: the members (``{"npz", "member", "as"}``) and the split folder; the ``meta`` one process
     records). `ConfigError` for what one process must prepare, `DataError` for a broken file. Not collective."""
     raw = folder / "raw"
     data = raw / DATA_FILE
@@ -71,10 +71,10 @@ def ogb_layout(folder: Path) -> tuple[dict, dict, dict]:
     if shape[1] == 0:
         raise DataError(f"{data}: edge_index holds no edge")
     _check_numbers(data, "node_feat", "node_feat")
-    files = {"features": f"{data}::node_feat"}
+    files = {"features": {"npz": str(data), "member": "node_feat", "as": None}}
     if (raw / LABEL_FILE).is_file():
         _check_numbers(raw / LABEL_FILE, "node_label", "node_label")
-        files["labels"] = f"{raw / LABEL_FILE}::node_label::{LABELS_AS}"
+        files["labels"] = {"npz": str(raw / LABEL_FILE), "member": "node_label", "as": LABELS_AS}
     split_root = folder / "split"
     kinds = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
     if kinds:
