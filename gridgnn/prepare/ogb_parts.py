@@ -24,6 +24,7 @@ import numpy as np
 
 from gridgnn.data.readers._common import check_inflation
 from gridgnn.data.readers.npz_rows import NpzMember
+from gridgnn.data.readers.ogb import split_folder
 from gridgnn.data.readers.ogb_binary import DATA_FILE, LABEL_FILE
 from gridgnn.errors import ConfigError, DataError
 
@@ -75,12 +76,11 @@ def ogb_layout(folder: Path) -> tuple[dict, dict, dict]:
     if (raw / LABEL_FILE).is_file():
         _check_numbers(raw / LABEL_FILE, "node_label", "node_label")
         files["labels"] = {"npz": str(raw / LABEL_FILE), "member": "node_label", "as": LABELS_AS}
-    split_root = folder / "split"
-    kinds = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
-    if kinds:
-        files["split"] = str(split_root / kinds[0])
+    kind = split_folder(folder)  # as one process picks it
+    if kind is not None:
+        files["split"] = str(kind)
     layout = {"num_nodes": int(counts[0]), "num_edges": int(shape[1]), "data": str(data)}
-    meta = {"source": str(folder), "format": "ogb", "split": kinds[0] if kinds else "random-60-20-20"}
+    meta = {"source": str(folder), "format": "ogb", "split": kind.name if kind is not None else "random-60-20-20"}
     return layout, files, meta
 
 

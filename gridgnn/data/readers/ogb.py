@@ -137,9 +137,15 @@ def _num_nodes(raw: Path, edges: np.ndarray, tables: dict) -> int:
 def _split(folder: Path, num_nodes: int, seed: int, labelled: np.ndarray) -> tuple[tuple[np.ndarray, ...], str]:
     """(train, val, test) masks of shape (n,) from split/<kind>/, and the split's name; without one a random
     split of the ``labelled`` vertices (bool (n,))."""
-    split_root = folder / "split"
-    kinds = sorted(p.name for p in split_root.iterdir() if p.is_dir()) if split_root.is_dir() else []
-    if not kinds:
+    kind = split_folder(folder)
+    if kind is None:
         return random_split(num_nodes, seed=seed, among=labelled), "random-60-20-20"
-    masks, _ = read_split_dir(split_root / kinds[0], num_nodes)
-    return masks, kinds[0]
+    masks, _ = read_split_dir(kind, num_nodes)
+    return masks, kind.name
+
+
+def split_folder(folder: Path) -> Path | None:
+    """The split an OGB folder ships: ``split/<kind>/`` of the alphabetically first kind, or None."""
+    root = folder / "split"
+    kinds = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return root / kinds[0] if kinds else None
