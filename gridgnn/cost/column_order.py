@@ -32,6 +32,9 @@ from gridgnn.data.bijection import random_bijection, random_bijection_inverse
 COLUMN_STREAM = 4
 """The generator stream of σ's keys (``--reorder random`` uses 3, R-MAT's scramble 2)."""
 
+CHUNK_IDS = 1 << 22
+"""Ids mapped at a time where many are (a block row's entries, a row block's vertices)."""
+
 
 def num_classes(layout: StageLayout) -> int:
     """The classes σ permutes within: 3D's depth slices, one elsewhere."""
@@ -49,10 +52,12 @@ def peer_ranges(layout: StageLayout, group: int) -> list[tuple[int, int]]:
 
 class ColumnOrder:
     """σ of a grid's layout and a seed, evaluated pointwise: `position` maps vertices to their columns and `vertex`
-    columns to their vertices, for any ids, in any order, in time and memory of the ids asked (no table of n)."""
+    columns to their vertices, for any ids, in any order, in time and memory of the ids asked (no table of n;
+    `looked_up` builds one, for callers that map more ids than there are vertices)."""
 
     def __init__(self, layout: StageLayout, seed: int):
         self.seed, self.n = seed, int(layout.row_bounds[-1])
+        self._table: np.ndarray | None = None  # σ of every vertex, for `looked_up` (built on first use)
         self.depth_classes = layout.group_axis == "depth"
         self.segments, self.group = np.asarray(layout.segments, dtype=np.int64), np.asarray(layout.group)
         self.tables = []  # per class: its ranges' starts and their offsets in the class's index order (one more)
@@ -89,11 +94,15 @@ class ColumnOrder:
         """σ(v): the column of Â each vertex takes (int64, the shape of ``vertices``)."""
         return self._map(vertices, inverse=False)
 
+    def vertex(self, positions) -> np.ndarray:
+        """σ⁻¹(c): the vertex at each column (int64)."""
+        return self._map(positions, inverse=True)
+
     def looked_up(self, vertices: np.ndarray) -> np.ndarray:
         """`position` through a table of σ for every vertex, built on first use (n int64, `CHUNK_IDS` at a time):
-        an order of magnitude faster per id, for a caller that maps more ids than there are vertices (the
-        statistics, once per pass over Â). The table is not pickled."""
-        if getattr(self, "_table", None) is None:
+        an order of magnitude faster per id, for a caller that maps more ids than there are vertices (the cost
+        model's counts, once per pass over Â). The table is not pickled."""
+        if self._table is None:
             self._table = np.empty(self.n, dtype=np.int64)
             for lo in range(0, self.n, CHUNK_IDS):
                 self._table[lo:lo + CHUNK_IDS] = self.position(np.arange(lo, min(self.n, lo + CHUNK_IDS),
@@ -101,15 +110,7 @@ class ColumnOrder:
         return self._table[vertices]
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_table"}
-
-    def vertex(self, positions) -> np.ndarray:
-        """σ⁻¹(c): the vertex at each column (int64)."""
-        return self._map(positions, inverse=True)
-
-
-CHUNK_IDS = 1 << 22
-"""Ids mapped at a time where many are (a block row's entries, a row block's vertices)."""
+        return {**self.__dict__, "_table": None}
 
 
 def column_positions(layout: StageLayout, seed: int) -> np.ndarray:
@@ -130,9 +131,8 @@ def exchanged_rows(layout: StageLayout, order: ColumnOrder) -> np.ndarray:
     counts = np.zeros((len(layout.row_bounds) - 1, num_classes(layout)), dtype=np.int64)
     for group in range(counts.shape[1]):
         for k, (a, b) in enumerate(peer_ranges(layout, group)):
-            for lo in range(a, b, CHUNK_IDS):
-                moved = order.position(np.arange(lo, min(b, lo + CHUNK_IDS), dtype=np.int64))
-                counts[k, group] += np.count_nonzero((moved < a) | (moved >= b))
+            moved = order.looked_up(np.arange(a, b, dtype=np.int64))
+            counts[k, group] = np.count_nonzero((moved < a) | (moved >= b))
     return counts
 
 

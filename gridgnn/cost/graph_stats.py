@@ -174,6 +174,11 @@ class GraphStats:
             self._in_columns[key] = copy
         return self._in_columns[key]
 
+    @property
+    def column_order(self) -> ColumnOrder | None:
+        """The σ these statistics count Â's columns in (`in_column_order`'s copies), None: the vertex order."""
+        return self._column_order
+
     def feature_touch_counts(self, row_bounds: list[int], owners: int) -> np.ndarray | None:
         """(R, owners) int64: for each block of rows ``row_bounds[r]:row_bounds[r + 1]`` (R blocks), how many of
         the feature columns its vertices have fall in each of ``owners`` balanced blocks of the ``num_features``

@@ -42,8 +42,9 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
     layout = stage_layout(shape.algo, shape.sizes, stats.num_nodes, stats.parts)
     if stats.column_seed is None or not shape.splits_features:  # 1D and 1.5D hold whole rows: no column order
         return costs_of(shape.algo).blocks(shape, stats, layout, coords)
-    blocks = costs_of(shape.algo).blocks(shape, stats.in_column_order(shape.sizes[0], shape.depth), layout, coords)
-    per_process = exchanged_rows(layout, ColumnOrder(layout, stats.column_seed))
+    counted = stats.in_column_order(shape.sizes[0], shape.depth)  # its σ is this layout's (no parts: random)
+    blocks = costs_of(shape.algo).blocks(shape, counted, layout, coords)
+    per_process = exchanged_rows(layout, counted.column_order or ColumnOrder(layout, stats.column_seed))
     groups = coords["depth"] if shape.algo == "3d" else np.zeros(shape.world_size, dtype=np.int64)
     blocks.column_rows = per_process[coords["row"], groups]
     return blocks

@@ -284,9 +284,10 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
         in_columns = order in COLUMN_ORDERED  # dense 2D and 3D only, not attention (`check_column_order`)
         order_shapes = [s for s in shapes if s.splits_features and not spec.traced.attends] if in_columns else shapes
         by_rows = {(s.sizes[0], s.depth): stats_for_order(order, s.sizes[0], s.depth) for s in order_shapes}
-        for ordered in {id(x): x for x in by_rows.values()}.values():  # one pass over each order's Â
-            ordered.count_once(nnz_bounds(shape, ordered.num_nodes, ordered.parts) for shape in order_shapes
-                               if by_rows[(shape.sizes[0], shape.depth)] is ordered and ordered.column_seed is None)
+        counted = {s: _counted_on(by_rows[(s.sizes[0], s.depth)], s) for s in order_shapes}
+        for stats_of in {id(x): x for x in counted.values()}.values():  # one pass over each order's Â
+            stats_of.count_once(nnz_bounds(shape, stats_of.num_nodes, stats_of.parts) for shape in order_shapes
+                                if counted[shape] is stats_of)
         setup = reorder_s(order) if reorder_s is not None and order != "none" else 0.0
         for shape in order_shapes:
             priced = by_rows[(shape.sizes[0], shape.depth)]
@@ -325,6 +326,12 @@ def plan(model, graph, world_size: int, *, profile: MachineProfile | None = None
     if entries and entries[0].fits:
         entries[0].best = True
     return Plan(entries, stats, spec, profile, limit, tuple(comms))
+
+
+def _counted_on(stats: GraphStats, shape: GridShape) -> GraphStats:
+    """The statistics ``shape``'s blocks are counted on (`shape_blocks`): ``stats``, or on 2D and 3D their copy
+    in Â's second column order (``--reorder double-random``), which every 2D grid shares."""
+    return stats.in_column_order(shape.sizes[0], shape.depth) if shape.splits_features else stats
 
 
 def _nothing_to_price(spec: ModelSpec, world_size: int, algos, orders) -> str:
