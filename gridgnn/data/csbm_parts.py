@@ -78,14 +78,6 @@ class CsbmParts:
         c = np.arange(self.classes, dtype=np.int64)
         return (self.nodes - c + self.classes - 1) // self.classes
 
-    def labels(self, ids: np.ndarray) -> np.ndarray:
-        """The class of every vertex of ``ids`` (int64), -1 for one whose label is hidden (``labelled`` < 1)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        labels = self._pi(ids) % self.classes
-        if self.labelled < 1.0:
-            labels = np.where(self._rho(ids) < self._kept_count(), labels, -1)
-        return labels
-
     def edges(self, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) int64 of edge chunks [first, last), each from its own generator."""
         k = self.classes
@@ -119,7 +111,8 @@ class CsbmParts:
         """Features (r1 - r0, f) float32, labels (r1 - r0,) int64 and (train, val, test) masks of vertices
         [r0, r1)."""
         ids = np.arange(r0, r1, dtype=np.int64)
-        labels = self.labels(ids)
+        pi = self._pi(ids)  # a vertex's class is pi mod K, its place in the class pi // K
+        labels = pi % self.classes
         x = np.empty((r1 - r0, self.features), dtype=np.float32)
         for j in range(r0 // CHUNK_ROWS, -(-r1 // CHUNK_ROWS)):
             lo, hi = j * CHUNK_ROWS, min((j + 1) * CHUNK_ROWS, self.nodes)
@@ -129,14 +122,15 @@ class CsbmParts:
                 a, b = max(s, r0), min(s + len(noise), r1)
                 if b > a:
                     x[a - r0:b - r0] = noise[a - s:b - s]
-        x += self.means()[self._pi(ids) % self.classes]  # the true class, also where the label is hidden
+        x += self.means()[labels]  # the true class, also where the label is hidden below
         if self.labelled < 1.0:
             rho, kept = self._rho(ids), self._kept_count()
+            labels = np.where(rho < kept, labels, -1)
             train_end = int(round(0.6 * kept))
             val_end = train_end + min(int(round(0.2 * kept)), kept - train_end)
             masks = (rho < train_end, (rho >= train_end) & (rho < val_end), (rho >= val_end) & (rho < kept))
         else:
-            place = self._pi(ids) // self.classes
+            place = pi // self.classes
             masks = (place < 20, (place >= 20) & (place < 50), place >= 50)
         return x, labels, masks
 
