@@ -1,12 +1,14 @@
-"""The plan of one distributed SpMM: the collectives one rank runs, as pure data (no process group).
+"""The plan of one distributed SpMM, and what it costs: one description of the step, run and priced (pure).
 
-From the sizes, the grid shape and the nnz of Â's panels, `spmm_steps` lists one rank's collectives of the
-forward (``Â X``) or backward (``Âᵀ G``) half of a dense SpMM, stage by stage in issue order, each a `Step`
-with the bytes the rank receives (the byte convention of `gridgnn.grid.comm`). The stages come from
-`gridgnn.cost.stages`, the same `StageLayout` the SpMM modules loop over; a measured run records exactly
-these steps (``tests/spmm/test_spmm_distributed.py`` compares them record by record on every algorithm at world
-sizes 1-9), and the vectorized cost model `gridgnn.cost.rank_cost` must agree with their sums rank by rank
-(``tests/cost/test_spmm_plan.py``).
+Each algorithm's cost module (`gridgnn.cost.algorithms`) writes ``schedule``: from the grid shape, the stages
+(`gridgnn.cost.stages`) and the entries of the rank's Â panels, one rank's `SpMMPlan` of the forward (``Â X``)
+or backward (``Âᵀ G``) half of a dense SpMM: its stages in issue order, each with the `Move` s it asks for,
+and the moves before and after them. The SpMM modules run that plan (`gridgnn.spmm.staged.StagedSpMM`: each
+move becomes one `gridgnn.grid.comm.Communicator` call), and `lower` turns the same moves into the `Step`
+records the communicator makes (its byte convention and wire precision): `spmm_steps` is the two composed.
+A measured run records exactly these steps (``tests/spmm/test_spmm_distributed.py``, record by record on every
+algorithm at world sizes 1-9), and the vectorized cost model `gridgnn.cost.rank_cost`, which prices every rank
+at once for the planner, must agree with their sums rank by rank (``tests/cost/test_spmm_plan.py``).
 
 What each algorithm's stage s does (rows ``[a, b)`` of the segment; n_i this rank's block of Â rows; f_j its
 feature columns; a collective on a group of one process is skipped):
@@ -23,7 +25,12 @@ algo   forward                                       backward
 =====  ============================================  ==================================================
 
 An Â panel without entries is not sent (every process knows its nnz); dense steps of an empty feature
-block (f_j = 0) are not run.
+block (f_j = 0) are not run. In a wire precision other than fp32 the sums travel as other collectives
+(`gridgnn.grid.comm`): an all-reduce as an all-to-all and an all-gather, a reduce-scatter as an all-to-all;
+`lower` records them so.
+
+The sparse variants (``--comm sparse``: `gridgnn.spmm.sparse_summa`) run the same plan and carry its row
+moves as exchanges of the touched rows; `gridgnn.cost.sparse_cost` prices those.
 """
 
 from __future__ import annotations
@@ -33,23 +40,85 @@ import numpy as np
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.stages import stage_layout
-from gridgnn.cost.terms import Step
+from gridgnn.cost.terms import Move, SpMMPlan, Step, dense_step, feature_widths
 from gridgnn.grid.shape import GridShape
+from gridgnn.partition import block_bounds
+from gridgnn.sparse.layout import packed_nbytes
 
-__all__ = ["Step", "price", "spmm_steps"]
+__all__ = ["Step", "lower", "price", "spmm_plan", "spmm_steps", "wire_steps"]
+
+
+def spmm_plan(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.ndarray | None = None, *,
+              backward: bool, parts: tuple[int, ...] | None = None, cached: bool = False) -> SpMMPlan:
+    """The `SpMMPlan` of ``rank`` for one SpMM half of a dense operand ``width`` columns wide on ``shape`` (n
+    vertices; on 2D/3D the rank holds its feature block of them).
+
+    ``panel_nnz``: nnz of Â per (row block, segment of `stage_layout`), shape (row blocks, segments); used by
+    2D and 3D, whose panels move. ``parts``: a vertex partition the row blocks follow (`gridgnn.cost.stages`).
+    ``cached``: the Â panels were received at set-up (``--cache-panels``).
+    """
+    layout = stage_layout(shape.algo, shape.sizes, n, parts)
+    coords = shape.coords(rank)
+    row = None if panel_nnz is None else np.asarray(panel_nnz)[coords["row"]]
+    local_width = int(feature_widths(width, shape.col_blocks)[coords.get("col", 0)])
+    return costs_of(shape.algo).schedule(shape, layout, coords, local_width, row, backward, cached)
 
 
 def spmm_steps(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.ndarray | None = None, *,
                backward: bool, sizes: SizeInfo = FLOAT32, parts: tuple[int, ...] | None = None) -> list[Step]:
-    """The collectives of ``rank`` for one SpMM half of width ``width`` on ``shape`` (n vertices), in issue
-    order.
+    """The collectives ``rank`` records for one SpMM half (`spmm_plan` then `lower`), in issue order."""
+    plan = spmm_plan(shape, rank, n, width, panel_nnz, backward=backward, parts=parts)
+    return lower(plan, shape, shape.coords(rank), sizes)
 
-    ``panel_nnz``: nnz of Â per (row block, segment of `stage_layout`), shape (row blocks, segments); used by
-    2D and 3D, whose panels move (1D/1.5D never send Â). ``parts``: a vertex partition the row blocks
-    follow (`gridgnn.cost.stages`).
-    """
-    layout = stage_layout(shape.algo, shape.sizes, n, parts)
-    return costs_of(shape.algo).plan_steps(shape, layout, shape.coords(rank), width, panel_nnz, backward, sizes)
+
+def lower(plan: SpMMPlan, shape: GridShape, coords: dict, sizes: SizeInfo = FLOAT32) -> list[Step]:
+    """The `Step` records of running ``plan`` on the rank at ``coords``, in issue order."""
+    steps = []
+    for move in plan.before:
+        steps += wire_steps(move, None, shape.size(move.axis), coords[move.axis], sizes)
+    for stage in plan.stages:
+        for move in (stage.panel, stage.dense):
+            if move is not None:
+                steps += wire_steps(move, stage.segment, shape.size(move.axis), coords[move.axis], sizes)
+    for move in plan.after:
+        steps += wire_steps(move, None, shape.size(move.axis), coords[move.axis], sizes)
+    return steps
+
+
+def wire_steps(move: Move, stage: int | None, size: int, me: int, sz: SizeInfo) -> list[Step]:
+    """How the communicator carries ``move`` on an axis of ``size`` processes, from the process at coordinate
+    ``me``: the records it makes (none on a group of one), with the bytes received (`gridgnn.grid.comm`'s
+    byte convention; activations in the wire precision of ``sz``)."""
+    if size == 1:
+        return []
+    if move.operand == "adj":
+        nbytes = 0 if me == move.root else packed_nbytes(move.rows, move.nnz, sz.index, sz.sparse_value)
+        return [Step(move.op, move.axis, move.root, stage, "adj", move.rows, 0, move.nnz, nbytes)]
+    rows, width = move.rows, move.width
+    if move.op in ("broadcast", "reduce"):
+        return [dense_step(move.op, move.axis, move.root, stage, rows, width, me, sz)]
+    if move.op == "all_reduce" and sz.exact:
+        return [Step("all_reduce", move.axis, None, stage, "dense", rows, width, 0,
+                     2 * rows * width * sz.value * (size - 1) // size)]
+    if move.op == "all_reduce":  # a reduce-scatter of balanced row chunks, then an all-gather of their sums
+        chunks = np.diff(block_bounds(rows, size, allow_empty=True, what="rows"))
+        mine, largest = int(chunks[me]), int(chunks.max())
+        return [Step("all_to_all", move.axis, None, stage, "dense", mine, width, 0,
+                     (size - 1) * mine * sz.row_bytes(width)),
+                Step("all_gather", move.axis, None, stage, "dense", largest, width, 0,
+                     (size - 1) * largest * sz.row_bytes(width))]
+    chunk = max(move.counts)
+    if move.op == "all_gather":
+        return [Step("all_gather", move.axis, None, stage, "dense", chunk, width, 0,
+                     (size - 1) * chunk * sz.row_bytes(width))]
+    if move.op == "reduce_scatter" and sz.exact:
+        return [Step("reduce_scatter", move.axis, None, stage, "dense", chunk, width, 0,
+                     (size - 1) * chunk * width * sz.value)]
+    if move.op == "reduce_scatter":  # an all-to-all of the parts, unpadded
+        mine = move.counts[me]
+        return [Step("all_to_all", move.axis, None, stage, "dense", mine, width, 0,
+                     (size - 1) * mine * sz.row_bytes(width))]
+    raise ValueError(f"no wire rule for {move.op} of {move.operand}")
 
 
 def price(steps: list[Step]) -> tuple[int, int]:

@@ -2,7 +2,9 @@
 
 `Term` (one kind of collective of one phase, every rank at once) and `ShapeBlocks` (one grid shape's blocks
 and their nnz of Â) are the vectorized model's currency (`gridgnn.cost.rank_cost`, `gridgnn.cost.algorithms`);
-`Step` is one collective of one rank in the plan of an SpMM (`gridgnn.cost.spmm_plan`). Not collective.
+`SpMMPlan` (stages of `PlannedStage`, each with its `Move` s) is one rank's plan of an SpMM half, which the
+SpMM modules run and `gridgnn.cost.spmm_plan.lower` turns into `Step` s, the records of one rank's
+collectives. Not collective.
 """
 
 from __future__ import annotations
@@ -100,6 +102,61 @@ class Step:
     width: int
     nnz: int
     bytes: int
+
+
+@dataclass(frozen=True)
+class Move:
+    """One collective a distributed SpMM asks for, as the algorithm states it: before the communicator's wire
+    precision and its rule for groups of one process (`gridgnn.cost.spmm_plan.lower` turns a move into the
+    `Step` records a run makes).
+
+    ``op``: broadcast, reduce (a sum to the root), all_reduce (a sum), all_gather or reduce_scatter (of row
+    blocks); ``axis``: the grid axis; ``root``: the root's coordinate on it (None for the all-* ones);
+    ``operand``: ``"adj"`` (a packed Â panel of ``rows`` x ``cols`` with ``nnz`` entries, oriented as it
+    travels) or ``"dense"`` (``rows`` x ``width`` float32 values); ``counts``: all_gather and reduce_scatter
+    only, the rows of each process of the axis.
+    """
+
+    op: str
+    axis: str
+    root: int | None
+    operand: str
+    rows: int
+    width: int = 0
+    cols: int = 0
+    nnz: int = 0
+    counts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    """Stage ``segment`` (global vertex rows ``[start, stop)``) of one SpMM half on one rank.
+
+    ``entries``: whether the rank's Â panel (or block) of the segment has stored entries (else the stage
+    multiplies nothing). ``panel``: the panel's broadcast on ``col`` (None where Â never moves: 1D/1.5D, an
+    empty panel, or one kept by ``--cache-panels``). ``dense``: the segment's rows of X broadcast (forward) or
+    the partial product reduced to the root (backward) on ``row``; None where the rank's feature block is
+    empty (2D/3D with fewer columns than process columns).
+    """
+
+    segment: int
+    start: int
+    stop: int
+    entries: bool
+    panel: Move | None
+    dense: Move | None
+
+
+@dataclass(frozen=True)
+class SpMMPlan:
+    """One rank's plan of one SpMM half: ``before`` (moves of the input: 3D's depth all-gather), ``stages`` in
+    issue order, ``after`` (moves of the accumulated product: 1.5D's replica sum or broadcast, 3D's depth
+    reduce-scatter). ``rows``: rows of the rank's block row of Â, into which the stages accumulate."""
+
+    rows: int
+    stages: tuple[PlannedStage, ...]
+    before: tuple[Move, ...] = ()
+    after: tuple[Move, ...] = ()
 
 
 def term(phase, op, axis, size, calls, nbytes, num_ranks) -> Term:

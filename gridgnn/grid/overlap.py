@@ -63,6 +63,16 @@ class Pending:
         return self._result
 
 
+class Ready:
+    """A value already at hand (a kept panel), waited for like a `Pending`: `wait()` returns it."""
+
+    def __init__(self, value: object):
+        self.value = value
+
+    def wait(self) -> object:
+        return self.value
+
+
 class InFlight:
     """Collectives issued after the computation that feeds them (e.g. reduces of partial products): with
     overlap, `add` leaves the new one running while the caller computes the next part, and waits for the

@@ -6,18 +6,11 @@ from collections.abc import Callable
 
 import torch
 
+from gridgnn.cost.terms import Move
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.overlap import Pending
 from gridgnn.sparse.csr import PackedLayout, SparseBlock
 from gridgnn.sparse.packed import PackedPanel
-
-
-def panel_layout(rows: int, cols: int, nnz: int, *, index_dtype: torch.dtype, dtype: torch.dtype,
-                 transpose: bool) -> PackedLayout:
-    """The packed layout of a (rows x cols) panel with ``nnz`` values, or of its transpose."""
-    if transpose:
-        rows, cols = cols, rows
-    return PackedLayout(rows, cols, nnz, index_dtype, dtype)
 
 
 def broadcast_panel(comm: Communicator, axis: str, root: int, own: PackedPanel | None,
@@ -35,6 +28,18 @@ def broadcast_panel(comm: Communicator, axis: str, root: int, own: PackedPanel |
         return comm.broadcast_async(own.buffer(transpose), axis, root, then=lambda _: own.block(transpose))
     buffer = torch.empty(layout.nbytes, dtype=torch.uint8, device=comm.grid.device)
     return comm.broadcast_async(buffer, axis, root, then=lambda received: SparseBlock.unpack(received, layout))
+
+
+def send_panel(comm: Communicator, move: Move | None, own: PackedPanel | None, index_dtype: torch.dtype,
+               dtype: torch.dtype, transpose: bool) -> Pending | None:
+    """Run a panel ``move`` of an SpMM plan (`gridgnn.cost.terms.Move`, operand ``adj``, oriented as it travels):
+    `broadcast_panel` on the move's axis from its root; ``own``: this process's panel when it is the root's
+    (else ignored). None for no move (an empty panel)."""
+    if move is None:
+        return None
+    layout = PackedLayout(move.rows, move.cols, move.nnz, index_dtype, dtype)
+    mine = own if comm.grid.index(move.axis) == move.root else None
+    return broadcast_panel(comm, move.axis, move.root, mine, layout, transpose=transpose)
 
 
 class PanelCache:
@@ -55,7 +60,7 @@ class PanelCache:
         """Collective on ``col``: ``fetch(s, transpose)`` is the SpMM's panel broadcast of stage s (a
         `Pending`, or None when the panel is empty), run once for every stage in each of ``orientations``
         (the ``transpose`` values to keep; none: nothing is kept, and `get` broadcasts every time)."""
-        self.comm, self.fetch, self.blocks = comm, fetch, {}
+        self.comm, self.fetch, self.blocks, self.orientations = comm, fetch, {}, tuple(orientations)
         with comm.phase("other"):
             for transpose in orientations:
                 for s in stages:
@@ -70,3 +75,11 @@ class PanelCache:
         if (s, transpose) in self.blocks:
             return self.blocks[s, transpose]
         return self.fetch(s, transpose)
+
+    def keeps(self, transpose: bool) -> bool:
+        """Whether the panels of this orientation were received at set-up (so an SpMM plan moves none)."""
+        return transpose in self.orientations
+
+    def kept(self, s: int, transpose: bool) -> Pending | None:
+        """Stage s's kept panel in a kept orientation (not collective); None when it has no entries."""
+        return self.blocks[s, transpose]

@@ -21,24 +21,29 @@ keeps all of them). Forward: for each j in the share, process (j, k) broadcasts 
 processes of layer k) and everyone adds Â[i, j] X[j]; an all-reduce on ``rep`` sums the c partial products.
 Backward (Âᵀ, no symmetry assumed): for each j in the share, Â[i, j]ᵀ G[i] is reduced on ``row`` to process
 (j, k); the finished dX[j] lives on replica ``j mod c`` and is broadcast on ``rep`` to the other replicas.
+Those collectives are the plan of `gridgnn.cost.algorithms.rows.schedule`, run by `gridgnn.spmm.staged`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.algorithms import costs_of
+from gridgnn.cost.terms import PlannedStage, SpMMPlan
 from gridgnn.grid.comm import Communicator
+from gridgnn.grid.overlap import Ready
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.spmm.attention_15d import Stages15D
-from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.staged import StagedSpMM
 
 
-class SpMM15D(DistributedSpMM):
+class SpMM15D(StagedSpMM):
     """1.5D (and, with ``c = 1``, 1D) SpMM on an ``R x c`` grid. Built once from the global Â."""
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
@@ -59,7 +64,7 @@ class SpMM15D(DistributedSpMM):
         ``i``, its replica ``k`` and the column blocks replica k handles (``share``: stage j is block j's X rows,
         rooted at row coordinate j). Not collective."""
         self.replication = grid.shape.replication
-        layout = self.stage_layout()
+        self.layout = layout = self.stage_layout()
         self.bounds = layout.row_bounds
         self.i = grid.index("row")
         self.k = grid.index("rep") if self.replication > 1 else 0
@@ -77,41 +82,20 @@ class SpMM15D(DistributedSpMM):
     def _rows(self, j: int) -> int:
         return self.bounds[j + 1] - self.bounds[j]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """X[i] (n_i x f) -> Y[i] (n_i x f). Collective on ``row`` (stages) then ``rep`` (all-reduce).
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """This rank's `SpMMPlan` (`gridgnn.cost.algorithms.rows.schedule`). Not collective."""
+        nnz = np.zeros(len(self.bounds) - 1, dtype=np.int64)
+        for j, block in self.blocks.items():
+            nnz[j] = block.nnz
+        return costs_of(self.grid.algo).schedule(self.grid.shape, self.layout, self.grid.coords, width, nnz,
+                                                 backward)
 
-        With overlap the broadcast of stage j + 1 is in flight while stage j multiplies.
-        """
-        out = x.new_zeros(x.shape)
-
-        def issue(j: int):
-            held = x if j == self.i else x.new_empty((self._rows(j), x.shape[1]))
-            return self.comm.broadcast_async(held, "row", root=j)
-
-        for j, held in self.comm.pipeline(self.share, issue):
-            if self.blocks[j].nnz:
-                self.blocks[j].matmul_add(held, out)
-        if self.replication > 1:
-            self.comm.all_reduce(out, "rep")
-        return out
-
-    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
-        """G[i] (n_i x f) -> dX[i] (n_i x f). Collective on ``row`` (reduces) then ``rep`` (broadcast).
-
-        With overlap the reduce of stage j runs while stage j + 1 multiplies.
-        """
-        grad_x = None
-        with self.comm.in_flight() as flight:
-            for j in self.share:
-                part = self.blocks[j].t_matmul(grad_y)
-                flight.add(self.comm.reduce_async(part, "row", root=j))
-                if j == self.i:
-                    grad_x = part  # complete once the reduce is waited for (at the latest, leaving the block)
-        if self.replication > 1:
-            if grad_x is None:
-                grad_x = grad_y.new_empty(grad_y.shape)
-            self.comm.broadcast(grad_x, "rep", root=self.i % self.replication)
-        return grad_x
+    def _operand(self, stage: PlannedStage, transpose: bool) -> Ready | None:
+        """The kept block Â[i, j] of stage j (or its transpose); nothing moves."""
+        if not stage.entries:
+            return None
+        block = self.blocks[stage.segment]
+        return Ready(block.transposed() if transpose else block)
 
     def attention_stages(self):
         """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tiles' patterns built once)."""

@@ -16,27 +16,32 @@ row blocks [0, 6, 12], Â column blocks [0, 4, 8, 12], stages [0, 4, 6, 8, 12].
 Forward, stage s = [a, b): the owner (i, panel_root[s]) broadcasts Â[i, a:b] on ``col`` (its grid row), the
 owner (root[s], j) broadcasts X[a:b, j] on ``row`` (its grid column), and Y[i, j] += Â[i, a:b] X[a:b, j].
 Backward, stage s: the owner broadcasts Â[i, a:b]ᵀ on ``col``; each process forms Â[i, a:b]ᵀ G[i, j] and
-the sum over i is reduced on ``row`` to (root[s], j), which writes rows a:b of dX[·, j].
+the sum over i is reduced on ``row`` to (root[s], j), which writes rows a:b of dX[·, j]. Those collectives are
+the plan of `gridgnn.cost.algorithms.summa.schedule`, run by `gridgnn.spmm.staged`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.algorithms import costs_of
+from gridgnn.cost.algorithms.summa import panel_move
+from gridgnn.cost.terms import PlannedStage, SpMMPlan
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
 from gridgnn.spmm.attention_2d import Stages2D
-from gridgnn.spmm.base import DistributedSpMM
-from gridgnn.spmm.panels import PanelCache, broadcast_panel, panel_layout
+from gridgnn.spmm.panels import PanelCache, send_panel
+from gridgnn.spmm.staged import StagedSpMM
 
 
-class SpMM2D(DistributedSpMM):
+class SpMM2D(StagedSpMM):
     """SUMMA SpMM on a ``pr x pc`` grid. Built once from the global Â."""
 
     num_col_blocks_axis = "col"
@@ -79,62 +84,28 @@ class SpMM2D(DistributedSpMM):
 
     def _panel(self, s: int, transpose: bool):
         """Stage s's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``: not collective) or
-        broadcast (collective on ``col``)."""
+        broadcast (collective on ``col``); None when empty."""
         return self.cache.get(s, transpose)
 
     def _broadcast_panel(self, s: int, transpose: bool):
-        a, b = self.stages[s]
-        r0, r1 = self.row_range
-        layout = panel_layout(r1 - r0, b - a, self.panel_nnz[s], index_dtype=self.index_dtype,
-                              dtype=self.dtype, transpose=transpose)
-        return broadcast_panel(self.comm, "col", self.panel_root[s], self.own.get(s), layout,
-                               transpose=transpose)
+        """Stage s's panel broadcast on ``col`` from its owner (`gridgnn.cost.algorithms.summa.panel_move`)."""
+        move = panel_move(self.layout, self.i, s, self.panel_nnz[s], transpose)
+        return send_panel(self.comm, move, self.own.get(s), self.index_dtype, self.dtype, transpose)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """X[i, j] (n_i x f_j) -> Y[i, j] (n_i x f_j). Collective on ``col`` (Â) and ``row`` (X).
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """This rank's `SpMMPlan` (`gridgnn.cost.algorithms.summa.schedule`); without the panels kept by
+        ``--cache-panels``. Not collective."""
+        return costs_of("2d").schedule(self.grid.shape, self.layout, self.grid.coords, width,
+                                       np.asarray(self.panel_nnz), backward, self.cache.keeps(backward))
 
-        With overlap both broadcasts of stage s + 1 are in flight while stage s multiplies.
-        """
-        out = x.new_zeros(x.shape)
-        r0 = self.row_range[0]
-
-        def issue(s: int):
-            a, b = self.stages[s]
-            panel = self._panel(s, transpose=False)
-            if x.shape[1] == 0:
-                return panel, None
-            root = self.stage_root[s]
-            held = x[a - r0:b - r0].contiguous() if root == self.i else x.new_empty((b - a, x.shape[1]))
-            return panel, self.comm.broadcast_async(held, "row", root=root)
-
-        for _, (panel, held) in self.comm.pipeline(range(len(self.stages)), issue):
-            if panel is not None and held is not None:
-                panel.matmul_add(held, out)
-        return out
-
-    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
-        """G[i, j] (n_i x f_j) -> dX[i, j] (n_i x f_j). Collective on ``col`` (Âᵀ) and ``row`` (reduce).
-
-        With overlap the next stage's Âᵀ panel and this stage's reduce are in flight while stage s + 1
-        multiplies.
-        """
-        grad_x = grad_y.new_zeros(grad_y.shape)
-        r0 = self.row_range[0]
-        mine = []
-        with self.comm.in_flight() as flight:
-            for s, (panel,) in self.comm.pipeline(range(len(self.stages)),
-                                                  lambda s: (self._panel(s, transpose=True),)):
-                if grad_y.shape[1] == 0:
-                    continue
-                a, b = self.stages[s]
-                part = panel.matmul(grad_y) if panel is not None else grad_y.new_zeros((b - a, grad_y.shape[1]))
-                root = self.stage_root[s]
-                flight.add(self.comm.reduce_async(part, "row", root=root))
-                if root == self.i:
-                    mine.append((a - r0, b - r0, part))  # summed once the reduce is waited for
-        for lo, hi, part in mine:
-            grad_x[lo:hi] = part
-        return grad_x
+    def _operand(self, stage: PlannedStage, transpose: bool):
+        """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""
+        if not stage.entries:
+            return None
+        if stage.panel is None:
+            return self.cache.kept(stage.segment, transpose)
+        return send_panel(self.comm, stage.panel, self.own.get(stage.segment), self.index_dtype, self.dtype,
+                          transpose)
 
     def attention_stages(self):
         """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tiles' patterns built once)."""

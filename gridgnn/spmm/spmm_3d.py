@@ -12,27 +12,32 @@ Forward: layer l runs SUMMA over its inner slices: at stage k, (i, k, l) broadca
 and (k, j, l) broadcasts X[S[k][l], j] on ``row``; each process accumulates a partial C[i, j] (n_i x f_j) over
 its layer's slices; a reduce-scatter on ``depth`` sums the d partials and leaves rows S[i][l] on (i, j, l).
 Backward: an all-gather on ``depth`` rebuilds G[i, j]; at stage k, Â[i, S[k][l]]ᵀ is broadcast on ``col``,
-each process forms Â[i, S[k][l]]ᵀ G[i, j], and the sum over i is reduced on ``row`` to (k, j, l).
+each process forms Â[i, S[k][l]]ᵀ G[i, j], and the sum over i is reduced on ``row`` to (k, j, l). Those
+collectives are the plan of `gridgnn.cost.algorithms.summa.schedule`, run by `gridgnn.spmm.staged`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.algorithms import costs_of
+from gridgnn.cost.algorithms.summa import panel_move
+from gridgnn.cost.terms import PlannedStage, SpMMPlan
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
 from gridgnn.spmm.attention_3d import Stages3D
-from gridgnn.spmm.base import DistributedSpMM
-from gridgnn.spmm.panels import PanelCache, broadcast_panel, panel_layout
+from gridgnn.spmm.panels import PanelCache, send_panel
+from gridgnn.spmm.staged import StagedSpMM
 
 
-class SpMM3D(DistributedSpMM):
+class SpMM3D(StagedSpMM):
     """Split-3D SpMM on a ``q x q x d`` grid. Built once from the global Â."""
 
     num_col_blocks_axis = "col"
@@ -87,56 +92,25 @@ class SpMM3D(DistributedSpMM):
         return self.cache.get(k, transpose)
 
     def _broadcast_panel(self, k: int, transpose: bool):
-        (a, b), n_i = self._slice(k), self.bounds[self.i + 1] - self.bounds[self.i]
-        layout = panel_layout(n_i, b - a, self.panel_nnz[k], index_dtype=self.index_dtype,
-                              dtype=self.dtype, transpose=transpose)
-        root = int(self.layout.panel_root[self.my_segments[k]])
-        own = self.own if root == self.j else None
-        return broadcast_panel(self.comm, "col", root, own, layout, transpose=transpose)
+        """Stage k's panel broadcast on ``col`` from its owner (`gridgnn.cost.algorithms.summa.panel_move`)."""
+        move = panel_move(self.layout, self.i, self.my_segments[k], self.panel_nnz[k], transpose)
+        return send_panel(self.comm, move, self.own, self.index_dtype, self.dtype, transpose)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """X[S_il, j] -> Y[S_il, j]. Collective on ``col`` (Â), ``row`` (X), ``depth`` (reduce-scatter).
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """This rank's `SpMMPlan` (`gridgnn.cost.algorithms.summa.schedule`, on this depth slice's segments);
+        without the panels kept by ``--cache-panels``. Not collective."""
+        nnz = np.zeros(len(self.layout.segments) - 1, dtype=np.int64)
+        nnz[self.my_segments] = self.panel_nnz
+        return costs_of("3d").schedule(self.grid.shape, self.layout, self.grid.coords, width, nnz, backward,
+                                       self.cache.keeps(backward))
 
-        With overlap both broadcasts of stage k + 1 are in flight while stage k multiplies.
-        """
-        width = x.shape[1]
-        partial = x.new_zeros((self.bounds[self.i + 1] - self.bounds[self.i], width))
-
-        def issue(k: int):
-            panel = self._panel(k, transpose=False)
-            if width == 0:
-                return panel, None
-            a, b = self._slice(k)
-            held = x if self._root(k) == self.i else x.new_empty((b - a, width))
-            return panel, self.comm.broadcast_async(held, "row", root=self._root(k))
-
-        for _, (panel, held) in self.comm.pipeline(range(self.grid.size("row")), issue):
-            if panel is not None and held is not None:
-                panel.matmul_add(held, partial)
-        if width == 0:
-            return x.new_zeros(x.shape)
-        return self.comm.reduce_scatter_rows(partial, "depth", self._depth_counts())
-
-    def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
-        """G[S_il, j] -> dX[S_il, j]. Collective on ``depth`` (all-gather), ``col`` (Âᵀ), ``row`` (reduce).
-
-        With overlap the next stage's Âᵀ panel and this stage's reduce are in flight while stage k + 1
-        multiplies.
-        """
-        width = grad_y.shape[1]
-        full = self.comm.all_gather_rows(grad_y, "depth", self._depth_counts()) if width else None
-        grad_x = None
-        with self.comm.in_flight() as flight:
-            for k, (panel,) in self.comm.pipeline(range(self.grid.size("row")),
-                                                  lambda k: (self._panel(k, transpose=True),)):
-                if width == 0:
-                    continue
-                a, b = self._slice(k)
-                part = panel.matmul(full) if panel is not None else grad_y.new_zeros((b - a, width))
-                flight.add(self.comm.reduce_async(part, "row", root=self._root(k)))
-                if self._root(k) == self.i:
-                    grad_x = part  # summed once the reduce is waited for (at the latest, leaving the block)
-        return grad_y.new_zeros(grad_y.shape) if grad_x is None else grad_x
+    def _operand(self, stage: PlannedStage, transpose: bool):
+        """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""
+        if not stage.entries:
+            return None
+        if stage.panel is None:
+            return self.cache.kept(int(self.layout.root[stage.segment]), transpose)
+        return send_panel(self.comm, stage.panel, self.own, self.index_dtype, self.dtype, transpose)
 
     def attention_stages(self):
         """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tile's pattern built once)."""

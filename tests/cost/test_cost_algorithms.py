@@ -19,7 +19,7 @@ def test_each_cost_module_provides_the_whole_protocol_with_its_signatures():
     wanted = {name: member for name, member in vars(AlgorithmCosts).items()
               if not name.startswith("_") and (callable(member) or name.isupper())}
     wanted.update({name: None for name in AlgorithmCosts.__annotations__})
-    assert {"blocks", "spmm_terms", "plan_steps", "attention_terms", "graph_bytes", "count_bounds",
+    assert {"blocks", "spmm_terms", "schedule", "attention_terms", "graph_bytes", "count_bounds",
             "DENSE_BUFFERS"} <= set(wanted)
     for algo, module in COSTS.items():
         for name, member in wanted.items():

@@ -13,7 +13,7 @@ from cost_oracles import block_nnz, spmm_cost
 from model_helpers import random_stats
 
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
-from gridgnn.cost.spmm_plan import price, spmm_steps
+from gridgnn.cost.spmm_plan import lower, price, spmm_plan, spmm_steps
 from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.shape import resolve_grid
 
@@ -105,3 +105,40 @@ def test_3d_and_15d_whole_block_collectives():
     steps = spmm_steps(rep, 1, 10, 3, backward=True)  # rank (0, 1): stage 1 only, then dX[0] from replica 0
     assert [(s.op, s.axis, s.root, s.bytes) for s in steps] == [("reduce", "row", 1, 5 * 3 * 4),
                                                                   ("broadcast", "rep", 0, 5 * 3 * 4)]
+
+
+def test_cached_panels_leave_only_the_rows_to_move():
+    """With ``--cache-panels`` the plan keeps every stage (and which ones multiply) but moves no panel."""
+    shape = resolve_grid("2d", 6, grid="2x3")
+    nnz = np.array([[1, 0, 2, 3], [0, 1, 1, 0]], dtype=np.int64)
+    for rank in range(6):
+        plain = spmm_plan(shape, rank, 12, 6, nnz, backward=False)
+        cached = spmm_plan(shape, rank, 12, 6, nnz, backward=False, cached=True)
+        assert [s.entries for s in cached.stages] == [s.entries for s in plain.stages]
+        assert [s.entries for s in plain.stages] == (nnz[shape.coords(rank)["row"]] > 0).tolist()
+        assert all(s.panel is None for s in cached.stages)
+        assert [s.dense for s in cached.stages] == [s.dense for s in plain.stages]
+        moved = [s.panel for s in plain.stages if s.panel is not None]
+        assert len(moved) == int((nnz[shape.coords(rank)["row"]] > 0).sum())
+
+
+def test_wire_precision_carries_sums_as_other_collectives():
+    """The same plan lowered in bf16: the replica sum becomes an all-to-all and an all-gather of balanced row
+    chunks, the depth reduce-scatter an unpadded all-to-all; the moves themselves do not change."""
+    from gridgnn.cost.spmm_cost import SizeInfo
+
+    bf16 = SizeInfo(precision="bf16")
+    rep = resolve_grid("1.5d", 6, replication=3)
+    plan = spmm_plan(rep, 4, 10, 3, backward=False)  # rank (1, 1): block 1 has 5 rows, chunks [2, 2, 1]
+    assert [m.op for m in plan.after] == ["all_reduce"]
+    steps = lower(plan, rep, rep.coords(4), bf16)
+    assert [(s.op, s.axis, s.rows, s.bytes) for s in steps if s.axis == "rep"] == [
+        ("all_to_all", "rep", 2, 2 * 2 * 3 * 2), ("all_gather", "rep", 2, 2 * 2 * 3 * 2)]
+    exact = lower(plan, rep, rep.coords(4))
+    assert [(s.op, s.bytes) for s in exact if s.axis == "rep"] == [("all_reduce", 2 * 5 * 3 * 4 * 2 // 3)]
+    three = resolve_grid("3d", 12, grid="2x2x3")
+    plan = spmm_plan(three, 2, 13, 4, np.zeros((2, 6), dtype=np.int64), backward=False)  # depth slice 2
+    counts = plan.after[0].counts  # block 0 (7 rows) cut in 3 sub-blocks
+    assert plan.after[0].op == "reduce_scatter" and sum(counts) == 7
+    (scatter,) = [s for s in lower(plan, three, three.coords(2), bf16) if s.axis == "depth"]
+    assert (scatter.op, scatter.bytes) == ("all_to_all", 2 * counts[2] * 2 * 2)

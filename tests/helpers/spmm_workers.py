@@ -62,6 +62,7 @@ def run_case(algo: str, replication: int | None, grid_text: str | None, n: int, 
             "backward_bytes": sum(r.bytes for r in backward), "backward_calls": len(backward),
             "phases": sorted({r.phase for r in forward}) + sorted({r.phase for r in backward}),
             "records": sorted((r.op, r.axis, r.bytes, r.phase) for r in forward + backward),
+            "sequence": [[(r.op, r.axis, r.bytes) for r in half] for half in (forward, backward)],
             "exposed_within_total": all(0 <= r.blocked_seconds <= r.seconds + 1e-3 for r in forward + backward),
             "debug_calls": debug.get_total_counts(),
         })

@@ -91,15 +91,22 @@ def test_spmm_matches_single_process_and_cost_model(world_size):
 @pytest.mark.parametrize("world_size", [4, 6])
 def test_overlapped_stages_give_identical_numbers_and_counts(world_size):
     """Overlap reorders nothing: the same collectives in the same order, the same products summed in the
-    same order; only who waits when changes."""
+    same order; only who waits when changes. Without overlap the records come in the plan's issue order."""
     if w.test_device() == "cuda" and world_size > torch.cuda.device_count():
         pytest.skip(f"needs {world_size} GPUs")
     cases = CASES[world_size]
     results = run_workers(w.run_overlap_pairs, world_size, cases, N, SEED, timeout_s=240,
                           backend="nccl" if w.test_device() == "cuda" else "gloo")
-    for rank_results in results:
+    adj = w.random_directed(N, seed=SEED)
+    for rank, rank_results in enumerate(results):
         for case, (blocking, overlapped) in zip(cases, rank_results, strict=True):
+            algo, c, grid_text = case
+            shape = resolve_grid(algo, world_size, replication=c, grid=grid_text)
+            panel_nnz = _panel_nnz(adj, shape)
             for plain, fast in zip(blocking, overlapped, strict=True):
+                # without overlap every collective is recorded as it is issued: the plan's order, move by move
+                assert plain["sequence"] == [[(s.op, s.axis, s.bytes) for s in spmm_steps(
+                    shape, rank, N, plain["width"], panel_nnz, backward=backward)] for backward in (False, True)], case
                 np.testing.assert_array_equal(plain["y"], fast["y"], err_msg=str(case))
                 np.testing.assert_array_equal(plain["grad"], fast["grad"], err_msg=str(case))
                 assert plain["records"] == fast["records"], case

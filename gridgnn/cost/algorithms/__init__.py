@@ -23,7 +23,7 @@ from gridgnn.cost.algorithms import rows, split3d, summa
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.stages import StageLayout
-from gridgnn.cost.terms import ShapeBlocks, Step, Term
+from gridgnn.cost.terms import ShapeBlocks, SpMMPlan, Term
 from gridgnn.grid.shape import GridShape
 
 
@@ -49,9 +49,11 @@ class AlgorithmCosts(Protocol):
         """The Â panels one SpMM half moves (forward ``Â``, backward ``Âᵀ``); what ``--cache-panels`` moves
         once, at set-up; empty where Â never moves."""
 
-    def plan_steps(self, shape: GridShape, layout: StageLayout, coords: dict, width: int,
-                   panel_nnz: np.ndarray | None, backward: bool, sz: SizeInfo) -> list[Step]:
-        """One rank's collectives of one SpMM half, in issue order (`gridgnn.cost.spmm_plan`)."""
+    def schedule(self, shape: GridShape, layout: StageLayout, coords: dict, width: int,
+                 panel_nnz: np.ndarray | None, backward: bool, cached: bool = False) -> SpMMPlan:
+        """One rank's plan of one SpMM half (``width``: the rank's own feature columns; ``panel_nnz``: (segments,)
+        entries of its block row of Â; ``cached``: the panels were received at set-up), which its SpMM module
+        runs and `gridgnn.cost.spmm_plan` prices."""
 
     def attention_terms(self, blocks: ShapeBlocks, width: int, heads: int, sizes: SizeInfo,
                         cached: bool = False) -> list[Term]:

@@ -13,9 +13,8 @@ import numpy as np
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.stages import StageLayout
-from gridgnn.cost.terms import ShapeBlocks, Step, Term, dense_step, sum_terms, term
+from gridgnn.cost.terms import Move, PlannedStage, ShapeBlocks, SpMMPlan, Term, sum_terms, term
 from gridgnn.grid.shape import GridShape
-from gridgnn.partition import block_bounds
 
 DENSE_BUFFERS = 1
 """Dense (rows x width) receive buffers of a stage, beside the X panel (`gridgnn.cost.memory_model`)."""
@@ -107,29 +106,25 @@ def graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
     return count * (heights[i] + 1) * idx + (share_rows + count) * idx + values
 
 
-def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, width: int, panel_nnz, backward: bool,
-               sz: SizeInfo) -> list[Step]:
-    """One rank's collectives of one SpMM half, in issue order (``panel_nnz`` unused: Â never moves)."""
-    num_rows = shape.sizes[0]
+def schedule(shape: GridShape, layout: StageLayout, coords: dict, width: int, panel_nnz, backward: bool,
+             cached: bool = False) -> SpMMPlan:
+    """One rank's plan of one SpMM half (`gridgnn.spmm.spmm_15d` runs it): for each segment of the replica's
+    share, X[segment] broadcast on ``row`` from its block's process (forward) or the partial product
+    Â[i, segment]ᵀ G[i] reduced there (backward); then, with c > 1, the replica sum of Y[i] on ``rep``
+    (forward) or dX[i] broadcast on ``rep`` from replica i mod c (backward). ``panel_nnz``: (segments,)
+    entries of the rank's blocks (None: not known, every stage multiplies); ``cached`` changes nothing (Â never
+    moves)."""
     c = shape.replication
     i, k = coords["row"], coords.get(layout.group_axis, 0)
     n_i = layout.row_bounds[i + 1] - layout.row_bounds[i]
-    steps = []
-    if num_rows > 1:
-        for s in layout.handled_by(k):
-            a, b = layout.segment(s)
-            steps.append(dense_step("reduce" if backward else "broadcast", "row", int(layout.root[s]), s, b - a, width,
-                                i, sz))
-    if c > 1 and backward:
-        steps.append(dense_step("broadcast", "rep", i % c, None, n_i, width, k, sz))
-    elif c > 1 and sz.exact:
-        steps.append(Step("all_reduce", "rep", None, None, "dense", n_i, width, 0,
-                          2 * n_i * width * sz.value * (c - 1) // c))
-    elif c > 1:  # in the wire precision: the all-to-all of the chunks, then the all-gather of their sums
-        chunks = np.diff(block_bounds(n_i, c, allow_empty=True, what="rows"))
-        row = sz.row_bytes(width)
-        steps += [Step("all_to_all", "rep", None, None, "dense", int(chunks[k]), width, 0,
-                       (c - 1) * int(chunks[k]) * row),
-                  Step("all_gather", "rep", None, None, "dense", int(chunks.max()), width, 0,
-                       (c - 1) * int(chunks.max()) * row)]
-    return steps
+    op = "reduce" if backward else "broadcast"
+    stages = []
+    for s in layout.handled_by(k):
+        a, b = layout.segment(s)
+        entries = panel_nnz is None or int(panel_nnz[s]) > 0
+        stages.append(PlannedStage(s, a, b, entries, None, Move(op, "row", int(layout.root[s]), "dense", b - a, width)))
+    after = ()
+    if c > 1:
+        after = ((Move("broadcast", "rep", i % c, "dense", n_i, width),) if backward
+                 else (Move("all_reduce", "rep", None, "dense", n_i, width),))
+    return SpMMPlan(n_i, tuple(stages), (), after)

@@ -2,7 +2,7 @@
 
 One of the algorithm modules of `gridgnn.cost.algorithms` (read its table of what each provides). Block k's
 sub-blocks S[k][l] from `gridgnn.cost.stages`; the plan of one rank's collectives is SUMMA's
-(`gridgnn.cost.algorithms.summa.plan_steps`, which runs a depth slice's segments). Pure, every rank at once.
+(`gridgnn.cost.algorithms.summa.schedule`, which runs a depth slice's segments). Pure, every rank at once.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from gridgnn.cost.algorithms.summa import plan_steps
+from gridgnn.cost.algorithms.summa import schedule
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.stages import StageLayout
@@ -27,7 +27,7 @@ from gridgnn.cost.terms import (
 )
 from gridgnn.grid.shape import GridShape
 
-__all__ = ["DENSE_BUFFERS", "attention_terms", "blocks", "count_bounds", "graph_bytes", "panel_terms", "plan_steps",
+__all__ = ["DENSE_BUFFERS", "attention_terms", "blocks", "count_bounds", "graph_bytes", "panel_terms", "schedule",
            "spmm_terms"]
 
 DENSE_BUFFERS = 2

@@ -14,18 +14,17 @@ from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.stages import StageLayout
 from gridgnn.cost.terms import (
+    Move,
+    PlannedStage,
     ShapeBlocks,
-    Step,
+    SpMMPlan,
     Term,
-    dense_step,
     feature_widths,
     packed_bytes,
     sum_terms,
     term,
 )
 from gridgnn.grid.shape import GridShape
-from gridgnn.partition import block_bounds
-from gridgnn.sparse.layout import packed_nbytes
 
 DENSE_BUFFERS = 1
 """Dense (rows x width) receive buffers of a stage, beside the X panel (`gridgnn.cost.memory_model`)."""
@@ -145,40 +144,43 @@ def graph_bytes(blocks: ShapeBlocks, sz: SizeInfo) -> np.ndarray:
     return count * (heights[i] + 1) * idx + (widths + count) * idx + values
 
 
-def plan_steps(shape: GridShape, layout: StageLayout, coords: dict, width: int, panel_nnz, backward: bool,
-               sz: SizeInfo) -> list[Step]:
-    """One rank's collectives of one SpMM half, in issue order; 2D (``pr x pc``) and, shared with
-    `gridgnn.cost.algorithms.split3d`, 3D (``q x q x d``: depth slice l runs the segments k*d + l).
-    ``panel_nnz``: (row blocks, segments) entries of Â per panel."""
-    nnz = np.asarray(panel_nnz)
-    i, j = coords["row"], coords["col"]
-    pr, pc = shape.sizes[0], shape.sizes[1]
-    depth = shape.depth
-    mine = layout.handled_by(coords.get(layout.group_axis, 0))
+def panel_move(layout: StageLayout, i: int, s: int, nnz: int, transpose: bool) -> Move | None:
+    """The broadcast on ``col`` of the packed panel Â[block row i, segment s] (``transpose``: its transpose)
+    from its owner, with ``nnz`` entries; None when empty (never sent)."""
+    if not nnz:
+        return None
+    a, b = layout.segment(s)
     n_i = layout.row_bounds[i + 1] - layout.row_bounds[i]
-    f_j = int(np.diff(block_bounds(width, pc, allow_empty=True, what="feature columns"))[j])
-    chunk = max(np.diff(layout.segments[i * depth:(i + 1) * depth + 1])) if depth > 1 else 0
-    gathered = depth > 1 and f_j > 0
-    steps = []
-    if gathered and backward:
-        steps.append(Step("all_gather", "depth", None, None, "dense", chunk, f_j, 0,
-                          (depth - 1) * chunk * sz.row_bytes(f_j)))
-    for s in mine:
+    rows, cols = (b - a, n_i) if transpose else (n_i, b - a)
+    return Move("broadcast", "col", int(layout.panel_root[s]), "adj", rows, cols=cols, nnz=nnz)
+
+
+def schedule(shape: GridShape, layout: StageLayout, coords: dict, width: int, panel_nnz, backward: bool,
+             cached: bool = False) -> SpMMPlan:
+    """One rank's plan of one SpMM half; 2D (``pr x pc``, `gridgnn.spmm.spmm_2d`) and, shared with
+    `gridgnn.cost.algorithms.split3d`, 3D (``q x q x d``, `gridgnn.spmm.spmm_3d`: depth slice l runs the
+    segments k*d + l). Each stage: the packed panel Â[i, segment] (backward its transpose) broadcast on ``col``
+    from its owner, unless empty or ``cached`` (``--cache-panels``: received at set-up); X[segment, j]
+    broadcast (forward) or the partial product reduced (backward) on ``row``, where the rank has feature
+    columns. 3D with d > 1: G[i, j] all-gathered on ``depth`` before the stages (backward), the partial
+    product reduce-scattered on ``depth`` after them (forward). ``panel_nnz``: (segments,) entries of the
+    rank's block row of Â per segment; ``width``: the rank's feature columns f_j."""
+    nnz = np.asarray(panel_nnz)
+    i = coords["row"]
+    depth = shape.depth
+    n_i = layout.row_bounds[i + 1] - layout.row_bounds[i]
+    f_j = width
+    op = "reduce" if backward else "broadcast"
+    stages = []
+    for s in layout.handled_by(coords.get(layout.group_axis, 0)):
         a, b = layout.segment(s)
-        z = int(nnz[i, s])
-        if pc > 1 and z:
-            root = int(layout.panel_root[s])
-            rows = b - a if backward else n_i
-            steps.append(Step("broadcast", "col", root, s, "adj", rows, 0, z,
-                              0 if root == j else packed_nbytes(rows, z, sz.index, sz.sparse_value)))
-        if pr > 1 and f_j:
-            steps.append(dense_step("reduce" if backward else "broadcast", "row", int(layout.root[s]), s, b - a, f_j,
-                                i, sz))
-    if gathered and not backward and sz.exact:
-        steps.append(Step("reduce_scatter", "depth", None, None, "dense", chunk, f_j, 0,
-                          (depth - 1) * chunk * f_j * sz.value))
-    elif gathered and not backward:  # in the wire precision: an all-to-all of the parts, unpadded
-        mine = layout.segments[i * depth + coords["depth"] + 1] - layout.segments[i * depth + coords["depth"]]
-        steps.append(Step("all_to_all", "depth", None, None, "dense", mine, f_j, 0,
-                          (depth - 1) * mine * sz.row_bytes(f_j)))
-    return steps
+        z = int(nnz[s])
+        panel = None if cached else panel_move(layout, i, s, z, backward)
+        dense = Move(op, "row", int(layout.root[s]), "dense", b - a, f_j) if f_j else None
+        stages.append(PlannedStage(s, a, b, z > 0, panel, dense))
+    before = after = ()
+    if depth > 1 and f_j:
+        counts = tuple(int(r) for r in np.diff(layout.segments[i * depth:(i + 1) * depth + 1]))
+        move = Move("all_gather" if backward else "reduce_scatter", "depth", None, "dense", n_i, f_j, counts=counts)
+        before, after = ((move,), ()) if backward else ((), (move,))
+    return SpMMPlan(n_i, tuple(stages), before, after)
