@@ -11,7 +11,9 @@ from typing import Protocol
 
 import torch
 
+from gridgnn.cost.terms import Move, PlannedStage, SpMMPlan
 from gridgnn.grid.comm import Communicator
+from gridgnn.grid.overlap import Pending
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.attention import EdgeBlock
 from gridgnn.sparse.csr import SparseBlock
@@ -21,8 +23,10 @@ from gridgnn.spmm.attention import RowStages
 class RowBlockSpMM(Protocol):
     """What `Stages15D` reads of a 1D/1.5D SpMM (`gridgnn.spmm.spmm_15d.SpMM15D` is one) on an ``R x c``
     grid: this rank's block row ``i`` (global rows ``row_range``), the vertex blocks' ``bounds`` (R + 1
-    ints; ``_rows(j)`` is block j's size), the column blocks of its replica's ``share`` and their kept tiles
-    ``blocks[j]`` (Â[i, j], n_i x n_j), the ``replication`` c, the grid and its collectives."""
+    ints), the column blocks of its replica's ``share`` and their kept tiles
+    ``blocks[j]`` (Â[i, j], n_i x n_j), the ``replication`` c, its plan of an SpMM half (``plan``) with how a
+    planned stage's rows travel and a whole-block move runs (``_send_rows``, ``_return_rows``, ``_run_whole``:
+    `gridgnn.spmm.staged`), the grid and its collectives."""
 
     grid: ProcessGrid
     comm: Communicator
@@ -35,13 +39,19 @@ class RowBlockSpMM(Protocol):
     @property
     def row_range(self) -> tuple[int, int]: ...
 
-    def _rows(self, j: int) -> int: ...
+    def plan(self, width: int, backward: bool) -> SpMMPlan: ...
+
+    def _send_rows(self, stage: PlannedStage, x: torch.Tensor) -> Pending: ...
+
+    def _return_rows(self, stage: PlannedStage, part: torch.Tensor) -> Pending: ...
+
+    def _run_whole(self, move: Move, tensor: torch.Tensor) -> torch.Tensor: ...
 
 
 class Stages15D(RowStages):
     """Attention on the 1D/1.5D stage structure: tiles Â[i, j] for j in this replica's share; column block
-    j of a row-distributed matrix arrives by the same ``row`` broadcasts as X[j] in `SpMM15D.forward`, parts
-    of column block j are reduced on ``row`` to (j, k) and made whole on ``rep`` as in `SpMM15D.backward`,
+    j of a row-distributed matrix arrives by the ``row`` broadcasts of the SpMM's forward plan, parts of
+    column block j are reduced on ``row`` to (j, k) and made whole on ``rep`` by its backward plan's moves,
     and row reductions over the replicas' shares are all-reduces on ``rep``."""
 
     def __init__(self, spmm: RowBlockSpMM):
@@ -53,31 +63,29 @@ class Stages15D(RowStages):
         return torch.arange(self.spmm.bounds[j], self.spmm.bounds[j + 1], device=self.row_ids.device)
 
     def gather(self, t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
-        """Column block j of ``t`` (rows of block j, all columns) for each j of the share. Collective on
-        ``row``."""
+        """Column block j of ``t`` (rows of block j, all columns) for each j of the share: the ``row`` moves of
+        the SpMM's forward plan. Collective on ``row``."""
         t = t.contiguous()
-
-        def issue(j: int):
-            held = t if j == self.spmm.i else t.new_empty((self.spmm._rows(j), t.shape[1]))
-            return self.comm.broadcast_async(held, "row", root=j)
-
-        yield from self.comm.pipeline(self.spmm.share, issue)
+        stages = self.spmm.plan(t.shape[1], backward=False).stages
+        for stage, held in self.comm.pipeline(stages, lambda stage: self.spmm._send_rows(stage, t)):
+            yield stage.segment, held
 
     def reduce(self, parts: Iterable[tuple[int, torch.Tensor]], like: torch.Tensor) -> torch.Tensor:
-        """The sum over the grid of every part of this rank's own column block (rows of ``like``).
-        Collective on ``row`` (reduces) then ``rep`` (broadcast)."""
+        """The sum over the grid of every part of this rank's own column block (rows of ``like``): the moves
+        of the SpMM's backward plan. Collective on ``row`` (reduces) then ``rep`` (broadcast)."""
+        plan = self.spmm.plan(like.shape[1], backward=True)
+        stage_of = {stage.segment: stage for stage in plan.stages}
         mine = None
         with self.comm.in_flight() as flight:
             for j, part in parts:
                 part = part.contiguous()
-                flight.add(self.comm.reduce_async(part, "row", root=j))
+                flight.add(self.spmm._return_rows(stage_of[j], part))
                 if j == self.spmm.i:
                     mine = part
-        if self.spmm.replication > 1:
-            if mine is None:
-                mine = like.new_empty(like.shape)
-            self.comm.broadcast(mine, "rep", root=self.spmm.i % self.spmm.replication)
-        return like.new_zeros(like.shape) if mine is None else mine
+        mine = like.new_zeros(like.shape) if mine is None else mine
+        for move in plan.after:  # dX[i] from replica i mod c
+            mine = self.spmm._run_whole(move, mine)
+        return mine
 
     def all_reduce(self, t: torch.Tensor, op: str) -> torch.Tensor:
         """Sum or maximum over the replicas of this block row. Collective on ``rep``."""

@@ -11,6 +11,7 @@ from typing import Protocol
 
 import torch
 
+from gridgnn.cost.terms import PlannedStage, SpMMPlan
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.overlap import Pending
 from gridgnn.grid.process_grid import ProcessGrid
@@ -24,7 +25,9 @@ class SummaSpMM(Protocol):
     stage segments ``stages[s]`` = (a, b) with the ``row`` coordinate of their X rows (``stage_root[s]``) and
     the ``col`` coordinate of their Â panel (``panel_root[s]``), each panel's non-zeros ``panel_nnz[s]``, the
     panels this rank keeps (``own[s]``, n_i x (b - a)) and any stage's panel as ``_panel(s, transpose)`` (a
-    `Pending`, or None when empty; collective on ``col`` unless kept), the grid and its collectives."""
+    `Pending`, or None when empty; collective on ``col`` unless kept), its plan of an SpMM half (``plan``)
+    and how a planned stage's panel and rows arrive (``_operand``, ``_send_rows``: `gridgnn.spmm.staged`), the
+    grid and its collectives."""
 
     grid: ProcessGrid
     comm: Communicator
@@ -42,12 +45,19 @@ class SummaSpMM(Protocol):
 
     def _panel(self, s: int, transpose: bool) -> Pending | None: ...
 
+    def plan(self, width: int, backward: bool) -> SpMMPlan: ...
+
+    def _operand(self, stage: PlannedStage, transpose: bool) -> Pending | None: ...
+
+    def _send_rows(self, stage: PlannedStage, x: torch.Tensor) -> Pending: ...
+
 
 class Stages2D:
     """Attention on the SUMMA stages: the owner (i, panel_root[s]) of panel Â[i, a:b] computes its
     coefficients. The score terms s_src[a:b] reach the owners by ``row`` broadcasts within their grid column;
     rows split over the grid row get their maximum and sum by all-reduces on ``col``; the coefficients (K per
-    entry) travel with the panel on ``col`` while X[a:b, j] travels on ``row`` as in `SpMM2D.forward`.
+    entry) travel with the panel on ``col`` while X[a:b, j] travels on ``row``: the SpMM's forward plan, run
+    with one more move per stage.
     Backward: each process forms its columns' part of the SDDMM, reduced on ``col`` to the panel's owner,
     and its part of αᵀ G, reduced on ``row`` to the rows' owner as in `SpMM2D.backward`; the score terms'
     gradients stay partial (the ``col`` all-reduce of `gridgnn.parallel.grid_ops.GridOps.head_sum`
@@ -114,17 +124,13 @@ class Stages2D:
         return self.comm.broadcast_async(held, "col", root=self.spmm.panel_root[s])
 
     def _stage(self, x: torch.Tensor, kept: dict, heads: int):
-        """Issue stage s: the panel's pattern and coefficients on ``col``, X[a:b, j] on ``row``."""
-        r0 = self.spmm.row_range[0]
+        """Issue a stage of the SpMM's forward plan: the panel's pattern (its ``panel`` move, or kept) and
+        coefficients on ``col``, X[a:b, j] on ``row`` (its ``dense`` move)."""
 
-        def issue(s: int):
-            a, b = self.spmm.stages[s]
-            panel, values = self.spmm._panel(s, transpose=False), self._values(s, kept, heads, x.dtype)
-            if x.shape[1] == 0:
-                return panel, values, None
-            root = self._row_root(s)
-            held = x[a - r0:b - r0].contiguous() if root == self.spmm.i else x.new_empty((b - a, x.shape[1]))
-            return panel, values, self.comm.broadcast_async(held, "row", root=root)
+        def issue(stage: PlannedStage):
+            panel = self.spmm._operand(stage, transpose=False)
+            values = self._values(stage.segment, kept, heads, x.dtype)
+            return panel, values, (self.spmm._send_rows(stage, x) if stage.dense is not None else None)
 
         return issue
 
@@ -136,10 +142,10 @@ class Stages2D:
         and ``row``."""
         segments = head_segments(heads, width, self.spmm.col_range(width))
         out = x.new_zeros(x.shape)
-        stages = range(len(self.spmm.stages))
-        for s, (panel, values, held) in self.comm.pipeline(stages, self._stage(x, kept, heads)):
+        stages = self.spmm.plan(x.shape[1], backward=False).stages
+        for stage, (panel, values, held) in self.comm.pipeline(stages, self._stage(x, kept, heads)):
             if panel is not None and held is not None:
-                out += self._block(s, panel).aggregate(values, held, segments)
+                out += self._block(stage.segment, panel).aggregate(values, held, segments)
         return out
 
     def aggregate_backward(self, kept, grad, x, heads, width):
@@ -148,10 +154,10 @@ class Stages2D:
         segments = head_segments(heads, width, self.spmm.col_range(width))
         grad_x, r0 = x.new_zeros(x.shape), self.spmm.row_range[0]
         rows, d_kept = [], {}
+        stages = self.spmm.plan(x.shape[1], backward=False).stages  # the forward's moves, run again
         with self.comm.in_flight() as flight:
-            for s, (panel, values, held) in self.comm.pipeline(range(len(self.spmm.stages)),
-                                                              self._stage(x, kept, heads)):
-                a, b = self.spmm.stages[s]
+            for stage, (panel, values, held) in self.comm.pipeline(stages, self._stage(x, kept, heads)):
+                s, a, b = stage.segment, stage.start, stage.stop
                 if panel is not None:
                     block = self._block(s, panel)
                     d_part = block.sddmm(grad, held, segments, heads) if held is not None else \
@@ -159,12 +165,12 @@ class Stages2D:
                     flight.add(self.comm.reduce_async(d_part, "col", root=self.spmm.panel_root[s]))
                     if s in self.blocks:
                         d_kept[s] = d_part
-                if x.shape[1] == 0:
+                if stage.dense is None:
                     continue
                 part = block.aggregate_t(values, grad, segments) if panel is not None else \
                     grad.new_zeros((b - a, x.shape[1]))
-                flight.add(self.comm.reduce_async(part, "row", root=self._row_root(s)))
-                if self._row_root(s) == self.spmm.i:
+                flight.add(self.comm.reduce_async(part, "row", root=stage.dense.root))
+                if stage.dense.root == self.spmm.i:
                     rows.append((a - r0, b - r0, part))
         for lo, hi, part in rows:
             grad_x[lo:hi] = part

@@ -11,6 +11,8 @@ from typing import Protocol
 
 import torch
 
+from gridgnn.cost.stages import StageLayout
+from gridgnn.cost.terms import Move, PlannedStage, SpMMPlan
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.overlap import Pending
 from gridgnn.grid.process_grid import ProcessGrid
@@ -24,7 +26,9 @@ class Split3DSpMM(Protocol):
     ints), the rows S[k][l] of stage k in this rank's depth slice (``_slice(k)`` = (a, b)), the row counts of
     block i's d sub-blocks (``_depth_counts()``), feature columns ``col_range(w)``, each stage's panel
     non-zeros ``panel_nnz[k]``, the panel this rank keeps (``own``, Â[block i, S[j][l]]) and any stage's panel
-    as ``_panel(k, transpose)`` (a `Pending`, or None when empty; collective on ``col`` unless kept), the grid
+    as ``_panel(k, transpose)`` (a `Pending`, or None when empty; collective on ``col`` unless kept), its
+    stages (``layout``) and plan of an SpMM half (``plan``) with how a planned stage's panel and rows arrive
+    and a whole-block move runs (``_operand``, ``_send_rows``, ``_run_whole``: `gridgnn.spmm.staged`), the grid
     and its collectives."""
 
     grid: ProcessGrid
@@ -34,6 +38,15 @@ class Split3DSpMM(Protocol):
     bounds: list[int]
     panel_nnz: list[int]
     own: PackedPanel
+    layout: StageLayout
+
+    def plan(self, width: int, backward: bool) -> SpMMPlan: ...
+
+    def _operand(self, stage: PlannedStage, transpose: bool) -> Pending | None: ...
+
+    def _send_rows(self, stage: PlannedStage, x: torch.Tensor) -> Pending: ...
+
+    def _run_whole(self, move: Move, tensor: torch.Tensor) -> torch.Tensor: ...
 
     def col_range(self, width: int) -> tuple[int, int]: ...
 
@@ -49,7 +62,8 @@ class Stages3D:
     Â[block i, S[j][l]] (rows: the whole block i). The score terms of block i's rows are all-gathered on
     ``depth``; s_src[S[j][l]] comes from (j, j, l) on ``row``; a row's entries lie on the ``col`` and ``depth``
     groups, so its maximum and sum are all-reduced on both. The coefficients (K per entry) travel with each
-    panel on ``col`` and the partial products are reduce-scattered on ``depth``, as in `SpMM3D.forward`.
+    panel on ``col`` and the partial products are reduce-scattered on ``depth``: the SpMM's forward plan, run
+    with one more move per stage.
     Backward: G all-gathered on ``depth``, each process's columns' part of the SDDMM reduced on ``col`` to the
     panel's owner, αᵀ G reduced on ``row`` as in `SpMM3D.backward`; the gradient of the block's score terms
     reduce-scattered on ``depth`` (the ``col`` all-reduce of `GridOps.head_sum` completes it)."""
@@ -99,21 +113,23 @@ class Stages3D:
         return self.comm.phase(name)
 
     def _stage(self, x: torch.Tensor, kept: dict, heads: int):
-        """Issue stage k: panel k's pattern and coefficients on ``col``, X[S[k][l], j] on ``row``."""
+        """Issue a stage k of the SpMM's forward plan: panel k's pattern (its ``panel`` move, or kept) and
+        coefficients on ``col``, X[S[k][l], j] on ``row`` (its ``dense`` move)."""
 
-        def issue(k: int):
-            panel = self.spmm._panel(k, transpose=False)
+        def issue(stage: PlannedStage):
+            k = self._index(stage)
+            panel = self.spmm._operand(stage, transpose=False)
             nnz, values = self.spmm.panel_nnz[k], None
             if nnz:
                 held = kept[k].contiguous() if k in kept else x.new_empty((nnz, heads))
                 values = self.comm.broadcast_async(held, "col", root=k)
-            if x.shape[1] == 0:
-                return panel, values, None
-            a, b = self.spmm._slice(k)
-            held_x = x if k == self.spmm.i else x.new_empty((b - a, x.shape[1]))
-            return panel, values, self.comm.broadcast_async(held_x, "row", root=k)
+            return panel, values, (self.spmm._send_rows(stage, x) if stage.dense is not None else None)
 
         return issue
+
+    def _index(self, stage: PlannedStage) -> int:
+        """The stage index k (the root of its rows on ``row`` and of its panel on ``col``) of a planned stage."""
+        return int(self.spmm.layout.root[stage.segment])
 
     def _block(self, k: int, panel) -> EdgeBlock:
         return self.blocks[k] if k in self.blocks else EdgeBlock.from_csr(panel.csr)
@@ -124,25 +140,27 @@ class Stages3D:
         segments = head_segments(heads, width, self.spmm.col_range(width))
         n_i = self.row_ids.shape[0]
         partial = x.new_zeros((n_i, x.shape[1]))
-        for k, (panel, values, held) in self.comm.pipeline(range(self.spmm.grid.size("row")),
-                                                           self._stage(x, kept, heads)):
+        plan = self.spmm.plan(x.shape[1], backward=False)
+        for stage, (panel, values, held) in self.comm.pipeline(plan.stages, self._stage(x, kept, heads)):
             if panel is not None and held is not None:
-                partial += self._block(k, panel).aggregate(values, held, segments)
-        if x.shape[1] == 0:
-            return x.new_zeros(x.shape)
-        return self.comm.reduce_scatter_rows(partial, "depth", self.spmm._depth_counts())
+                partial += self._block(self._index(stage), panel).aggregate(values, held, segments)
+        for move in plan.after:  # the reduce-scatter on depth
+            partial = self.spmm._run_whole(move, partial)
+        return partial if x.shape[1] else x.new_zeros(x.shape)
 
     def aggregate_backward(self, kept, grad, x, heads, width):
         """(dX block, the owned panel's dα). Collective on ``depth`` (G), ``col`` (panels, coefficients,
         SDDMM reduce) and ``row`` (X, dX reduces)."""
         segments = head_segments(heads, width, self.spmm.col_range(width))
         f = x.shape[1]
-        full = self.comm.all_gather_rows(grad.contiguous(), "depth", self.spmm._depth_counts()) if f else None
+        full = grad.contiguous()
+        for move in self.spmm.plan(f, backward=True).before:  # the all-gather on depth
+            full = self.spmm._run_whole(move, full)
         grad_x, d_kept = None, {}
+        stages = self.spmm.plan(f, backward=False).stages  # the forward's moves, run again
         with self.comm.in_flight() as flight:
-            for k, (panel, values, held) in self.comm.pipeline(range(self.spmm.grid.size("row")),
-                                                              self._stage(x, kept, heads)):
-                a, b = self.spmm._slice(k)
+            for stage, (panel, values, held) in self.comm.pipeline(stages, self._stage(x, kept, heads)):
+                k, a, b = self._index(stage), stage.start, stage.stop
                 if panel is not None:
                     block = self._block(k, panel)
                     d_part = block.sddmm(full, held, segments, heads) if held is not None else \
@@ -150,7 +168,7 @@ class Stages3D:
                     flight.add(self.comm.reduce_async(d_part, "col", root=k))
                     if k in self.blocks:
                         d_kept[k] = d_part
-                if f == 0:
+                if stage.dense is None:
                     continue
                 part = block.aggregate_t(values, full, segments) if panel is not None else \
                     grad.new_zeros((b - a, f))

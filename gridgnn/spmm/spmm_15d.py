@@ -79,9 +79,6 @@ class SpMM15D(StagedSpMM):
     def row_range(self) -> tuple[int, int]:
         return self.bounds[self.i], self.bounds[self.i + 1]
 
-    def _rows(self, j: int) -> int:
-        return self.bounds[j + 1] - self.bounds[j]
-
     def plan(self, width: int, backward: bool) -> SpMMPlan:
         """This rank's `SpMMPlan` (`gridgnn.cost.algorithms.rows.schedule`). Not collective."""
         nnz = np.zeros(len(self.bounds) - 1, dtype=np.int64)
