@@ -95,8 +95,9 @@ class SpMM2D(StagedSpMM):
     def plan(self, width: int, backward: bool) -> SpMMPlan:
         """This rank's `SpMMPlan` (`gridgnn.cost.algorithms.summa.schedule`); without the panels kept by
         ``--cache-panels``. Not collective."""
-        return costs_of("2d").schedule(self.grid.shape, self.layout, self.grid.coords, width,
-                                       np.asarray(self.panel_nnz), backward, self.cache.keeps(backward))
+        costs = costs_of(self.grid.algo)
+        return costs.schedule(self.grid.shape, self.layout, self.grid.coords, width, np.asarray(self.panel_nnz),
+                              backward, self.cache.keeps(backward))
 
     def _operand(self, stage: PlannedStage, transpose: bool):
         """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""

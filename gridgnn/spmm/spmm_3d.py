@@ -101,8 +101,9 @@ class SpMM3D(StagedSpMM):
         without the panels kept by ``--cache-panels``. Not collective."""
         nnz = np.zeros(len(self.layout.segments) - 1, dtype=np.int64)
         nnz[self.my_segments] = self.panel_nnz
-        return costs_of("3d").schedule(self.grid.shape, self.layout, self.grid.coords, width, nnz, backward,
-                                       self.cache.keeps(backward))
+        costs = costs_of(self.grid.algo)
+        return costs.schedule(self.grid.shape, self.layout, self.grid.coords, width, nnz, backward,
+                              self.cache.keeps(backward))
 
     def _operand(self, stage: PlannedStage, transpose: bool):
         """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""
