@@ -13,6 +13,7 @@ from cost_oracles import block_nnz, spmm_cost
 from model_helpers import random_stats
 
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
+from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.spmm_plan import lower, price, spmm_plan, spmm_steps
 from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.shape import resolve_grid
@@ -46,15 +47,20 @@ def test_plan_prices_like_the_closed_form(algo, p, extra):
 
 
 @pytest.mark.parametrize("algo,p,extra", CASES)
-def test_vectorized_model_agrees_with_the_plan_per_collective(algo, p, extra):
+@pytest.mark.parametrize("precision,cached", [("fp32", False), ("fp32", True), ("bf16", False), ("int8", True)])
+def test_vectorized_model_agrees_with_the_plan_per_collective(algo, p, extra, precision, cached):
+    """The planner's closed forms (every rank at once) sum the plan's steps, per rank and (collective, axis),
+    in every wire precision and with the panels kept at set-up (``--cache-panels``)."""
     adj, stats, shape, panels = _setup(algo, p, extra)
     blocks = shape_blocks(shape, stats)
+    sizes = SizeInfo(precision=precision)
     for width in WIDTHS:
         for backward in (False, True):
-            terms = spmm_terms(blocks, width, backward=backward)
+            terms = spmm_terms(blocks, width, backward=backward, sizes=sizes, cached=cached)
             for rank in range(p):
                 planned_bytes, planned_calls = Counter(), Counter()
-                for step in spmm_steps(shape, rank, adj.shape[0], width, panels, backward=backward):
+                plan = spmm_plan(shape, rank, adj.shape[0], width, panels, backward=backward, cached=cached)
+                for step in lower(plan, shape, shape.coords(rank), sizes):
                     planned_bytes[step.op, step.axis] += step.bytes
                     planned_calls[step.op, step.axis] += 1
                 modelled_bytes = Counter({(t.op, t.axis): int(t.bytes[rank]) for t in terms if t.calls[rank]})
@@ -125,8 +131,6 @@ def test_cached_panels_leave_only_the_rows_to_move():
 def test_wire_precision_carries_sums_as_other_collectives():
     """The same plan lowered in bf16: the replica sum becomes an all-to-all and an all-gather of balanced row
     chunks, the depth reduce-scatter an unpadded all-to-all; the moves themselves do not change."""
-    from gridgnn.cost.spmm_cost import SizeInfo
-
     bf16 = SizeInfo(precision="bf16")
     rep = resolve_grid("1.5d", 6, replication=3)
     plan = spmm_plan(rep, 4, 10, 3, backward=False)  # rank (1, 1): block 1 has 5 rows, chunks [2, 2, 1]
