@@ -192,9 +192,7 @@ class CoverSpMM15D(SpMM15D):
         if self.post is not None:
             self.post.matmul_add(received[self.recv_post], out)
         out.index_add_(0, self.pre_targets, received[self.recv_pre])
-        if self.replication > 1:
-            self.comm.all_reduce(out, "rep")
-        return out
+        return self._finish(out, backward=False)
 
     def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
         """G[i] (n_i x f) -> dX[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (broadcast)."""
@@ -211,6 +209,4 @@ class CoverSpMM15D(SpMM15D):
         grad_x.index_add_(0, self.post_index, received[self.send_post])
         if self.pre is not None:
             grad_x += self.pre.t_matmul(received[self.send_pre])
-        if self.replication > 1:
-            self.comm.broadcast(grad_x, "rep", root=self.i % self.replication)
-        return grad_x
+        return self._finish(grad_x, backward=True)

@@ -76,9 +76,7 @@ class SparseSpMM15D(SpMM15D):
         received = pending.wait()
         if self.remote is not None:
             self.remote.matmul_add(received, out)
-        if self.replication > 1:
-            self.comm.all_reduce(out, "rep")
-        return out
+        return self._finish(out, backward=False)
 
     def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
         """G[i] (n_i x f) -> dX[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (broadcast)."""
@@ -89,6 +87,4 @@ class SparseSpMM15D(SpMM15D):
             pending.wait()
         grad_x = self.own.t_matmul(grad_y) if self.own is not None else grad_y.new_zeros(grad_y.shape)
         self.exchange.add_returned(grad_x, pending.wait())
-        if self.replication > 1:
-            self.comm.broadcast(grad_x, "rep", root=self.i % self.replication)
-        return grad_x
+        return self._finish(grad_x, backward=True)

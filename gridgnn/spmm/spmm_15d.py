@@ -87,6 +87,14 @@ class SpMM15D(StagedSpMM):
         return costs_of(self.grid.algo).schedule(self.grid.shape, self.layout, self.grid.coords, width, nnz,
                                                  backward)
 
+    def _finish(self, block: torch.Tensor, backward: bool) -> torch.Tensor:
+        """The ``after`` moves of this rank's plan on its finished block row: the replica sum of Y[i] (forward)
+        or dX[i] from replica i mod c (backward); for the variants that carry the ``row`` moves their own way
+        (``--comm sparse``, ``cover``). Collective on ``rep``."""
+        for move in self.plan(block.shape[1], backward).after:
+            block = self._run_whole(move, block)
+        return block
+
     def _operand(self, stage: PlannedStage, transpose: bool) -> Ready | None:
         """The kept block Â[i, j] of stage j (or its transpose); nothing moves."""
         if not stage.entries:
