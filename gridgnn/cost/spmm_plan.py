@@ -29,11 +29,17 @@ block (f_j = 0) are not run. In a wire precision other than fp32 the sums travel
 (`gridgnn.grid.comm`): an all-reduce as an all-to-all and an all-gather, a reduce-scatter as an all-to-all;
 `lower` records them so.
 
-The sparse variants (``--comm sparse``: `gridgnn.spmm.sparse_summa`) run the same plan and carry its row
-moves as exchanges of the touched rows; `gridgnn.cost.sparse_cost` prices those.
+The sparse variants carry the same plan's moves with fewer rows (`carried_by_rows`): ``--comm sparse`` on 2D
+and 3D (`gridgnn.spmm.sparse_summa`) each stage's row move as an all-to-all of the rows the receiver's panel
+touches and 3D's depth moves as all-to-alls of the rows a slice makes non-zero; ``--comm sparse`` and
+``cover`` on 1D/1.5D (`gridgnn.spmm.sparse_15d`, `cover_15d`) all the stages' row moves as one all-to-all.
+`sparse_spmm_plan` builds those plans from the graph, `lower` records them like any other, and the vectorized
+`gridgnn.cost.sparse_cost` is tested against them rank by rank.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -45,7 +51,8 @@ from gridgnn.grid.shape import GridShape
 from gridgnn.partition import block_bounds
 from gridgnn.sparse.layout import packed_nbytes
 
-__all__ = ["Step", "lower", "price", "spmm_plan", "spmm_steps", "wire_steps"]
+__all__ = ["Step", "carried_by_depth", "carried_by_rows", "lower", "price", "sparse_spmm_plan", "spmm_plan",
+           "spmm_steps", "wire_steps"]
 
 
 def spmm_plan(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.ndarray | None = None, *,
@@ -69,6 +76,79 @@ def spmm_steps(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.nd
     """The collectives ``rank`` records for one SpMM half (`spmm_plan` then `lower`), in issue order."""
     plan = spmm_plan(shape, rank, n, width, panel_nnz, backward=backward, parts=parts)
     return lower(plan, shape, shape.coords(rank), sizes)
+
+
+def sparse_spmm_plan(shape: GridShape, rank: int, stats, width: int, *, backward: bool, comm: str = "sparse",
+                     parts: tuple[int, ...] | None = None, cached: bool = False) -> SpMMPlan:
+    """The plan of ``rank`` for one SpMM half as ``--comm sparse`` (or ``cover``, 1D/1.5D) carries it, on the graph
+    of the exact `gridgnn.cost.graph_stats.GraphStats` ``stats``: the dense plan (`spmm_plan`) with its row moves
+    carried by `carried_by_rows` (the touched rows U, or the pairs' covers) and 3D's depth moves by
+    `carried_by_depth` (the rows each slice makes non-zero)."""
+    from gridgnn.cost.sparse_stages import slice_counts
+
+    layout = stage_layout(shape.algo, shape.sizes, stats.num_nodes, parts)
+    coords = shape.coords(rank)
+    panel_nnz = stats.grouped_nnz(layout.row_bounds, layout.segments) if shape.splits_features else None
+    plan = spmm_plan(shape, rank, stats.num_nodes, width, panel_nnz, backward=backward, parts=parts, cached=cached)
+    rows = stats.covers(layout.row_bounds)[0] if comm == "cover" else stats.touched(layout.row_bounds, layout.segments)
+    plan = carried_by_rows(plan, coords["row"], rows, backward, merged=not shape.splits_features)
+    if shape.depth > 1 and plan.before + plan.after:
+        plan = carried_by_depth(plan, coords, slice_counts(stats.indptr, stats.indices, layout.segments, shape.depth))
+    return plan
+
+
+def carried_by_rows(plan: SpMMPlan, me: int, rows: np.ndarray, backward: bool, merged: bool = False) -> SpMMPlan:
+    """``plan`` with each stage's row move (on ``row``, from or to the stage's root) carried as an all-to-all of
+    the rows that need to travel: ``rows[i, s]`` of segment s for the process at ``row`` coordinate i (forward
+    from the root to i; backward, the partial sums, from i to the root), none to or from the root itself. ``me``:
+    this rank's ``row`` coordinate. ``merged`` (1D/1.5D): all the stages' moves as one all-to-all, before the
+    stages (forward) or after them, before the replica move (backward)."""
+    peers = rows.shape[0]
+    stages, total = [], np.zeros(peers, dtype=np.int64)
+    for stage in plan.stages:
+        move = stage.dense
+        if move is None:
+            stages.append(stage)
+            continue
+        counts = np.zeros(peers, dtype=np.int64)
+        if backward and move.root == me:
+            counts[:] = rows[:, stage.segment]
+            counts[me] = 0
+        elif not backward and move.root != me:
+            counts[move.root] = rows[me, stage.segment]
+        total += counts
+        carried = None if merged else _exchange(move, counts)
+        stages.append(replace(stage, dense=carried))
+    if not merged:
+        return replace(plan, stages=tuple(stages))
+    width = next((st.dense.width for st in plan.stages if st.dense is not None), 0)
+    exchange = (_exchange(Move("all_to_all", "row", None, "dense", 0, width), total),) if peers > 1 else ()
+    if backward:
+        return replace(plan, stages=tuple(stages), after=exchange + plan.after)
+    return replace(plan, stages=tuple(stages), before=plan.before + exchange)
+
+
+def carried_by_depth(plan: SpMMPlan, coords: dict, rows: np.ndarray) -> SpMMPlan:
+    """``plan`` (3D, d > 1) with its depth moves carried as all-to-alls of the rows a slice's partial product makes
+    non-zero: ``rows[s, l]`` (S, d), rows of sub-block s with an entry in depth slice l's columns. Forward the
+    process of sub-block m receives from slice l the rows of its sub-block that slice l touches; backward it
+    receives from slice l the rows of l's sub-block it reads."""
+    d = rows.shape[1]
+    i, m = coords["row"], coords["depth"]
+    block = rows[i * d:(i + 1) * d]  # (sub-block, slice) of block i
+
+    def carried(move: Move) -> Move:
+        counts = block[:, m].copy() if move.op == "all_gather" else block[m].copy()
+        counts[m] = 0
+        return _exchange(move, counts)
+
+    return replace(plan, before=tuple(carried(mv) for mv in plan.before), after=tuple(carried(mv) for mv in plan.after))
+
+
+def _exchange(move: Move, counts: np.ndarray) -> Move:
+    """``move`` as an all-to-all on its axis, receiving ``counts[p]`` rows from the process at coordinate p."""
+    counts = tuple(int(c) for c in counts)
+    return Move("all_to_all", move.axis, move.root, "dense", sum(counts), move.width, counts=counts)
 
 
 def lower(plan: SpMMPlan, shape: GridShape, coords: dict, sizes: SizeInfo = FLOAT32) -> list[Step]:
@@ -97,6 +177,10 @@ def wire_steps(move: Move, stage: int | None, size: int, me: int, sz: SizeInfo) 
     rows, width = move.rows, move.width
     if move.op in ("broadcast", "reduce"):
         return [dense_step(move.op, move.axis, move.root, stage, rows, width, me, sz)]
+    if move.op == "all_to_all":  # rows received from the other processes (never from itself)
+        received = rows - move.counts[me]
+        return [Step("all_to_all", move.axis, move.root, stage, "dense", received, width, 0,
+                     received * sz.row_bytes(width))]
     if move.op == "all_reduce" and sz.exact:
         return [Step("all_reduce", move.axis, None, stage, "dense", rows, width, 0,
                      2 * rows * width * sz.value * (size - 1) // size)]

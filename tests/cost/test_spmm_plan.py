@@ -13,8 +13,9 @@ from cost_oracles import block_nnz, spmm_cost
 from model_helpers import random_stats
 
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
+from gridgnn.cost.sparse_cost import comm_spmm_terms
 from gridgnn.cost.spmm_cost import SizeInfo
-from gridgnn.cost.spmm_plan import lower, price, spmm_plan, spmm_steps
+from gridgnn.cost.spmm_plan import lower, price, sparse_spmm_plan, spmm_plan, spmm_steps
 from gridgnn.cost.stages import stage_layout
 from gridgnn.grid.shape import resolve_grid
 
@@ -146,3 +147,30 @@ def test_wire_precision_carries_sums_as_other_collectives():
     assert plan.after[0].op == "reduce_scatter" and sum(counts) == 7
     (scatter,) = [s for s in lower(plan, three, three.coords(2), bf16) if s.axis == "depth"]
     assert (scatter.op, scatter.bytes) == ("all_to_all", 2 * counts[2] * 2 * 2)
+
+
+@pytest.mark.parametrize("algo,p,extra", CASES)
+@pytest.mark.parametrize("comm", ["sparse", "cover"])
+def test_sparse_closed_forms_agree_with_the_carried_plan(algo, p, extra, comm):
+    """``--comm sparse`` and ``cover``: the planner's closed forms (`gridgnn.cost.sparse_cost`) sum the steps of
+    the plan those variants carry (`sparse_spmm_plan`), per rank and (collective, axis), in fp32 and, with the
+    panels kept at set-up, in int8."""
+    if comm == "cover" and algo not in ("1d", "1.5d"):
+        pytest.skip("cover runs on 1d and 1.5d")
+    adj, stats, shape, _ = _setup(algo, p, extra)
+    blocks = shape_blocks(shape, stats)
+    for precision, cached in (("fp32", False), ("int8", True)):
+        sizes = SizeInfo(precision=precision)
+        for width in WIDTHS:
+            for backward in (False, True):
+                terms = comm_spmm_terms(blocks, width, backward=backward, sizes=sizes, comm=comm, cached=cached)
+                for rank in range(p):
+                    plan = sparse_spmm_plan(shape, rank, stats, width, backward=backward, comm=comm, cached=cached)
+                    planned_bytes, planned_calls = Counter(), Counter()
+                    for step in lower(plan, shape, shape.coords(rank), sizes):
+                        planned_bytes[step.op, step.axis] += step.bytes
+                        planned_calls[step.op, step.axis] += 1
+                    modelled_bytes = Counter({(t.op, t.axis): int(t.bytes[rank]) for t in terms if t.calls[rank]})
+                    modelled_calls = Counter({(t.op, t.axis): int(t.calls[rank]) for t in terms if t.calls[rank]})
+                    assert +modelled_calls == planned_calls, (precision, width, backward, rank)
+                    assert +modelled_bytes == +planned_bytes, (precision, width, backward, rank)

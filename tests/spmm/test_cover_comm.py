@@ -20,6 +20,7 @@ from gridgnn.cost.epoch_model import PHASES
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks
 from gridgnn.cost.sparse_cost import comm_spmm_terms
+from gridgnn.cost.spmm_plan import lower, sparse_spmm_plan
 from gridgnn.data.prepared import RowBlockCSR
 from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
@@ -69,6 +70,10 @@ def test_cover_spmm_is_exact_moves_no_more_than_sparse_and_is_priced(spmm_result
                     assert res[f"{half}_bytes"] == sum(int(t.bytes[rank]) for t in terms), (algo, width, half)
                     assert res[f"{half}_calls"] == sum(int(t.calls[rank]) for t in terms), (algo, width, half)
                     assert res[f"{half}_bytes"] <= sparse[rank][f"{half}_bytes"]
+                    # without overlap, record by record in issue order: the plan the cover SpMM carries
+                    plan = sparse_spmm_plan(shape, rank, stats, width, backward=backward, comm="cover")
+                    planned = [(st.op, st.axis, st.bytes) for st in lower(plan, shape, shape.coords(rank))]
+                    assert res["sequence"][int(backward)] == planned, (algo, width, half, rank)
             assert sum(r["forward_bytes"] for r in blocking) < sum(r["forward_bytes"] for r in sparse)
 
 

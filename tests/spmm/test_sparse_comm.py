@@ -14,6 +14,7 @@ from gridgnn.cost.epoch_model import predict_epoch
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks
 from gridgnn.cost.sparse_cost import comm_spmm_terms
+from gridgnn.cost.spmm_plan import lower, sparse_spmm_plan
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
@@ -73,6 +74,10 @@ def test_sparse_spmm_matches_single_process_and_model(results):
                 model = _model(shape, adj, width, backward)
                 for rank, res in enumerate(per_rank):
                     assert sorted(_measured(res[half])) == sorted(model[rank]), (algo, width, half, rank)
+                    # without overlap, record by record in issue order: the plan the sparse SpMM carries
+                    plan = sparse_spmm_plan(shape, rank, _stats(adj), width, backward=backward)
+                    planned = [(st.op, st.axis, st.bytes) for st in lower(plan, shape, shape.coords(rank))]
+                    assert res[half] == planned, (algo, width, half, rank)
             for plain, fast in zip(per_rank, (o[width_index] for o in overlapped), strict=True):
                 np.testing.assert_array_equal(plain["y"], fast["y"])
                 np.testing.assert_array_equal(plain["grad"], fast["grad"])
