@@ -122,7 +122,8 @@ def carried_by_rows(plan: SpMMPlan, me: int, rows: np.ndarray, backward: bool, m
     if not merged:
         return replace(plan, stages=tuple(stages))
     width = next((st.dense.width for st in plan.stages if st.dense is not None), 0)
-    exchange = (_exchange(Move("all_to_all", "row", None, "dense", 0, width), total),) if peers > 1 else ()
+    carried = "reduce" if backward else "broadcast"
+    exchange = (_exchange(Move(carried, "row", None, "dense", 0, width), total),) if peers > 1 else ()
     if backward:
         return replace(plan, stages=tuple(stages), after=exchange + plan.after)
     return replace(plan, stages=tuple(stages), before=plan.before + exchange)
@@ -148,7 +149,8 @@ def carried_by_depth(plan: SpMMPlan, coords: dict, rows: np.ndarray) -> SpMMPlan
 def _exchange(move: Move, counts: np.ndarray) -> Move:
     """``move`` as an all-to-all on its axis, receiving ``counts[p]`` rows from the process at coordinate p."""
     counts = tuple(int(c) for c in counts)
-    return Move("all_to_all", move.axis, move.root, "dense", sum(counts), move.width, counts=counts)
+    return Move("all_to_all", move.axis, move.root, "dense", sum(counts), move.width, counts=counts,
+                carries=move.op)
 
 
 def lower(plan: SpMMPlan, shape: GridShape, coords: dict, sizes: SizeInfo = FLOAT32) -> list[Step]:

@@ -113,8 +113,10 @@ class Move:
     ``op``: broadcast, reduce (a sum to the root), all_reduce (a sum), all_gather or reduce_scatter (of row
     blocks); ``axis``: the grid axis; ``root``: the root's coordinate on it (None for the all-* ones);
     ``operand``: ``"adj"`` (a packed Â panel of ``rows`` x ``cols`` with ``nnz`` entries, oriented as it
-    travels) or ``"dense"`` (``rows`` x ``width`` float32 values); ``counts``: all_gather and reduce_scatter
-    only, the rows of each process of the axis.
+    travels) or ``"dense"`` (``rows`` x ``width`` float32 values); ``counts``: all_gather and reduce_scatter,
+    the rows of each process of the axis; all_to_all, the rows received from each. An all_to_all that carries
+    another move with fewer rows (``--comm sparse``, `gridgnn.cost.spmm_plan.carried_by_rows`) names it in
+    ``carries``.
     """
 
     op: str
@@ -126,6 +128,7 @@ class Move:
     cols: int = 0
     nnz: int = 0
     counts: tuple[int, ...] = ()
+    carries: str = ""
 
 
 @dataclass(frozen=True)

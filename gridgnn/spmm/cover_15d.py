@@ -37,12 +37,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.spmm_plan import carried_by_rows
+from gridgnn.cost.terms import SpMMPlan
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.cover import canonical, column_block_cuts, covered_columns, pair_cover, uncovered_entries
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.spmm.base import DistributedSpMM
-from gridgnn.spmm.row_exchange import exchange_wanted
+from gridgnn.spmm.row_exchange import exchange_wanted, pair_counts
 from gridgnn.spmm.spmm_15d import SpMM15D
 
 
@@ -176,6 +178,12 @@ class CoverSpMM15D(SpMM15D):
     @property
     def stored_nnz(self) -> int:
         return sum(b.nnz for b in (self.own, self.post, self.pre) if b is not None)
+
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """1.5D's plan with its stages' row moves carried as this process's one all-to-all on ``row``
+        (`gridgnn.cost.spmm_plan.carried_by_rows`, merged, with its exchange's counts). Not collective."""
+        counts = pair_counts(self.send_rows, self.recv_rows, self.i)
+        return carried_by_rows(SpMM15D.plan(self, width, backward), self.i, counts, backward, merged=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X[i] (n_i x f) -> Y[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (all-reduce)."""

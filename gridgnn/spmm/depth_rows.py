@@ -55,6 +55,16 @@ class DepthRows:
         self.theirs_rows = self._per_process([len(x) for x in theirs], me)
         self.height = rows[1] - rows[0]
 
+    def slice_counts(self) -> np.ndarray:
+        """(d, d) int64, entry [m, l]: rows of sub-block S[i][m] that slice l makes non-zero, where this process is
+        m or l (the rows it receives forward, its own row; backward, its own column): what
+        `gridgnn.cost.spmm_plan.carried_by_depth` reads of this process's block. Not collective."""
+        d, me = len(self.mine_rows), self.comm.grid.index("depth")
+        counts = np.zeros((d, d), dtype=np.int64)
+        counts[me, :] = self.mine_rows
+        counts[:, me] = self.theirs_rows
+        return counts
+
     @staticmethod
     def _per_process(counts: list[int], me: int) -> list[int]:
         """``counts`` of the peers with a 0 for this process, in group order."""

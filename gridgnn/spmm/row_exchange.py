@@ -77,3 +77,14 @@ class RowExchange:
     def add_returned(self, into: torch.Tensor, returned: torch.Tensor) -> torch.Tensor:
         """Add the returned rows into this process's rows of ``into`` (in place; returns it). Not collective."""
         return into.index_add_(0, self.send_index, returned)
+
+
+def pair_counts(send_rows: list[int], recv_rows: list[int], me: int) -> np.ndarray:
+    """(R, R) int64 of one process's row exchange on ``row``: in its own row the rows it receives from each
+    peer (forward), in its own column the rows each peer receives from it (and returns in backward); what
+    `gridgnn.cost.spmm_plan.carried_by_rows` reads of it. Not collective."""
+    counts = np.zeros((len(send_rows), len(send_rows)), dtype=np.int64)
+    counts[me, :] = recv_rows
+    counts[:, me] = send_rows
+    counts[me, me] = 0
+    return counts

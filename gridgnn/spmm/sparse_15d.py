@@ -23,12 +23,14 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.cost.sparse_stages import touched_columns
+from gridgnn.cost.spmm_plan import carried_by_rows
+from gridgnn.cost.terms import SpMMPlan
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import SparseBlock, index_dtype_for
 from gridgnn.sparse.cut import cut_panels
 from gridgnn.spmm.base import DistributedSpMM
-from gridgnn.spmm.row_exchange import RowExchange
+from gridgnn.spmm.row_exchange import RowExchange, pair_counts
 from gridgnn.spmm.spmm_15d import SpMM15D
 
 
@@ -66,6 +68,12 @@ class SparseSpMM15D(SpMM15D):
     @property
     def stored_nnz(self) -> int:
         return sum(b.nnz for b in (self.own, self.remote) if b is not None)
+
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """1.5D's plan with its stages' row moves carried as this process's one all-to-all on ``row``
+        (`gridgnn.cost.spmm_plan.carried_by_rows`, merged, with its exchange's counts). Not collective."""
+        counts = pair_counts(self.exchange.send_rows, self.exchange.recv_rows, self.i)
+        return carried_by_rows(SpMM15D.plan(self, width, backward), self.i, counts, backward, merged=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X[i] (n_i x f) -> Y[i] (n_i x f). Collective on ``row`` (all-to-all) then ``rep`` (all-reduce)."""

@@ -17,10 +17,12 @@ product. Their bytes are priced by `gridgnn.cost.sparse_cost`.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from gridgnn.cost.sparse_stages import touched_columns
-from gridgnn.cost.terms import Move, PlannedStage
+from gridgnn.cost.spmm_plan import carried_by_depth, carried_by_rows
+from gridgnn.cost.terms import Move, PlannedStage, SpMMPlan
 from gridgnn.grid.overlap import Pending
 from gridgnn.spmm.depth_rows import DepthRows
 from gridgnn.spmm.spmm_2d import SpMM2D
@@ -38,6 +40,11 @@ class SparseSpMM2D(SpMM2D):
         wanted = touched_columns(adj, self.row_range, self.layout.segments, remote)
         with self.comm.phase("other"):
             self.rows = StageRows(self.comm, self.stages, self.stage_root, wanted)
+
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """SUMMA's plan with each stage's row move carried as the exchange of its touched rows
+        (`gridgnn.cost.spmm_plan.carried_by_rows`, with this process's counts). Not collective."""
+        return carried_by_rows(super().plan(width, backward), self.i, self.rows.row_counts(), backward)
 
     def _send_rows(self, stage: PlannedStage, x: torch.Tensor) -> Pending:
         """Forward: the rows of X[a:b, j] this process's panel touches, from the root (collective on ``row``)."""
@@ -67,6 +74,21 @@ class SparseSpMM3D(SpMM3D):
         self.depth = (DepthRows(self.comm, adj, rows, self.sub[self.i], self.layout.segments)
                       if self.grid.size("depth") > 1 else None)  # computed from Â: nothing exchanged
 
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """Split-3D's plan with each stage's row move carried as the exchange of its touched rows and the depth
+        moves as the exchange of the rows each slice makes non-zero (`gridgnn.cost.spmm_plan`, with this
+        process's counts). Not collective."""
+        plan = super().plan(width, backward)
+        counts = np.zeros((self.grid.size("row"), len(self.layout.segments) - 1), dtype=np.int64)
+        counts[:, self.my_segments] = self.rows.row_counts()  # StageRows counts stage k of this depth slice
+        plan = carried_by_rows(plan, self.i, counts, backward)
+        if self.depth is None or not plan.before + plan.after:
+            return plan
+        d = self.grid.size("depth")
+        slices = np.zeros((len(self.layout.segments) - 1, d), dtype=np.int64)
+        slices[self.i * d:(self.i + 1) * d] = self.depth.slice_counts()
+        return carried_by_depth(plan, self.grid.coords, slices)
+
     def _stage(self, stage: PlannedStage) -> int:
         """The stage index k (this depth slice's k-th segment) of a planned stage."""
         return int(self.layout.root[stage.segment])
@@ -86,6 +108,6 @@ class SparseSpMM3D(SpMM3D):
         the rows of G[i, j] it reads."""
         if move.axis != "depth" or self.depth is None:
             return super()._run_whole(move, tensor)
-        if move.op == "reduce_scatter":
+        if move.carries == "reduce_scatter":
             return self.depth.sum_partials(tensor)
         return self.depth.gather_rows(tensor)

@@ -88,11 +88,12 @@ class SpMM15D(StagedSpMM):
                                                  backward)
 
     def _finish(self, block: torch.Tensor, backward: bool) -> torch.Tensor:
-        """The ``after`` moves of this rank's plan on its finished block row: the replica sum of Y[i] (forward)
-        or dX[i] from replica i mod c (backward); for the variants that carry the ``row`` moves their own way
-        (``--comm sparse``, ``cover``). Collective on ``rep``."""
+        """The ``after`` moves on ``rep`` of this rank's plan on its finished block row: the replica sum of Y[i]
+        (forward) or dX[i] from replica i mod c (backward); for the variants that run their one row exchange
+        themselves (``--comm sparse``, ``cover``: the plan's all-to-all on ``row``). Collective on ``rep``."""
         for move in self.plan(block.shape[1], backward).after:
-            block = self._run_whole(move, block)
+            if move.axis == "rep":
+                block = self._run_whole(move, block)
         return block
 
     def _operand(self, stage: PlannedStage, transpose: bool) -> Ready | None:

@@ -48,6 +48,17 @@ class StageRows:
             self.recv_rows[s] = [len(ids) if p == roots[s] else 0 for p in range(size)]
             self.recv_index[s] = torch.from_numpy((ids - segments[s][0]).astype(np.int64)).to(device)
 
+    def row_counts(self) -> np.ndarray:
+        """(row processes, stages) int64: the rows this process receives of each stage it does not root (in its
+        own row) and, for each stage it roots, the rows each peer receives from it (in the peers' rows): what
+        `gridgnn.cost.spmm_plan.carried_by_rows` reads of this process. Not collective."""
+        counts = np.zeros((len(self.none), len(self.segments)), dtype=np.int64)
+        for s, rows in self.recv_rows.items():
+            counts[self.me, s] = rows[self.roots[s]]
+        for s, rows in self.send_rows.items():
+            counts[:, s] = rows
+        return counts
+
     def gather_async(self, s: int, own: torch.Tensor | None, width: int, like: torch.Tensor) -> Pending:
         """Forward stage s (collective on ``row``): the root passes its (b - a, width) rows ``own``; every
         process gets a (b - a, width) panel, exact on the rows its Â panel touches, zero elsewhere."""

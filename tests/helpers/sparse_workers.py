@@ -43,7 +43,7 @@ def every_width(op, comm: Communicator, n: int, seed: int) -> list[dict]:
         out.append({"width": width, "rows": op.row_range, "cols": op.col_range(width),
                     "y": y.detach().cpu().numpy(), "grad": x.grad.cpu().numpy(),
                     "forward": [(r.op, r.axis, r.bytes) for r in forward],
-                    "backward": [(r.op, r.axis, r.bytes) for r in backward]})
+                    "backward": [(r.op, r.axis, r.bytes) for r in backward], "own_plan": w.own_plan(op, width)})
     return out
 
 

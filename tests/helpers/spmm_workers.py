@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import torch
 from torch.distributed.tensor.debug import CommDebugMode
 
+from gridgnn.cost.spmm_plan import lower
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.grid.shape import resolve_grid
@@ -63,6 +64,7 @@ def run_case(algo: str, replication: int | None, grid_text: str | None, n: int, 
             "phases": sorted({r.phase for r in forward}) + sorted({r.phase for r in backward}),
             "records": sorted((r.op, r.axis, r.bytes, r.phase) for r in forward + backward),
             "sequence": [[(r.op, r.axis, r.bytes) for r in half] for half in (forward, backward)],
+            "own_plan": own_plan(op, width),
             "exposed_within_total": all(0 <= r.blocked_seconds <= r.seconds + 1e-3 for r in forward + backward),
             "debug_calls": debug.get_total_counts(),
         })
@@ -82,3 +84,14 @@ def run_overlap_pairs(rank: int, world_size: int, cases: list[tuple], n: int, se
 def run_partition_cases(rank: int, world_size: int, cases: list[tuple], n: int, seed: int) -> list[list[dict]]:
     """Each (algo, c, grid, parts, comm_mode) case on this rank, blocks following ``parts``."""
     return [run_case(algo, c, g, n, seed, parts=parts, comm_mode=mode) for algo, c, g, parts, mode in cases]
+
+
+def own_plan(op, width: int) -> list[list[tuple]] | None:
+    """The (op, axis, bytes) steps of the plan ``op`` runs (`gridgnn.cost.spmm_plan.lower` of ``op.plan``), forward
+    and backward, for a dense operand ``width`` wide (its own feature block's columns); None for an SpMM without
+    a plan."""
+    if not hasattr(op, "plan"):
+        return None
+    local = op.col_range(width)[1] - op.col_range(width)[0]
+    return [[(s.op, s.axis, s.bytes) for s in lower(op.plan(local, backward), op.grid.shape, op.grid.coords)]
+            for backward in (False, True)]

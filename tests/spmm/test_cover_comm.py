@@ -74,6 +74,7 @@ def test_cover_spmm_is_exact_moves_no_more_than_sparse_and_is_priced(spmm_result
                     plan = sparse_spmm_plan(shape, rank, stats, width, backward=backward, comm="cover")
                     planned = [(st.op, st.axis, st.bytes) for st in lower(plan, shape, shape.coords(rank))]
                     assert res["sequence"][int(backward)] == planned, (algo, width, half, rank)
+                    assert res["own_plan"][int(backward)] == planned, (algo, width, half, rank)  # what it runs
             assert sum(r["forward_bytes"] for r in blocking) < sum(r["forward_bytes"] for r in sparse)
 
 

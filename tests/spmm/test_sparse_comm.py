@@ -78,6 +78,7 @@ def test_sparse_spmm_matches_single_process_and_model(results):
                     plan = sparse_spmm_plan(shape, rank, _stats(adj), width, backward=backward)
                     planned = [(st.op, st.axis, st.bytes) for st in lower(plan, shape, shape.coords(rank))]
                     assert res[half] == planned, (algo, width, half, rank)
+                    assert res["own_plan"][int(backward)] == planned, (algo, width, half, rank)  # what it runs
             for plain, fast in zip(per_rank, (o[width_index] for o in overlapped), strict=True):
                 np.testing.assert_array_equal(plain["y"], fast["y"])
                 np.testing.assert_array_equal(plain["grad"], fast["grad"])

@@ -107,6 +107,7 @@ def test_overlapped_stages_give_identical_numbers_and_counts(world_size):
                 # without overlap every collective is recorded as it is issued: the plan's order, move by move
                 assert plain["sequence"] == [[(s.op, s.axis, s.bytes) for s in spmm_steps(
                     shape, rank, N, plain["width"], panel_nnz, backward=backward)] for backward in (False, True)], case
+                assert plain["own_plan"] == plain["sequence"], case  # the plan the SpMM itself runs
                 np.testing.assert_array_equal(plain["y"], fast["y"], err_msg=str(case))
                 np.testing.assert_array_equal(plain["grad"], fast["grad"], err_msg=str(case))
                 assert plain["records"] == fast["records"], case
