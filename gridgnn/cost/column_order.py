@@ -136,6 +136,20 @@ def exchanged_rows(layout: StageLayout, order: ColumnOrder) -> np.ndarray:
     return counts
 
 
+def exchange_counts(order: ColumnOrder, ranges: list[tuple[int, int]], i: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows the process at ``row`` coordinate ``i`` of a ``row`` group (each process's rows ``ranges``,
+    `peer_ranges`) receives from each of its peers: (moving into the column order, moving back), int64 arrays of
+    one entry per process, 0 for itself. Into the order it receives, from each peer, its positions whose vertex
+    the peer holds; back, the rows it sent that way. Pointwise (`ColumnOrder`); not collective."""
+    a, b = ranges[i]
+    starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
+    mine = np.arange(a, b, dtype=np.int64)
+    into = np.bincount(np.searchsorted(starts, order.vertex(mine), side="right") - 1, minlength=len(ranges))
+    back = np.bincount(np.searchsorted(starts, order.position(mine), side="right") - 1, minlength=len(ranges))
+    into[i] = back[i] = 0
+    return into.astype(np.int64), back.astype(np.int64)
+
+
 def permuted_indices(indices: np.ndarray, order: ColumnOrder) -> np.ndarray:
     """Column ids of Â's stored entries in σ's order (int64), pointwise, `CHUNK_IDS` at a time."""
     out = np.empty(len(indices), dtype=np.int64)

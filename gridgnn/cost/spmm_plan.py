@@ -34,7 +34,8 @@ and 3D (`gridgnn.spmm.sparse_summa`) each stage's row move as an all-to-all of t
 touches and 3D's depth moves as all-to-alls of the rows a slice makes non-zero; ``--comm sparse`` and
 ``cover`` on 1D/1.5D (`gridgnn.spmm.sparse_15d`, `cover_15d`) all the stages' row moves as one all-to-all.
 `sparse_spmm_plan` builds those plans from the graph, `lower` records them like any other, and the vectorized
-`gridgnn.cost.sparse_cost` is tested against them rank by rank.
+`gridgnn.cost.sparse_cost` is tested against them rank by rank. ``--reorder double-random`` wraps the plan of
+``Â Pσᵀ`` between two all-to-alls on ``row`` (`column_ordered`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from dataclasses import replace
 import numpy as np
 
 from gridgnn.cost.algorithms import costs_of
+from gridgnn.cost.column_order import ColumnOrder, exchange_counts, peer_ranges
+from gridgnn.cost.sparse_stages import slice_counts
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.stages import stage_layout
 from gridgnn.cost.terms import Move, SpMMPlan, Step, dense_step, feature_widths
@@ -51,24 +54,31 @@ from gridgnn.grid.shape import GridShape
 from gridgnn.partition import block_bounds
 from gridgnn.sparse.layout import packed_nbytes
 
-__all__ = ["Step", "carried_by_depth", "carried_by_rows", "lower", "price", "sparse_spmm_plan", "spmm_plan",
-           "spmm_steps", "wire_steps"]
+__all__ = ["Step", "carried_by_depth", "carried_by_rows", "column_ordered", "lower", "price", "sparse_spmm_plan",
+           "spmm_plan", "spmm_steps", "wire_steps"]
 
 
 def spmm_plan(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.ndarray | None = None, *,
-              backward: bool, parts: tuple[int, ...] | None = None, cached: bool = False) -> SpMMPlan:
+              backward: bool, parts: tuple[int, ...] | None = None, cached: bool = False,
+              column_seed: int | None = None) -> SpMMPlan:
     """The `SpMMPlan` of ``rank`` for one SpMM half of a dense operand ``width`` columns wide on ``shape`` (n
     vertices; on 2D/3D the rank holds its feature block of them).
 
     ``panel_nnz``: nnz of Â per (row block, segment of `stage_layout`), shape (row blocks, segments); used by
     2D and 3D, whose panels move. ``parts``: a vertex partition the row blocks follow (`gridgnn.cost.stages`).
-    ``cached``: the Â panels were received at set-up (``--cache-panels``).
+    ``cached``: the Â panels were received at set-up (``--cache-panels``). ``column_seed``: ``--reorder
+    double-random``'s σ (2D, 3D; ``panel_nnz`` then counts ``Â Pσᵀ``), whose moves wrap the plan.
     """
     layout = stage_layout(shape.algo, shape.sizes, n, parts)
     coords = shape.coords(rank)
     row = None if panel_nnz is None else np.asarray(panel_nnz)[coords["row"]]
     local_width = int(feature_widths(width, shape.col_blocks)[coords.get("col", 0)])
-    return costs_of(shape.algo).schedule(shape, layout, coords, local_width, row, backward, cached)
+    plan = costs_of(shape.algo).schedule(shape, layout, coords, local_width, row, backward, cached)
+    if column_seed is None:
+        return plan
+    group = coords.get(layout.group_axis, 0) if layout.group_axis == "depth" else 0
+    into, back = exchange_counts(ColumnOrder(layout, column_seed), peer_ranges(layout, group), coords["row"])
+    return column_ordered(plan, local_width, into, back, backward)
 
 
 def spmm_steps(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.ndarray | None = None, *,
@@ -84,8 +94,6 @@ def sparse_spmm_plan(shape: GridShape, rank: int, stats, width: int, *, backward
     of the exact `gridgnn.cost.graph_stats.GraphStats` ``stats``: the dense plan (`spmm_plan`) with its row moves
     carried by `carried_by_rows` (the touched rows U, or the pairs' covers) and 3D's depth moves by
     `carried_by_depth` (the rows each slice makes non-zero)."""
-    from gridgnn.cost.sparse_stages import slice_counts
-
     layout = stage_layout(shape.algo, shape.sizes, stats.num_nodes, parts)
     coords = shape.coords(rank)
     panel_nnz = stats.grouped_nnz(layout.row_bounds, layout.segments) if shape.splits_features else None
@@ -144,6 +152,18 @@ def carried_by_depth(plan: SpMMPlan, coords: dict, rows: np.ndarray) -> SpMMPlan
         return _exchange(move, counts)
 
     return replace(plan, before=tuple(carried(mv) for mv in plan.before), after=tuple(carried(mv) for mv in plan.after))
+
+
+def column_ordered(plan: SpMMPlan, width: int, into: np.ndarray, back: np.ndarray, backward: bool) -> SpMMPlan:
+    """``plan`` (2D or 3D, built on ``Â Pσᵀ``) between the moves of ``--reorder double-random``
+    (`gridgnn.spmm.column_exchange`): forward, the input moved into σ's order before everything; backward, the
+    result moved back to the vertex order after everything; each one all-to-all on ``row`` of ``width`` (the rank's
+    feature columns; none when 0) receiving ``into`` or ``back`` rows from each peer
+    (`gridgnn.cost.column_order.exchange_counts`)."""
+    if width == 0:
+        return plan
+    move = _exchange(Move("permute", "row", None, "dense", 0, width), back if backward else into)
+    return replace(plan, after=plan.after + (move,)) if backward else replace(plan, before=(move,) + plan.before)
 
 
 def _exchange(move: Move, counts: np.ndarray) -> Move:

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from gridgnn.cost.column_order import ColumnOrder, peer_ranges, permuted_indices
+from gridgnn.cost.spmm_plan import column_ordered
+from gridgnn.cost.terms import SpMMPlan
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.spmm.base import DistributedSpMM
@@ -137,6 +139,13 @@ class ColumnOrderedSpMM(DistributedSpMM):
     @property
     def stored_nnz(self) -> int:
         return self.inner.stored_nnz
+
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """The inner SpMM's plan between the moves into and out of σ's order
+        (`gridgnn.cost.spmm_plan.column_ordered`, with this process's counts). Not collective."""
+        into = np.asarray(self.exchange.recv_rows, dtype=np.int64)
+        back = np.asarray(self.exchange.send_rows, dtype=np.int64)
+        return column_ordered(self.inner.plan(width, backward), width, into, back, backward)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """X (vertex order) -> Y = Â X: ``Pσ X`` by `ColumnExchange`, then the inner SpMM. Collective on ``row``

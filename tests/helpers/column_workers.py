@@ -35,7 +35,8 @@ def spmm_case(algo: str, grid_text: str, n: int, seed: int, column_seed: int) ->
         backward = comm.reset()
         out.append({"width": width, "rows": op.row_range, "cols": op.col_range(width),
                     "y": y.detach().cpu().numpy(), "grad": x.grad.cpu().numpy(),
-                    "records": [(r.op, r.axis, r.bytes, r.phase) for r in forward + backward]})
+                    "records": [(r.op, r.axis, r.bytes, r.phase) for r in forward + backward],
+                    "own_plan": w.own_plan(op, width)})
     return out
 
 

@@ -18,14 +18,24 @@ import sys
 import column_workers as cw
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import spmm_workers as w
+from cost_oracles import block_nnz
 from model_helpers import shared_datasets
 
 from gridgnn.config import TrainConfig
-from gridgnn.cost.column_order import ColumnOrder, column_positions, exchanged_rows, order_for
+from gridgnn.cost.column_order import (
+    ColumnOrder,
+    column_positions,
+    exchange_counts,
+    exchanged_rows,
+    order_for,
+    peer_ranges,
+)
 from gridgnn.cost.epoch_model import predict_run
 from gridgnn.cost.graph_stats import GraphStats
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
+from gridgnn.cost.spmm_plan import lower, spmm_plan
 from gridgnn.cost.stages import stage_layout
 from gridgnn.data.prepared import open_prepared, prepare_graph
 from gridgnn.data.reorder import reorder_graph
@@ -33,6 +43,7 @@ from gridgnn.errors import ConfigError
 from gridgnn.grid.shape import resolve_grid
 from gridgnn.launch.spawn import run_workers
 from gridgnn.nn.trace import model_spec
+from gridgnn.spmm.column_exchange import ColumnExchange
 from gridgnn.train.loop.trainer import Trainer
 from gridgnn.train.run.auto import graph_stats
 from gridgnn.train.run.resolve import reordered_for_grid
@@ -66,6 +77,15 @@ def runs(tmp_path_factory):
     return trainings, out
 
 
+def panel_nnz(adj, shape, column_seed: int):
+    """(row blocks, segments) entries of ``Â Pσᵀ`` per panel of ``shape``'s stages."""
+    layout = stage_layout(shape.algo, shape.sizes, adj.shape[0])
+    moved = adj.tocoo()
+    order = ColumnOrder(layout, column_seed)
+    permuted = sp.csr_matrix((moved.data, (moved.row, order.position(moved.col.astype(np.int64)))), shape=adj.shape)
+    return block_nnz(permuted, layout.row_bounds, layout.segments)
+
+
 def _stats(adj, column_seed: int) -> GraphStats:
     return GraphStats("directed", adj.shape[0], adj.nnz, 1, 1, None, adj.indptr, adj.indices,
                       column_seed=column_seed)
@@ -95,6 +115,15 @@ def test_the_spmm_is_a_times_x_and_its_transpose_and_moves_what_is_priced(runs):
                             (algo, grid_text, width, rank, phase)
                         assert len(records) == sum(int(t.calls[rank]) for t in terms), (algo, grid_text, rank)
                         moved += sum(r[2] for r in records if r[0] == "all_to_all")
+                    # the plan it runs, and the one built from the graph: the same steps as its records
+                    nnz = panel_nnz(adj, shape, column_seed)
+                    for half, transposed in enumerate((False, True)):
+                        phase = "spmm_backward" if transposed else "spmm_forward"
+                        recorded = sorted(r[:3] for r in got["records"] if r[3] == phase)
+                        planned = lower(spmm_plan(shape, rank, N, width, nnz, backward=transposed,
+                                                  column_seed=column_seed), shape, shape.coords(rank))
+                        assert sorted((s.op, s.axis, s.bytes) for s in planned) == recorded, (algo, rank, phase)
+                        assert sorted(got["own_plan"][half]) == recorded, (algo, rank, phase)
                 assert moved > 0, (algo, grid_text)  # the rows did move into σ's order and back
 
 
@@ -146,6 +175,18 @@ def test_sigma_permutes_each_class_into_itself_and_counts_the_moved_rows():
         for group in range(2):
             a, b = layout.segment(k * 2 + group)
             assert counts[k, group] == sum(not a <= s < b for s in sigma[a:b])
+            # per peer, as the plan moves them: into σ's order each position comes from its vertex's holder,
+            # back each vertex from its position's holder; the executor's exchange agrees
+            ranges = peer_ranges(layout, group)
+            def holder(v, ranges=ranges):  # the process of this row group holding vertex (or position) v
+                return next(p for p, (lo, hi) in enumerate(ranges) if lo <= v < hi)
+
+            into, back = exchange_counts(order, ranges, k)
+            assert into.tolist() == [sum(holder(order.vertex([c])[0]) == p != k for c in range(a, b))
+                                     for p in range(3)]
+            assert back.tolist() == [sum(holder(sigma[v]) == p != k for v in range(a, b)) for p in range(3)]
+            exchange = ColumnExchange(None, ranges, k, order)
+            assert (exchange.recv_rows, exchange.send_rows) == (into.tolist(), back.tolist())
     two = column_positions(stage_layout("2d", (3, 2), 50), seed=4)
     assert np.array_equal(order_for(50, 3, 1, seed=4).position(np.arange(50)), two)
     assert not np.array_equal(order_for(50, 3, 1, seed=5).position(np.arange(50)), two)
