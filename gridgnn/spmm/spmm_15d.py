@@ -32,8 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from gridgnn.cost.algorithms import costs_of
-from gridgnn.cost.terms import PlannedStage, SpMMPlan
+from gridgnn.cost.terms import PlannedStage
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.overlap import Ready
 from gridgnn.grid.process_grid import ProcessGrid
@@ -79,13 +78,12 @@ class SpMM15D(StagedSpMM):
     def row_range(self) -> tuple[int, int]:
         return self.bounds[self.i], self.bounds[self.i + 1]
 
-    def plan(self, width: int, backward: bool) -> SpMMPlan:
-        """This rank's `SpMMPlan` (`gridgnn.cost.algorithms.rows.schedule`). Not collective."""
+    def _row_nnz(self) -> np.ndarray:
+        """(row blocks,) entries of the kept blocks Â[i, j] (0 outside the share)."""
         nnz = np.zeros(len(self.bounds) - 1, dtype=np.int64)
         for j, block in self.blocks.items():
             nnz[j] = block.nnz
-        return costs_of(self.grid.algo).schedule(self.grid.shape, self.layout, self.grid.coords, width, nnz,
-                                                 backward)
+        return nnz
 
     def _finish(self, block: torch.Tensor, backward: bool) -> torch.Tensor:
         """The ``after`` moves on ``rep`` of this rank's plan on its finished block row: the replica sum of Y[i]

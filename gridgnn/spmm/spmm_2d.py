@@ -28,9 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.algorithms.summa import panel_move
-from gridgnn.cost.terms import PlannedStage, SpMMPlan
+from gridgnn.cost.terms import PlannedStage
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import index_dtype_for
@@ -92,12 +91,12 @@ class SpMM2D(StagedSpMM):
         move = panel_move(self.layout, self.i, s, self.panel_nnz[s], transpose)
         return send_panel(self.comm, move, self.own.get(s), self.index_dtype, self.dtype, transpose)
 
-    def plan(self, width: int, backward: bool) -> SpMMPlan:
-        """This rank's `SpMMPlan` (`gridgnn.cost.algorithms.summa.schedule`); without the panels kept by
-        ``--cache-panels``. Not collective."""
-        costs = costs_of(self.grid.algo)
-        return costs.schedule(self.grid.shape, self.layout, self.grid.coords, width, np.asarray(self.panel_nnz),
-                              backward, self.cache.keeps(backward))
+    def _row_nnz(self) -> np.ndarray:
+        """(segments,) entries of every panel of this rank's block row."""
+        return np.asarray(self.panel_nnz, dtype=np.int64)
+
+    def _keeps(self, transpose: bool) -> bool:
+        return self.cache.keeps(transpose)
 
     def _operand(self, stage: PlannedStage, transpose: bool):
         """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""

@@ -24,9 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.algorithms.summa import panel_move
-from gridgnn.cost.terms import PlannedStage, SpMMPlan
+from gridgnn.cost.terms import PlannedStage
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.process_grid import ProcessGrid
 from gridgnn.sparse.csr import index_dtype_for
@@ -96,14 +95,14 @@ class SpMM3D(StagedSpMM):
         move = panel_move(self.layout, self.i, self.my_segments[k], self.panel_nnz[k], transpose)
         return send_panel(self.comm, move, self.own, self.index_dtype, self.dtype, transpose)
 
-    def plan(self, width: int, backward: bool) -> SpMMPlan:
-        """This rank's `SpMMPlan` (`gridgnn.cost.algorithms.summa.schedule`, on this depth slice's segments);
-        without the panels kept by ``--cache-panels``. Not collective."""
+    def _row_nnz(self) -> np.ndarray:
+        """(segments,) entries of the panels of this rank's block row in its depth slice (0 elsewhere)."""
         nnz = np.zeros(len(self.layout.segments) - 1, dtype=np.int64)
         nnz[self.my_segments] = self.panel_nnz
-        costs = costs_of(self.grid.algo)
-        return costs.schedule(self.grid.shape, self.layout, self.grid.coords, width, nnz, backward,
-                              self.cache.keeps(backward))
+        return nnz
+
+    def _keeps(self, transpose: bool) -> bool:
+        return self.cache.keeps(transpose)
 
     def _operand(self, stage: PlannedStage, transpose: bool):
         """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""

@@ -18,22 +18,41 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
+import numpy as np
 import torch
 
+from gridgnn.cost.algorithms import costs_of
+from gridgnn.cost.attention_plan import AttentionPlan, attention_schedule
 from gridgnn.cost.terms import Move, PlannedStage, SpMMPlan
 from gridgnn.grid.overlap import Pending
 from gridgnn.spmm.base import DistributedSpMM
 
 
 class StagedSpMM(DistributedSpMM):
-    """A distributed SpMM that runs its `SpMMPlan`. Subclasses provide `plan` and `_operand`; the sparse
-    variants replace how a stage's rows travel (`_send_rows`, `_return_rows`) and how whole blocks move
-    (`_run_whole`)."""
+    """A distributed SpMM that runs its `SpMMPlan`. Subclasses provide ``layout`` (their `StageLayout`),
+    `_row_nnz`, `_operand` and, where panels can be kept, `_keeps`; the sparse variants carry the plan with
+    fewer rows (their `plan`, `_send_rows`, `_return_rows`, `_run_whole`)."""
+
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """This rank's plan of one SpMM half whose dense blocks here are ``width`` columns wide (its algorithm's
+        ``schedule``, `gridgnn.cost.algorithms`; without the panels kept by ``--cache-panels``). Not
+        collective."""
+        return costs_of(self.grid.algo).schedule(self.grid.shape, self.layout, self.grid.coords, width,
+                                                 self._row_nnz(), backward, self._keeps(backward))
+
+    def attention_plan(self, width: int, heads: int) -> AttentionPlan:
+        """This rank's plan of one GAT layer of ``heads`` heads whose x is ``width`` columns wide here
+        (`gridgnn.cost.attention_plan`). Not collective."""
+        return attention_schedule(self.grid.shape, self.layout, self.grid.coords, width, heads, self._row_nnz(),
+                                  self._keeps(False))
 
     @abstractmethod
-    def plan(self, width: int, backward: bool) -> SpMMPlan:
-        """This rank's plan of one SpMM half whose dense blocks here are ``width`` columns wide. Not
-        collective."""
+    def _row_nnz(self) -> np.ndarray:
+        """(segments,) int64: stored entries of this rank's Â blocks (panels) of its block row per segment."""
+
+    def _keeps(self, transpose: bool) -> bool:
+        """Whether this rank received the panels of this orientation at set-up (``--cache-panels``)."""
+        return False
 
     @abstractmethod
     def _operand(self, stage: PlannedStage, transpose: bool):
