@@ -21,6 +21,11 @@ process (i, j, l) runs the edges into sub-block S[i][l]: U counts the columns of
 touch, the halo moves on ``row`` within depth slice l, and block i's rows are all-gathered on ``depth`` before
 it (parts padded to the largest sub-block; backward: a reduce-scatter after the returned rows). 2D and 3D run
 no message that is not separable (`halo_terms` raises `ConfigError`).
+
+`halo_plan` is one rank's exchange as an `gridgnn.cost.terms.SpMMPlan` of whole-block moves (forward: the depth
+all-gather, then the all-to-all; backward: the all-to-all back, then the reduce-scatter), which the executor
+builds with its own counts and runs, and `gridgnn.cost.spmm_plan.lower` records; `halo_terms` is tested against
+it rank by rank.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from gridgnn.cost.operations import DEFAULT_EDGE_ARRAYS
 from gridgnn.cost.sparse_cost import index_terms
 from gridgnn.cost.sparse_stages import expected_touched
 from gridgnn.cost.spmm_cost import SizeInfo
-from gridgnn.cost.terms import ShapeBlocks, Term, feature_widths, gather_term, scatter_sum_term
+from gridgnn.cost.terms import Move, ShapeBlocks, SpMMPlan, Term, feature_widths, gather_term, scatter_sum_term
 from gridgnn.errors import ConfigError
 
 
@@ -121,6 +126,31 @@ def halo_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo, se
         nbytes = rows * sz.row_bytes(widths)
         terms.append(Term(phase, "all_to_all", "row", num_rows, np.ones(p, dtype=np.int64), nbytes.astype(np.int64)))
     return terms
+
+
+def halo_plan(shape, layout, coords: dict, width: int, touched: np.ndarray, backward: bool) -> SpMMPlan:
+    """One rank's halo exchange of a ``width``-wide x (this rank's columns) as whole-block moves (module
+    docstring). ``touched`` (row sets, row blocks): U, the columns of block k the rows of set s touch, the sets
+    being 3D's sub-blocks S[k][l] (segment k·d + l), else the row blocks; only the entries this rank's moves
+    read matter (its set's row, and its block's column within its depth slice)."""
+    i, d = coords["row"], shape.depth
+    depth_slice = coords["depth"] if d > 1 else 0
+    blocks = touched.shape[1]
+    rows = layout.row_bounds[i + 1] - layout.row_bounds[i]
+    if backward:  # the holder of block i in slice l gets back what every other block's set in slice l read of it
+        counts = np.array([touched[k * d + depth_slice, i] if k != i else 0 for k in range(blocks)], dtype=np.int64)
+    else:
+        counts = touched[i * d + depth_slice].astype(np.int64).copy()
+        counts[i] = 0
+    exchange = Move("all_to_all", "row", None, "dense", int(counts.sum()), width,
+                    counts=tuple(int(c) for c in counts), carries="halo")
+    depth = ()
+    if d > 1:
+        sub = tuple(int(r) for r in np.diff(layout.segments[i * d:(i + 1) * d + 1]))
+        depth = (Move("reduce_scatter" if backward else "all_gather", "depth", None, "dense", rows, width, counts=sub),)
+    if backward:
+        return SpMMPlan(rows, (), (), (exchange,) + depth)
+    return SpMMPlan(rows, (), depth + (exchange,), ())
 
 
 def halo_setup_terms(blocks: ShapeBlocks, separable: bool = False) -> list[Term]:

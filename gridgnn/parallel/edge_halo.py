@@ -41,7 +41,10 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from gridgnn.cost.halo_cost import halo_plan
 from gridgnn.cost.sparse_stages import touched_columns
+from gridgnn.cost.stages import StageLayout
+from gridgnn.cost.terms import SpMMPlan
 from gridgnn.data.edge_features import block_rows, entry_rows
 from gridgnn.grid.comm import Communicator
 from gridgnn.nn.message_passing import EdgeSet
@@ -52,15 +55,16 @@ class EdgeHalo:
     """The edges into this rank's rows as an `EdgeSet`, and their halo exchange. Built once per run: collective
     on ``row`` (the index exchange, phase ``other``).
 
-    ``adj``: the global operator (CSR-like, n x n; memory-mapped allowed), ``bounds``: the row blocks' bounds
-    (R + 1,), ``edge_attr``: (nnz, d) aligned with ``adj``'s entries (memory-mapped allowed) or None.
-    ``sub_bounds`` (3D only): the bounds of the sub-blocks S[k][l] (segment k·d + l, `gridgnn.spmm.spmm_3d`); the
-    rank's rows are S[i][l], its edges those into them, and its sources the whole block i (gathered on
+    ``adj``: the global operator (CSR-like, n x n; memory-mapped allowed), ``layout``: the grid's `StageLayout`
+    (its row blocks; on 3D its sub-blocks S[k][l], segment k·d + l, `gridgnn.spmm.spmm_3d`; the exchange's plan
+    reads it too), ``edge_attr``: (nnz, d) aligned with ``adj``'s entries (memory-mapped allowed) or None. On
+    3D the rank's rows are S[i][l], its edges those into them, and its sources the whole block i (gathered on
     ``depth``) and the halo of the other blocks."""
 
-    def __init__(self, comm: Communicator, adj, bounds: list[int], edge_attr=None,
-                 sub_bounds: list[int] | None = None):
-        self.comm, self.bounds = comm, list(bounds)
+    def __init__(self, comm: Communicator, adj, layout: StageLayout, edge_attr=None):
+        bounds = layout.row_bounds
+        sub_bounds = layout.segments if layout.group_axis == "depth" else None
+        self.comm, self.bounds, self.layout = comm, list(bounds), layout
         grid = comm.grid
         i = grid.index("row")
         self.row_range = r0, r1 = bounds[i], bounds[i + 1]  # the block whose rows are sources without a halo
@@ -89,6 +93,19 @@ class EdgeHalo:
         self.edges = EdgeSet(torch.from_numpy(dst).to(device), torch.from_numpy(src).to(device),
                              None if attr is None else attr.to(device), d1 - d0, m + len(halo_ids), source_ids)
 
+    def plan(self, width: int, backward: bool) -> SpMMPlan:
+        """This rank's halo exchange of a ``width``-wide x as whole-block moves (`gridgnn.cost.halo_cost.halo_plan`,
+        with its exchange's counts). Not collective."""
+        grid = self.comm.grid
+        i, blocks = grid.index("row"), len(self.bounds) - 1
+        d = len(self.depth_rows) if self.depth_rows is not None else 1
+        here = grid.index("depth") if d > 1 else 0
+        touched = np.zeros((blocks * d, blocks), dtype=np.int64)
+        touched[i * d + here] = self.exchange.recv_rows  # what this set reads of every block
+        touched[np.arange(blocks) * d + here, i] = self.exchange.send_rows  # what every set of its slice reads of i
+        touched[i * d + here, i] = 0
+        return halo_plan(grid.shape, self.layout, grid.coords, width, touched, backward)
+
     def source_rows(self, x: torch.Tensor) -> torch.Tensor:
         """(rows, w) -> (m + halo, w): the rows of this rank's block (on 3D its sub-block's rows are ``x``, the
         block's all-gathered on ``depth``), then the halo rows in `EdgeSet.src`'s numbering, with autograd.
@@ -98,22 +115,31 @@ class EdgeHalo:
 
 
 class _HaloFunction(torch.autograd.Function):
+    """The halo exchange's plan (`EdgeHalo.plan`), run: its depth moves by the communicator, its all-to-all on
+    ``row`` by the `RowExchange`."""
+
     @staticmethod
     def forward(ctx, x: torch.Tensor, halo: EdgeHalo) -> torch.Tensor:
         ctx.halo = halo
+        received = None
         with halo.comm.phase("spmm_forward"):
-            if halo.depth_rows is not None:
-                x = halo.comm.all_gather_rows(x.contiguous(), "depth", halo.depth_rows)
-            received = halo.exchange.fetch_async(x).wait()
+            for move in halo.plan(x.shape[1], backward=False).before:
+                if move.axis == "depth":  # the block's rows, gathered from its depth group
+                    x = halo.comm.all_gather_rows(x.contiguous(), move.axis, list(move.counts))
+                else:
+                    received = halo.exchange.fetch_async(x).wait()
         return torch.cat([x, received])
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         halo = ctx.halo
         m = halo.row_range[1] - halo.row_range[0]
+        block = None
         with halo.comm.phase("spmm_backward"):
-            returned = halo.exchange.return_async(grad[m:]).wait()
-            block = halo.exchange.add_returned(grad[:m].clone(), returned)
-            if halo.depth_rows is not None:  # each depth slice's edges read the whole block: sum, keep own rows
-                block = halo.comm.reduce_scatter_rows(block, "depth", halo.depth_rows)
+            for move in halo.plan(grad.shape[1], backward=True).after:
+                if move.axis == "depth":  # each depth slice's edges read the whole block: sum, keep own rows
+                    block = halo.comm.reduce_scatter_rows(block, move.axis, list(move.counts))
+                else:
+                    returned = halo.exchange.return_async(grad[m:]).wait()
+                    block = halo.exchange.add_returned(grad[:m].clone(), returned)
         return block, None

@@ -114,9 +114,7 @@ class GridOps:
         if messages:
             if self.col_axis is not None:  # 2D: separable messages on each process's feature columns
                 check_message_grid(grid.algo, separable=True)
-            layout = self.spmm.stage_layout()
-            self.halo = EdgeHalo(comm, adj, layout.row_bounds, edge_attr,
-                                 sub_bounds=layout.segments if grid.algo == "3d" else None)
+            self.halo = EdgeHalo(comm, adj, self.spmm.stage_layout(), edge_attr)
 
     @property
     def device(self) -> torch.device:
