@@ -37,14 +37,13 @@ from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
 from gridgnn.spmm.attention_2d import Stages2D
 from gridgnn.spmm.panels import PanelCache, send_panel
-from gridgnn.spmm.staged import StagedSpMM
+from gridgnn.spmm.staged import PanelMovingSpMM
 
 
-class SpMM2D(StagedSpMM):
+class SpMM2D(PanelMovingSpMM):
     """SUMMA SpMM on a ``pr x pc`` grid. Built once from the global Â."""
 
     num_col_blocks_axis = "col"
-    moves_panels = True
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None,
@@ -95,17 +94,11 @@ class SpMM2D(StagedSpMM):
         """(segments,) entries of every panel of this rank's block row."""
         return np.asarray(self.panel_nnz, dtype=np.int64)
 
-    def _keeps(self, transpose: bool) -> bool:
-        return self.cache.keeps(transpose)
+    def _panel_key(self, stage: PlannedStage) -> int:
+        return stage.segment
 
-    def _operand(self, stage: PlannedStage, transpose: bool):
-        """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""
-        if not stage.entries:
-            return None
-        if stage.panel is None:
-            return self.cache.kept(stage.segment, transpose)
-        return send_panel(self.comm, stage.panel, self.own.get(stage.segment), self.index_dtype, self.dtype,
-                          transpose)
+    def _own_panel(self, stage: PlannedStage):
+        return self.own.get(stage.segment)
 
     def attention_stages(self):
         """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tiles' patterns built once)."""

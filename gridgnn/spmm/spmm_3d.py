@@ -33,14 +33,13 @@ from gridgnn.sparse.cut import cut_panels
 from gridgnn.sparse.packed import PackedPanel
 from gridgnn.spmm.attention_3d import Stages3D
 from gridgnn.spmm.panels import PanelCache, send_panel
-from gridgnn.spmm.staged import StagedSpMM
+from gridgnn.spmm.staged import PanelMovingSpMM
 
 
-class SpMM3D(StagedSpMM):
+class SpMM3D(PanelMovingSpMM):
     """Split-3D SpMM on a ``q x q x d`` grid. Built once from the global Â."""
 
     num_col_blocks_axis = "col"
-    moves_panels = True
 
     def __init__(self, grid: ProcessGrid, comm: Communicator, adj: sp.csr_matrix, *,
                  dtype: torch.dtype = torch.float32, parts: Sequence[int] | None = None,
@@ -101,16 +100,11 @@ class SpMM3D(StagedSpMM):
         nnz[self.my_segments] = self.panel_nnz
         return nnz
 
-    def _keeps(self, transpose: bool) -> bool:
-        return self.cache.keeps(transpose)
+    def _panel_key(self, stage: PlannedStage) -> int:
+        return int(self.layout.root[stage.segment])  # the stage k of this depth slice
 
-    def _operand(self, stage: PlannedStage, transpose: bool):
-        """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""
-        if not stage.entries:
-            return None
-        if stage.panel is None:
-            return self.cache.kept(int(self.layout.root[stage.segment]), transpose)
-        return send_panel(self.comm, stage.panel, self.own, self.index_dtype, self.dtype, transpose)
+    def _own_panel(self, stage: PlannedStage):
+        return self.own
 
     def attention_stages(self):
         """The `gridgnn.spmm.attention.AttentionStages` of this rank (its tile's pattern built once)."""

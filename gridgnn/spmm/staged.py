@@ -26,6 +26,7 @@ from gridgnn.cost.attention_plan import AttentionPlan, attention_schedule
 from gridgnn.cost.terms import Move, PlannedStage, SpMMPlan
 from gridgnn.grid.overlap import Pending
 from gridgnn.spmm.base import DistributedSpMM
+from gridgnn.spmm.panels import send_panel
 
 
 class StagedSpMM(DistributedSpMM):
@@ -126,3 +127,31 @@ class StagedSpMM(DistributedSpMM):
         for move in plan.after:
             grad_x = self._run_whole(move, grad_x)
         return grad_x
+
+
+class PanelMovingSpMM(StagedSpMM):
+    """A `StagedSpMM` whose Â panels move on ``col`` (2D, 3D): it keeps them in ``cache`` (a
+    `gridgnn.spmm.panels.PanelCache`, filled at set-up by ``--cache-panels``) and its own in ``own``; subclasses say
+    which cache key and which own panel a stage has (`_panel_key`, `_own_panel`)."""
+
+    moves_panels = True
+
+    @abstractmethod
+    def _panel_key(self, stage: PlannedStage) -> int:
+        """The stage's key in ``cache``."""
+
+    @abstractmethod
+    def _own_panel(self, stage: PlannedStage):
+        """This rank's `gridgnn.sparse.packed.PackedPanel` for the stage where it owns it (else anything: only
+        read where the rank is the move's root)."""
+
+    def _keeps(self, transpose: bool) -> bool:
+        return self.cache.keeps(transpose)
+
+    def _operand(self, stage: PlannedStage, transpose: bool):
+        """Stage's panel: kept (not collective) or its ``panel`` move (collective on ``col``); None if empty."""
+        if not stage.entries:
+            return None
+        if stage.panel is None:
+            return self.cache.kept(self._panel_key(stage), transpose)
+        return send_panel(self.comm, stage.panel, self._own_panel(stage), self.index_dtype, self.dtype, transpose)

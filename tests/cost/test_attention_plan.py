@@ -5,11 +5,10 @@ every wire precision, with and without cached panels; and it owns the tiles each
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 import pytest
 from attention_workers import plan_for
+from cost_oracles import assert_terms_sum_steps
 from model_helpers import random_stats
 
 from gridgnn.cost.attention_plan import lower_attention
@@ -37,17 +36,8 @@ def test_closed_forms_sum_the_plan(algo, p, extra, precision, cached):
         terms = attention_terms(blocks, width, heads, sizes, cached)
         for rank in range(p):
             plan = plan_for(shape, adj, rank, width, heads, cached)
-            planned_bytes, planned_calls = Counter(), Counter()
-            for phase, step in lower_attention(plan, shape, shape.coords(rank), sizes):
-                planned_bytes[phase, step.op, step.axis] += step.bytes
-                planned_calls[phase, step.op, step.axis] += 1
-            modelled_bytes, modelled_calls = Counter(), Counter()
-            for t in terms:
-                if t.calls[rank]:
-                    modelled_bytes[t.phase, t.op, t.axis] += int(t.bytes[rank])
-                    modelled_calls[t.phase, t.op, t.axis] += int(t.calls[rank])
-            assert +modelled_calls == planned_calls, (heads, rank)
-            assert +modelled_bytes == +planned_bytes, (heads, rank)
+            assert_terms_sum_steps(terms, lower_attention(plan, shape, shape.coords(rank), sizes), rank,
+                                   (heads, rank), by_phase=True)
 
 
 def test_the_owned_tiles_and_the_axes_of_a_row():

@@ -5,12 +5,11 @@ graph's alike."""
 
 from __future__ import annotations
 
-from collections import Counter
-
 import halo_workers as hw
 import numpy as np
 import pytest
 import spmm_workers as w
+from cost_oracles import assert_terms_sum_steps
 from model_helpers import random_stats
 
 from gridgnn.cost.halo_cost import halo_plan, halo_terms
@@ -48,15 +47,9 @@ def test_closed_forms_sum_the_plan(algo, p, extra):
             for backward in (False, True):
                 terms = halo_terms(blocks, width, backward, sizes, separable=True)
                 for rank in range(p):
-                    planned_bytes, planned_calls = Counter(), Counter()
                     plan = graph_plan(shape, stats, rank, width, backward)
-                    for step in lower(plan, shape, shape.coords(rank), sizes):
-                        planned_bytes[step.op, step.axis] += step.bytes
-                        planned_calls[step.op, step.axis] += 1
-                    modelled_bytes = Counter({(t.op, t.axis): int(t.bytes[rank]) for t in terms if t.calls[rank]})
-                    modelled_calls = Counter({(t.op, t.axis): int(t.calls[rank]) for t in terms if t.calls[rank]})
-                    assert +modelled_calls == planned_calls, (precision, width, backward, rank)
-                    assert +modelled_bytes == +planned_bytes, (precision, width, backward, rank)
+                    assert_terms_sum_steps(terms, lower(plan, shape, shape.coords(rank), sizes), rank,
+                                           (precision, width, backward, rank))
 
 
 RUNS = {4: [("1d", None, None), ("1.5d", 2, None), ("2d", None, "2x2"), ("3d", None, "2x2x1")],

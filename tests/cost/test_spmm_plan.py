@@ -5,11 +5,9 @@ says. (That measured runs record exactly these steps is checked in ``tests/spmm/
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 import pytest
-from cost_oracles import block_nnz, spmm_cost
+from cost_oracles import assert_terms_sum_steps, block_nnz, spmm_cost
 from model_helpers import random_stats
 
 from gridgnn.cost.rank_cost import shape_blocks, spmm_terms
@@ -59,15 +57,9 @@ def test_vectorized_model_agrees_with_the_plan_per_collective(algo, p, extra, pr
         for backward in (False, True):
             terms = spmm_terms(blocks, width, backward=backward, sizes=sizes, cached=cached)
             for rank in range(p):
-                planned_bytes, planned_calls = Counter(), Counter()
                 plan = spmm_plan(shape, rank, adj.shape[0], width, panels, backward=backward, cached=cached)
-                for step in lower(plan, shape, shape.coords(rank), sizes):
-                    planned_bytes[step.op, step.axis] += step.bytes
-                    planned_calls[step.op, step.axis] += 1
-                modelled_bytes = Counter({(t.op, t.axis): int(t.bytes[rank]) for t in terms if t.calls[rank]})
-                modelled_calls = Counter({(t.op, t.axis): int(t.calls[rank]) for t in terms if t.calls[rank]})
-                assert +modelled_calls == planned_calls, (width, backward, rank)
-                assert +modelled_bytes == +planned_bytes, (width, backward, rank)
+                assert_terms_sum_steps(terms, lower(plan, shape, shape.coords(rank), sizes), rank,
+                                       (width, backward, rank))
 
 
 def test_stages_worked_example_of_the_docstring():
@@ -166,11 +158,5 @@ def test_sparse_closed_forms_agree_with_the_carried_plan(algo, p, extra, comm):
                 terms = comm_spmm_terms(blocks, width, backward=backward, sizes=sizes, comm=comm, cached=cached)
                 for rank in range(p):
                     plan = sparse_spmm_plan(shape, rank, stats, width, backward=backward, comm=comm, cached=cached)
-                    planned_bytes, planned_calls = Counter(), Counter()
-                    for step in lower(plan, shape, shape.coords(rank), sizes):
-                        planned_bytes[step.op, step.axis] += step.bytes
-                        planned_calls[step.op, step.axis] += 1
-                    modelled_bytes = Counter({(t.op, t.axis): int(t.bytes[rank]) for t in terms if t.calls[rank]})
-                    modelled_calls = Counter({(t.op, t.axis): int(t.calls[rank]) for t in terms if t.calls[rank]})
-                    assert +modelled_calls == planned_calls, (precision, width, backward, rank)
-                    assert +modelled_bytes == +planned_bytes, (precision, width, backward, rank)
+                    assert_terms_sum_steps(terms, lower(plan, shape, shape.coords(rank), sizes), rank,
+                                           (precision, width, backward, rank))

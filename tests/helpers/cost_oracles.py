@@ -187,3 +187,26 @@ def uniform_block_nnz(nnz: int, n: int, row_bounds: list[int], col_bounds: list[
     rows = np.diff(np.asarray(row_bounds, dtype=np.float64))
     cols = np.diff(np.asarray(col_bounds, dtype=np.float64))
     return np.rint(nnz * np.outer(rows, cols) / (float(n) * n)).astype(np.int64)
+
+
+def assert_terms_sum_steps(terms, steps, rank: int, context=None, by_phase: bool = False) -> None:
+    """The closed-form ``terms`` (every rank at once) of one priced part equal, for ``rank``, the sum of the plan's
+    ``steps`` (records of `gridgnn.cost.spmm_plan.lower`), per (collective, axis): calls and bytes; ``by_phase``:
+    ``steps`` are (phase, step) pairs and the terms are compared per phase too."""
+    from collections import Counter
+
+    def key(term_phase, op, axis):
+        return (term_phase, op, axis) if by_phase else (op, axis)
+
+    planned_bytes, planned_calls = Counter(), Counter()
+    for item in steps:
+        step_phase, step = item if by_phase else (None, item)
+        planned_bytes[key(step_phase, step.op, step.axis)] += step.bytes
+        planned_calls[key(step_phase, step.op, step.axis)] += 1
+    modelled_bytes, modelled_calls = Counter(), Counter()
+    for t in terms:
+        if t.calls[rank]:
+            modelled_bytes[key(t.phase, t.op, t.axis)] += int(t.bytes[rank])
+            modelled_calls[key(t.phase, t.op, t.axis)] += int(t.calls[rank])
+    assert +modelled_calls == planned_calls, context
+    assert +modelled_bytes == +planned_bytes, context
