@@ -63,17 +63,13 @@ class AttentionPlan:
     backward: SpMMPlan
     grad_total: tuple[Move, ...]
 
-    def score_stage(self, segment: int) -> PlannedStage:
-        """The owned tile of ``segment`` (KeyError when this rank computes no tile there)."""
-        return {stage.segment: stage for stage in self.scores}[segment]
-
 
 def attention_schedule(shape: GridShape, layout: StageLayout, coords: dict, width: int, heads: int,
                        panel_nnz: np.ndarray | None, cached: bool = False) -> AttentionPlan:
     """The `AttentionPlan` of the rank at ``coords`` for a layer of ``heads`` heads whose x has ``width`` columns
     on this rank; ``panel_nnz``: (segments,) entries of the rank's block row of Â per segment (1D/1.5D: of its
-    kept blocks; None: every block has entries); ``cached``: the forward panels were received at set-up
-    (``--cache-panels``)."""
+    kept blocks, or None: every block counted as having entries; needed on 2D/3D, whose panels move);
+    ``cached``: the forward panels were received at set-up (``--cache-panels``)."""
     costs = costs_of(shape.algo)
     forward = costs.schedule(shape, layout, coords, width, panel_nnz, False, cached)
     backward = costs.schedule(shape, layout, coords, width, panel_nnz, True, cached)
@@ -118,8 +114,7 @@ def tile_moves(shape: GridShape, layout: StageLayout, coords: dict, heads: int) 
     i = coords["row"]
     n_i = _rows_of(layout, i)
     if shape.depth > 1:
-        d = shape.depth
-        counts = tuple(int(r) for r in np.diff(layout.segments[i * d:(i + 1) * d + 1]))
+        counts = layout.depth_counts(i)
         return ((Move("all_gather", "depth", None, "dense", n_i, heads, counts=counts),),
                 (Move("reduce_scatter", "depth", None, "dense", n_i, heads, counts=counts),))
     if shape.replication > 1:

@@ -146,7 +146,7 @@ def halo_plan(shape, layout, coords: dict, width: int, touched: np.ndarray, back
                     counts=tuple(int(c) for c in counts), carries="halo")
     depth = ()
     if d > 1:
-        sub = tuple(int(r) for r in np.diff(layout.segments[i * d:(i + 1) * d + 1]))
+        sub = layout.depth_counts(i)
         depth = (Move("reduce_scatter" if backward else "all_gather", "depth", None, "dense", rows, width, counts=sub),)
     if backward:
         return SpMMPlan(rows, (), (), (exchange,) + depth)

@@ -29,10 +29,12 @@ block (f_j = 0) are not run. In a wire precision other than fp32 the sums travel
 (`gridgnn.grid.comm`): an all-reduce as an all-to-all and an all-gather, a reduce-scatter as an all-to-all;
 `lower` records them so.
 
-The sparse variants carry the same plan's moves with fewer rows (`carried_by_rows`): ``--comm sparse`` on 2D
-and 3D (`gridgnn.spmm.sparse_summa`) each stage's row move as an all-to-all of the rows the receiver's panel
-touches and 3D's depth moves as all-to-alls of the rows a slice makes non-zero; ``--comm sparse`` and
-``cover`` on 1D/1.5D (`gridgnn.spmm.sparse_15d`, `cover_15d`) all the stages' row moves as one all-to-all.
+The sparse variants carry the same plan's moves with fewer rows: ``--comm sparse`` on 2D and 3D
+(`gridgnn.spmm.sparse_summa`, which runs its carried plan) each stage's row move as an all-to-all of the rows
+the receiver's panel touches (`carried_by_rows`) and 3D's depth moves as all-to-alls of the rows a slice makes
+non-zero (`carried_by_depth`); ``--comm sparse`` and ``cover`` on 1D/1.5D (`gridgnn.spmm.sparse_15d`,
+`cover_15d`) all the stages' row moves as one all-to-all (``merged``), which their exchange object runs where
+the plan puts it.
 `sparse_spmm_plan` builds those plans from the graph, `lower` records them like any other, and the vectorized
 `gridgnn.cost.sparse_cost` is tested against them rank by rank. ``--reorder double-random`` wraps the plan of
 ``Â Pσᵀ`` between two all-to-alls on ``row`` (`column_ordered`).

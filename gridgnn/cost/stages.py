@@ -62,6 +62,14 @@ class StageLayout:
         """Global vertex rows ``[a, b)`` of segment ``s``."""
         return self.segments[s], self.segments[s + 1]
 
+    def depth_counts(self, i: int) -> tuple[int, ...]:
+        """3D: the rows of block i's sub-blocks S[i][0..d-1], the parts of its moves on ``depth``; elsewhere the
+        rows of block i alone."""
+        if self.group_axis != "depth":
+            return (self.row_bounds[i + 1] - self.row_bounds[i],)
+        d = int(self.group.max()) + 1
+        return tuple(int(r) for r in np.diff(self.segments[i * d:(i + 1) * d + 1]))
+
 
 def stage_layout(algo: str, sizes: tuple[int, ...], n: int, parts: Sequence[int] | None = None) -> StageLayout:
     """The `StageLayout` of ``algo`` on a grid of ``sizes`` (as `GridShape.sizes`) for n vertices; ``parts``:

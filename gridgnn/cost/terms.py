@@ -110,8 +110,9 @@ class Move:
     precision and its rule for groups of one process (`gridgnn.cost.spmm_plan.lower` turns a move into the
     `Step` records a run makes).
 
-    ``op``: broadcast, reduce (a sum to the root), all_reduce (a sum), all_gather or reduce_scatter (of row
-    blocks); ``axis``: the grid axis; ``root``: the root's coordinate on it (None for the all-* ones);
+    ``op``: broadcast, reduce (a sum to the root), all_reduce (a sum), all_max (attention's row maxima, float32
+    in every precision), all_gather or reduce_scatter (of row blocks), or all_to_all (rows from each peer,
+    ``counts``); ``axis``: the grid axis; ``root``: the root's coordinate on it (None for the all-* ones);
     ``operand``: ``"adj"`` (a packed Â panel of ``rows`` x ``cols`` with ``nnz`` entries, oriented as it
     travels) or ``"dense"`` (``rows`` x ``width`` float32 values); ``counts``: all_gather and reduce_scatter,
     the rows of each process of the axis; all_to_all, the rows received from each. An all_to_all that carries
@@ -152,9 +153,11 @@ class PlannedStage:
 
 @dataclass(frozen=True)
 class SpMMPlan:
-    """One rank's plan of one SpMM half: ``before`` (moves of the input: 3D's depth all-gather), ``stages`` in
-    issue order, ``after`` (moves of the accumulated product: 1.5D's replica sum or broadcast, 3D's depth
-    reduce-scatter). ``rows``: rows of the rank's block row of Â, into which the stages accumulate."""
+    """One rank's plan of one SpMM half: ``before`` (moves of the input: 3D's depth all-gather; a sparse 1D/1.5D
+    forward's one exchange; double-random's move into σ's order), ``stages`` in issue order, ``after`` (moves
+    of the accumulated product: 1.5D's replica sum or broadcast, 3D's depth reduce-scatter; a sparse 1D/1.5D
+    backward's one exchange; double-random's move back). ``rows``: rows of the rank's block row of Â, into
+    which the stages accumulate. A halo exchange (`gridgnn.cost.halo_cost.halo_plan`) is one with no stages."""
 
     rows: int
     stages: tuple[PlannedStage, ...]

@@ -16,10 +16,11 @@ from gridgnn.spmm.attention_planned import PlannedMoves, PlannedSpMM
 
 class Stages15D(PlannedMoves, RowStages):
     """Attention on the 1D/1.5D stage structure (`gridgnn.cost.attention_plan`): tiles Â[i, j] for j in this
-    replica's share; column block j of a row-distributed matrix arrives by the ``row`` broadcasts of the SpMM's
-    forward plan, parts of column block j are reduced on ``row`` to (j, k) and made whole on ``rep`` by its
-    backward plan's moves, and row reductions over the replicas' shares are all-reduces on ``rep``. Tiles are
-    keyed by their column block j."""
+    replica's share (the plan's owned tiles, `score_stages`: the SpMM's share stages); column block j of a
+    row-distributed matrix arrives by their ``row`` broadcasts, parts of column block j are reduced on ``row``
+    to (j, k) and made whole on ``rep`` (`score_after`), and row reductions over the replicas' shares are
+    all-reduces on ``rep``; the aggregation runs through the same moves at x's width (`RowStages`). Tiles
+    are keyed by their column block j."""
 
     def __init__(self, spmm: PlannedSpMM):
         self.spmm, self.comm = spmm, spmm.comm

@@ -29,9 +29,11 @@ from gridgnn.sparse.attention import EdgeBlock, head_segments
 
 
 class PlannedSpMM(Protocol):
-    """What the attention stages read of a distributed SpMM: its grid, collectives and stages (``layout``), this
+    """What the planned moves read of a distributed SpMM: its grid, collectives and stages (``layout``), this
     rank's ``row`` coordinate ``i``, rows and feature columns, its attention plan, and how a planned stage's
-    panel and rows arrive, its rows return and a whole-block move runs (`gridgnn.spmm.staged`)."""
+    panel and rows arrive, its rows return and a whole-block move runs (`gridgnn.spmm.staged`). Each grid's
+    stages also read, to key and build their tiles: 1D/1.5D ``blocks`` (Â[i, j] of the share); 2D ``own``
+    (its kept panels by segment); 3D ``j``, ``bounds``, ``own`` and ``_slice``."""
 
     grid: ProcessGrid
     comm: Communicator
@@ -187,6 +189,8 @@ class PanelStages(PlannedMoves):
                     rows.append((stage.start - r0, stage.stop - r0, part))  # summed once the reduce is waited for
         for lo, hi, part in rows:
             grad_x[lo:hi] = part
+        for move in plan.backward.after:  # none on 2D and 3D today; run as the plan records it
+            grad_x = self.spmm._run_whole(move, grad_x)
         for key in self.blocks:
             d_kept.setdefault(key, grad.new_zeros((self.blocks[key].nnz, heads)))
         return grad_x, d_kept

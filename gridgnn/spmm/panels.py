@@ -51,16 +51,16 @@ class PanelCache:
     memory: a process keeps the Â entries of its whole block row in its depth slice (up to ``pc`` times an
     uncached process's share on 2D, ``q`` on 3D, per orientation; less when its own panels are the heavy
     ones), packed as they arrived. Built collectively on ``col`` (tagged ``other``, in every process's same
-    order: orientation by orientation, stage by stage); reading a kept panel is not collective. Every 2D/3D
-    SpMM reads its panels through one (with no orientation kept, each read is a broadcast).
+    order: orientation by orientation, stage by stage); reading a kept panel is not collective. An SpMM's plan
+    moves no panel of a kept orientation (`keeps`); the others travel as its plan's panel moves (`send_panel`).
     """
 
     def __init__(self, comm: Communicator, stages: range, fetch: Callable[[int, bool], Pending | None],
                  orientations: tuple[bool, ...] = (False, True)):
         """Collective on ``col``: ``fetch(s, transpose)`` is the SpMM's panel broadcast of stage s (a
         `Pending`, or None when the panel is empty), run once for every stage in each of ``orientations``
-        (the ``transpose`` values to keep; none: nothing is kept, and `get` broadcasts every time)."""
-        self.comm, self.fetch, self.blocks, self.orientations = comm, fetch, {}, tuple(orientations)
+        (the ``transpose`` values to keep; none: nothing is kept)."""
+        self.blocks, self.orientations = {}, tuple(orientations)
         with comm.phase("other"):
             for transpose in orientations:
                 for s in stages:
@@ -68,13 +68,6 @@ class PanelCache:
                     if pending is not None:
                         pending.wait()  # a finished Pending delivers its block again at every wait
                     self.blocks[s, transpose] = pending
-
-    def get(self, s: int, transpose: bool) -> Pending | None:
-        """Stage s's panel (None when it has no entries): kept, as an already finished `Pending` (not
-        collective), or, in an orientation not kept, ``fetch``'s broadcast (collective on ``col``)."""
-        if (s, transpose) in self.blocks:
-            return self.blocks[s, transpose]
-        return self.fetch(s, transpose)
 
     def keeps(self, transpose: bool) -> bool:
         """Whether the panels of this orientation were received at set-up (so an SpMM plan moves none)."""

@@ -106,8 +106,10 @@ class SparseSpMM3D(SpMM3D):
         """The depth moves carry only the rows each slice's partial makes non-zero (collective on ``depth``):
         the reduce-scatter sums block i's partial product into rows S[i][l]; the all-gather gives each slice
         the rows of G[i, j] it reads."""
-        if move.axis != "depth" or self.depth is None:
-            return super()._run_whole(move, tensor)
+        if move.op != "all_to_all" or move.axis != "depth" or self.depth is None:
+            return super()._run_whole(move, tensor)  # a move this variant does not carry (attention's score terms)
         if move.carries == "reduce_scatter":
             return self.depth.sum_partials(tensor)
-        return self.depth.gather_rows(tensor)
+        if move.carries == "all_gather":
+            return self.depth.gather_rows(tensor)
+        raise ValueError(f"no depth exchange carries {move.carries}")

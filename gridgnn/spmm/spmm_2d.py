@@ -80,11 +80,6 @@ class SpMM2D(PanelMovingSpMM):
     def row_range(self) -> tuple[int, int]:
         return self.row_bounds[self.i], self.row_bounds[self.i + 1]
 
-    def _panel(self, s: int, transpose: bool):
-        """Stage s's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``: not collective) or
-        broadcast (collective on ``col``); None when empty."""
-        return self.cache.get(s, transpose)
-
     def _broadcast_panel(self, s: int, transpose: bool):
         """Stage s's panel broadcast on ``col`` from its owner (`gridgnn.cost.algorithms.summa.panel_move`)."""
         move = panel_move(self.layout, self.i, s, self.panel_nnz[s], transpose)

@@ -80,15 +80,6 @@ class SpMM3D(PanelMovingSpMM):
     def row_range(self) -> tuple[int, int]:
         return self._slice(self.i)
 
-    def _depth_counts(self) -> list[int]:
-        s = self.sub[self.i]
-        return [s[m + 1] - s[m] for m in range(len(s) - 1)]
-
-    def _panel(self, k: int, transpose: bool):
-        """Stage k's Â panel (or its transpose) as a `Pending`: kept (``--cache-panels``: not collective) or
-        broadcast (collective on ``col``)."""
-        return self.cache.get(k, transpose)
-
     def _broadcast_panel(self, k: int, transpose: bool):
         """Stage k's panel broadcast on ``col`` from its owner (`gridgnn.cost.algorithms.summa.panel_move`)."""
         move = panel_move(self.layout, self.i, self.my_segments[k], self.panel_nnz[k], transpose)

@@ -11,7 +11,9 @@ reduce-scatter on ``depth``) turn ``acc`` into this rank's block of Y. Backward 
 moves (an all-gather on ``depth``) rebuild G's block row; for each stage the transposed operand times G is
 reduced on ``row`` to the stage's root, which keeps it as rows ``[a, b)`` of dX; then the ``after`` moves (a
 broadcast on ``rep``). With overlap the next stage's moves are in flight while this stage multiplies
-(`gridgnn.grid.overlap`); without, the same collectives run in the same order.
+(`gridgnn.grid.overlap`): the same collectives, issued in the same order, and the same sums; without overlap
+each is waited for as it is issued, so the records come in the plan's order (with overlap a stage's reduce may
+be recorded after the next stage's panel).
 """
 
 from __future__ import annotations
@@ -58,8 +60,9 @@ class StagedSpMM(DistributedSpMM):
     @abstractmethod
     def _operand(self, stage: PlannedStage, transpose: bool):
         """Stage's Â block (``transpose``: its transpose) as something with ``wait()`` that delivers a
-        `gridgnn.sparse.csr.SparseBlock` (kept: a `gridgnn.grid.overlap.Ready`; moved: the ``panel`` move's
-        broadcast, collective on ``col``), or None when it has no entries."""
+        `gridgnn.sparse.csr.SparseBlock` (kept: a `gridgnn.grid.overlap.Ready` on 1D/1.5D, the finished
+        `Pending` of a `gridgnn.spmm.panels.PanelCache` on 2D/3D; moved: the ``panel`` move's broadcast,
+        collective on ``col``), or None when it has no entries."""
 
     def _send_rows(self, stage: PlannedStage, x: torch.Tensor) -> Pending:
         """Forward: the stage's rows of X from its root (its ``dense`` move: a broadcast, collective on the

@@ -1,7 +1,7 @@
 """The plan of a GAT layer's attention (`gridgnn.cost.attention_plan`): the planner's closed forms (each
 algorithm's ``attention_terms``) sum its records per rank, phase and (collective, axis), on every algorithm, in
 every wire precision, with and without cached panels; and it owns the tiles each algorithm's docstring says.
-(That a run records exactly these steps is checked in ``tests/nn/test_gat.py``.)"""
+(That a run records exactly these steps, in order, is checked in ``tests/spmm/test_attention_runs_its_plan.py``.)"""
 
 from __future__ import annotations
 

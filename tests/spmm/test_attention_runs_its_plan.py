@@ -15,7 +15,8 @@ from gridgnn.launch.spawn import run_workers
 N, SEED, HEADS, CHANNELS = 37, 4, 2, 3
 CASES = {4: [("1d", None, None, False), ("1.5d", 2, None, False), ("2d", None, "2x2", False),
              ("2d", None, "2x2", True), ("2d", None, "1x4", False), ("3d", None, "2x2x1", True)],
-         8: [("3d", None, "2x2x2", False), ("2d", None, "2x4", False)]}
+         8: [("3d", None, "2x2x2", False), ("3d", None, "2x2x2", True), ("2d", None, "2x4", False),
+             ("1.5d", 4, None, False)]}  # 1.5d 2x4: replicas 2 and 3 have an empty share
 
 
 @pytest.mark.parametrize("world", sorted(CASES))

@@ -30,7 +30,7 @@ from gridgnn.train.loop.trainer import Trainer
 from gridgnn.train.run.training import build_aggregation, load_graph
 
 N, SEED, WORLD = 61, 5, 4
-SPMM_CASES = [("1d", None, None), ("1.5d", 2, None)]
+SPMM_CASES = [("1d", None, None), ("1.5d", 2, None), ("1.5d", 4, None)]  # 1.5d 1x4: three empty shares
 TRAIN = dict(dataset="csbm:nodes=157,classes=5,features=13", directed=True, epochs=3, dropout=0.5, hidden=16)
 MODELS = {"gcn": dict(model="gcn"), "sage": dict(model="sage"), "gin": dict(model="gin", gin_train_eps=True)}
 TRAIN_CASES = [dict(TRAIN, **MODELS[m], **g, nprocs=WORLD, comm="cover") for m in MODELS
@@ -74,8 +74,9 @@ def test_cover_spmm_is_exact_moves_no_more_than_sparse_and_is_priced(spmm_result
                     plan = sparse_spmm_plan(shape, rank, stats, width, backward=backward, comm="cover")
                     planned = [(st.op, st.axis, st.bytes) for st in lower(plan, shape, shape.coords(rank))]
                     assert res["sequence"][int(backward)] == planned, (algo, width, half, rank)
-                    assert res["own_plan"][int(backward)] == planned, (algo, width, half, rank)  # what it runs
-            assert sum(r["forward_bytes"] for r in blocking) < sum(r["forward_bytes"] for r in sparse)
+                    assert res["own_plan"][int(backward)] == planned, (algo, width, half, rank)  # built from its counts
+            if shape.sizes[0] > 1:  # with one block row nothing moves on ``row``: the two are the same
+                assert sum(r["forward_bytes"] for r in blocking) < sum(r["forward_bytes"] for r in sparse)
 
 
 @functools.cache

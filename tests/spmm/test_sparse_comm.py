@@ -24,7 +24,8 @@ from gridgnn.train.run.training import build_aggregation, load_graph
 
 N, SEED, WORLD = 61, 5, 4
 SPMM_CASES = [("1d", None, None), ("1.5d", 2, None), ("2d", None, "2x2"), ("2d", None, "4x1"), ("2d", None, "1x4"),
-              ("3d", None, "2x2x1"), ("3d", None, "1x1x4")]
+              ("3d", None, "2x2x1"), ("3d", None, "1x1x4"),
+              ("1.5d", 4, None)]  # one block row: replicas 1-3 have an empty share
 TRAIN = dict(dataset="csbm:nodes=300,classes=5,features=13", directed=True, epochs=4, dropout=0.5)
 TRAIN_CASES = [dict(TRAIN, algo="1d", nprocs=WORLD, comm="sparse"),
                dict(TRAIN, algo="1.5d", nprocs=WORLD, replication=2, comm="sparse", reorder="metis"),
@@ -78,7 +79,7 @@ def test_sparse_spmm_matches_single_process_and_model(results):
                     plan = sparse_spmm_plan(shape, rank, _stats(adj), width, backward=backward)
                     planned = [(st.op, st.axis, st.bytes) for st in lower(plan, shape, shape.coords(rank))]
                     assert res[half] == planned, (algo, width, half, rank)
-                    assert res["own_plan"][int(backward)] == planned, (algo, width, half, rank)  # what it runs
+                    assert res["own_plan"][int(backward)] == planned, (algo, width, half, rank)  # built from its counts
             for plain, fast in zip(per_rank, (o[width_index] for o in overlapped), strict=True):
                 np.testing.assert_array_equal(plain["y"], fast["y"])
                 np.testing.assert_array_equal(plain["grad"], fast["grad"])

@@ -180,7 +180,7 @@ def schedule(shape: GridShape, layout: StageLayout, coords: dict, width: int, pa
         stages.append(PlannedStage(s, a, b, z > 0, panel, dense))
     before = after = ()
     if depth > 1 and f_j:
-        counts = tuple(int(r) for r in np.diff(layout.segments[i * depth:(i + 1) * depth + 1]))
+        counts = layout.depth_counts(i)
         move = Move("all_gather" if backward else "reduce_scatter", "depth", None, "dense", n_i, f_j, counts=counts)
         before, after = ((move,), ()) if backward else ((), (move,))
     return SpMMPlan(n_i, tuple(stages), before, after)
