@@ -50,6 +50,11 @@ def peer_ranges(layout: StageLayout, group: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
+def row_group(layout: StageLayout, coords: dict) -> int:
+    """The ``row`` group (σ's class) of the process at ``coords``: its depth slice on 3D, 0 elsewhere."""
+    return int(coords.get("depth", 0)) if layout.group_axis == "depth" else 0
+
+
 class ColumnOrder:
     """σ of a grid's layout and a seed, evaluated pointwise: `position` maps vertices to their columns and `vertex`
     columns to their vertices, for any ids, in any order, in time and memory of the ids asked (no table of n;

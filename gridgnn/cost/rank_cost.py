@@ -45,8 +45,7 @@ def shape_blocks(shape: GridShape, stats: GraphStats) -> ShapeBlocks:
     counted = stats.in_column_order(shape.sizes[0], shape.depth)  # its σ is this layout's (no parts: random)
     blocks = costs_of(shape.algo).blocks(shape, counted, layout, coords)
     per_process = exchanged_rows(layout, counted.column_order or ColumnOrder(layout, stats.column_seed))
-    groups = coords["depth"] if shape.algo == "3d" else np.zeros(shape.world_size, dtype=np.int64)
-    blocks.column_rows = per_process[coords["row"], groups]
+    blocks.column_rows = per_process[coords["row"], blocks.groups]  # each process's σ class: its depth slice
     return blocks
 
 

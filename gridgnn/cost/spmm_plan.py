@@ -47,7 +47,7 @@ from dataclasses import replace
 import numpy as np
 
 from gridgnn.cost.algorithms import costs_of
-from gridgnn.cost.column_order import ColumnOrder, exchange_counts, peer_ranges
+from gridgnn.cost.column_order import ColumnOrder, exchange_counts, peer_ranges, row_group
 from gridgnn.cost.sparse_stages import slice_counts
 from gridgnn.cost.spmm_cost import FLOAT32, SizeInfo
 from gridgnn.cost.stages import stage_layout
@@ -78,8 +78,8 @@ def spmm_plan(shape: GridShape, rank: int, n: int, width: int, panel_nnz: np.nda
     plan = costs_of(shape.algo).schedule(shape, layout, coords, local_width, row, backward, cached)
     if column_seed is None:
         return plan
-    group = coords.get(layout.group_axis, 0) if layout.group_axis == "depth" else 0
-    into, back = exchange_counts(ColumnOrder(layout, column_seed), peer_ranges(layout, group), coords["row"])
+    ranges = peer_ranges(layout, row_group(layout, coords))
+    into, back = exchange_counts(ColumnOrder(layout, column_seed), ranges, coords["row"])
     return column_ordered(plan, local_width, into, back, backward)
 
 

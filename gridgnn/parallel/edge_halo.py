@@ -106,6 +106,13 @@ class EdgeHalo:
         touched[i * d + here, i] = 0
         return halo_plan(grid.shape, self.layout, grid.coords, width, touched, backward)
 
+    def planned(self, width: int, backward: bool) -> SpMMPlan:
+        """`plan`, built once per (width, direction) and kept. Not collective."""
+        plans = self.__dict__.setdefault("_plans", {})
+        if (width, backward) not in plans:
+            plans[width, backward] = self.plan(width, backward)
+        return plans[width, backward]
+
     def source_rows(self, x: torch.Tensor) -> torch.Tensor:
         """(rows, w) -> (m + halo, w): the rows of this rank's block (on 3D its sub-block's rows are ``x``, the
         block's all-gathered on ``depth``), then the halo rows in `EdgeSet.src`'s numbering, with autograd.
@@ -123,7 +130,7 @@ class _HaloFunction(torch.autograd.Function):
         ctx.halo = halo
         received = None
         with halo.comm.phase("spmm_forward"):
-            for move in halo.plan(x.shape[1], backward=False).before:
+            for move in halo.planned(x.shape[1], backward=False).before:
                 if move.axis == "depth":  # the block's rows, gathered from its depth group
                     x = halo.comm.all_gather_rows(x.contiguous(), move.axis, list(move.counts))
                 else:
@@ -136,7 +143,7 @@ class _HaloFunction(torch.autograd.Function):
         m = halo.row_range[1] - halo.row_range[0]
         block = None
         with halo.comm.phase("spmm_backward"):
-            for move in halo.plan(grad.shape[1], backward=True).after:
+            for move in halo.planned(grad.shape[1], backward=True).after:
                 if move.axis == "depth":  # each depth slice's edges read the whole block: sum, keep own rows
                     block = halo.comm.reduce_scatter_rows(block, move.axis, list(move.counts))
                 else:

@@ -68,7 +68,17 @@ class PlannedMoves:
         return stage.segment
 
     def _scores(self, heads: int) -> tuple[PlannedStage, ...]:
-        return score_stages(self.spmm.layout, self.spmm.grid.coords, heads)
+        return self._kept_moves(heads)[0]
+
+    def _kept_moves(self, heads: int) -> tuple:
+        """(owned tiles, ds_src's after-moves, (tile, grad_total) moves) for ``heads`` heads, built once and kept
+        (they depend only on the grid and the heads)."""
+        moves = self.__dict__.setdefault("_moves", {})
+        if heads not in moves:
+            layout, coords, shape = self.spmm.layout, self.spmm.grid.coords, self.spmm.grid.shape
+            moves[heads] = (score_stages(layout, coords, heads), score_after(shape, layout, coords, heads),
+                            tile_moves(shape, layout, coords, heads))
+        return moves[heads]
 
     def gather(self, t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
         """The rows of ``t`` (m x K) of each owned tile's columns, from their holder. Collective on ``row``."""
@@ -89,7 +99,7 @@ class PlannedMoves:
                     mine.append((stages[s], part))  # summed once the reduce is waited for
         for stage, part in mine:
             out[stage.start - r0:stage.stop - r0] = part
-        for move in score_after(self.spmm.grid.shape, self.spmm.layout, self.spmm.grid.coords, like.shape[1]):
+        for move in self._kept_moves(like.shape[1])[1]:
             out = self.spmm._run_whole(move, out)
         return out
 
@@ -100,7 +110,7 @@ class PlannedMoves:
         return t
 
     def _tile_moves(self, heads: int) -> tuple[tuple[Move, ...], tuple[Move, ...]]:
-        return tile_moves(self.spmm.grid.shape, self.spmm.layout, self.spmm.grid.coords, heads)
+        return self._kept_moves(heads)[2]
 
     def tile_rows(self, s_dst: torch.Tensor) -> torch.Tensor:
         """The score terms of the tiles' rows (3D: the whole block row, all-gathered on ``depth``)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from gridgnn.cost.column_order import ColumnOrder, peer_ranges, permuted_indices
+from gridgnn.cost.column_order import ColumnOrder, peer_ranges, permuted_indices, row_group
 from gridgnn.cost.spmm_plan import column_ordered
 from gridgnn.cost.terms import SpMMPlan
 from gridgnn.grid.comm import Communicator
@@ -129,8 +129,7 @@ class ColumnOrderedSpMM(DistributedSpMM):
         block_row = (layout.row_bounds[i], layout.row_bounds[i + 1])  # what 2D and 3D cut their panels from
         self.inner = inner_cls(grid, comm, OwnRowsRelabelled(adj, block_row, order), dtype=dtype, parts=parts,
                                cache_panels=cache_panels)
-        group = grid.index("depth") if grid.algo == "3d" else 0
-        self.exchange = ColumnExchange(comm, peer_ranges(layout, group), i, order, grid.device)
+        self.exchange = ColumnExchange(comm, peer_ranges(layout, row_group(layout, grid.coords)), i, order, grid.device)
 
     @property
     def row_range(self) -> tuple[int, int]:

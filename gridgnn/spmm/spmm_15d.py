@@ -89,7 +89,7 @@ class SpMM15D(StagedSpMM):
         """The ``after`` moves on ``rep`` of this rank's plan on its finished block row: the replica sum of Y[i]
         (forward) or dX[i] from replica i mod c (backward); for the variants that run their one row exchange
         themselves (``--comm sparse``, ``cover``: the plan's all-to-all on ``row``). Collective on ``rep``."""
-        for move in self.plan(block.shape[1], backward).after:
+        for move in self.planned(block.shape[1], backward).after:
             if move.axis == "rep":
                 block = self._run_whole(move, block)
         return block

@@ -43,11 +43,22 @@ class StagedSpMM(DistributedSpMM):
         return costs_of(self.grid.algo).schedule(self.grid.shape, self.layout, self.grid.coords, width,
                                                  self._row_nnz(), backward, self._keeps(backward))
 
+    def planned(self, width: int, backward: bool) -> SpMMPlan:
+        """`plan`, built once per (width, direction) and kept: a plan is pure and its inputs (the blocks, the
+        kept panels, the exchanges' counts) are fixed at set-up, so no SpMM call rebuilds it. Not collective."""
+        plans = self.__dict__.setdefault("_plans", {})
+        if (width, backward) not in plans:
+            plans[width, backward] = self.plan(width, backward)
+        return plans[width, backward]
+
     def attention_plan(self, width: int, heads: int) -> AttentionPlan:
         """This rank's plan of one GAT layer of ``heads`` heads whose x is ``width`` columns wide here
-        (`gridgnn.cost.attention_plan`). Not collective."""
-        return attention_schedule(self.grid.shape, self.layout, self.grid.coords, width, heads, self._row_nnz(),
-                                  self._keeps(False))
+        (`gridgnn.cost.attention_plan`), built once per (width, heads) and kept. Not collective."""
+        plans = self.__dict__.setdefault("_attention_plans", {})
+        if (width, heads) not in plans:
+            plans[width, heads] = attention_schedule(self.grid.shape, self.layout, self.grid.coords, width, heads,
+                                                     self._row_nnz(), self._keeps(False))
+        return plans[width, heads]
 
     @abstractmethod
     def _row_nnz(self) -> np.ndarray:
@@ -95,7 +106,7 @@ class StagedSpMM(DistributedSpMM):
         """This rank's block of X -> its block of Y (same rows and columns). Collective on the axes of the
         plan's moves (the algorithm module's docstring names them)."""
         width = x.shape[1]
-        plan = self.plan(width, backward=False)
+        plan = self.planned(width, backward=False)
         acc = x.new_zeros((plan.rows, width))
 
         def issue(stage: PlannedStage):
@@ -112,7 +123,7 @@ class StagedSpMM(DistributedSpMM):
     def backward(self, grad_y: torch.Tensor) -> torch.Tensor:
         """This rank's block of G -> its block of dX. Collective on the axes of the plan's moves."""
         width = grad_y.shape[1]
-        plan = self.plan(width, backward=True)
+        plan = self.planned(width, backward=True)
         full = grad_y
         for move in plan.before:
             full = self._run_whole(move, full)
