@@ -128,20 +128,24 @@ def halo_terms(blocks: ShapeBlocks, width: int, backward: bool, sz: SizeInfo, se
     return terms
 
 
-def halo_plan(shape, layout, coords: dict, width: int, touched: np.ndarray, backward: bool) -> SpMMPlan:
+def halo_counts(touched: np.ndarray, coords: dict, depth: int, backward: bool) -> np.ndarray:
+    """The rows the rank at ``coords`` receives from each process of its ``row`` group in one halo exchange, from
+    U = ``touched`` (row sets, row blocks: the columns of block k the rows of set s touch; the sets are 3D's
+    sub-blocks S[k][l], segment k·d + l, else the row blocks): forward, what its set reads of every other block;
+    backward, what every other block's set in its depth slice read of its block."""
+    i, here = coords["row"], (coords["depth"] if depth > 1 else 0)
+    counts = (touched[here::depth, i] if backward else touched[i * depth + here]).astype(np.int64)
+    counts[i] = 0
+    return counts
+
+
+def halo_plan(shape, layout, coords: dict, width: int, counts, backward: bool) -> SpMMPlan:
     """One rank's halo exchange of a ``width``-wide x (this rank's columns) as whole-block moves (module
-    docstring). ``touched`` (row sets, row blocks): U, the columns of block k the rows of set s touch, the sets
-    being 3D's sub-blocks S[k][l] (segment k·d + l), else the row blocks; only the entries this rank's moves
-    read matter (its set's row, and its block's column within its depth slice)."""
+    docstring); ``counts``: the rows it receives from each process of its ``row`` group (`halo_counts`; the
+    executor's from its exchange)."""
     i, d = coords["row"], shape.depth
-    depth_slice = coords["depth"] if d > 1 else 0
-    blocks = touched.shape[1]
     rows = layout.row_bounds[i + 1] - layout.row_bounds[i]
-    if backward:  # the holder of block i in slice l gets back what every other block's set in slice l read of it
-        counts = np.array([touched[k * d + depth_slice, i] if k != i else 0 for k in range(blocks)], dtype=np.int64)
-    else:
-        counts = touched[i * d + depth_slice].astype(np.int64).copy()
-        counts[i] = 0
+    counts = np.asarray(counts, dtype=np.int64)
     exchange = Move("all_to_all", "row", None, "dense", int(counts.sum()), width,
                     counts=tuple(int(c) for c in counts), carries="halo")
     depth = ()

@@ -96,15 +96,9 @@ class EdgeHalo:
     def plan(self, width: int, backward: bool) -> SpMMPlan:
         """This rank's halo exchange of a ``width``-wide x as whole-block moves (`gridgnn.cost.halo_cost.halo_plan`,
         with its exchange's counts). Not collective."""
-        grid = self.comm.grid
-        i, blocks = grid.index("row"), len(self.bounds) - 1
-        d = len(self.depth_rows) if self.depth_rows is not None else 1
-        here = grid.index("depth") if d > 1 else 0
-        touched = np.zeros((blocks * d, blocks), dtype=np.int64)
-        touched[i * d + here] = self.exchange.recv_rows  # what this set reads of every block
-        touched[np.arange(blocks) * d + here, i] = self.exchange.send_rows  # what every set of its slice reads of i
-        touched[i * d + here, i] = 0
-        return halo_plan(grid.shape, self.layout, grid.coords, width, touched, backward)
+        grid = self.comm.grid  # backward brings back the rows it sent forward
+        counts = self.exchange.send_rows if backward else self.exchange.recv_rows
+        return halo_plan(grid.shape, self.layout, grid.coords, width, counts, backward)
 
     def planned(self, width: int, backward: bool) -> SpMMPlan:
         """`plan`, built once per (width, direction) and kept. Not collective."""

@@ -12,7 +12,7 @@ import spmm_workers as w
 from cost_oracles import assert_terms_sum_steps
 from model_helpers import random_stats
 
-from gridgnn.cost.halo_cost import halo_plan, halo_terms
+from gridgnn.cost.halo_cost import halo_counts, halo_plan, halo_terms
 from gridgnn.cost.rank_cost import shape_blocks
 from gridgnn.cost.spmm_cost import SizeInfo
 from gridgnn.cost.spmm_plan import lower
@@ -33,7 +33,8 @@ def graph_plan(shape, stats, rank: int, width: int, backward: bool):
     touched = stats.touched(list(sets), list(layout.row_bounds))
     coords = shape.coords(rank)
     local = int(feature_widths(width, shape.col_blocks)[coords.get("col", 0)])
-    return halo_plan(shape, layout, coords, local, touched, backward)
+    counts = halo_counts(touched, coords, shape.depth, backward)
+    return halo_plan(shape, layout, coords, local, counts, backward)
 
 
 @pytest.mark.parametrize("algo,p,extra", CASES)
