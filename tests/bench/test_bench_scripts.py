@@ -163,6 +163,28 @@ def test_spmm_precision_error_tiny(tmp_path):
     assert "| int8 |" in (tmp_path / "spmm_error.md").read_text()
 
 
+def test_gin_amazon_tiny(tmp_path):
+    """The GIN cross-check (gridgnn, PyG, PyG with BatchNorm) on a tiny graph: a record per variant and seed,
+    gridgnn's equal to `gridgnn.fit`'s own metrics, and the table's means those of the records."""
+    pytest.importorskip("torch_geometric")
+    bench = _load("gin_amazon")
+    graph = "csbm:nodes=300,classes=3,features=20"  # TINY has no test vertices
+    document = bench.main(["--datasets", graph, "--seeds", "0", "1", "--epochs", "4", "--hidden", "8",
+                           "--out", str(tmp_path / "gin")])
+    records = document["records"]
+    assert [(r["seed"], r["variant"]) for r in records] == [(s, v) for s in (0, 1) for v in bench.VARIANTS]
+    for record in records:
+        assert 1 <= record["best_epoch"] <= 4 and 1 <= record["classes_predicted"] <= 3, record
+    import gridgnn
+
+    again = gridgnn.fit(graph, model="gin", hidden=8, epochs=4, seed=1, threads=1).metrics["final"]
+    assert records[3]["test_acc"] == again["test_acc"] and records[3]["best_epoch"] == again["best_epoch"]
+    table = (tmp_path / "gin.md").read_text()
+    mean = sum(100 * r["test_acc"] for r in records if r["variant"] == "pyg+batchnorm") / 2
+    assert f"| {graph} | pyg+batchnorm |" in table and f"| {mean:.1f} |" in table
+    assert json.loads((tmp_path / "gin.json").read_text())["records"] == records
+
+
 def test_partition_objective_tiny(tmp_path):
     """Both METIS objectives priced on one graph: cover never above sparse, sparse never above dense, and the
     table carries every row."""
