@@ -17,9 +17,9 @@ reference. Each run's own metrics file gives:
 Every record carries the exact command that produced it; a failed run keeps its status and the tail of its
 stderr. Writes ``accuracy.json`` (every run, rewritten after each), ``accuracy.md`` (per model x dataset x grid
 x precision: mean ± sample standard deviation and min-max of the test accuracy over seeds, the difference to
-the same grid's fp32 mean in points, flagged where bf16/fp16 are more than 0.3 points below it or int8 more
-than 0.5, the comparison with AdaQP's 0.30-point bound, and the byte ratios to fp32) and, when matplotlib is
-installed (an optional, ``bench`` extra), ``accuracy.png``.
+the same grid's fp32 mean in points and the paired t statistic of the per-seed differences, flagged where
+bf16/fp16 are more than 0.3 points below it or int8 more than 0.5, the comparison with AdaQP's 0.30-point bound,
+and the byte ratios to fp32) and, when matplotlib is installed (an optional, ``bench`` extra), ``accuracy.png``.
 
 Timing mode (``--timing``): one dataset, each grid at ``--nprocs``, the four precisions run alternately
 (1d fp32, bf16, fp16, int8, 2d fp32, ..., then again) for ``--rounds`` rounds; writes ``timing.json`` and
@@ -163,12 +163,25 @@ def _points(values: list[float]) -> list[float]:
     return [100.0 * v for v in values]
 
 
+def paired_t(differences: list[float]) -> float | None:
+    """The paired t statistic of per-seed differences (points): mean / (sample sd / √n); None under two
+    differences; 0 when every difference is 0, ±inf when all are equal and not 0. A difference is significant
+    at 5 % (two-sided) above |t| = 4.30 with 3 seeds (2 degrees of freedom), 2.26 with 10."""
+    if len(differences) < 2:
+        return None
+    mean, spread = statistics.mean(differences), statistics.stdev(differences)
+    if spread < 1e-9 * max(1.0, abs(mean)):  # equal differences, up to the rounding of 100 * accuracy
+        return 0.0 if abs(mean) < 1e-9 else math.copysign(math.inf, mean)
+    return mean / (spread / math.sqrt(len(differences)))
+
+
 def summarize(records: list[dict]) -> list[dict]:
     """One row per (model, dataset, grid, precision) of the successful records: accuracy over seeds in
     points (mean, sample sd, min, max), ``delta``: the mean minus the same grid's fp32 mean, both over the seeds
     both ran (None for fp32 and local),
     ``flagged`` (more than `LIMITS` below), ``adaqp`` ('within' or 'above' the 0.30-point bound, for a
-    lower precision), and the byte ratios to the fp32 run of the same seed (median over seeds)."""
+    lower precision), ``paired_t`` (`paired_t` of the per-seed differences to fp32; None under two seeds), and
+    the byte ratios to the fp32 run of the same seed (median over seeds)."""
     ok = [r for r in records if r.get("status") == 0]
     cells: dict[tuple, list[dict]] = {}
     for r in ok:
@@ -178,7 +191,7 @@ def summarize(records: list[dict]) -> list[dict]:
         acc = _points([r["test_acc"] for r in group])
         row = {"model": model, "dataset": dataset, "grid": grid, "precision": precision, "seeds": len(group),
                "mean": statistics.mean(acc), "sd": statistics.stdev(acc) if len(acc) > 1 else 0.0,
-               "min": min(acc), "max": max(acc), "delta": None, "flagged": False, "adaqp": None,
+               "min": min(acc), "max": max(acc), "delta": None, "paired_t": None, "flagged": False, "adaqp": None,
                "wire_ratio": None, "all_ratio": None, "wire_bytes": None, "all_bytes": None}
         if grid != "local":
             row["wire_bytes"] = int(statistics.median(r["wire_bytes"] for r in group))
@@ -191,6 +204,7 @@ def summarize(records: list[dict]) -> list[dict]:
             if precision != "fp32" and pairs:  # fp32's mean over the same seeds
                 row["delta"] = (statistics.mean(_points([r["test_acc"] for r, _ in pairs]))
                                 - statistics.mean(_points([b["test_acc"] for _, b in pairs])))
+                row["paired_t"] = paired_t([100.0 * (r["test_acc"] - b["test_acc"]) for r, b in pairs])
                 row["flagged"] = row["delta"] < -LIMITS[precision]
                 row["adaqp"] = "above" if row["delta"] < -ADAQP_POINTS else "within"
         rows.append(row)
@@ -215,29 +229,32 @@ def markdown(document: dict) -> str:
     lines += ["", "Each run is the `gridgnn train` command in `accuracy.json` (`records[].command`). Test accuracy "
               "(%) at the best validation-accuracy epoch (`final.test_acc_at_best_val` of the run's metrics); "
               "mean ± sample standard deviation over seeds, then min-max. Δ: the mean minus the same grid's fp32 "
-              "mean over the same seeds, in points; **flag**: bf16/fp16 more than "
+              "mean over the same seeds, in points; t: the paired t statistic of the per-seed differences (mean over "
+              "sample sd / √seeds; significant at 5 %, two-sided, above |t| = 4.30 with 3 seeds, 2.26 with 10); "
+              "**flag**: bf16/fp16 more than "
               f"{LIMITS['bf16']} points below it, int8 more than {LIMITS['int8']}. AdaQP: 'within' when the loss "
               f"is at most its {ADAQP_POINTS:.2f}-point bound "
               "(a gain counts as within), 'above' when larger. Bytes: per rank per training step, max over ranks, "
               "median over epochs; wire = the SpMM and dense phases (the rows `--comm-precision` encodes), all = "
               "every phase (weight gradients and loss stay float32). Ratios: to the fp32 run of the same seed "
               "and grid.", "",
-              "| model | dataset | grid | precision | seeds | mean ± sd | min-max | Δ vs fp32 | flag | AdaQP 0.30 "
+              "| model | dataset | grid | precision | seeds | mean ± sd | min-max | Δ vs fp32 | t | flag | AdaQP 0.30 "
               "| wire bytes | wire ratio | all bytes | all ratio |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['dataset']} | {r['grid']} | {r['precision']} | {r['seeds']} "
             f"| {r['mean']:.2f} ± {r['sd']:.2f} | {r['min']:.1f}-{r['max']:.1f} | {_fmt(r['delta'], '+.2f')} "
-            f"| {'**flag**' if r['flagged'] else ''} | {r['adaqp'] or ''} | {_fmt(r['wire_bytes'], 'd')} "
+            f"| {_fmt(r['paired_t'], '+.2f')} | {'**flag**' if r['flagged'] else ''} | {r['adaqp'] or ''} "
+            f"| {_fmt(r['wire_bytes'], 'd')} "
             f"| {_fmt(r['wire_ratio'], '.3f')} | {_fmt(r['all_bytes'], 'd')} | {_fmt(r['all_ratio'], '.3f')} |")
     lines += ["", *_headline(rows), *_equal_to_local(records), *_failures(records), *document.get("notes", [])]
     return "\n".join(lines) + "\n"
 
 
 def _headline(rows: list[dict]) -> list[str]:
-    lines = ["## Summary", "", "| precision | grid | cells | mean Δ (points) | worst Δ | flagged | above AdaQP "
-             "| wire ratio (median) | all ratio (median) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["## Summary", "", "| precision | grid | cells | mean Δ (points) | worst Δ | lowest t | flagged "
+             "| above AdaQP | wire ratio (median) | all ratio (median) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for precision in PRECISIONS[1:]:
         for grid in GRIDS:
             cell = [r for r in rows if r["precision"] == precision and r["grid"] == grid and r["delta"] is not None]
@@ -246,8 +263,10 @@ def _headline(rows: list[dict]) -> list[str]:
             deltas = [r["delta"] for r in cell]
             ratio = [r["wire_ratio"] for r in cell if r["wire_ratio"] is not None]
             every = [r["all_ratio"] for r in cell if r["all_ratio"] is not None]
+            ts = [r["paired_t"] for r in cell if r["paired_t"] is not None]  # the most negative: a loss
             lines.append(f"| {precision} | {grid} | {len(cell)} | {statistics.mean(deltas):+.2f} "
-                         f"| {min(deltas):+.2f} | {sum(r['flagged'] for r in cell)} "
+                         f"| {min(deltas):+.2f} | {_fmt(min(ts) if ts else None, '+.2f')} "
+                         f"| {sum(r['flagged'] for r in cell)} "
                          f"| {sum(r['adaqp'] == 'above' for r in cell)} "
                          f"| {_fmt(statistics.median(ratio) if ratio else None, '.3f')} "
                          f"| {_fmt(statistics.median(every) if every else None, '.3f')} |")

@@ -34,7 +34,7 @@ def _table_rows(text: str) -> dict[tuple[str, str], list[str]]:
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 14 and cells[0] in {"gcn", "sage", "gin", "gat"}:
+        if len(cells) == 15 and cells[0] in {"gcn", "sage", "gin", "gat"}:
             rows[(cells[2], cells[3])] = cells
     return rows
 
@@ -53,18 +53,28 @@ def test_report_deltas_flags_and_ratios(bench, tmp_path):
     assert rows[("1d", "int8")]["flagged"] and rows[("1d", "int8")]["adaqp"] == "above"
     assert rows[("1d", "int8")]["wire_ratio"] == pytest.approx(0.275)  # median of 0.27 and 0.28
     assert rows[("1d", "bf16")]["all_ratio"] == pytest.approx(900 / 1400)
+    assert rows[("1d", "int8")]["paired_t"] == pytest.approx(-0.7 / 0.3)  # Δs -1.0, -0.4: sd 0.6/√2, t = Δ/(sd/√2)
     assert rows[("1d", "fp32")]["delta"] is None and ("1d", "fp16") not in rows  # the failure is no cell
     document = {"commands": ["python benchmarks/comm_precision.py x"], "date": "d", "machine": "m",
                 "records": records}
     text = bench.markdown(document)
     table = _table_rows(text)
-    assert table[("1d", "int8")][7:10] == ["-0.70", "**flag**", "above"]
-    assert table[("1d", "bf16")][8] == "" and table[("1d", "bf16")][11] == "0.500"
+    assert table[("1d", "int8")][7:11] == ["-0.70", "-2.33", "**flag**", "above"]  # t: -0.7 / (0.42 / √2)
+    assert table[("1d", "bf16")][8:10] == ["-inf", ""] and table[("1d", "bf16")][12] == "0.500"  # equal Δs
+    assert "| int8 | 1d | 1 | -0.70 | -0.70 | -2.33 | 1 | 1 | 0.275 |" in text
     assert "1 of 2 runs gave the same test accuracy" in text  # seed 1: 81.0 on 1d, 81.1 in one process
     assert "status 1: `c`: RuntimeError: boom" in text
     (tmp_path / "accuracy.json").write_text(json.dumps(document))
     bench.main(["--report", "--out", str(tmp_path), "--note", "Not run: the rest."])
     assert (tmp_path / "accuracy.md").read_text().endswith("Not run: the rest.\n\n")
+
+
+def test_paired_t_of_the_per_seed_differences(bench):
+    assert bench.paired_t([1.0]) is None  # one seed: no spread
+    assert bench.paired_t([0.0, 0.0, 0.0]) == 0.0
+    assert bench.paired_t([-0.2, -0.2 + 1e-14]) == float("-inf")  # equal up to rounding: no noise at all
+    assert bench.paired_t([1.0, 2.0, 3.0]) == pytest.approx(2.0 / (1.0 / 3 ** 0.5))
+    assert bench.paired_t([-4.0, 1.0, 2.0, 0.5]) == pytest.approx(-0.125 / (2.6575 / 2), rel=1e-4)
 
 
 def test_plot_draws_the_deltas(bench, tmp_path):
@@ -89,8 +99,8 @@ def test_tiny_study_writes_what_it_measured(bench, tmp_path):
     assert bf16["wire_bytes"] * 2 == fp32["wire_bytes"] > 0  # 2 bytes a value on the wire against 4
     assert fp32["all_bytes"] - fp32["wire_bytes"] == bf16["all_bytes"] - bf16["wire_bytes"]  # the rest is fp32
     cells = _table_rows((tmp_path / "accuracy.md").read_text())[("1d", "bf16")]
-    assert cells[10] == str(bf16["wire_bytes"]) and cells[11] == f"{bf16['wire_bytes'] / fp32['wire_bytes']:.3f}"
-    assert cells[13] == f"{bf16['all_bytes'] / fp32['all_bytes']:.3f}"
+    assert cells[11] == str(bf16["wire_bytes"]) and cells[12] == f"{bf16['wire_bytes'] / fp32['wire_bytes']:.3f}"
+    assert cells[14] == f"{bf16['all_bytes'] / fp32['all_bytes']:.3f}"
     assert re.search(rf"^    {re.escape(saved['commands'][0])}$", (tmp_path / "accuracy.md").read_text(), re.M)
 
 
