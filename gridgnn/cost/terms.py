@@ -9,6 +9,7 @@ collectives. Not collective.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -163,6 +164,15 @@ class SpMMPlan:
     stages: tuple[PlannedStage, ...]
     before: tuple[Move, ...] = ()
     after: tuple[Move, ...] = ()
+
+
+def kept(owner: object, table: str, key: Hashable, build: Callable[[], object]):
+    """``build()``'s value, built once per ``key`` and kept in ``owner``'s dict attribute ``table``: for a pure
+    plan whose inputs (blocks, kept panels, exchange counts) are fixed at set-up, so that no call rebuilds it."""
+    values = owner.__dict__.setdefault(table, {})
+    if key not in values:
+        values[key] = build()
+    return values[key]
 
 
 def term(phase, op, axis, size, calls, nbytes, num_ranks) -> Term:

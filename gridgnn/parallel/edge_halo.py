@@ -44,7 +44,7 @@ import torch
 from gridgnn.cost.halo_cost import halo_plan
 from gridgnn.cost.sparse_stages import touched_columns
 from gridgnn.cost.stages import StageLayout
-from gridgnn.cost.terms import SpMMPlan
+from gridgnn.cost.terms import SpMMPlan, kept
 from gridgnn.data.edge_features import block_rows, entry_rows
 from gridgnn.grid.comm import Communicator
 from gridgnn.nn.message_passing import EdgeSet
@@ -102,10 +102,7 @@ class EdgeHalo:
 
     def planned(self, width: int, backward: bool) -> SpMMPlan:
         """`plan`, built once per (width, direction) and kept. Not collective."""
-        plans = self.__dict__.setdefault("_plans", {})
-        if (width, backward) not in plans:
-            plans[width, backward] = self.plan(width, backward)
-        return plans[width, backward]
+        return kept(self, "_plans", (width, backward), lambda: self.plan(width, backward))
 
     def source_rows(self, x: torch.Tensor) -> torch.Tensor:
         """(rows, w) -> (m + halo, w): the rows of this rank's block (on 3D its sub-block's rows are ``x``, the

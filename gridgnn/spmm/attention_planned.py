@@ -21,7 +21,7 @@ import torch
 
 from gridgnn.cost.attention_plan import AttentionPlan, row_axes, score_after, score_stages, tile_moves
 from gridgnn.cost.stages import StageLayout
-from gridgnn.cost.terms import Move, PlannedStage
+from gridgnn.cost.terms import Move, PlannedStage, kept
 from gridgnn.grid.comm import Communicator
 from gridgnn.grid.overlap import Pending
 from gridgnn.grid.process_grid import ProcessGrid
@@ -73,12 +73,10 @@ class PlannedMoves:
     def _kept_moves(self, heads: int) -> tuple:
         """(owned tiles, ds_src's after-moves, (tile, grad_total) moves) for ``heads`` heads, built once and kept
         (they depend only on the grid and the heads)."""
-        moves = self.__dict__.setdefault("_moves", {})
-        if heads not in moves:
-            layout, coords, shape = self.spmm.layout, self.spmm.grid.coords, self.spmm.grid.shape
-            moves[heads] = (score_stages(layout, coords, heads), score_after(shape, layout, coords, heads),
-                            tile_moves(shape, layout, coords, heads))
-        return moves[heads]
+        layout, coords, shape = self.spmm.layout, self.spmm.grid.coords, self.spmm.grid.shape
+        return kept(self, "_moves", heads, lambda: (score_stages(layout, coords, heads),
+                                                    score_after(shape, layout, coords, heads),
+                                                    tile_moves(shape, layout, coords, heads)))
 
     def gather(self, t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
         """The rows of ``t`` (m x K) of each owned tile's columns, from their holder. Collective on ``row``."""

@@ -25,7 +25,7 @@ import torch
 
 from gridgnn.cost.algorithms import costs_of
 from gridgnn.cost.attention_plan import AttentionPlan, attention_schedule
-from gridgnn.cost.terms import Move, PlannedStage, SpMMPlan
+from gridgnn.cost.terms import Move, PlannedStage, SpMMPlan, kept
 from gridgnn.grid.overlap import Pending
 from gridgnn.spmm.base import DistributedSpMM
 from gridgnn.spmm.panels import send_panel
@@ -46,19 +46,13 @@ class StagedSpMM(DistributedSpMM):
     def planned(self, width: int, backward: bool) -> SpMMPlan:
         """`plan`, built once per (width, direction) and kept: a plan is pure and its inputs (the blocks, the
         kept panels, the exchanges' counts) are fixed at set-up, so no SpMM call rebuilds it. Not collective."""
-        plans = self.__dict__.setdefault("_plans", {})
-        if (width, backward) not in plans:
-            plans[width, backward] = self.plan(width, backward)
-        return plans[width, backward]
+        return kept(self, "_plans", (width, backward), lambda: self.plan(width, backward))
 
     def attention_plan(self, width: int, heads: int) -> AttentionPlan:
         """This rank's plan of one GAT layer of ``heads`` heads whose x is ``width`` columns wide here
         (`gridgnn.cost.attention_plan`), built once per (width, heads) and kept. Not collective."""
-        plans = self.__dict__.setdefault("_attention_plans", {})
-        if (width, heads) not in plans:
-            plans[width, heads] = attention_schedule(self.grid.shape, self.layout, self.grid.coords, width, heads,
-                                                     self._row_nnz(), self._keeps(False))
-        return plans[width, heads]
+        return kept(self, "_attention_plans", (width, heads), lambda: attention_schedule(
+            self.grid.shape, self.layout, self.grid.coords, width, heads, self._row_nnz(), self._keeps(False)))
 
     @abstractmethod
     def _row_nnz(self) -> np.ndarray:
