@@ -1,5 +1,5 @@
-"""Why the low-precision study has no GIN cells on the Amazon graphs: GIN without a normalization layer does not
-train there, in gridgnn or in PyG, at float32 on one process; with a BatchNorm in its MLP it does.
+"""Why the low-precision study runs GIN on the Amazon graphs with ``--gin-norm layer``: GIN without a normalization
+layer does not train there, in gridgnn or in PyG, at float32 on one process; with a norm in its MLP it does.
 
 Each row is one 200-epoch training on one process (no communication, so no precision involved), test accuracy at
 the best validation epoch, on the same preprocessed graph and split (`gridgnn.data.registry.load_dataset`,
@@ -9,12 +9,20 @@ seeded as ``--seed``):
   Adam lr 0.01, weight decay 5e-4), i.e. ``gridgnn train --algo local --model gin --hidden 64``;
 - ``pyg``: PyG's ``GINConv`` with the same MLP ``Linear(in, out), ReLU, Linear(out, out)``, the same dropout
   and optimizer, on the same edges (a torch CSR ``adj_t``);
-- ``pyg+batchnorm``: the same with ``BatchNorm1d(out)`` after the MLP's first linear (the GIN paper's MLP).
+- ``pyg+batchnorm``: the same with ``BatchNorm1d(out)`` after the MLP's first linear (the GIN paper's MLP);
+- ``gridgnn+layernorm``: ``gridgnn.fit(..., gin_norm="layer")`` (``--gin-norm layer``: a per-vertex LayerNorm
+  after the MLP's first linear, `gridgnn.nn.norm`);
+- ``pyg+layernorm``: PyG's ``GINConv`` with ``LayerNorm(out)`` in the same place (what ``gridgnn.to_pyg`` builds
+  from such a model).
 
-gridgnn has no normalization layer, so the third row has no gridgnn counterpart: it shows what the missing cells
-would need. Example (the committed results)::
+gridgnn has no batch norm (its statistics would be sums over the vertex split, and its running statistics state
+that model files and checkpoints do not carry); the layer norm needs neither. The committed results: the first
+three variants (recorded as run before the layer-norm variants existed, without ``--variants``), then the two
+layer-norm variants appended::
 
     python benchmarks/gin_amazon.py --data-root ../shared/datasets --out results/comm_precision/gin_amazon
+    python benchmarks/gin_amazon.py --data-root ../shared/datasets --variants gridgnn+layernorm pyg+layernorm \
+        --append --out results/comm_precision/gin_amazon
 """
 
 from __future__ import annotations
@@ -31,15 +39,18 @@ import torch
 import torch.nn.functional as F
 
 DATASETS = ("amazon-photo", "amazon-computers")
-VARIANTS = ("gridgnn", "pyg", "pyg+batchnorm")
+VARIANTS = ("gridgnn", "pyg", "pyg+batchnorm", "gridgnn+layernorm", "pyg+layernorm")
+NORMS = {"batchnorm": "batch", "layernorm": "layer"}
+"""A variant's suffix -> the norm in its MLP (none without a suffix)."""
 
 
-def _mlp(f_in: int, f_out: int, batchnorm: bool) -> torch.nn.Sequential:
-    norm = [torch.nn.BatchNorm1d(f_out)] if batchnorm else []
+def _mlp(f_in: int, f_out: int, norm_kind: str | None) -> torch.nn.Sequential:
+    """``Linear(in, out), [norm,] ReLU, Linear(out, out)``; ``norm_kind``: None, ``batch`` or ``layer``."""
+    norm = {None: [], "batch": [torch.nn.BatchNorm1d(f_out)], "layer": [torch.nn.LayerNorm(f_out)]}[norm_kind]
     return torch.nn.Sequential(torch.nn.Linear(f_in, f_out), *norm, torch.nn.ReLU(), torch.nn.Linear(f_out, f_out))
 
 
-def train_pyg(graph, *, seed: int, hidden: int, epochs: int, lr: float, batchnorm: bool) -> dict:
+def train_pyg(graph, *, seed: int, hidden: int, epochs: int, lr: float, norm: str | None) -> dict:
     """A 2-layer PyG GIN (dropout, conv, ReLU, dropout, conv) on ``graph``; test accuracy at the best validation
     epoch (the first such epoch on ties, as gridgnn's ``best_epoch``)."""
     from torch_geometric.nn import GINConv
@@ -54,8 +65,8 @@ def train_pyg(graph, *, seed: int, hidden: int, epochs: int, lr: float, batchnor
                                     check_invariants=False)
     y = torch.as_tensor(graph.labels)
     train, val, test = (torch.as_tensor(m) for m in (graph.train_mask, graph.val_mask, graph.test_mask))
-    convs = torch.nn.ModuleList([GINConv(_mlp(x.shape[1], hidden, batchnorm)),
-                                 GINConv(_mlp(hidden, graph.num_classes, batchnorm))])
+    convs = torch.nn.ModuleList([GINConv(_mlp(x.shape[1], hidden, norm)),
+                                 GINConv(_mlp(hidden, graph.num_classes, norm))])
     optimizer = torch.optim.Adam(convs.parameters(), lr=lr, weight_decay=5e-4)
 
     def forward(training: bool) -> torch.Tensor:
@@ -78,11 +89,12 @@ def train_pyg(graph, *, seed: int, hidden: int, epochs: int, lr: float, batchnor
             "classes_predicted": int(predicted.unique().numel())}
 
 
-def train_gridgnn(dataset: str, data_root: str, *, seed: int, hidden: int, epochs: int, lr: float) -> dict:
+def train_gridgnn(dataset: str, data_root: str, *, seed: int, hidden: int, epochs: int, lr: float,
+                  norm: str | None) -> dict:
     import gridgnn
 
     result = gridgnn.fit(dataset, data_root=data_root, model="gin", hidden=hidden, epochs=epochs, lr=lr,
-                         seed=seed, threads=1, weights="last")
+                         seed=seed, threads=1, weights="last", gin_norm=norm or "none")
     final = result.metrics["final"]
     return {**{key: final[key] for key in ("best_val_acc", "best_epoch", "test_acc")},
             "classes_predicted": int(np.unique(result.predict().predicted).size)}
@@ -91,7 +103,9 @@ def train_gridgnn(dataset: str, data_root: str, *, seed: int, hidden: int, epoch
 def markdown(document: dict) -> str:
     lines = [
         "# GIN on the Amazon graphs, one process, float32", "",
-        f"`{document['command']}` ({document['date']}; {document['machine']}). Settings: {document['settings']}.",
+        f"Produced {document['date']} ({document['machine']}) by:", "",
+        *(f"    {command}" for command in document.get("commands", [document["command"]])), "",
+        f"Settings: {document['settings']}.",
         "Test accuracy (%) at the best validation epoch, per seed; in brackets the best epoch, then how many of "
         "the classes the last epoch's model predicts over all vertices.", "",
         "| dataset | variant | " + " | ".join(f"seed {s}" for s in document["seeds"]) + " | mean |",
@@ -116,8 +130,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=200)
     parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--data-root")
     parser.add_argument("--out", help="write OUT.json and OUT.md")
+    parser.add_argument("--append", action="store_true",
+                        help="keep OUT.json's records of other (dataset, seed, variant) and its commands")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     from gridgnn.data.registry import load_dataset
@@ -126,21 +143,33 @@ def main(argv: list[str] | None = None) -> dict:
     for dataset in args.datasets:
         for seed in args.seeds:
             graph = load_dataset(dataset, args.data_root, seed=seed)
-            for variant in VARIANTS:
+            for variant in args.variants:
                 started = time.perf_counter()
-                kw = dict(seed=seed, hidden=args.hidden, epochs=args.epochs, lr=args.lr)
-                if variant == "gridgnn":
+                kw = dict(seed=seed, hidden=args.hidden, epochs=args.epochs, lr=args.lr,
+                          norm=NORMS.get(variant.partition("+")[2]))
+                if variant.startswith("gridgnn"):
                     result = train_gridgnn(dataset, args.data_root, **kw)
                 else:
-                    result = train_pyg(graph, batchnorm=variant.endswith("batchnorm"), **kw)
+                    result = train_pyg(graph, **kw)
                 records.append({"dataset": dataset, "seed": seed, "variant": variant, **result,
                                 "wall_s": round(time.perf_counter() - started, 1)})
                 print(f"{dataset} seed {seed} {variant}: test {100 * result['test_acc']:.1f} "
                       f"(best epoch {result['best_epoch']}, {result['classes_predicted']} classes predicted)",
                       flush=True)
+    command = "python benchmarks/gin_amazon.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    commands, dates = [command], [date]
+    if args.append and args.out and Path(args.out).with_suffix(".json").exists():
+        earlier = json.loads(Path(args.out).with_suffix(".json").read_text())
+        done = {(r["dataset"], r["seed"], r["variant"]) for r in records}
+        records = [r for r in earlier["records"] if (r["dataset"], r["seed"], r["variant"]) not in done] + records
+        commands = earlier.get("commands", [earlier["command"]]) + commands
+        dates = earlier.get("dates", [earlier["date"]]) + dates
+        args.datasets = list(dict.fromkeys(earlier["datasets"] + args.datasets))
+        args.seeds = sorted(set(earlier["seeds"]) | set(args.seeds))
     document = {
-        "command": "python benchmarks/gin_amazon.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": "; ".join(commands), "commands": commands, "dates": dates,
+        "date": "; ".join(dates),
         "machine": f"torch {torch.__version__}, 1 thread",
         "settings": f"2 layers, hidden {args.hidden}, dropout 0.5, Adam lr {args.lr}, weight decay 5e-4, "
                     f"{args.epochs} epochs",

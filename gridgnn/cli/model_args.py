@@ -22,6 +22,7 @@ def model_flags(spec) -> list[str]:
     heads = getattr(spec, "heads", 1), getattr(spec, "output_heads", 1)
     return flags + (["--sage-normalize"] if spec.sage_normalize else []) + (
         ["--gin-train-eps"] if spec.gin_train_eps else []) + (
+        ["--gin-norm", spec.gin_norm] if getattr(spec, "gin_norm", "none") != "none" else []) + (
         ["--heads", str(heads[0])] if heads[0] != 1 else []) + (
         ["--output-heads", str(heads[1])] if heads[1] != 1 else []) + (
         ["--attn-dropout", str(spec.attn_dropout)] if getattr(spec, "attn_dropout", 0.0) else []) + (
@@ -29,8 +30,8 @@ def model_flags(spec) -> list[str]:
 
 
 def add_model_arguments(group, *, eps_value: bool = True) -> None:
-    """Add ``--model``, ``--sage-normalize``, ``--gin-train-eps``, (``eps_value``) ``--gin-eps`` and GAT's
-    ``--heads``, ``--output-heads``, ``--attn-dropout`` to the argument group ``group``."""
+    """Add ``--model``, ``--sage-normalize``, ``--gin-train-eps``, ``--gin-norm``, (``eps_value``) ``--gin-eps``
+    and GAT's ``--heads``, ``--output-heads``, ``--attn-dropout`` to the argument group ``group``."""
     group.add_argument("--model", choices=gridgnn.config.choices.MODELS, default=_DEFAULTS.model,
                        help="gcn: Â H W; sage: GraphSAGE-mean with root weight; gin: MLP((1+ε) h + Σ neighbours); "
                             "gat: graph attention (PyG's GATConv); gine: GIN with edge features (PyG's GINEConv); "
@@ -42,6 +43,10 @@ def add_model_arguments(group, *, eps_value: bool = True) -> None:
         group.add_argument("--gin-eps", type=float, default=_DEFAULTS.gin_eps, metavar="EPS",
                            help="GIN's ε (the initial value with --gin-train-eps) (default: %(default)s)")
     group.add_argument("--gin-train-eps", action="store_true", help="make GIN's ε a trained parameter")
+    group.add_argument("--gin-norm", choices=gridgnn.config.choices.GIN_NORMS, default=_DEFAULTS.gin_norm,
+                       help="GIN and GINE: the norm after the first linear of every layer's MLP; layer: a per-vertex "
+                            "LayerNorm (the sum of many neighbours' rows then trains on dense, high-degree graphs "
+                            "such as Amazon's) (default: %(default)s)")
     group.add_argument("--heads", type=int, default=_DEFAULTS.heads, metavar="K",
                        help="GAT: attention heads of every hidden layer, concatenated (each --hidden wide) "
                             "(default: %(default)s)")

@@ -365,11 +365,14 @@ def run_plan(args: argparse.Namespace) -> int:
         raise ConfigError(f"--sage-normalize applies to --model sage, not {args.model}")
     if args.gin_train_eps and args.model not in ("gin", "gine"):
         raise ConfigError(f"--gin-train-eps applies to --model gin and gine, not {args.model}")
+    if args.gin_norm != "none" and args.model not in ("gin", "gine"):
+        raise ConfigError(f"--gin-norm applies to --model gin and gine, not {args.model}")
     check_attention_flags(args)
     spec = spec_for(ModelSpec(stats.num_features, stats.num_classes, args.layers, args.hidden, args.order,
                                 model=args.model, sage_normalize=args.sage_normalize,
-                                gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
-                                attn_dropout=args.attn_dropout, full_feature_rows=bool(args.full_feature_rows),
+                                gin_train_eps=args.gin_train_eps, gin_norm=args.gin_norm, heads=args.heads,
+                                output_heads=args.output_heads, attn_dropout=args.attn_dropout,
+                                full_feature_rows=bool(args.full_feature_rows),
                                 edge_features=edge_features_for(args, stats),
                                 defer_weight_gather=bool(args.defer_weight_gather)), stats)
     flags = dataset_flags(args)

@@ -255,7 +255,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         stop_on_nonfinite=args.stop_on_nonfinite, tensorboard=args.tensorboard,
         **output_config(args), **loop_config(args),
         model=args.model, sage_normalize=args.sage_normalize, gin_eps=args.gin_eps,
-        gin_train_eps=args.gin_train_eps, heads=args.heads, output_heads=args.output_heads,
+        gin_train_eps=args.gin_train_eps, gin_norm=args.gin_norm, heads=args.heads, output_heads=args.output_heads,
         attn_dropout=args.attn_dropout, edge_dim=args.edge_dim, task=args.task, metric=args.metric,
         standardize_targets=args.standardize_targets,
     )

@@ -110,6 +110,10 @@ MODELS = ("gcn", "sage", "gin", "gat", "gine", "meshgraphnet")
 """Model kinds (``--model``): GCN, GraphSAGE-mean with root weight, GIN, GAT, GINE (GIN with edge features),
 MeshGraphNet (edge features updated per layer; `gridgnn.nn.models`)."""
 
+GIN_NORMS = ("none", "layer")
+"""``--gin-norm``: the normalization inside a GIN (or GINE) layer's MLP: none (PyG's ``GINConv`` MLP, the default)
+or ``layer``, a per-vertex layer norm after its first linear (`gridgnn.nn.norm`)."""
+
 MAX_EDGE_FEATURES = 1 << 20
 """The most features per edge a model file or ``--edge-dim`` may name."""
 

@@ -99,10 +99,11 @@ class ModelOptions(Section):
     training entries' mean and standard deviation (the loss is the squared error in those units); every output
     stays in the targets' units (`gridgnn.nn.stack.LayerStack.target_scale`). ``sage_normalize``
     L2-normalizes every SAGE layer's output rows; ``gin_eps`` is GIN's ε (initial value when ``gin_train_eps``
-    makes it trainable). GAT: ``heads`` attention heads of ``hidden`` channels on every hidden layer
-    (concatenated), ``output_heads`` on the output layer (averaged), ``attn_dropout`` the dropout of the
-    attention coefficients, ``edge_dim`` (0: none) the graph's edge features entering every head's score (PyG's
-    ``GATConv(edge_dim=...)``; message passing, on every grid). An option of one kind needs that kind.
+    makes it trainable), ``gin_norm`` the norm inside its MLP (`choices.GIN_NORMS`). GAT: ``heads``
+    attention heads of ``hidden`` channels on every hidden layer (concatenated), ``output_heads`` on the output
+    layer (averaged), ``attn_dropout`` the dropout of the attention coefficients, ``edge_dim`` (0: none) the
+    graph's edge features entering every head's score (PyG's ``GATConv(edge_dim=...)``; message passing, on
+    every grid). An option of one kind needs that kind.
     """
 
     layers: int = 2
@@ -114,6 +115,7 @@ class ModelOptions(Section):
     sage_normalize: bool = False
     gin_eps: float = 0.0
     gin_train_eps: bool = False
+    gin_norm: str = "none"
     heads: int = 1
     output_heads: int = 1
     attn_dropout: float = 0.0
@@ -133,6 +135,9 @@ class ModelOptions(Section):
         check_float("gin_eps", self.gin_eps, low=-math.inf, high=math.inf)  # any finite number
         if (self.gin_eps != 0.0 or self.gin_train_eps) and self.model not in ("gin", "gine"):
             raise ConfigError(f"--gin-eps and --gin-train-eps apply to --model gin and gine, not {self.model}")
+        check_choice("gin_norm", self.gin_norm, choices.GIN_NORMS)
+        if self.gin_norm != "none" and self.model not in ("gin", "gine"):
+            raise ConfigError(f"--gin-norm applies to --model gin and gine, not {self.model}")
         check_int("heads", self.heads, minimum=1, maximum=MAX_HEADS)
         check_int("output_heads", self.output_heads, minimum=1, maximum=MAX_HEADS)
         check_float("attn_dropout", self.attn_dropout, low=0.0, high=1.0, high_open=True)

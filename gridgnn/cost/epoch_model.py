@@ -103,6 +103,7 @@ class ModelSpec:
     model: str = "gcn"
     sage_normalize: bool = False
     gin_train_eps: bool = False
+    gin_norm: str = "none"
     heads: int = 1
     output_heads: int = 1
     attn_dropout: float = 0.0
@@ -120,6 +121,7 @@ class ModelSpec:
                    str(getattr(model, "order", "auto")), model=str(getattr(model, "model", "gcn")),
                    sage_normalize=bool(getattr(model, "sage_normalize", False)),
                    gin_train_eps=bool(getattr(model, "gin_train_eps", False)),
+                   gin_norm=str(getattr(model, "gin_norm", "none")),
                    heads=int(getattr(model, "heads", 1)), output_heads=int(getattr(model, "output_heads", 1)),
                    attn_dropout=float(getattr(model, "attn_dropout", 0.0)),
                    full_feature_rows=bool(getattr(model, "full_feature_rows", False)),

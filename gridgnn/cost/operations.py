@@ -15,7 +15,8 @@ record              the layout call it stands for (`gridgnn.nn.layout.Layout`)
 `Aggregate`         ``aggregate(x)``: ``M x`` for the model's operator, x of global width ``width``
 `Attend`            ``attend(x, s_dst, s_src, heads=K, width=w)``: graph attention on the operator's pattern
 `Product`           ``linear(h, W)``: ``h @ W`` with W (f_in, f_out), parameter number ``weight``
-`Bias`              ``add_bias(z, b)``: parameter number ``param`` of ``width`` entries
+`Bias`              ``add_bias(z, b)``: parameter number ``param`` of ``width`` entries; also
+                    ``scale_columns(z, g)``, read the same way (a per-column vector, its column block)
 `HeadSum`           ``head_sum(x, K, w)``: each row's sum over each of K heads
 `HeadMean`          ``head_mean(x, K, w)``: the mean of the K heads
 `RowSum`            ``row_sum(x)``: each row's sum over its ``width`` columns

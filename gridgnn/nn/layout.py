@@ -15,6 +15,7 @@ in `Layout` gives its shapes and the axis it communicates on:
 ``aggregate(x)``          ``M x`` for that operator, with autograd (backward ``Mᵀ g``)
 ``linear(h, W)``          ``h @ W`` for replicated W, h dense or a `gridgnn.sparse.csr.SparseBlock` of features
 ``add_bias(z, b)``        ``z + b`` with b's entries for the block's columns
+``scale_columns(z, g)``   ``z * g`` with g's entries for the block's columns (a norm's per-column gain)
 ``row_sum(x)``            (m, 1): each row's sum over all global columns (for row norms)
 ``full_rows(z, w)``       every one of the ``w`` columns of the block's rows (the class-column gather, for
                           log-softmax, the loss and embeddings)
@@ -38,9 +39,9 @@ in `Layout` gives its shapes and the axis it communicates on:
 
 Gradients of replicated parameters are left partial by the layout's products (each process holds the sum over
 its own block); the trainer calls `Layout.reduce_gradients` once per step, a parameter whose gradient is a sum
-over every element of a block (GIN's ε) included. A model reads each weight and bias only through `linear`
-and `add_bias`: on 2D/3D a process's gradient is then zero outside the column block it read, which is all
-the grid's reduction sums (`gridgnn.parallel.grid_ops`). `LocalLayout` is the single-process layout (every
+over every element of a block (GIN's ε) included. A model reads each weight and bias only through `linear`,
+`add_bias` and `scale_columns`: on 2D/3D a process's gradient is then zero outside the column block it read,
+which is all the grid's reduction sums (`gridgnn.parallel.grid_ops`). `LocalLayout` is the single-process layout (every
 reduction the identity); `gridgnn.parallel.grid_ops.GridOps` is the layout of one rank of a grid. Both satisfy
 `Layout`; models and `gridgnn.train.loop.trainer.Trainer` have one code path for both.
 """
@@ -123,6 +124,11 @@ class Layout(Protocol):
 
     def add_bias(self, z: Tensor, bias: Tensor) -> Tensor:
         """``z + b`` for replicated b (w,): (m, w block) -> (m, w block). Not collective."""
+        ...
+
+    def scale_columns(self, z: Tensor, gain: Tensor) -> Tensor:
+        """``z * g`` for replicated g (w,): each column times its entry, (m, w block) -> (m, w block); read as
+        `add_bias` reads b (its gradient is reduced as a bias's). Not collective."""
         ...
 
     def row_sum(self, x: Tensor) -> Tensor:
@@ -261,6 +267,9 @@ class LocalLayout:
 
     def add_bias(self, z: Tensor, bias: Tensor) -> Tensor:
         return z + bias
+
+    def scale_columns(self, z: Tensor, gain: Tensor) -> Tensor:
+        return z * gain
 
     def row_sum(self, x: Tensor) -> Tensor:
         return x.sum(dim=1, keepdim=True)

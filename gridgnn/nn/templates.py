@@ -23,8 +23,8 @@ from gridgnn.nn.trace import model_spec
 F_IN, CHANNELS, CLASSES, HEADS, OUTPUT_HEADS = 1009, 1013, 1019, 3, 5
 """Distinct widths to trace at (primes, so that every width in a trace names its symbol)."""
 
-OPTIONS = {"sage_normalize": (False, True), "gin_train_eps": (False, True), "heads": (1, HEADS),
-           "output_heads": (1, OUTPUT_HEADS), "attn_dropout": (0.0, 0.5)}
+OPTIONS = {"sage_normalize": (False, True), "gin_train_eps": (False, True), "gin_norm": ("none", "layer"),
+           "heads": (1, HEADS), "output_heads": (1, OUTPUT_HEADS), "attn_dropout": (0.0, 0.5)}
 """The `ModelSpec` options a kind may read, each at two values (a template keys on which of the two)."""
 
 ORDERS = ("aggregate-first", "transform-first")

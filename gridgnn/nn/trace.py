@@ -117,6 +117,11 @@ class RecordingLayout:
         self.current.append(Bias(int(bias.numel()), self._number(bias)))
         return z + bias
 
+    def scale_columns(self, z: Tensor, gain: Tensor) -> Tensor:
+        # priced as a bias: a per-column vector each process reads in its column block, no communication
+        self.current.append(Bias(int(gain.numel()), self._number(gain)))
+        return z * gain
+
     def row_sum(self, x: Tensor) -> Tensor:
         self.current.append(RowSum(int(x.shape[1]), x.requires_grad))
         return self._result((int(x.shape[0]), 1), x)

@@ -17,8 +17,8 @@ algorithm  product with W        weight / bias gradient reduced over       rows 
 
 On 2D/3D a process reads only its column block of each weight (its rows of W when the product reduce-scatters,
 its columns when it gathers the input or holds full feature rows) and of each bias, so its gradient is zero
-elsewhere: `linear` and `add_bias` note which block (`_note_slice`), and `reduce_gradients` sums only those
-blocks over the processes sharing them before gathering them on ``col``. A model must read such a parameter
+elsewhere: `linear`, `add_bias` and `scale_columns` note which block (`_note_slice`), and `reduce_gradients` sums
+only those blocks over the processes sharing them before gathering them on ``col``. A model must read such a parameter
 only through those calls (every model of `gridgnn.nn` does); one read two ways is reduced whole.
 
 With ``defer_weight_gather`` the step stops before that gather: each rank writes its own block's sum and zeros
@@ -290,6 +290,11 @@ class GridOps:
         """``z + b`` with b's entries for this rank's columns. Not collective."""
         c0, c1 = self._note_slice(bias, 0, bias.shape[0])
         return z + bias[c0:c1]
+
+    def scale_columns(self, z: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+        """``z * g`` with g's entries for this rank's columns (reduced as a bias). Not collective."""
+        c0, c1 = self._note_slice(gain, 0, gain.shape[0])
+        return z * gain[c0:c1]
 
     def _note_slice(self, param: torch.Tensor, dim: int, width: int) -> tuple[int, int]:
         """This rank's column block (c0, c1) of the ``width`` entries of ``param`` along ``dim``, noted for

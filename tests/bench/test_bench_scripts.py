@@ -164,8 +164,9 @@ def test_spmm_precision_error_tiny(tmp_path):
 
 
 def test_gin_amazon_tiny(tmp_path):
-    """The GIN cross-check (gridgnn, PyG, PyG with BatchNorm) on a tiny graph: a record per variant and seed,
-    gridgnn's equal to `gridgnn.fit`'s own metrics, and the table's means those of the records."""
+    """The GIN cross-check (gridgnn, PyG, PyG with BatchNorm, both with a layer norm) on a tiny graph: a record
+    per variant and seed, gridgnn's equal to `gridgnn.fit`'s own metrics, the table's means those of the records,
+    and ``--append`` keeping the other records and listing both commands."""
     pytest.importorskip("torch_geometric")
     bench = _load("gin_amazon")
     graph = "csbm:nodes=300,classes=3,features=20"  # TINY has no test vertices
@@ -177,12 +178,23 @@ def test_gin_amazon_tiny(tmp_path):
         assert 1 <= record["best_epoch"] <= 4 and 1 <= record["classes_predicted"] <= 3, record
     import gridgnn
 
-    again = gridgnn.fit(graph, model="gin", hidden=8, epochs=4, seed=1, threads=1).metrics["final"]
-    assert records[3]["test_acc"] == again["test_acc"] and records[3]["best_epoch"] == again["best_epoch"]
+    per_seed = len(bench.VARIANTS)
+    for index, norm in ((per_seed, "none"), (per_seed + 3, "layer")):  # seed 1's gridgnn, gridgnn+layernorm
+        again = gridgnn.fit(graph, model="gin", hidden=8, epochs=4, seed=1, threads=1, gin_norm=norm).metrics["final"]
+        assert records[index]["test_acc"] == again["test_acc"], norm
+        assert records[index]["best_epoch"] == again["best_epoch"], norm
     table = (tmp_path / "gin.md").read_text()
     mean = sum(100 * r["test_acc"] for r in records if r["variant"] == "pyg+batchnorm") / 2
     assert f"| {graph} | pyg+batchnorm |" in table and f"| {mean:.1f} |" in table
     assert json.loads((tmp_path / "gin.json").read_text())["records"] == records
+    appended = bench.main(["--datasets", graph, "--seeds", "1", "--epochs", "4", "--hidden", "8", "--variants",
+                           "gridgnn", "--append", "--out", str(tmp_path / "gin")])
+    assert len(appended["commands"]) == 2 and "--append" in appended["commands"][1]
+    def without_wall(rows):
+        return sorted(str({k: v for k, v in r.items() if k != "wall_s"}) for r in rows)
+
+    assert without_wall(appended["records"]) == without_wall(records)  # the same run again, kept once
+    assert "    python benchmarks/gin_amazon.py --datasets" in (tmp_path / "gin.md").read_text()
 
 
 def test_partition_objective_tiny(tmp_path):

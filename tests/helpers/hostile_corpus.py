@@ -555,6 +555,8 @@ MODEL_CASES = [
     ("sage-normalize-without-sage", ["--sage-normalize"], "applies to --model sage"),
     ("gin-eps-without-gin", ["--model", "sage", "--gin-eps", "0.5"], "apply to --model gin"),
     ("gin-train-eps-without-gin", ["--gin-train-eps"], "apply to --model gin"),
+    ("gin-norm-without-gin", ["--model", "gat", "--gin-norm", "layer"], "--gin-norm applies to --model gin and gine"),
+    ("gin-norm-unknown", ["--model", "gin", "--gin-norm", "batch"], "argument --gin-norm: invalid choice"),
     ("gin-eps-nan", ["--model", "gin", "--gin-eps", "nan"], "gin_eps must be a finite number"),
     ("gin-eps-not-a-number", ["--model", "gin", "--gin-eps", "x"], "argument --gin-eps: invalid float value"),
     ("heads-zero", ["--model", "gat", "--heads", "0"], "heads must be at least 1"),

@@ -6,7 +6,7 @@ bytes, and fp32 never encodes anything.
 One process group per world size trains every row (`model_workers.models_worker`): GCN, GraphSAGE, GIN and GAT
 on 1.5d 2x2 (row broadcasts and reduces, the replica all-reduce and broadcast) and 2d 1x4 with every switch
 on (the column all-gathers, reduce-scatters and head sums of the dense phase); sparse 1d and 2d 2x2 (the
-all-to-alls); GIN on 1.5d without overlap; 3d 2x2x2 at P = 8 (the depth all-gather and reduce-scatter, GAT's
+all-to-alls); GIN on 1.5d without overlap; GIN with ``--gin-norm layer`` on 2d 2x2 (its row sums on col); 3d 2x2x2 at P = 8 (the depth all-gather and reduce-scatter, GAT's
 score sums on col and depth).
 """
 
@@ -28,6 +28,7 @@ from gridgnn.train.run.training import build_aggregation, load_graph
 GRAPH = dict(dataset="csbm:nodes=157,classes=5,features=13", directed=True, epochs=2)
 MODELS = {"gcn": dict(model="gcn", hidden=16), "sage": dict(model="sage", hidden=16),
           "gin": dict(model="gin", hidden=16, gin_train_eps=True),
+          "gin-layer-norm": dict(model="gin", hidden=16, gin_norm="layer"),
           "gat": dict(model="gat", heads=4, hidden=3, output_heads=2)}
 SWITCHES = dict(cache_panels=True, full_feature_rows=True, defer_weight_gather=True)
 THREE = ("fp32", "bf16", "int8")
@@ -36,7 +37,8 @@ CASES = {  # world size: (model, grid keywords, precision); 2d and 3d cache thei
         for pr in THREE]
        + [("gcn", dict(algo="1d", comm="sparse"), pr) for pr in ("fp32", "fp16", "int8")]
        + [("sage", dict(algo="2d", grid="2x2", comm="sparse", cache_panels=True), pr) for pr in THREE]
-       + [("gin", dict(algo="1.5d", replication=2, overlap=False), pr) for pr in ("fp32", "int8")],
+       + [("gin", dict(algo="1.5d", replication=2, overlap=False), pr) for pr in ("fp32", "int8")]
+       + [("gin-layer-norm", dict(algo="2d", grid="2x2", cache_panels=True), pr) for pr in THREE],
     8: [(m, dict(algo="3d", grid="2x2x2", cache_panels=True), pr) for m in ("gcn", "gat") for pr in THREE],
 }
 LOSS_TOLERANCE = {"fp32": 1e-4, "bf16": 1e-2, "fp16": 1e-2, "int8": 3e-2}  # relative, against the local run

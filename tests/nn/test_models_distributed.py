@@ -3,7 +3,8 @@
 Each row trains on odd grids with uneven vertex and feature blocks (157 and 131 vertices, 13 and 40 features), a
 directed graph and class counts that do not divide the grid (5 and 3), with dropout:
 
-- GCN, GraphSAGE (either order, with and without ``normalize``) and GIN (ε fixed and trainable), 3 epochs, on
+- GCN, GraphSAGE (either order, with and without ``normalize``) and GIN (ε fixed and trainable, and with
+  ``--gin-norm layer``: its row statistics all-reduced on ``col`` on 2D and 3D), 3 epochs, on
   P = 6: 1d, 1.5d 3x2, 2d 2x3, 3d 1x1x6 and P = 8: 3d 2x2x2;
 - GAT on P = 6: 1d, 1.5d 3x2, 1.5d 2x3 (a replica without column blocks), 2d 2x3 and 3x2, 3d 1x1x6; P = 8: 3d
   2x2x2 (split rows: maxima and sums all-reduced on col and depth, coefficients travelling with the panels;
@@ -49,6 +50,7 @@ MODELS = {  # name: (the TrainConfig of its local run, the grids it trains on pe
     "gin-eps0.3-directed": (dict(MPNN, **DIRECTED, model="gin", gin_eps=0.3), MPNN_GRIDS),
     "gin-eps-trained-aggregate-first": (dict(MPNN, **UNDIRECTED, model="gin", gin_train_eps=True, gin_eps=0.1,
                                              order="aggregate-first"), MPNN_GRIDS),
+    "gin-layer-norm-directed": (dict(MPNN, **DIRECTED, model="gin", gin_norm="layer"), MPNN_GRIDS),
     "gat-8-heads-directed": (dict(GAT, **DIRECTED, model="gat", heads=8, hidden=2, output_heads=2,
                                   attn_dropout=0.3), GAT_GRIDS),
     "gat-1-head": (dict(GAT, **UNDIRECTED, model="gat", hidden=5, attn_dropout=0.5), GAT_GRIDS),

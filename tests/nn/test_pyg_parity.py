@@ -251,6 +251,15 @@ def _gin_eps_travels(result, loaded, document) -> None:
     assert loaded.layers[0].eps.item() == result.model.layers[0].eps.item()
 
 
+def _gin_layer_norm_travels(result, loaded, document) -> None:
+    assert document["config"]["norm"] == "layer" and "layers.0.norm_weight" in document["state"]
+    trained = result.model.layers[0].norm_weight.detach()
+    assert not torch.equal(trained, torch.ones_like(trained))  # the gain trained, and travels
+    assert torch.equal(loaded.layers[0].norm_weight, trained)
+    converted = gridgnn.to_pyg(loaded)
+    assert [type(m).__name__ for m in converted.convs[0].nn] == ["Linear", "LayerNorm", "ReLU", "Linear"]
+
+
 def _gat_heads_travel(result, loaded, document) -> None:
     assert result.model.layers[0].out_channels == 12 and result.model.layers[1].heads == 2
     assert document["config"]["heads"] == 3
@@ -261,6 +270,7 @@ def _gat_heads_travel(result, loaded, document) -> None:
 MODEL_FILES = {  # options of gridgnn.fit, the PyG convolution to_pyg builds, the kind's own checks
     "sage-normalize": (dict(model="sage", sage_normalize=True, hidden=6), "SAGEConv", None),
     "gin-eps-trained": (dict(model="gin", gin_eps=0.25, gin_train_eps=True, hidden=6), "GINConv", _gin_eps_travels),
+    "gin-layer-norm": (dict(model="gin", gin_norm="layer", hidden=6), "GINConv", _gin_layer_norm_travels),
     "gat-heads-dropout": (dict(model="gat", heads=3, output_heads=2, attn_dropout=0.3, hidden=4), "GATConv",
                           _gat_heads_travel),
 }

@@ -28,7 +28,8 @@ def test_the_committed_table_is_what_the_models_trace_today():
 
 WIDTHS = [(13, 16, 5), (100, 16, 5), (5, 5, 5), (2, 8, 1), (30, 64, 200)]
 KINDS = ([dict(model="gcn")] + [dict(model="sage", sage_normalize=v) for v in (False, True)]
-         + [dict(model="gin", gin_train_eps=v) for v in (False, True)]
+         + [dict(model="gin", gin_train_eps=v, gin_norm=n) for v, n in ((False, "none"), (True, "none"),
+                                                                         (False, "layer"))]
          + [dict(model="gat", heads=h, output_heads=o, attn_dropout=d)
             for h, o, d in itertools.product((1, 3), (1, 2), (0.0, 0.3))])
 
@@ -49,7 +50,7 @@ def _check(specs) -> int:
 
 def test_instantiations_equal_the_live_trace_on_every_kind_position_and_order():
     # one layer (only), three (first, middle, last); widths growing and shrinking (both orders under auto)
-    assert _check(_cases(WIDTHS[:2], (1, 3), ("auto", "aggregate-first"))) == 2 * 2 * (2 * 5 + 8)
+    assert _check(_cases(WIDTHS[:2], (1, 3), ("auto", "aggregate-first"))) == 2 * 2 * (2 * 6 + 8)
     traced = model_spec(ModelSpec(13, 5, model="gat", heads=3), None)
     assert op_templates.spec_for(dataclasses.replace(traced, ops=None), None) == traced
     assert [op_templates.self_loops_of(k) for k in ("gcn", "sage", "gin", "gat")] == [True, False, False, True]

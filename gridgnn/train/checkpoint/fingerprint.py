@@ -39,7 +39,9 @@ def run_fingerprint(config: TrainConfig, graph: Graph | PreparedGraph) -> dict:
                     **_edge_features(graph)},
         "model": {"kind": config.model, "layers": config.layers, "hidden": config.hidden,
                   "dropout": config.dropout, "seed": config.seed, "sage_normalize": config.sage_normalize,
-                  "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps, "heads": config.heads,
+                  "gin_eps": config.gin_eps, "gin_train_eps": config.gin_train_eps,
+                  # GIN's and GINE's alone: every other kind's fingerprint stays as it was before --gin-norm
+                  **({"gin_norm": config.gin_norm} if config.model in ("gin", "gine") else {}), "heads": config.heads,
                   "output_heads": config.output_heads, "attn_dropout": config.attn_dropout,
                   "edge_dim": config.edge_dim,
                   "standardize_targets": config.standardize_targets},
@@ -71,12 +73,13 @@ moments with the new step size and decay, a schedule set by hand; everything els
 and the model must match."""
 
 _BEFORE_MODEL_KINDS = {("model", "kind"): "gcn", ("model", "sage_normalize"): False, ("model", "gin_eps"): 0.0,
-                       ("model", "gin_train_eps"): False, ("model", "heads"): 1, ("model", "output_heads"): 1,
-                       ("model", "attn_dropout"): 0.0, ("model", "edge_dim"): 0, ("dataset", "task"): "multiclass",
+                       ("model", "gin_train_eps"): False, ("model", "gin_norm"): "none", ("model", "heads"): 1,
+                       ("model", "output_heads"): 1, ("model", "attn_dropout"): 0.0, ("model", "edge_dim"): 0,
+                       ("dataset", "task"): "multiclass",
                        ("dataset", "target_standardization"): None, ("model", "standardize_targets"): False,
                        ("optimizer", "lr_schedule"): "none"}
 """What a checkpoint written before model kinds existed (no such fields) holds: a GCN; before tasks: classes;
-before learning-rate schedules: none (its parameters unset)."""
+before learning-rate schedules: none (its parameters unset); before ``--gin-norm``: none."""
 
 
 _BEFORE_GROUPS = {"evaluation": {"metric": "accuracy"}}

@@ -26,12 +26,12 @@ def expected_widths(config: TrainConfig, num_features: int, num_classes: int) ->
         widths["hidden_channels"] = config.hidden
     from gridgnn.nn.models import MODELS
 
-    return {**widths, **MODELS[config.model].file_structure(config)}  # GAT: its heads
+    return {**widths, **MODELS[config.model].file_structure(config)}  # GAT: its heads; GIN: its norm
 
 
 _FLAGS = {"num_layers": "--layers", "hidden_channels": "--hidden",
           "in_channels": "input width (the dataset's features)", "out_channels": "output width (the dataset's classes)",
-          "heads": "--heads", "output_heads": "--output-heads", "edge_dim": "--edge-dim"}
+          "heads": "--heads", "output_heads": "--output-heads", "edge_dim": "--edge-dim", "norm": "--gin-norm"}
 
 
 def initial_weights(config: TrainConfig, num_features: int, num_classes: int) -> dict[str, torch.Tensor]:
