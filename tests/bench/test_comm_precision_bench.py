@@ -115,3 +115,13 @@ def test_timing_table_is_the_median_over_rounds(bench, tmp_path):
     assert text.endswith("Loopback.\n\n")
     assert "| cora | gcn | 1d | fp32 | 3 | 20.0 | 1.00 | 1000 |" in text
     assert "| cora | gcn | 1d | int8 | 3 | 15.0 | 0.75 | 270 |" in text
+
+
+def test_gin_with_layer_norm_runs_as_gin_with_its_flag(bench):
+    run = dict(model="gin-ln", dataset="amazon-photo", precision="int8", seed=2, grid="2d")
+    command = bench.train_command(run, None, 200, 4)
+    assert command[command.index("--model") + 1] == "gin"
+    assert command[command.index("--gin-norm") + 1] == "layer" and "--hidden" in command
+    plain = bench.train_command(dict(run, model="gin"), None, 200, 4)
+    assert "--gin-norm" not in plain and plain[plain.index("--model") + 1] == "gin"
+    assert "gin-ln" in bench.MODELS and "gin-ln" not in bench.DEFAULT_MODELS

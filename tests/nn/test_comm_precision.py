@@ -3,11 +3,11 @@ model's per phase and epoch in every precision, training stays close to the exac
 identical on every rank, the activation phases move about half (bf16, fp16) or a quarter (int8) of float32's
 bytes, and fp32 never encodes anything.
 
-One process group per world size trains every row (`model_workers.models_worker`): GCN, GraphSAGE, GIN and GAT
-on 1.5d 2x2 (row broadcasts and reduces, the replica all-reduce and broadcast) and 2d 1x4 with every switch
-on (the column all-gathers, reduce-scatters and head sums of the dense phase); sparse 1d and 2d 2x2 (the
-all-to-alls); GIN on 1.5d without overlap; GIN with ``--gin-norm layer`` on 2d 2x2 (its row sums on col); 3d 2x2x2 at P = 8 (the depth all-gather and reduce-scatter, GAT's
-score sums on col and depth).
+One process group per world size trains every row (`model_workers.models_worker`): GCN, GraphSAGE, GIN and GAT on
+1.5d 2x2 (row broadcasts and reduces, the replica all-reduce and broadcast) and 2d 1x4 with every switch on (the
+column all-gathers, reduce-scatters and head sums of the dense phase); sparse 1d and 2d 2x2 (the all-to-alls); GIN
+on 1.5d without overlap; GIN with ``--gin-norm layer`` on 2d 2x2 (its row sums on col); 3d 2x2x2 at P = 8 (the depth
+all-gather and reduce-scatter, GAT's score sums on col and depth).
 """
 
 from __future__ import annotations
