@@ -120,3 +120,26 @@ def test_resume_in_another_comm_precision_is_allowed_and_said(tmp_path, capfd):
     written = json.loads(metrics.read_text())
     assert written["resumed_from"]["changed"] == {"comm_precision": ["int8", "bf16"]}
     assert written["config"]["comm_precision"] == "bf16" and len(written["epochs"]) == 3
+
+
+def test_gin_norm_is_part_of_the_architecture_and_of_the_run(tmp_path, capsys):
+    """``--gin-norm`` changes the weights a model has: starting or resuming with the other norm is one line; a
+    model file with the norm predicts from the command line as the API does."""
+    gin = [*BASE, "--model", "gin", "--hidden", "8"]
+    saved, ck = tmp_path / "gin.pt", tmp_path / "ck"
+    assert main([*gin, "--gin-norm", "layer", "--epochs", "2", "--save-model", str(saved), "--weights", "last",
+                 "--checkpoint-dir", str(ck)]) == 0
+    capsys.readouterr()
+    assert main([*gin, "--epochs", "1", "--init-from", str(saved)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "whose --gin-norm is layer; this run's is none" in err
+    assert main([*gin, "--epochs", "3", "--checkpoint-dir", str(ck), "--resume"]) == 2
+    assert "model gin_norm is 'layer' there and 'none' here" in capsys.readouterr().err
+    assert main([*gin, "--gin-norm", "layer", "--epochs", "3", "--init-from", str(saved)]) == 0
+    predictions = tmp_path / "p.csv"  # on a 1x2 grid: the norm's row sums all-reduced on col
+    assert main(["predict", "--model", str(saved), "--dataset", DATA, "--algo", "2d", "--grid", "1x2", "--nprocs",
+                 "2", "--threads", "1", "--quiet", "--predictions-out", str(predictions)]) == 0
+    expected = gridgnn.predict(gridgnn.load_model(saved), gridgnn.as_graph(DATA)).predicted
+    header, *rows = predictions.read_text().splitlines()
+    column = header.split(",").index("predicted")
+    assert [int(row.split(",")[column]) for row in rows] == expected.tolist()
