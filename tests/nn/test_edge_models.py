@@ -77,6 +77,7 @@ def _trained(csbm_path: str) -> tuple[list[dict], list[list[dict]]]:
     cases = [dict(MESH, **grid, nprocs=4) for grid in GRIDS]
     cases.append(dict(CSBM, edge_features=csbm_path, algo="1d", nprocs=4, reorder="metis"))
     cases += [dict(MGN, algo="1d", comm="sparse", nprocs=4), dict(MGN, algo="1.5d", replication=2, nprocs=4)]
+    cases.append(dict(MESH, algo="2d", grid="2x2", nprocs=4, gin_norm="layer"))  # the norm's row sums on col
     gat = dict(CSBM, model="gat", gin_train_eps=False, gin_eps=0.0, heads=2, output_heads=2, hidden=3, edge_dim=4,
                edge_features=csbm_path, attn_dropout=0.3)
     cases += [dict(gat, algo="1d", nprocs=4, reorder="metis"), dict(gat, algo="1.5d", replication=2, nprocs=4),
