@@ -8,13 +8,14 @@ types and tensors, so ``torch.load(FILE, weights_only=True)`` reads it without r
                ``--model``, whose class has a model-file layout: `file_kinds`)
     config     the constructor arguments of that kind: in_channels, hidden_channels, out_channels, num_layers,
                order (per-layer orders follow from it), dropout, seed; and "gcn": bias; "sage": normalize;
-               "gin": eps (the initial ε), train_eps; "gat": heads, output_heads, attn_dropout; "gine": eps,
-               train_eps, edge_dim
+               "gin": eps (the initial ε), train_eps, norm ("none" or "layer"; absent: "none"); "gat": heads,
+               output_heads, attn_dropout; "gine": eps, train_eps, norm, edge_dim
                (hidden_channels is then the width of one head); and every kind: task (absent: multiclass) and,
                for a regression with standardized targets, target_shift and target_scale (one float per output)
     state      the ``state_dict``: "gcn": ``layers.{k}.weight`` (in, out), ``layers.{k}.bias`` (out,);
                "sage": ``layers.{k}.weight_neigh``, ``weight_root`` (in, out), ``bias`` (out,);
-               "gin": ``layers.{k}.weight1`` (in, out), ``bias1``, ``weight2`` (out, out), ``bias2``, ``eps`` (1,);
+               "gin": ``layers.{k}.weight1`` (in, out), ``bias1``, (with the norm ``norm_weight``, ``norm_bias``
+               (out,),) ``weight2`` (out, out), ``bias2``, ``eps`` (1,);
                "gine": as "gin" and ``layers.{k}.edge_weight`` (edge_dim, in), ``edge_bias`` (in,);
                "gat": ``layers.{k}.weight`` (in, K·C), ``att_src``, ``att_dst`` (K, C), ``bias`` (K·C, or C
                on the output layer)
@@ -28,7 +29,8 @@ graph goes in as ``edge_index = [src, dst]`` of the adjacency (``adj[dst, src] !
 GCNConv's normalization D^-1/2 (A + I) D^-1/2 with in-degrees is gridgnn's Â, so PyG reproduces the
 log-probabilities within 1e-5. A "sage" layer is ``SAGEConv(in, out, aggr="mean", root_weight=True,
 normalize=...)`` with ``lin_l.weight = W_neighᵀ``, ``lin_l.bias = b``, ``lin_r.weight = W_rootᵀ``; a "gin" layer
-is ``GINConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps)``; a "gine" layer is
+is ``GINConv(Sequential(Linear(in, out), ReLU(), Linear(out, out)), eps, train_eps)`` (with the norm a
+``LayerNorm(out)`` after the first ``Linear``); a "gine" layer is
 ``GINEConv`` of the same MLP with ``edge_dim`` (``lin.weight = W_eᵀ``, ``lin.bias = b_e``; the PyG model then
 takes ``(x, edge_index, edge_attr)``); a "gat" layer is
 ``GATConv(in, C, heads=K, concat=...)`` with ``lin.weight = Wᵀ``, ``att_src``/``att_dst`` of shape (1, K, C),
