@@ -388,7 +388,8 @@ def _dense_terms(blocks: ShapeBlocks, layer: LayerOps, feature_rows: bool, sizes
         reduces = [step for step in steps if step.op == "all_reduce"]
         if reduces:
             rows = edge_counts(blocks) if reduces[0].per_edge else blocks.local_rows
-            terms += sum_terms("dense", "col", pcol, rows, reduces[0].width, blocks.coords["col"], sizes,
+            at = dataclasses.replace(sizes, precision="fp32") if reduces[0].float32 else sizes
+            terms += sum_terms("dense", "col", pcol, rows, reduces[0].width, blocks.coords["col"], at,
                                len(reduces), p)
         terms += [_column_term(blocks, step.phase, step.op, step.width, sizes) for step in steps
                   if step.op != "all_reduce"]

@@ -71,9 +71,9 @@ class Communicator:
     collectives run in the same order either way, so results and counts are identical.
 
     ``precision`` (`COMM_PRECISIONS`, default ``fp32``: every collective as it is) is the wire precision of
-    float32 payloads in `WIRE_PHASES` (the module docstring says how each collective carries it); ``seed``
-    seeds int8's stochastic rounding (one generator per process, offset by its rank), so a run is
-    reproducible.
+    float32 payloads in `WIRE_PHASES` (the module docstring says how each collective carries it), outside a
+    `float32_values` block; ``seed`` seeds int8's stochastic rounding (one generator per process, offset by
+    its rank), so a run is reproducible.
     """
 
     def __init__(self, grid: ProcessGrid, overlap: bool = True, precision: str = "fp32", seed: int = 0):
@@ -85,6 +85,7 @@ class Communicator:
         self.seed = seed
         self.records: list[CommRecord] = []
         self._phase = "other"
+        self._float32 = False
         self._generator: torch.Generator | None = None
 
     def pipeline(self, stages: Iterable, issue: Callable[[object], object]) -> Iterator[tuple]:
@@ -99,9 +100,10 @@ class Communicator:
 
     def encoded(self, tensor: torch.Tensor) -> bool:
         """Whether ``tensor`` travels in the wire precision now: a float32 payload in a `WIRE_PHASES` phase of a
-        run whose precision is not fp32 (index sets, Â panels and other dtypes never are)."""
+        run whose precision is not fp32, outside `float32_values` (index sets, Â panels and other dtypes never
+        are)."""
         return (self.precision != "fp32" and self._phase in WIRE_PHASES and tensor.dtype == torch.float32
-                and tensor.dim() >= 1)
+                and tensor.dim() >= 1 and not self._float32)
 
     def _encode(self, tensor: torch.Tensor) -> torch.Tensor:
         """(n, ...) float32 -> (n, bytes per row) uint8 in this run's precision (rows: the first dimension)."""
@@ -233,6 +235,16 @@ class Communicator:
     def all_to_all(self, send: torch.Tensor, send_rows: list[int], recv_rows: list[int], axis: str) -> torch.Tensor:
         """Blocking `all_to_all_async`; returns the received rows. Collective on ``axis``."""
         return self.all_to_all_async(send, send_rows, recv_rows, axis).wait()
+
+    @contextmanager
+    def float32_values(self, keep: bool = True) -> Iterator[None]:
+        """With ``keep``, the collectives issued inside the block move float32 payloads as float32 whatever the
+        wire precision (the row statistics of a norm: `gridgnn.cost.column_steps.ColumnStep.float32`)."""
+        previous, self._float32 = self._float32, self._float32 or keep
+        try:
+            yield
+        finally:
+            self._float32 = previous
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:

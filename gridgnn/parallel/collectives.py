@@ -85,20 +85,21 @@ class ReduceScatterCols(torch.autograd.Function):
 
 class AllReduceCols(torch.autograd.Function):
     """Partial sums (m, k) on each process -> their sum on all. Backward: the sum of the gradients (each
-    process used the total for its own columns, so each holds a part of the gradient)."""
+    process used the total for its own columns, so each holds a part of the gradient). With ``float32`` both
+    move as float32 whatever the wire precision (`gridgnn.grid.comm.Communicator.float32_values`)."""
 
     @staticmethod
-    def forward(ctx, x, comm: Communicator, axis: str, phase: str):
-        ctx.args = (comm, axis, phase)
+    def forward(ctx, x, comm: Communicator, axis: str, phase: str, float32: bool = False):
+        ctx.args = (comm, axis, phase, float32)
         out = x.clone()
-        with comm.phase(phase):
+        with comm.phase(phase), comm.float32_values(float32):
             comm.all_reduce(out, axis)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        comm, axis, phase = ctx.args
+        comm, axis, phase, float32 = ctx.args
         out = grad.contiguous().clone()
-        with comm.phase(phase):
+        with comm.phase(phase), comm.float32_values(float32):
             comm.all_reduce(out, axis)
-        return out, None, None, None
+        return out, None, None, None, None

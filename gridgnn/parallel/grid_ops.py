@@ -241,7 +241,7 @@ class GridOps:
         backward = {step.op for step in steps if step.backward}
         for step in (step for step in steps if not step.backward):
             if step.op == "all_reduce":
-                x = AllReduceCols.apply(x, self.comm, self.col_axis, step.phase)
+                x = AllReduceCols.apply(x, self.comm, self.col_axis, step.phase, step.float32)
             elif step.op == "reduce_scatter":
                 x = ReduceScatterCols.apply(x, self.comm, self.col_axis, self._counts(step.width), step.phase)
             elif "reduce_scatter" in backward:

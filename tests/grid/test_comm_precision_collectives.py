@@ -63,6 +63,11 @@ def _worker(rank: int, world_size: int, precision: str) -> dict:
         out["weight_grad"] = comm.all_reduce(x.clone(), "row").numpy()
     out["records"] = [(r.op, r.bytes, r.phase) for r in forward + comm.reset()]
     out["column_records"] = [(r.op, r.bytes) for r in columns]
+    with comm.phase("dense"):  # a norm's row statistics: float32 inside the block, the wire precision after it
+        with comm.float32_values():
+            out["kept"] = comm.all_reduce(x.clone(), "row").numpy()
+        out["after"] = comm.all_reduce(x.clone(), "row").numpy()
+    out["kept_records"] = [r.op for r in comm.reset()]
     return out
 
 
@@ -129,6 +134,18 @@ def test_bf16_sums_decoded_parts_in_float32_and_counts_encoded_bytes(results):
             ("all_to_all", (P - 1) * ROWS[rank] * row, "spmm_forward"),
             ("all_to_all", 2 * (rank + 1) * row, "spmm_forward"),
             ("all_reduce", 2 * 6 * WIDTH * 4 * 2 // 3, "weight_grad")]
+
+
+def test_float32_values_keeps_a_collective_exact_in_every_precision(results):
+    exact = sum(_part(k, 6).numpy() for k in range(P))
+    for precision, out in results.items():
+        for rank in range(P):
+            np.testing.assert_allclose(out[rank]["kept"], exact, rtol=1e-6, err_msg=precision)
+            encoded = precision != "fp32"
+            assert out[rank]["kept_records"] == (["all_reduce", "all_to_all", "all_gather"] if encoded
+                                                 else ["all_reduce", "all_reduce"]), precision
+            if encoded:  # the same sum, after the block, travels rounded again
+                assert not np.allclose(out[rank]["after"], exact, rtol=1e-6, atol=0), precision
 
 
 def test_column_blocks_are_encoded_per_vertex_row(results):

@@ -6,8 +6,8 @@ bytes, and fp32 never encodes anything.
 One process group per world size trains every row (`model_workers.models_worker`): GCN, GraphSAGE, GIN and GAT on
 1.5d 2x2 (row broadcasts and reduces, the replica all-reduce and broadcast) and 2d 1x4 with every switch on (the
 column all-gathers, reduce-scatters and head sums of the dense phase); sparse 1d and 2d 2x2 (the all-to-alls); GIN
-on 1.5d without overlap; GIN with ``--gin-norm layer`` on 2d 2x2 (its row sums on col); 3d 2x2x2 at P = 8 (the depth
-all-gather and reduce-scatter, GAT's score sums on col and depth).
+on 1.5d without overlap; GIN with ``--gin-norm layer`` on 2d 2x2 (its row sums on col, float32 in every precision);
+3d 2x2x2 at P = 8 (the depth all-gather and reduce-scatter, GAT's score sums on col and depth).
 """
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ def test_every_precision_is_priced_exactly_and_trains_close_to_the_exact_run(wor
             fp32_bytes[key] = _wire_bytes(out)
             continue
         ratio = _wire_bytes(out).max() / fp32_bytes[key].max()
-        if precision in ("bf16", "fp16"):  # GAT's row maxima stay float32
+        if model == "gin-layer-norm" and grid["algo"] == "2d":  # its row sums stay float32: 4 bytes a row
+            assert (0.5 < ratio <= 0.62) if precision != "int8" else (0.27 < ratio <= 0.5), (where, ratio)
+        elif precision in ("bf16", "fp16"):  # GAT's row maxima stay float32
             assert 0.45 <= ratio <= (0.56 if model == "gat" else 0.51), (where, ratio)
         else:  # int8: a quarter plus one scale byte per row (rows of 2 to 16 values here)
             assert 0.25 < ratio <= 0.45, (where, ratio)
