@@ -34,6 +34,9 @@ all-reduce (sum)  that reduce-scatter over ``p`` balanced row chunks (`gridgnn.p
 all-reduce (max)  unchanged, in float32 (a softmax's shift: small, and exact in any precision)
 ================  =========================================================================
 
+Inside `Communicator.float32_values` nothing is encoded: a norm's row sums (one value per row, whose squares
+overflow float16: `gridgnn.cost.column_steps`) travel as plain float32 collectives in every precision.
+
 Records (`CommRecord`, `CommTotals`, `PHASES`) are `gridgnn.grid.comm_records`; the overlap scheduler
 (`Pending`, `InFlight`, `pipeline`), which issues these collectives asynchronously and waits for them behind
 the computation, is `gridgnn.grid.overlap`.
