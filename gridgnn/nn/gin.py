@@ -143,7 +143,7 @@ class GIN(LayerStack):
     @staticmethod
     def file_options(options) -> dict:
         return {"eps": float(options.gin_eps), "train_eps": bool(options.gin_train_eps),
-                "norm": str(getattr(options, "gin_norm", "none"))}
+                "norm": str(options.gin_norm)}
 
     @staticmethod
     def options_from_file(config: dict) -> dict:
@@ -153,7 +153,7 @@ class GIN(LayerStack):
     @staticmethod
     def file_structure(config) -> dict:
         """The norm: its parameters are part of the state a file must hold to start a training."""
-        return {"norm": str(getattr(config, "gin_norm", "none"))}
+        return {"norm": str(config.gin_norm)}
 
     def pyg_convs(self) -> list[nn.Module]:
         from torch_geometric.nn import GINConv
@@ -169,7 +169,7 @@ class GIN(LayerStack):
     @classmethod
     def from_config(cls, config, in_channels: int, out_channels: int) -> GIN:
         return cls(in_channels, config.hidden, out_channels, eps=config.gin_eps, train_eps=config.gin_train_eps,
-                   norm=getattr(config, "gin_norm", "none"), **cls.common_options(config))
+                   norm=config.gin_norm, **cls.common_options(config))
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, num_layers: int = 2,
                  dropout: float = 0.5, order: str = "auto", seed: int = 0, eps: float = 0.0,

@@ -116,7 +116,7 @@ class GINE(GIN):
     @classmethod
     def from_config(cls, config, in_channels: int, out_channels: int, edge_dim: int = 0) -> GINE:
         return cls(in_channels, config.hidden, out_channels, edge_dim=edge_dim, eps=config.gin_eps,
-                   train_eps=config.gin_train_eps, norm=getattr(config, "gin_norm", "none"),
+                   train_eps=config.gin_train_eps, norm=config.gin_norm,
                    **cls.common_options(config))
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int, *, edge_dim: int,
