@@ -35,6 +35,11 @@ Examples::
     nice -n 10 python benchmarks/comm_precision.py --data-root ../shared/datasets --timing --datasets cora \\
         --epochs 30 --rounds 3 --out results/comm_precision
     python benchmarks/comm_precision.py --report --out results/comm_precision   # the .md and .png from the .json
+
+``--append`` adds to the out folder's study and skips the runs it already holds (same model, dataset,
+precision, seed and grid, successful). Two studies can run side by side into separate ``--out`` folders and be
+joined with ``--merge FOLDER --out results/comm_precision``: the folder's runs the study lacks, its commands
+(as they were run) and dates, and this command.
 """
 
 from __future__ import annotations
@@ -160,6 +165,30 @@ def plan_runs(models, datasets, precisions, seeds, grids) -> list[dict]:
                 runs += [dict(model=model, dataset=dataset, precision=p, seed=seed, grid=g)
                          for g in grids for p in precisions]
     return runs
+
+
+RUN_KEY = ("model", "dataset", "precision", "seed", "grid")
+"""What names a run: a study holds at most one successful record per key."""
+
+
+def run_key(record: dict) -> tuple:
+    return tuple(record[name] for name in RUN_KEY)
+
+
+def done_keys(records: list[dict]) -> set[tuple]:
+    """The keys of the successful runs in ``records`` (a failed run may be run again)."""
+    return {run_key(r) for r in records if r.get("status") == 0}
+
+
+def merge(document: dict, other: dict) -> int:
+    """Add ``other``'s successful records whose key ``document`` lacks, its commands and dates; return how many
+    records were added. Both are accuracy.json documents; ``document`` is changed in place."""
+    have = done_keys(document["records"])
+    added = [r for r in other["records"] if r.get("status") == 0 and run_key(r) not in have]
+    document["records"] += added
+    document["commands"] += [c for c in other["commands"] if c not in document["commands"]]
+    document["date"] += "".join(f"; {d}" for d in other["date"].split("; ") if d not in document["date"])
+    return len(added)
 
 
 # --- the report ----------------------------------------------------------------------------------------------
@@ -388,6 +417,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default="results/comm_precision")
     parser.add_argument("--append", action="store_true",
                         help="add to the out folder's accuracy.json (a later invocation: its command is listed)")
+    parser.add_argument("--merge", nargs="+", metavar="FOLDER",
+                        help="add the successful runs of other studies' FOLDER/accuracy.json (run with another "
+                             "--out, e.g. beside this one) to --out's, skipping runs it has; then redraw")
     parser.add_argument("--timing", action="store_true", help="the step-time mode (timing.json, timing.md)")
     parser.add_argument("--rounds", type=int, default=3, help="--timing: rounds of the alternating runs")
     parser.add_argument("--report", action="store_true",
@@ -408,6 +440,8 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             write_accuracy(document, out)
         return document
+    if args.merge:
+        return _merge(args, command, out)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{os.cpu_count()} CPU cores, torch gloo, {args.nprocs} workers of 1 thread"
     kw = dict(data_root=args.data_root, epochs=args.epochs, nprocs=args.nprocs, nice=args.nice)
@@ -421,6 +455,11 @@ def main(argv: list[str] | None = None) -> dict:
     runs = plan_runs(args.models, args.datasets, args.precisions, args.seeds, args.grids)
     if args.no_local:
         runs = [r for r in runs if r["grid"] != "local"]
+    have = done_keys(document["records"])
+    if any(run_key(r) in have for r in runs):  # --append: a run already in the study is not run again
+        print(f"{sum(run_key(r) in have for r in runs)} of {len(runs)} runs are in {out / 'accuracy.json'} "
+              "already: skipped", flush=True)
+        runs = [r for r in runs if run_key(r) not in have]
     for index, run in enumerate(runs, 1):
         record = run_one(run, **kw)
         document["records"].append(record)
@@ -428,6 +467,19 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"[{index}/{len(runs)}] {run['model']} {run['dataset']} {run['grid']} {run['precision']} "
               f"seed {run['seed']}: {shown} ({record['wall_s']:.0f} s)", flush=True)
         write_accuracy(document, out, with_plot=False)
+    write_accuracy(document, out)
+    return document
+
+
+def _merge(args, command: str, out: Path) -> dict:
+    path = out / "accuracy.json"
+    if not path.exists():
+        sys.exit(f"comm_precision.py: error: --merge needs {path} to merge into")
+    document = json.loads(path.read_text())
+    for folder in args.merge:
+        other = json.loads((Path(folder) / "accuracy.json").read_text())
+        print(f"{folder}: {merge(document, other)} of {len(other['records'])} records added", flush=True)
+    document["commands"].append(command)
     write_accuracy(document, out)
     return document
 

@@ -125,3 +125,47 @@ def test_gin_with_layer_norm_runs_as_gin_with_its_flag(bench):
     plain = bench.train_command(dict(run, model="gin"), None, 200, 4)
     assert "--gin-norm" not in plain and plain[plain.index("--model") + 1] == "gin"
     assert "gin-ln" in bench.MODELS and "gin-ln" not in bench.DEFAULT_MODELS
+
+
+def _study(tmp_path, name: str, records: list[dict], date: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "accuracy.json").write_text(json.dumps({"commands": [f"python benchmarks/comm_precision.py {name}"],
+                                                      "date": date, "machine": "m", "records": records}))
+    return folder
+
+
+def test_merge_adds_the_runs_a_study_lacks(bench, tmp_path):
+    main_study = _study(tmp_path, "main", [_record("fp32", 0, 0.80, 1000, 1400)], "d1")
+    beside = _study(tmp_path, "beside", [_record("fp32", 0, 0.99, 1000, 1400),  # main has this run: not taken
+                                         _record("bf16", 0, 0.79, 500, 900),
+                                         {**_record("int8", 0, 0.0, 0, 0), "status": 1, "stderr": "x"}], "d2")
+    document = bench.main(["--merge", str(beside), "--out", str(main_study)])
+    saved = json.loads((main_study / "accuracy.json").read_text())
+    assert saved == document
+    assert [(r["precision"], r["test_acc"]) for r in saved["records"]] == [("fp32", 0.80), ("bf16", 0.79)]
+    assert saved["commands"][:2] == ["python benchmarks/comm_precision.py main",
+                                     "python benchmarks/comm_precision.py beside"]
+    assert saved["commands"][2].startswith("python benchmarks/comm_precision.py --merge ")
+    assert saved["date"] == "d1; d2"
+    assert _table_rows((main_study / "accuracy.md").read_text())[("1d", "bf16")][7] == "-1.00"
+    bench.main(["--merge", str(beside), "--out", str(main_study)])  # again: nothing new
+    assert len(json.loads((main_study / "accuracy.json").read_text())["records"]) == 2
+
+
+def test_append_skips_the_runs_the_study_holds(bench, tmp_path, monkeypatch):
+    held = {**_record("fp32", 0, 0.80, 1000, 1400), "model": "gcn", "dataset": "cora"}
+    failed = {**_record("bf16", 0, 0.0, 0, 0), "status": 1, "stderr": "x"}
+    study = _study(tmp_path, "study", [held, failed], "d1")
+    ran = []
+
+    def fake_run(run, **kw):
+        ran.append((run["precision"], run["grid"]))
+        return {**run, "command": "c", "wall_s": 1.0, "status": 0, "test_acc": 0.8, "wire_bytes": 500,
+                "all_bytes": 900, "step_s": 0.01}
+
+    monkeypatch.setattr(bench, "run_one", fake_run)
+    bench.main(["--models", "gcn", "--datasets", "cora", "--seeds", "0", "--precisions", "fp32", "bf16",
+                "--grids", "1d", "--no-local", "--append", "--out", str(study)])
+    assert ran == [("bf16", "1d")]  # fp32 is held; the failed bf16 run is run again
+    assert len(json.loads((study / "accuracy.json").read_text())["records"]) == 3
