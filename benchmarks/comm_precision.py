@@ -325,9 +325,11 @@ def _failures(records: list[dict]) -> list[str]:
     if not failed:
         return []
     lines = ["## Failed runs", ""]
+    succeeded = done_keys(records)  # a failed run that --append ran again
     for r in failed:
         last = (r.get("stderr") or "").strip().splitlines()[-1:] or ["(no stderr)"]
-        lines.append(f"- status {r['status']}: `{r['command']}`: {last[0]}")
+        again = " (run again since: succeeded)" if run_key(r) in succeeded else ""
+        lines.append(f"- status {r['status']}: `{r['command']}`: {last[0]}{again}")
     return lines + [""]
 
 
@@ -455,10 +457,10 @@ def main(argv: list[str] | None = None) -> dict:
     runs = plan_runs(args.models, args.datasets, args.precisions, args.seeds, args.grids)
     if args.no_local:
         runs = [r for r in runs if r["grid"] != "local"]
-    have = done_keys(document["records"])
-    if any(run_key(r) in have for r in runs):  # --append: a run already in the study is not run again
-        print(f"{sum(run_key(r) in have for r in runs)} of {len(runs)} runs are in {out / 'accuracy.json'} "
-              "already: skipped", flush=True)
+    have = done_keys(document["records"])  # --append: a run already in the study is not run again
+    held = [r for r in runs if run_key(r) in have]
+    if held:
+        print(f"{len(held)} of {len(runs)} runs are in {out / 'accuracy.json'} already: skipped", flush=True)
         runs = [r for r in runs if run_key(r) not in have]
     for index, run in enumerate(runs, 1):
         record = run_one(run, **kw)

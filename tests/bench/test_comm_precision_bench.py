@@ -169,3 +169,4 @@ def test_append_skips_the_runs_the_study_holds(bench, tmp_path, monkeypatch):
                 "--grids", "1d", "--no-local", "--append", "--out", str(study)])
     assert ran == [("bf16", "1d")]  # fp32 is held; the failed bf16 run is run again
     assert len(json.loads((study / "accuracy.json").read_text())["records"]) == 3
+    assert "status 1: `c`: x (run again since: succeeded)" in (study / "accuracy.md").read_text()
